@@ -1,0 +1,31 @@
+"""Resolving `module:function` entries of a contract (reference, baseline, oracle check)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+
+def project_root_of(contract_path: str | Path) -> Path:
+    """The folder holding `tasks/` above a contract file (a contract may live anywhere under it)."""
+    start = Path(contract_path).resolve().parent
+    for folder in (start, *start.parents):
+        if (folder / "tasks").is_dir():
+            return folder
+    return start
+
+
+def load_entry(entry: str, project_root: str | Path | None = None) -> Callable[..., Any]:
+    module_name, _, attr = entry.partition(":")
+    if project_root is not None and str(project_root) not in sys.path:
+        sys.path.insert(0, str(project_root))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import {module_name!r} for entry {entry!r}: {err}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"module {module_name!r} has no {attr!r} (entry {entry!r})") from None

@@ -1,0 +1,84 @@
+"""Reading contract files, with errors that name the file, the field, the line and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ferret.contract.model import Contract
+
+
+class ContractError(ValueError):
+    """A contract file that cannot be used. The message names the file and each bad field."""
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at `loc`, or of its nearest existing parent."""
+    node, line = root, None
+    for key in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            node = None
+    if node is not None:
+        line = node.start_mark.line + 1
+    return line
+
+
+def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ContractError(f"{path}: cannot read contract ({err.strerror})") from None
+    try:
+        return yaml.safe_load(text), yaml.compose(text)
+    except yaml.YAMLError as err:
+        raise ContractError(f"{path}: not valid YAML: {err}") from None
+
+
+def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract:
+    """Load and validate `contracts/<op>.yaml` (and the tolerance table file it names).
+
+    `require_tolerances=False` is for `ferret calibrate`, which derives the table a contract names.
+    """
+    path = Path(path)
+    data, root = _read_yaml(path)
+    if not isinstance(data, dict):
+        raise ContractError(f"{path}: expected a mapping of contract fields at the top level")
+    tolerances = data.get("tolerances")
+    if isinstance(tolerances, str):
+        tol_path = path.parent / tolerances
+        tol_data, _ = _read_yaml(tol_path) if tol_path.exists() else (None, None)
+        if tol_data is None and not require_tolerances:
+            data = {k: v for k, v in data.items() if k != "tolerances"}
+        elif tol_data is None:
+            raise ContractError(
+                f"{path}: tolerances: file {tol_path} does not exist; derive it with "
+                f"`ferret calibrate {path}`"
+            )
+        else:
+            data = {**data, "tolerances": tol_data}
+    try:
+        return Contract.model_validate(data)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            loc = tuple(e["loc"])
+            field = ".".join(str(p) for p in loc) or "(top level)"
+            line = _line_of(root, loc)
+            where = f"{path}:{line}" if line else str(path)
+            got = "" if e["type"] == "missing" else f" (got {e.get('input')!r:.80})"
+            lines.append(f"{where}: {field}: {e['msg']}{got}")
+        raise ContractError("invalid contract\n  " + "\n  ".join(lines)) from None
+
+
+def contract_json_schema() -> dict[str, Any]:
+    return Contract.model_json_schema()

@@ -1,0 +1,330 @@
+"""The constraint contract: what a candidate kernel must compute, on which cases, how fast.
+
+One YAML file per op (`contracts/<op>.yaml`) is loaded into these models. Everything the gate and the
+judge do is driven by this data; nothing about an op is hard-coded in the judge.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ferret.contract.shapes import ShapeExpr, check_expression
+
+SCHEMA_VERSION = 1
+
+DType = Literal["float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "bool"]
+FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
+# The placeholder an input's dtype may take to follow the case's dtype variant (see Contract.dtypes).
+DTYPE_VARIANT = "$dtype"
+
+_NAME = r"^[a-z_][a-z0-9_]*$"
+_IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+
+
+class _Strict(BaseModel):
+    # Unknown keys are errors: a typo in a contract must never silently weaken a gate.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Target(_Strict):
+    op: str = Field(description="The operation the candidate implements.")
+    scope: str = Field(description="What the candidate covers, from which inputs to which outputs.")
+    replaces: str = Field(description="The kernel (or eager code) the candidate replaces in production.")
+
+
+class Baseline(_Strict):
+    entry: str = Field(pattern=_IMPORT_PATH, description="`module:function` following the candidate ABI.")
+    description: str = ""
+    compile: bool = Field(True, description="Also time torch.compile of the baseline, reported beside it.")
+
+
+class Validation(_Strict):
+    oracle: str = Field(description="The independent implementation the reference was checked against.")
+    check: str | None = Field(
+        None,
+        pattern=_IMPORT_PATH,
+        description="`module:function` returning a dict with a boolean `passed`; run and recorded at gate build.",
+    )
+    test: str = Field(description="The test that performs the validation in CI.")
+    tolerance: float = Field(gt=0, description="Agreement required with the oracle (relative).")
+
+
+class Reference(_Strict):
+    entry: str = Field(pattern=_IMPORT_PATH, description="`module:function` returning every stage.")
+    precision: Literal["float64", "float32"] = Field(
+        "float64", description="Accumulation precision of the canonical reference."
+    )
+    golden_dtype: Literal["float64", "float32"] = Field(
+        "float32", description="Dtype golden stage values are stored in inside the gate."
+    )
+    validation: Validation
+
+
+class Tolerance(_Strict):
+    """Bounds on the error of one stage against the reference. Every bound given must hold."""
+
+    rel_l2: float | None = Field(None, gt=0, description="||x - ref|| / ||ref|| over finite entries.")
+    max_abs_rel_peak: float | None = Field(
+        None, gt=0, description="max |x - ref| divided by max |ref| (the error relative to the stage's scale)."
+    )
+    cosine_min: float | None = Field(None, gt=-1, le=1, description="Minimum cosine similarity with ref.")
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Tolerance:
+        if self.rel_l2 is None and self.max_abs_rel_peak is None and self.cosine_min is None:
+            raise ValueError("a tolerance needs at least one of rel_l2, max_abs_rel_peak, cosine_min")
+        return self
+
+
+class ToleranceTable(_Strict):
+    provenance: str = Field(description="How the numbers were derived: method, implementation, seeds, margin, date.")
+    by_dtype: dict[str, dict[str, Tolerance]] = Field(description="dtype -> stage -> tolerance.")
+    false_rejection: dict[str, Any] = Field(
+        default_factory=dict, description="Measured rate at which honest candidates were rejected, per candidate."
+    )
+    observed: dict[str, Any] = Field(
+        default_factory=dict, description="The largest honest errors the table was derived from (dtype -> stage -> metric)."
+    )
+
+
+class Stage(_Strict):
+    name: str = Field(pattern=_NAME)
+    computes: str = Field(description="What the stage computes, in words and formulas.")
+    shape: list[ShapeExpr] = Field(description="Shape as expressions over the case dims.")
+    dims: list[str] | None = Field(
+        None, description="A name per axis (e.g. batch, head, token), used to locate the worst error."
+    )
+    ignore_where_reference: Literal["-inf", "inf", "nan"] | None = Field(
+        None,
+        description="Entries where the reference holds this value are not compared (a defined don't-care "
+        "region, such as masked scores); everywhere else the NaN/Inf policy is strict.",
+    )
+
+    @model_validator(mode="after")
+    def _dims_match_shape(self) -> Stage:
+        if self.dims is not None and len(self.dims) != len(self.shape):
+            raise ValueError(f"dims has {len(self.dims)} names but shape has {len(self.shape)} axes")
+        return self
+
+
+class Normal(_Strict):
+    kind: Literal["normal"] = "normal"
+    mean: float = 0.0
+    std: float = Field(1.0, gt=0)
+
+
+class Uniform(_Strict):
+    kind: Literal["uniform"] = "uniform"
+    low: float = 0.0
+    high: float = 1.0
+
+
+class RandInt(_Strict):
+    """Integers in [low, high], bounds inclusive, as expressions over the case dims (e.g. `L - 1`)."""
+
+    kind: Literal["randint"] = "randint"
+    low: ShapeExpr
+    high: ShapeExpr
+
+
+class RowScaledNormal(_Strict):
+    """Normal rows, each multiplied by a log-uniform factor: rows of mixed magnitude."""
+
+    kind: Literal["row_scaled_normal"] = "row_scaled_normal"
+    std: float = Field(1.0, gt=0)
+    min_scale: float = Field(0.01, gt=0)
+    max_scale: float = Field(100.0, gt=0)
+
+
+class Constant(_Strict):
+    kind: Literal["constant"] = "constant"
+    value: float
+
+
+class Input(_Strict):
+    name: str = Field(pattern=_NAME)
+    shape: list[ShapeExpr]
+    dtype: DType | Literal["$dtype"]
+    distribution: Normal | Uniform | RandInt | RowScaledNormal | Constant = Field(discriminator="kind")
+    role: Literal["in", "inout"] = Field(
+        "in", description="`inout` tensors are updated in place; their contents after the call are the stage "
+        "of the same name."
+    )
+
+
+class Output(_Strict):
+    name: str = Field(pattern=_NAME)
+    shape: list[ShapeExpr]
+    dtype: DType | Literal["$dtype"]
+
+
+class Edit(_Strict):
+    """An edge-case edit applied to one drawn input: set rows, values or a fraction of entries."""
+
+    input: str = Field(pattern=_NAME)
+    set: Literal["zeros_rows", "value", "nan", "inf", "-inf", "rows_of_inf"] = Field(
+        description="zeros_rows / rows_of_inf: the rows listed in `rows`; value: every entry equals `value` "
+        "(an expression over the dims); nan / inf / -inf: the entries listed in `at`."
+    )
+    rows: list[int] = []
+    at: list[list[int]] = []
+    value: ShapeExpr | None = None
+
+
+class Case(_Strict):
+    name: str = Field(pattern=_NAME)
+    kind: Literal["correctness", "edge"] = "correctness"
+    dims: dict[str, int] = Field(description="Values of the dims that shape expressions use.")
+    seed: int = Field(ge=0)
+    description: str = ""
+    edits: list[Edit] = []
+
+    @field_validator("dims")
+    @classmethod
+    def _positive(cls, dims: dict[str, int]) -> dict[str, int]:
+        bad = [k for k, v in dims.items() if v < 1]
+        if bad:
+            raise ValueError(f"dims must be >= 1, got {', '.join(f'{k}={dims[k]}' for k in bad)}")
+        return dims
+
+
+class Cases(_Strict):
+    cpu: list[Case] = Field(description="Small profile that runs on the CPU under the Triton interpreter.")
+    gpu: list[Case] = Field(description="Real production shapes, run on the GPU.")
+
+
+class CandidateAbi(_Strict):
+    entry: str = Field("run", pattern=r"^[A-Za-z_]\w*$", description="Function the candidate module defines.")
+    signature: str = "run(inputs: dict[str, Tensor], outputs: dict[str, Tensor], params: dict, trace: dict | None = None) -> None"
+    outputs_preallocated: bool = Field(
+        True, description="The judge allocates the outputs, pre-filled with NaN; the candidate writes into them."
+    )
+    traced_run: str = Field(
+        "With `trace` a dict, the candidate stores every stage it materializes by name; the traced run "
+        "must give bitwise the same final outputs as the fast path.",
+    )
+
+
+class Backend(_Strict):
+    language: Literal["triton", "cuda"] = "triton"
+    compile_flags: dict[str, Any] = Field(default_factory=dict)
+    interpret_on_cpu: bool = Field(True, description="Run Triton under TRITON_INTERPRET=1 where there is no GPU.")
+
+
+class Speed(_Strict):
+    min_speedup: float = Field(gt=0, description="Minimum speedup over the baseline, measured in the same run.")
+    cases: list[str] = Field(default_factory=list, description="GPU cases timed; all GPU cases when empty.")
+    repeats: int = Field(5, ge=1, description="Interleaved candidate/baseline do_bench rounds; median taken.")
+
+
+class Budgets(_Strict):
+    candidate_timeout_s: float = Field(600, gt=0, description="Wall time for one candidate process.")
+    candidate_memory_mb: int = Field(16384, gt=0, description="Host memory (RSS) for one candidate process.")
+    determinism_repeats: int = Field(3, ge=2, description="Fast-path runs that must agree bitwise.")
+    stress_iterations: int = Field(200, ge=1, description="Iterations of the stress stage (GPU only).")
+    max_rounds: int = Field(8, ge=1, description="Optimizer rounds (used by the dispatcher).")
+
+
+class Contract(_Strict):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    op: str = Field(pattern=_NAME)
+    description: str = ""
+    target: Target
+    baseline: Baseline
+    reference: Reference
+    params: dict[str, Any] = Field(default_factory=dict, description="Constants of the math, given to every implementation.")
+    dtypes: list[DType] = Field(description="Dtype variants; the first is the primary one. Inputs typed `$dtype` follow it.")
+    inputs: list[Input]
+    outputs: list[Output]
+    stages: list[Stage] = Field(description="The real-math contract, in order; outputs are its last stages.")
+    tolerances: ToleranceTable | None = Field(
+        None,
+        description="Per dtype and stage; derived by `ferret calibrate`, never by hand. In YAML either inline or "
+        "the name of a file beside the contract (`<op>.tolerances.yaml`), which is what calibrate writes.",
+    )
+    cases: Cases
+    candidate_abi: CandidateAbi = CandidateAbi()
+    backend: Backend = Backend()
+    speed: Speed
+    budgets: Budgets = Budgets()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Contract:
+        problems: list[str] = []
+        stage_names = [s.name for s in self.stages]
+        input_names = [i.name for i in self.inputs]
+        for what, names in (("stages", stage_names), ("inputs", input_names), ("outputs", [o.name for o in self.outputs])):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                problems.append(f"{what}: duplicate names {dup}")
+        for out in self.outputs:
+            if out.name not in stage_names:
+                problems.append(f"outputs.{out.name}: every output must also be a stage")
+        for inp in self.inputs:
+            if inp.role == "inout" and inp.name not in stage_names:
+                problems.append(f"inputs.{inp.name}: an inout input must also be a stage (its contents after the call)")
+        tolerance_table = self.tolerances.by_dtype if self.tolerances else {}
+        for dtype, table in tolerance_table.items():
+            if dtype not in self.dtypes:
+                problems.append(f"tolerances.by_dtype.{dtype}: not one of dtypes {self.dtypes}")
+            for stage in table:
+                if stage not in stage_names:
+                    problems.append(f"tolerances.by_dtype.{dtype}.{stage}: no such stage")
+        for dtype in self.dtypes if self.tolerances else ():
+            missing = [s for s in stage_names if s not in self.tolerances.by_dtype.get(dtype, {})]
+            if missing:
+                problems.append(f"tolerances.by_dtype.{dtype}: no tolerance for stages {missing}")
+        dims_used = {d for case in self.cases.cpu + self.cases.gpu for d in case.dims}
+        for profile, cases in (("cpu", self.cases.cpu), ("gpu", self.cases.gpu)):
+            names = [c.name for c in cases]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                problems.append(f"cases.{profile}: duplicate case names {dup}")
+            for case in cases:
+                for edit in case.edits:
+                    if edit.input not in input_names:
+                        problems.append(f"cases.{profile}.{case.name}.edits: no input named {edit.input!r}")
+        for where, exprs in self._shape_expressions():
+            for expr in exprs:
+                try:
+                    check_expression(expr, dims_used)
+                except ValueError as err:
+                    problems.append(f"{where}: {err}")
+        unknown_speed_cases = [c for c in self.speed.cases if c not in {g.name for g in self.cases.gpu}]
+        if unknown_speed_cases:
+            problems.append(f"speed.cases: not GPU cases {unknown_speed_cases}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _shape_expressions(self):
+        for i in self.inputs:
+            exprs = list(i.shape)
+            if isinstance(i.distribution, RandInt):
+                exprs += [i.distribution.low, i.distribution.high]
+            yield f"inputs.{i.name}", exprs
+        for o in self.outputs:
+            yield f"outputs.{o.name}", list(o.shape)
+        for s in self.stages:
+            yield f"stages.{s.name}", list(s.shape)
+
+    # Convenience accessors used across the gate.
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def tolerance(self, dtype: str, stage: str) -> Tolerance:
+        if self.tolerances is None:
+            raise ValueError(f"contract {self.op!r} has no tolerances yet: run `ferret calibrate` first")
+        return self.tolerances.by_dtype[dtype][stage]
+
+    def cases_for(self, profile: Literal["cpu", "gpu"]) -> list[Case]:
+        return list(getattr(self.cases, profile))
+
+    @property
+    def primary_dtype(self) -> str:
+        return self.dtypes[0]

@@ -1,0 +1,160 @@
+"""Tolerances by a method, not by hand.
+
+For every dtype and stage: the largest error of the honest implementations (the baseline and the
+honest candidates named, all in the contract's dtypes; several of them, because summation order alone
+moves the error) against the float64 reference over many seeds, times a stated margin, floored at a few
+units of the dtype's rounding. Then the false-rejection rate: the honest candidates are run on fresh
+seeds, never used for the table, and the share of rejected case runs is recorded beside it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+import yaml
+
+from ferret.contract.imports import load_entry, project_root_of
+from ferret.contract.load import load_contract
+from ferret.contract.model import Contract, Tolerance, ToleranceTable
+from ferret.gate.inputs import case_variants, draw_inputs, output_specs, variant_id
+from ferret.gate.metrics import compare_stage
+
+CALIBRATION_SEED_BASE = 1_000_000
+CHECK_SEED_BASE = 2_000_000
+# The floor only keeps a tolerance from being zero where the honest implementations happened to be
+# exact on the calibration seeds: a few float32 rounding units, whatever the dtype. It is not derived
+# from the input dtype, so that a stage the contract computes in float32 (a norm's statistics, say)
+# cannot be computed in bf16 inside a bf16 case's tolerance.
+FLOAT32_UNIT_ROUNDOFF = 2.0**-24
+FLOOR_UNITS = 8.0
+_PERMISSIVE = Tolerance(rel_l2=float("inf"))
+
+
+def _run_implementation(run, inputs, contract: Contract, case, dtype: str, device: str):
+    inputs = {k: v.to(device).clone() for k, v in inputs.items()}
+    outputs = {n: torch.full(s, float("nan"), dtype=d, device=device) for n, (s, d) in output_specs(contract, case, dtype).items()}
+    trace: dict = {}
+    run(inputs, outputs, dict(contract.params), trace=trace)
+    values = dict(trace)
+    values.update(outputs)
+    for spec in contract.inputs:
+        if spec.role == "inout":
+            values[spec.name] = inputs[spec.name]
+    return {k: v.detach().cpu() for k, v in values.items() if isinstance(v, torch.Tensor)}
+
+
+def _load_candidate(path: Path, entry: str):
+    spec = importlib.util.spec_from_file_location(f"ferret_calibration_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, entry)
+
+
+def calibrate(
+    contract_path: str | Path,
+    seeds: int = 16,
+    margin: float = 4.0,
+    check_seeds: int = 8,
+    candidates: list[Path] = (),
+    profile: str = "cpu",
+    progress: Callable[[str], None] = lambda m: None,
+) -> Path:
+    contract_path = Path(contract_path)
+    contract = load_contract(contract_path, require_tolerances=False)
+    device = "cuda" if profile == "gpu" else "cpu"
+    if device == "cpu" and not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    root = project_root_of(contract_path)
+    reference = load_entry(contract.reference.entry, root)
+    baseline = load_entry(contract.baseline.entry, root)
+    variants = case_variants(contract, profile)
+    honest = {contract.baseline.entry: baseline}
+    for path in candidates:
+        honest[Path(path).name] = _load_candidate(Path(path), contract.candidate_abi.entry)
+
+    worst: dict[str, dict[str, dict[str, float]]] = {d: {s.name: {"rel_l2": 0.0, "max_abs_rel_peak": 0.0, "one_minus_cosine": 0.0} for s in contract.stages} for d in contract.dtypes}
+    for number, (case, dtype, _part) in enumerate(variants, 1):
+        for s in range(seeds):
+            seed = CALIBRATION_SEED_BASE + case.seed * 1000 + s
+            inputs = draw_inputs(contract, case, dtype, seed=seed)
+            golden = reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
+            for name, run in honest.items():
+                got = _run_implementation(run, inputs, contract, case, dtype, device)
+                if run is baseline:
+                    missing = [st.name for st in contract.stages if st.name not in got]
+                    if missing:
+                        raise ValueError(f"baseline {name} does not expose stages {missing}: it cannot calibrate them")
+                for stage in contract.stages:
+                    if stage.name not in got:
+                        continue
+                    m = compare_stage(got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE)
+                    if m.nonfinite_mismatches:
+                        raise ValueError(f"{name} disagrees with the reference on NaN/Inf at {variant_id(case, dtype)} seed {seed} stage {stage.name}")
+                    w = worst[dtype][stage.name]
+                    w["rel_l2"] = max(w["rel_l2"], m.rel_l2 or 0.0)
+                    w["max_abs_rel_peak"] = max(w["max_abs_rel_peak"], m.max_abs_rel_peak or 0.0)
+                    w["one_minus_cosine"] = max(w["one_minus_cosine"], 1.0 - (m.cosine if m.cosine is not None else 1.0))
+        progress(f"[{number}/{len(variants)}] {variant_id(case, dtype)}: {seeds} seeds measured")
+
+    by_dtype: dict[str, dict[str, Tolerance]] = {}
+    for dtype, stages in worst.items():
+        floor = FLOOR_UNITS * FLOAT32_UNIT_ROUNDOFF
+        by_dtype[dtype] = {
+            name: Tolerance(
+                rel_l2=float(f"{max(w['rel_l2'] * margin, floor):.3g}"),
+                max_abs_rel_peak=float(f"{max(w['max_abs_rel_peak'] * margin, floor):.3g}"),
+                cosine_min=1.0 - float(f"{max(w['one_minus_cosine'] * margin, floor * floor):.3g}"),
+            )
+            for name, w in stages.items()
+        }
+    date = _dt.date.today().isoformat()
+    table = ToleranceTable(
+        provenance=(
+            f"ferret calibrate, {date}: largest error of the honest implementations ({', '.join(honest)}) against the "
+            f"{contract.reference.precision} reference over {seeds} seeds x {len(variants)} '{profile}' case variants, "
+            f"x margin {margin}, floored at {FLOOR_UNITS:g} float32 rounding units (cosine distance: the floor squared)"
+        ),
+        by_dtype=by_dtype,
+    )
+    contract_with_table = contract.model_copy(update={"tolerances": table})
+
+    false_rejection: dict[str, dict] = {}
+    for path in candidates:
+        run = honest[Path(path).name]
+        runs = rejected = 0
+        failures: list[str] = []
+        for case, dtype, _part in variants:
+            for s in range(check_seeds):
+                seed = CHECK_SEED_BASE + case.seed * 1000 + s
+                inputs = draw_inputs(contract, case, dtype, seed=seed)
+                golden = reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
+                got = _run_implementation(run, inputs, contract, case, dtype, device)
+                runs += 1
+                bad = [
+                    st.name
+                    for st in contract.stages
+                    if st.name in got
+                    and not compare_stage(got[st.name], golden[st.name].cpu(), st, contract_with_table.tolerance(dtype, st.name)).passed
+                ]
+                if bad:
+                    rejected += 1
+                    failures.append(f"{variant_id(case, dtype)} seed {seed}: {bad}")
+        false_rejection[Path(path).name] = {"runs": runs, "rejected": rejected, "rate": rejected / runs if runs else 0.0, "seeds_per_case": check_seeds, "failures": failures[:20]}
+        progress(f"{Path(path).name}: {rejected}/{runs} honest case runs rejected")
+
+    table = table.model_copy(update={"false_rejection": false_rejection})
+    out = contract_path.parent / f"{contract.op}.tolerances.yaml"
+    header = (
+        f"# Generated by `ferret calibrate {contract_path.name} --seeds {seeds} --margin {margin}` on {date}.\n"
+        "# Do not edit by hand: re-run calibrate. The observed honest errors are in `observed`.\n"
+    )
+    data = table.model_dump(mode="json", exclude_none=True)
+    data["observed"] = worst
+    out.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120))
+    return out

@@ -1,0 +1,125 @@
+"""Drawing a case's inputs from the contract's declarative distributions.
+
+Inputs are drawn on the CPU with a seeded torch.Generator so that the same (contract, case, seed) gives
+bitwise the same tensors on every machine; they are moved to the device afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import torch
+
+from ferret.contract.model import (
+    DTYPE_VARIANT,
+    Case,
+    Constant,
+    Contract,
+    Edit,
+    Input,
+    Normal,
+    RandInt,
+    RowScaledNormal,
+    Uniform,
+)
+from ferret.contract.shapes import evaluate, evaluate_shape
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "bool": torch.bool,
+}
+
+
+def resolve_dtype(declared: str, variant_dtype: str) -> torch.dtype:
+    return TORCH_DTYPES[variant_dtype if declared == DTYPE_VARIANT else declared]
+
+
+def _input_seed(case_seed: int, input_name: str) -> int:
+    # Each input gets its own stream, so adding an input to a contract does not change the others.
+    digest = hashlib.sha256(f"{case_seed}:{input_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def _draw(spec: Input, shape: tuple[int, ...], dims: dict[str, int], gen: torch.Generator) -> torch.Tensor:
+    dist = spec.distribution
+    if isinstance(dist, Normal):
+        return torch.randn(shape, generator=gen, dtype=torch.float64) * dist.std + dist.mean
+    if isinstance(dist, Uniform):
+        return torch.rand(shape, generator=gen, dtype=torch.float64) * (dist.high - dist.low) + dist.low
+    if isinstance(dist, RandInt):
+        low, high = evaluate(dist.low, dims), evaluate(dist.high, dims)
+        if high < low:
+            raise ValueError(f"inputs.{spec.name}: randint bounds [{low}, {high}] are empty for dims {dims}")
+        return torch.randint(low, high + 1, shape, generator=gen, dtype=torch.int64)
+    if isinstance(dist, RowScaledNormal):
+        values = torch.randn(shape, generator=gen, dtype=torch.float64) * dist.std
+        if len(shape) >= 2:
+            log_lo, log_hi = math.log(dist.min_scale), math.log(dist.max_scale)
+            row_shape = shape[:-1] + (1,)
+            scales = torch.exp(torch.rand(row_shape, generator=gen, dtype=torch.float64) * (log_hi - log_lo) + log_lo)
+            values = values * scales
+        return values
+    if isinstance(dist, Constant):
+        return torch.full(shape, dist.value, dtype=torch.float64)
+    raise TypeError(f"unknown distribution {dist!r}")
+
+
+def _apply_edit(tensor: torch.Tensor, edit: Edit, dims: dict[str, int]) -> torch.Tensor:
+    if edit.set == "value":
+        tensor[...] = evaluate(edit.value, dims) if edit.value is not None else 0
+    elif edit.set in ("zeros_rows", "rows_of_inf"):
+        fill = 0.0 if edit.set == "zeros_rows" else math.inf
+        for row in edit.rows:
+            tensor.view(-1, tensor.shape[-1])[row] = fill
+    else:
+        fill = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[edit.set]
+        for index in edit.at:
+            tensor[tuple(index)] = fill
+    return tensor
+
+
+def draw_inputs(contract: Contract, case: Case, dtype: str, seed: int | None = None) -> dict[str, torch.Tensor]:
+    """The inputs of one case variant, on the CPU, in their contract dtypes."""
+    seed = case.seed if seed is None else seed
+    tensors: dict[str, torch.Tensor] = {}
+    for spec in contract.inputs:
+        shape = evaluate_shape(spec.shape, case.dims)
+        gen = torch.Generator(device="cpu").manual_seed(_input_seed(seed, spec.name))
+        values = _draw(spec, shape, case.dims, gen)
+        for edit in case.edits:
+            if edit.input == spec.name:
+                values = _apply_edit(values, edit, case.dims)
+        tensors[spec.name] = values.to(resolve_dtype(spec.dtype, dtype)).contiguous()
+    return tensors
+
+
+def output_specs(contract: Contract, case: Case, dtype: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    return {o.name: (evaluate_shape(o.shape, case.dims), resolve_dtype(o.dtype, dtype)) for o in contract.outputs}
+
+
+def case_variants(contract: Contract, profile: str) -> list[tuple[Case, str, str]]:
+    """(case, dtype, verification part) for every run the gate holds.
+
+    Correctness cases run in every dtype the contract lists (the primary dtype is the `correctness` part,
+    the others the `dtypes` part); edge cases run in the primary dtype.
+    """
+    variants = []
+    for case in contract.cases_for(profile):
+        if case.kind == "edge":
+            variants.append((case, contract.primary_dtype, "edge_cases"))
+            continue
+        for i, dtype in enumerate(contract.dtypes):
+            variants.append((case, dtype, "correctness" if i == 0 else "dtypes"))
+    return variants
+
+
+def variant_id(case: Case, dtype: str) -> str:
+    return f"{case.name}@{dtype}"

@@ -1,0 +1,348 @@
+"""The judge: verifies the gate, runs a candidate in its own process on inputs only, and decides.
+
+The five parts of the verdict follow the kernel verification protocol: correctness on the contract's
+cases, every dtype, edge cases, bitwise determinism, and a stress run (GPU). Timing comes after, in its
+own process, and only for a candidate that is correct.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ferret.contract.load import load_contract
+from ferret.contract.model import Contract
+from ferret.gate.build import build_key, find_gate, tensor_content_sha256
+from ferret.gate.inputs import draw_inputs, output_specs
+from ferret.gate.lock import sha256_file, verify_gate
+from ferret.gate.metrics import StageMetrics, compare_stage
+from ferret.gate.models import PARTS, GateManifest, PartResult, RunFailure, TimingResult, VariantRecord, VariantResult, Verdict
+from ferret.gate.platform_info import default_profile, device_name, versions
+from ferret.gate.report import append_verdict
+from ferret.sandbox.launch import candidate_environment, run_isolated
+
+Progress = Callable[[str], None]
+
+
+class JudgeError(RuntimeError):
+    """The judge itself could not do its job (not the candidate's fault)."""
+
+
+def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profile: str, progress: Progress) -> Path:
+    """The verified gate for this contract and machine, built by the test-writer's own process if missing."""
+    gate = find_gate(gates_dir, build_key(contract, profile))
+    if gate is None:
+        progress("no gate for this contract on this machine yet: the test-writer builds one")
+        command = [sys.executable, "-m", "ferret.gate.build", str(contract_path), "--gates-dir", str(gates_dir), "--profile", profile]
+        built = subprocess.run(command, stdout=subprocess.PIPE, stderr=None, text=True)
+        if built.returncode != 0:
+            raise JudgeError(f"the test-writer failed to build the gate (exit {built.returncode})")
+        gate = Path(built.stdout.strip().splitlines()[-1])
+    return gate
+
+
+def _prepare_inputs(contract: Contract, gate: Path, record: VariantRecord, target: Path) -> None:
+    if record.inputs.stored:
+        shutil.copyfile(gate / record.inputs.file, target)
+        return
+    case = next(c for c in contract.cases_for("gpu") + contract.cases_for("cpu") if c.name == record.case)
+    inputs = draw_inputs(contract, case, record.dtype)
+    for name, tensor in inputs.items():
+        if tensor_content_sha256(tensor) != record.inputs.content_sha256[name]:
+            raise JudgeError(f"regenerated input {record.id}/{name} differs from the gate's content hash")
+    save_file(inputs, str(target))
+
+
+def _failure_from_status(status: dict) -> RunFailure:
+    return RunFailure(kind=status.get("kind", "exception"), message=status.get("message", ""), traceback=status.get("traceback"))
+
+
+def _run_candidate(
+    contract: Contract, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str, progress: Progress
+) -> tuple[dict[str, dict], dict | None]:
+    """Run every variant in the candidate's process; restart it after a crash. Returns per-variant status."""
+    (workdir / "in").mkdir()
+    shutil.copyfile(candidate, workdir / "candidate.py")
+    variants = []
+    inout = [i.name for i in contract.inputs if i.role == "inout"]
+    in_only = [i.name for i in contract.inputs if i.role == "in"]
+    for record in manifest.variants:
+        target = workdir / "in" / f"{record.id}.safetensors"
+        _prepare_inputs(contract, gate, record, target)
+        case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
+        specs = output_specs(contract, case, record.dtype)
+        variants.append(
+            {
+                "id": record.id,
+                "inputs_file": str(target),
+                "outputs": {n: [list(shape), str(dt).removeprefix("torch.")] for n, (shape, dt) in specs.items()},
+                "inout": inout,
+                "in_only": in_only,
+            }
+        )
+    stress_index = None
+    if device == "cuda":
+        sizes = [r.inputs.nbytes for r in manifest.variants]
+        stress_index = max(range(len(sizes)), key=sizes.__getitem__)
+    job = {
+        "candidate": str(workdir / "candidate.py"),
+        "entry": contract.candidate_abi.entry,
+        "device": device,
+        "params": contract.params,
+        "repeats": contract.budgets.determinism_repeats,
+        "stress_iterations": contract.budgets.stress_iterations,
+        "stress_variant": stress_index,
+        "variants": variants,
+        "result_dir": str(workdir / "out"),
+    }
+    (workdir / "job.json").write_text(json.dumps(job))
+    env = candidate_environment(workdir, interpret=device == "cpu")
+    statuses: dict[str, dict] = {}
+    start = 0
+    out = workdir / "out"
+    while start < len(variants):
+        progress(f"candidate process: variants {start + 1}..{len(variants)}")
+        outcome = run_isolated(
+            [sys.executable, "-m", "ferret.sandbox.runner", "job.json", "--start", str(start)],
+            workdir,
+            env,
+            contract.budgets.candidate_timeout_s,
+            contract.budgets.candidate_memory_mb,
+        )
+        if (out / "load.json").exists():
+            load_failure = json.loads((out / "load.json").read_text())
+            for v in variants:
+                statuses[v["id"]] = {"ok": False, **load_failure}
+            return statuses, None
+        for v in variants[start:]:
+            status_file = out / f"{v['id']}.json"
+            if status_file.exists():
+                statuses[v["id"]] = json.loads(status_file.read_text())
+        if (out / "done").exists() and outcome.kind == "exited":
+            break
+        current = int((out / "current").read_text()) if (out / "current").exists() else start
+        if current < len(variants) and variants[current]["id"] not in statuses:
+            kind = {"timeout": "timeout", "out_of_memory": "out_of_memory"}.get(outcome.kind, "crash")
+            message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
+            statuses[variants[current]["id"]] = {
+                "ok": False,
+                "kind": kind,
+                "message": f"{message}; last output: {outcome.stderr_tail[-800:]}",
+            }
+            progress(f"  {variants[current]['id']}: {kind}: {message}")
+            start = current + 1
+        else:
+            # Stopped after the variants (stress or teardown): nothing more to run.
+            break
+    stress = json.loads((out / "stress.json").read_text()) if (out / "stress.json").exists() else None
+    return statuses, stress
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same dtype, shape and bytes (NaN payloads included, unlike torch.equal)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+def _judge_variant(contract: Contract, gate: Path, record: VariantRecord, status: dict | None, tensors_file: Path) -> VariantResult:
+    base = dict(id=record.id, case=record.case, dtype=record.dtype, part=record.part)
+    if status is None:
+        return VariantResult(**base, passed=False, failure=RunFailure(kind="internal", message="no result for this case"))
+    if not status.get("ok"):
+        return VariantResult(**base, passed=False, failure=_failure_from_status(status), seconds=status.get("seconds"))
+    got = load_file(str(tensors_file))
+    golden = load_file(str(gate / record.golden_file))
+    outputs = [o.name for o in contract.outputs]
+    inout = [i.name for i in contract.inputs if i.role == "inout"]
+    repeats = contract.budgets.determinism_repeats
+    names = outputs + inout
+    prefix = {n: ("fast" if n in outputs else "inout") for n in names}
+    repeats_equal = all(
+        bitwise_equal(got[f"{prefix[n]}0.{n}"], got[f"{prefix[n]}{r}.{n}"]) for n in names for r in range(1, repeats)
+    )
+    traced_equal = all(bitwise_equal(got[f"fast0.{n}"], got[f"traced.{n}"]) for n in outputs)
+    stages: list[StageMetrics] = []
+    for stage in contract.stages:
+        if stage.name in outputs:
+            value = got[f"fast0.{stage.name}"]
+        elif stage.name in inout:
+            value = got[f"inout0.{stage.name}"]
+        else:
+            value = got.get(f"trace.{stage.name}")
+        stages.append(compare_stage(value, golden[stage.name], stage, contract.tolerance(record.dtype, stage.name)))
+    first_failing = next((s.stage for s in stages if not s.passed), None)
+    return VariantResult(
+        **base,
+        passed=first_failing is None and repeats_equal and traced_equal,
+        stages=stages,
+        first_failing_stage=first_failing,
+        repeats_bitwise_equal=repeats_equal,
+        traced_equals_fast=traced_equal,
+        seconds=status.get("seconds"),
+    )
+
+
+def _parts(results: list[VariantResult], stress: dict | None, device: str) -> dict[str, PartResult]:
+    parts: dict[str, PartResult] = {}
+    for part in ("correctness", "dtypes", "edge_cases"):
+        mine = [r for r in results if r.part == part]
+        if not mine:
+            parts[part] = PartResult(status="skipped", detail="no such cases in the contract")
+            continue
+        failed = [r for r in mine if r.failure is not None or r.first_failing_stage is not None]
+        parts[part] = PartResult(
+            status="fail" if failed else "pass",
+            detail="; ".join(
+                f"{r.id}: {r.failure.kind}: {r.failure.message[:200]}" if r.failure else f"{r.id}: stage {r.first_failing_stage}"
+                for r in failed
+            )
+            or f"{len(mine)} case variants",
+        )
+    ran = [r for r in results if r.failure is None]
+    nondet = [r.id for r in ran if not r.repeats_bitwise_equal]
+    traced = [r.id for r in ran if not r.traced_equals_fast]
+    detail = []
+    if nondet:
+        detail.append(f"repeated fast runs differ bitwise on {nondet}")
+    if traced:
+        detail.append(f"traced run's final outputs differ bitwise from the fast path on {traced}")
+    parts["determinism"] = PartResult(
+        status="fail" if detail or not ran else "pass",
+        detail="; ".join(detail) or (f"{len(ran)} variants bitwise equal over repeats" if ran else "no variant ran"),
+    )
+    if device != "cuda":
+        parts["stress"] = PartResult(status="skipped", detail="needs a GPU")
+    elif stress is None:
+        parts["stress"] = PartResult(status="fail", detail="the stress run did not complete")
+    elif "error" in stress:
+        parts["stress"] = PartResult(status="fail", detail=stress["error"])
+    else:
+        bad = stress["outputs_differing_from_first"] > 0 or stress["memory_growth_bytes"] > 0
+        parts["stress"] = PartResult(
+            status="fail" if bad else "pass",
+            detail=f"{stress['iterations']} iterations on {stress['variant']}: {stress['outputs_differing_from_first']} "
+            f"outputs differed from the first, device memory grew {stress['memory_growth_bytes']} bytes",
+        )
+    return {p: parts[p] for p in PARTS}
+
+
+def check(
+    contract_path: str | Path,
+    candidate_path: str | Path,
+    gates_dir: str | Path = "gates",
+    profile: str | None = None,
+    progress: Progress = lambda message: None,
+    measure_speed: bool = True,
+) -> tuple[Verdict, Path]:
+    """Judge one candidate; append the verdict to the gate's report. Returns (verdict, gate folder).
+
+    Raises ContractError for a bad contract and GateTampered for a gate whose lock does not hold.
+    """
+    started_wall = time.perf_counter()
+    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    contract_path, candidate_path, gates_dir = Path(contract_path), Path(candidate_path), Path(gates_dir)
+    contract = load_contract(contract_path)
+    if not candidate_path.is_file():
+        raise FileNotFoundError(f"{candidate_path}: no such candidate file")
+    profile = profile or default_profile()
+    device = "cuda" if profile == "gpu" else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise JudgeError("profile gpu needs a CUDA GPU")
+    gate = locate_gate(contract_path, contract, gates_dir, profile, progress)
+    manifest = GateManifest.model_validate(verify_gate(gate))
+    progress(f"gate {gate.name[:16]}… verified ({len(manifest.files)} files)")
+
+    workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
+    try:
+        statuses, stress = _run_candidate(contract, manifest, gate, candidate_path, workdir, device, progress)
+        # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
+        verify_gate(gate)
+        results = []
+        for record in manifest.variants:
+            result = _judge_variant(contract, gate, record, statuses.get(record.id), workdir / "out" / f"{record.id}.safetensors")
+            results.append(result)
+            if result.passed:
+                mark = "ok"
+            elif result.failure:
+                mark = f"FAIL ({result.failure.kind}: {result.failure.message[:160]})"
+            elif result.first_failing_stage:
+                failing = next(st for st in result.stages if st.stage == result.first_failing_stage)
+                mark = f"FAIL at stage {result.first_failing_stage}: {'; '.join(failing.reasons)}"
+            else:
+                mark = "FAIL (not bitwise deterministic)" if not result.repeats_bitwise_equal else "FAIL (traced run differs from the fast path)"
+            progress(f"  {record.id}: {mark}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    parts = _parts(results, stress, device)
+    passed = all(p.status != "fail" for p in parts.values())
+    first_failing = next((s.name for s in contract.stages if any(r.first_failing_stage == s.name for r in results)), None)
+    if passed and measure_speed and device == "cuda":
+        from ferret.bench.timing import time_candidate
+
+        timing = time_candidate(contract_path, contract, manifest, gate, candidate_path, progress)
+    elif device != "cuda":
+        timing = TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
+    elif not passed:
+        timing = TimingResult(measured=False, reason="not timed: the candidate is not correct")
+    else:
+        timing = TimingResult(measured=False, reason="speed measurement not requested")
+    verdict = Verdict(
+        passed=passed,
+        first_failing_stage=first_failing,
+        gate_hash=gate.name,
+        op=contract.op,
+        profile=profile,
+        candidate_path=str(candidate_path),
+        candidate_sha256=sha256_file(candidate_path),
+        parts=parts,
+        variants=results,
+        timing=timing,
+        device=device_name(),
+        versions=versions(),
+        seeds={r.id: r.seed for r in manifest.variants},
+        started_at=started_at,
+        seconds=time.perf_counter() - started_wall,
+    )
+    append_verdict(gate, verdict)
+    return verdict, gate
+
+
+def summary(verdict: Verdict) -> dict:
+    """The compact form printed on the `GATE_RESULT` line."""
+    return {
+        "pass": verdict.passed,
+        "first_failing_stage": verdict.first_failing_stage,
+        "gate": verdict.gate_hash,
+        "candidate_sha256": verdict.candidate_sha256,
+        "parts": {k: v.status for k, v in verdict.parts.items()},
+        "cases": {
+            r.id: {
+                "pass": r.passed,
+                **({"failure": r.failure.kind, "message": r.failure.message[:300]} if r.failure else {}),
+                "stages": {
+                    s.stage: (
+                        {"pass": s.passed, "rel_l2": s.rel_l2, "max_abs_rel_peak": s.max_abs_rel_peak, "cosine": s.cosine}
+                        | ({"worst": s.worst.named or s.worst.index} if s.worst and not s.passed else {})
+                        if s.exposed
+                        else "not exposed"
+                    )
+                    for s in r.stages
+                },
+            }
+            for r in verdict.variants
+        },
+        "timing": verdict.timing.model_dump(exclude={"cases": {"__all__": {"samples"}}}),
+    }

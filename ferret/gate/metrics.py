@@ -1,0 +1,118 @@
+"""Comparing one stage of a candidate with the golden value: several metrics, a strict NaN/Inf policy,
+and where the worst error sits."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from pydantic import BaseModel
+
+from ferret.contract.model import Stage, Tolerance
+
+
+class WorstError(BaseModel):
+    index: list[int]
+    named: dict[str, int] = {}
+    candidate: float
+    reference: float
+
+
+class StageMetrics(BaseModel):
+    stage: str
+    exposed: bool = True
+    passed: bool
+    reasons: list[str] = []
+    max_abs_err: float | None = None
+    max_abs_rel_peak: float | None = None
+    rel_l2: float | None = None
+    cosine: float | None = None
+    nonfinite_mismatches: int = 0
+    worst: WorstError | None = None
+    tolerance: Tolerance | None = None
+
+
+def _ignored_mask(reference: torch.Tensor, stage: Stage) -> torch.Tensor:
+    if stage.ignore_where_reference is None:
+        return torch.zeros_like(reference, dtype=torch.bool)
+    if stage.ignore_where_reference == "nan":
+        return torch.isnan(reference)
+    value = math.inf if stage.ignore_where_reference == "inf" else -math.inf
+    return reference == value
+
+
+def compare_stage(candidate: torch.Tensor | None, reference: torch.Tensor, stage: Stage, tol: Tolerance) -> StageMetrics:
+    """Metrics of `candidate` against `reference` (both on the CPU); pass only if every bound holds."""
+    if candidate is None:
+        return StageMetrics(stage=stage.name, exposed=False, passed=True, tolerance=tol)
+    if tuple(candidate.shape) != tuple(reference.shape):
+        return StageMetrics(
+            stage=stage.name,
+            passed=False,
+            reasons=[f"shape {list(candidate.shape)} != expected {list(reference.shape)}"],
+            tolerance=tol,
+        )
+    if not isinstance(candidate, torch.Tensor) or candidate.is_complex():
+        return StageMetrics(stage=stage.name, passed=False, reasons=["not a real-valued tensor"], tolerance=tol)
+    cand = candidate.detach().to("cpu", torch.float64)
+    ref = reference.detach().to("cpu", torch.float64)
+    ignored = _ignored_mask(ref, stage)
+    compared = ~ignored
+    ref_finite = torch.isfinite(ref)
+    # The gate owns the NaN/Inf policy: a non-finite value is right only where the reference has the same.
+    same_nonfinite = (torch.isnan(cand) & torch.isnan(ref)) | ((cand == ref) & ~ref_finite & ~torch.isnan(ref))
+    nonfinite_mismatch = compared & (~torch.isfinite(cand) | ~ref_finite) & ~same_nonfinite
+    reasons: list[str] = []
+    n_bad = int(nonfinite_mismatch.sum())
+    if n_bad:
+        reasons.append(f"{n_bad} NaN/Inf entries where the reference differs")
+
+    both = compared & ref_finite & torch.isfinite(cand)
+    diff = torch.where(both, (cand - ref).abs(), torch.zeros_like(ref))
+    ref_f = torch.where(both, ref, torch.zeros_like(ref))
+    cand_f = torch.where(both, cand, torch.zeros_like(cand))
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    peak = float(ref_f.abs().max()) if ref_f.numel() else 0.0
+    ref_norm = float(ref_f.norm())
+    diff_norm = float(diff.norm())
+    cand_norm = float(cand_f.norm())
+    tiny = 1e-30
+    rel_l2 = diff_norm / ref_norm if ref_norm > tiny else (0.0 if diff_norm <= tiny else math.inf)
+    max_rel_peak = max_abs / peak if peak > tiny else (0.0 if max_abs <= tiny else math.inf)
+    if ref_norm > tiny and cand_norm > tiny:
+        cosine = float((ref_f * cand_f).sum()) / (ref_norm * cand_norm)
+    else:
+        cosine = 1.0 if (ref_norm <= tiny and cand_norm <= tiny) else 0.0
+
+    # Locate the worst entry: a non-finite mismatch first, else the largest absolute error.
+    if n_bad:
+        flat = int(nonfinite_mismatch.flatten().nonzero()[0])
+    else:
+        flat = int(diff.flatten().argmax()) if diff.numel() else 0
+    index = list(torch.unravel_index(torch.tensor(flat), ref.shape)) if ref.numel() else []
+    index = [int(i) for i in index]
+    worst = WorstError(
+        index=index,
+        named=dict(zip(stage.dims, index)) if stage.dims else {},
+        candidate=float(cand.flatten()[flat]) if ref.numel() else 0.0,
+        reference=float(ref.flatten()[flat]) if ref.numel() else 0.0,
+    )
+
+    if tol.rel_l2 is not None and not rel_l2 <= tol.rel_l2:
+        reasons.append(f"rel_l2 {rel_l2:.3e} > {tol.rel_l2:.3e}")
+    if tol.max_abs_rel_peak is not None and not max_rel_peak <= tol.max_abs_rel_peak:
+        reasons.append(f"max_abs_rel_peak {max_rel_peak:.3e} > {tol.max_abs_rel_peak:.3e}")
+    if tol.cosine_min is not None and not cosine >= tol.cosine_min:
+        reasons.append(f"cosine {cosine:.6f} < {tol.cosine_min:.6f}")
+    return StageMetrics(
+        stage=stage.name,
+        passed=not reasons,
+        reasons=reasons,
+        max_abs_err=max_abs,
+        max_abs_rel_peak=max_rel_peak,
+        rel_l2=rel_l2,
+        cosine=cosine,
+        nonfinite_mismatches=n_bad,
+        worst=worst,
+        tolerance=tol,
+    )

@@ -1,0 +1,123 @@
+"""Typed records of the gate: its manifest, a verdict, and the report that collects verdicts.
+Their JSON schemas are published by `ferret schema`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ferret.gate.metrics import StageMetrics
+
+PartName = Literal["correctness", "dtypes", "edge_cases", "determinism", "stress"]
+PARTS: tuple[PartName, ...] = ("correctness", "dtypes", "edge_cases", "determinism", "stress")
+
+
+class InputRecord(BaseModel):
+    stored: bool = Field(description="Inputs stored in the gate; otherwise regenerated from the seed and checked by hash.")
+    file: str | None = None
+    content_sha256: dict[str, str] = Field(description="Per input, sha256 over dtype, shape and bytes.")
+    nbytes: int
+
+
+class VariantRecord(BaseModel):
+    id: str = Field(description="`<case>@<dtype>`")
+    case: str
+    dtype: str
+    part: PartName
+    seed: int
+    dims: dict[str, int]
+    inputs: InputRecord
+    golden_file: str
+
+
+class GateManifest(BaseModel):
+    schema_version: Literal[1] = 1
+    op: str
+    profile: Literal["cpu", "gpu"]
+    build_key: str = Field(description="sha256 of what determines the gate: contract, profile, platform, judge.")
+    contract: dict[str, Any] = Field(description="The resolved contract, pinned.")
+    contract_sha256: str
+    platform: dict[str, str]
+    versions: dict[str, str]
+    judge_sources: dict[str, str]
+    reference: dict[str, str]
+    validation: dict[str, Any] = Field(description="The reference's check against its oracle, run at build time.")
+    variants: list[VariantRecord]
+    files: dict[str, str] = Field(description="sha256 of every locked file, by path inside the gate.")
+
+
+class RunFailure(BaseModel):
+    kind: Literal["exception", "crash", "timeout", "out_of_memory", "bad_output", "input_mutated", "internal"]
+    message: str
+    traceback: str | None = None
+
+
+class VariantResult(BaseModel):
+    id: str
+    case: str
+    dtype: str
+    part: PartName
+    passed: bool
+    failure: RunFailure | None = None
+    stages: list[StageMetrics] = []
+    first_failing_stage: str | None = None
+    repeats_bitwise_equal: bool | None = None
+    traced_equals_fast: bool | None = None
+    seconds: float | None = None
+
+
+class PartResult(BaseModel):
+    status: Literal["pass", "fail", "skipped"]
+    detail: str = ""
+
+
+class CaseTiming(BaseModel):
+    case: str
+    candidate_ms: float
+    baseline_ms: float
+    baseline_compiled_ms: float | None = None
+    speedup: float
+    speedup_vs_compiled: float | None = None
+    samples: dict[str, list[float]] = {}
+    compile_error: str | None = None
+
+
+class TimingResult(BaseModel):
+    measured: bool
+    reason: str = ""
+    device: str | None = None
+    method: str = ""
+    cases: list[CaseTiming] = []
+    min_speedup_required: float | None = None
+    target_met: bool | None = None
+    geomean_speedup: float | None = None
+
+
+class Verdict(BaseModel):
+    """One judgement of one candidate against one gate."""
+
+    schema_version: Literal[1] = 1
+    passed: bool = Field(description="Correct on every verification part that ran (timing aside).")
+    first_failing_stage: str | None
+    gate_hash: str
+    op: str
+    profile: str
+    candidate_path: str
+    candidate_sha256: str
+    parts: dict[str, PartResult]
+    variants: list[VariantResult]
+    timing: TimingResult
+    device: str
+    versions: dict[str, str]
+    seeds: dict[str, int]
+    started_at: str
+    seconds: float
+
+
+class Report(BaseModel):
+    """`gates/<hash>/report.json`: the judge's append-only record of verdicts on this gate."""
+
+    schema_version: Literal[1] = 1
+    gate_hash: str
+    verdicts: list[Verdict] = []

@@ -1,0 +1,105 @@
+"""Starting an untrusted process: fresh empty working folder, scrubbed environment, fixed sys.path,
+a wall-clock timeout and a host-memory watchdog (RSS polled from /proc, so it works beside CUDA, where
+an address-space limit would not)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Variables a candidate may see. Everything else (API keys, tokens, the user's settings) stays out.
+_PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "TRITON_INTERPRET")
+
+
+@dataclass
+class ProcessOutcome:
+    returncode: int | None
+    kind: str  # "exited", "timeout", "out_of_memory", "signal"
+    message: str
+    seconds: float
+    stderr_tail: str
+    peak_rss_mb: float
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
+    env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+    # The import path is fixed by the judge: its own sys.path, less the current folder and ''.
+    paths = [p for p in sys.path if p and Path(p).resolve() != Path.cwd().resolve() and Path(p).exists()]
+    env.update(
+        {
+            "HOME": str(workdir),
+            "TMPDIR": str(workdir),
+            "PYTHONPATH": os.pathsep.join(paths),
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache")),
+        }
+    )
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def run_isolated(
+    args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1
+) -> ProcessOutcome:
+    started = time.perf_counter()
+    stderr_path = workdir / ".stderr"
+    with open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen(
+            args,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so a kill takes its children too
+        )
+        kind, message, peak = "exited", "", 0.0
+        while True:
+            try:
+                process.wait(timeout=poll_s)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            peak = max(peak, _rss_mb(process.pid))
+            elapsed = time.perf_counter() - started
+            if elapsed > timeout_s:
+                kind, message = "timeout", f"no result after {timeout_s:.0f}s: killed"
+            elif peak > memory_mb:
+                kind, message = "out_of_memory", f"host memory {peak:.0f} MB over the {memory_mb} MB budget: killed"
+            else:
+                continue
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+            break
+    returncode = process.returncode
+    if kind == "exited" and returncode is not None and returncode < 0:
+        sig = signal.Signals(-returncode).name
+        kind = "out_of_memory" if sig == "SIGKILL" else "signal"
+        message = f"killed by {sig}" + (" (the kernel's OOM killer?)" if sig == "SIGKILL" else "")
+    tail = stderr_path.read_bytes()[-4000:].decode(errors="replace")
+    return ProcessOutcome(returncode, kind, message, time.perf_counter() - started, tail, peak)

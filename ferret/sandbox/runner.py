@@ -1,0 +1,190 @@
+"""The candidate's process. It is given inputs only: no golden value, no reference output, no gate path.
+
+Started by the judge as `python -m ferret.sandbox.runner JOB.json --start K` in a fresh, empty working
+folder with a scrubbed environment. For each case variant it runs the candidate's fast path several times
+on fresh copies of the inputs (outputs pre-filled with NaN), then once traced, and writes every tensor it
+got to `out/<variant>.safetensors`. All judging happens in the judge's process, from those tensors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import xxhash
+from safetensors.torch import load_file, save_file
+
+_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "bool": torch.bool,
+}
+
+
+def content_digest(tensor: torch.Tensor) -> str:
+    flat = tensor.detach().contiguous().reshape(-1)
+    if flat.numel() == 0:
+        return "empty"
+    return xxhash.xxh3_128_hexdigest(flat.cpu().view(torch.uint8).numpy().tobytes())
+
+
+def load_candidate(path: str):
+    spec = importlib.util.spec_from_file_location("ferret_candidate", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load candidate {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ferret_candidate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _fresh_outputs(specs: dict, device: str) -> dict[str, torch.Tensor]:
+    outputs = {}
+    for name, (shape, dtype) in specs.items():
+        torch_dtype = _DTYPES[dtype]
+        # NaN where the candidate must write: an output it leaves untouched can never match.
+        fill = float("nan") if torch_dtype.is_floating_point else -1
+        outputs[name] = torch.full(tuple(shape), fill, dtype=torch_dtype, device=device)
+    return outputs
+
+
+def run_variant(entry, variant: dict, job: dict, device: str) -> dict[str, torch.Tensor]:
+    originals = {k: v.to(device) for k, v in load_file(variant["inputs_file"]).items()}
+    before = {k: content_digest(v) for k, v in originals.items()}
+    params = job["params"]
+    saved: dict[str, torch.Tensor] = {}
+    for repeat in range(job["repeats"]):
+        inputs = {k: v.clone() for k, v in originals.items()}
+        outputs = _fresh_outputs(variant["outputs"], device)
+        entry(inputs, outputs, params)
+        _sync(device)
+        for name, tensor in outputs.items():
+            saved[f"fast{repeat}.{name}"] = tensor
+        for name in variant["inout"]:
+            saved[f"inout{repeat}.{name}"] = inputs[name]
+        mutated = [k for k in variant["in_only"] if content_digest(inputs[k]) != before[k]]
+        if mutated:
+            raise _InputMutated(f"the candidate modified read-only inputs {mutated}")
+    inputs = {k: v.clone() for k, v in originals.items()}
+    outputs = _fresh_outputs(variant["outputs"], device)
+    trace: dict = {}
+    entry(inputs, outputs, params, trace=trace)
+    _sync(device)
+    for name, tensor in outputs.items():
+        saved[f"traced.{name}"] = tensor
+    for name, value in trace.items():
+        if not isinstance(value, torch.Tensor) or type(value) is not torch.Tensor:
+            raise _BadOutput(f"trace[{name!r}] is {type(value).__name__}, not a plain torch.Tensor")
+        saved[f"trace.{name}"] = value
+    return {k: v.detach().contiguous().cpu() for k, v in saved.items()}
+
+
+class _InputMutated(Exception):
+    pass
+
+
+class _BadOutput(Exception):
+    pass
+
+
+def run_stress(entry, variant: dict, job: dict, device: str) -> dict:
+    originals = {k: v.to(device) for k, v in load_file(variant["inputs_file"]).items()}
+    iterations = job["stress_iterations"]
+    first = None
+    drift = 0
+    memory_start = torch.cuda.memory_allocated() if device == "cuda" else 0
+    for i in range(iterations):
+        inputs = {k: v.clone() for k, v in originals.items()}
+        outputs = _fresh_outputs(variant["outputs"], device)
+        entry(inputs, outputs, job["params"])
+        digest = "|".join(content_digest(outputs[n]) for n in sorted(outputs))
+        if first is None:
+            first = digest
+        elif digest != first:
+            drift += 1
+        del inputs, outputs
+        if i == 0:
+            _sync(device)
+            memory_start = torch.cuda.memory_allocated() if device == "cuda" else 0
+    _sync(device)
+    memory_end = torch.cuda.memory_allocated() if device == "cuda" else 0
+    return {
+        "variant": variant["id"],
+        "iterations": iterations,
+        "outputs_differing_from_first": drift,
+        "memory_growth_bytes": memory_end - memory_start,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ferret.sandbox.runner")
+    parser.add_argument("job")
+    parser.add_argument("--start", type=int, default=0)
+    args = parser.parse_args(argv)
+    job = json.loads(Path(args.job).read_text())
+    out = Path(job["result_dir"])
+    out.mkdir(exist_ok=True)
+    device = job["device"]
+    try:
+        module = load_candidate(job["candidate"])
+        entry = getattr(module, job["entry"])
+    except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
+        (out / "load.json").write_text(
+            json.dumps({"kind": "exception", "message": f"cannot load the candidate: {err!r}", "traceback": traceback.format_exc()})
+        )
+        return 0
+    for index, variant in enumerate(job["variants"]):
+        if index < args.start:
+            continue
+        # Written first so that, if the process dies inside this variant, the judge knows where.
+        (out / "current").write_text(str(index))
+        started = time.perf_counter()
+        status: dict = {"ok": True}
+        try:
+            tensors = run_variant(entry, variant, job, device)
+            save_file(tensors, str(out / f"{variant['id']}.safetensors"))
+        except _InputMutated as err:
+            status = {"ok": False, "kind": "input_mutated", "message": str(err)}
+        except _BadOutput as err:
+            status = {"ok": False, "kind": "bad_output", "message": str(err)}
+        except torch.cuda.OutOfMemoryError as err:
+            status = {"ok": False, "kind": "out_of_memory", "message": str(err), "traceback": traceback.format_exc()}
+        except BaseException as err:  # noqa: BLE001 - the candidate's failure is a verdict, not a crash
+            status = {"ok": False, "kind": "exception", "message": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+        status["seconds"] = time.perf_counter() - started
+        (out / f"{variant['id']}.json").write_text(json.dumps(status))
+        if not status["ok"] and device == "cuda":
+            try:
+                torch.cuda.synchronize()
+            except BaseException:  # noqa: BLE001 - a poisoned context: stop here, the judge restarts us
+                return 3
+    stress_variant = job.get("stress_variant")
+    if stress_variant is not None:
+        try:
+            result = run_stress(entry, job["variants"][stress_variant], job, device)
+        except BaseException as err:  # noqa: BLE001
+            result = {"error": f"{type(err).__name__}: {err}"}
+        (out / "stress.json").write_text(json.dumps(result))
+    (out / "done").write_text("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
