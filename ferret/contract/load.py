@@ -54,9 +54,11 @@ def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract
     if not isinstance(data, dict):
         raise ContractError(f"{path}: expected a mapping of contract fields at the top level")
     tolerances = data.get("tolerances")
+    # Errors inside a separate tolerance table are reported against that file and its lines.
+    tol_source: tuple[Path, yaml.Node | None] | None = None
     if isinstance(tolerances, str):
         tol_path = path.parent / tolerances
-        tol_data, _ = _read_yaml(tol_path) if tol_path.exists() else (None, None)
+        tol_data, tol_root = _read_yaml(tol_path) if tol_path.exists() else (None, None)
         if tol_data is None and not require_tolerances:
             data = {k: v for k, v in data.items() if k != "tolerances"}
         elif tol_data is None:
@@ -66,6 +68,7 @@ def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract
             )
         else:
             data = {**data, "tolerances": tol_data}
+            tol_source = (tol_path, tol_root)
     try:
         return Contract.model_validate(data)
     except ValidationError as err:
@@ -73,8 +76,11 @@ def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract
         for e in err.errors():
             loc = tuple(e["loc"])
             field = ".".join(str(p) for p in loc) or "(top level)"
-            line = _line_of(root, loc)
-            where = f"{path}:{line}" if line else str(path)
+            if tol_source is not None and len(loc) > 1 and loc[0] == "tolerances":
+                file, line = tol_source[0], _line_of(tol_source[1], loc[1:])
+            else:
+                file, line = path, _line_of(root, loc)
+            where = f"{file}:{line}" if line else str(file)
             got = "" if e["type"] == "missing" else f" (got {e.get('input')!r:.80})"
             lines.append(f"{where}: {field}: {e['msg']}{got}")
         raise ContractError("invalid contract\n  " + "\n  ".join(lines)) from None

@@ -164,8 +164,8 @@ class Edit(_Strict):
     """An edge-case edit applied to one drawn input: set rows, values or a fraction of entries."""
 
     input: str = Field(pattern=_NAME)
-    set: Literal["zeros_rows", "value", "nan", "inf", "-inf", "rows_of_inf"] = Field(
-        description="zeros_rows / rows_of_inf: the rows listed in `rows`; value: every entry equals `value` "
+    set: Literal["zeros_rows", "value", "nan", "inf", "-inf", "rows_of_inf", "rows_of_neg_inf"] = Field(
+        description="zeros_rows / rows_of_inf / rows_of_neg_inf: the rows listed in `rows`; value: every entry equals `value` "
         "(an expression over the dims); nan / inf / -inf: the entries listed in `at`."
     )
     rows: list[int] = []

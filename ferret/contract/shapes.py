@@ -43,7 +43,13 @@ def _walk(node: ast.AST, dims: dict[str, int] | None, names: set[str] | None) ->
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_walk(node.operand, dims, names)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("min", "max")
+        and node.args
+        and not node.keywords
+    ):
         values = [_walk(a, dims, names) for a in node.args]
         return (min if node.func.id == "min" else max)(values)
     raise ValueError(f"unsupported syntax {ast.dump(node)[:60]!r}: use integers, dim names, + - * // % ** min max")

@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from ferret.contract.imports import load_entry, project_root_of
-from ferret.contract.load import load_contract
+from ferret.contract.load import ContractError, load_contract
 from ferret.contract.model import Contract, Tolerance, ToleranceTable
 from ferret.gate.inputs import case_variants, draw_inputs, output_specs, variant_id
 from ferret.gate.metrics import compare_stage
@@ -79,6 +79,7 @@ def calibrate(
         honest[Path(path).name] = _load_candidate(Path(path), contract.candidate_abi.entry)
 
     worst: dict[str, dict[str, dict[str, float]]] = {d: {s.name: {"rel_l2": 0.0, "max_abs_rel_peak": 0.0, "one_minus_cosine": 0.0} for s in contract.stages} for d in contract.dtypes}
+    exposed: set[str] = set()
     for number, (case, dtype, _part) in enumerate(variants, 1):
         for s in range(seeds):
             seed = CALIBRATION_SEED_BASE + case.seed * 1000 + s
@@ -86,22 +87,22 @@ def calibrate(
             golden = reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
             for name, run in honest.items():
                 got = _run_implementation(run, inputs, contract, case, dtype, device)
-                if run is baseline:
-                    missing = [st.name for st in contract.stages if st.name not in got]
-                    if missing:
-                        raise ValueError(f"baseline {name} does not expose stages {missing}: it cannot calibrate them")
                 for stage in contract.stages:
                     if stage.name not in got:
                         continue
                     m = compare_stage(got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE)
                     if m.nonfinite_mismatches:
-                        raise ValueError(f"{name} disagrees with the reference on NaN/Inf at {variant_id(case, dtype)} seed {seed} stage {stage.name}")
+                        raise ContractError(f"{name} disagrees with the reference on NaN/Inf at {variant_id(case, dtype)} seed {seed} stage {stage.name}")
+                    exposed.add(stage.name)
                     w = worst[dtype][stage.name]
                     w["rel_l2"] = max(w["rel_l2"], m.rel_l2 or 0.0)
                     w["max_abs_rel_peak"] = max(w["max_abs_rel_peak"], m.max_abs_rel_peak or 0.0)
                     w["one_minus_cosine"] = max(w["one_minus_cosine"], 1.0 - (m.cosine if m.cosine is not None else 1.0))
         progress(f"[{number}/{len(variants)}] {variant_id(case, dtype)}: {seeds} seeds measured")
 
+    never = [st.name for st in contract.stages if st.name not in exposed]
+    if never:
+        raise ContractError(f"{contract_path}: stages {never} are exposed by no honest implementation: nothing to calibrate them on")
     by_dtype: dict[str, dict[str, Tolerance]] = {}
     for dtype, stages in worst.items():
         floor = FLOOR_UNITS * FLOAT32_UNIT_ROUNDOFF

@@ -75,8 +75,8 @@ def _draw(spec: Input, shape: tuple[int, ...], dims: dict[str, int], gen: torch.
 def _apply_edit(tensor: torch.Tensor, edit: Edit, dims: dict[str, int]) -> torch.Tensor:
     if edit.set == "value":
         tensor[...] = evaluate(edit.value, dims) if edit.value is not None else 0
-    elif edit.set in ("zeros_rows", "rows_of_inf"):
-        fill = 0.0 if edit.set == "zeros_rows" else math.inf
+    elif edit.set in ("zeros_rows", "rows_of_inf", "rows_of_neg_inf"):
+        fill = {"zeros_rows": 0.0, "rows_of_inf": math.inf, "rows_of_neg_inf": -math.inf}[edit.set]
         for row in edit.rows:
             tensor.view(-1, tensor.shape[-1])[row] = fill
     else:
