@@ -174,6 +174,8 @@ def _judge_variant(contract: Contract, gate: Path, record: VariantRecord, status
     )
     traced_equal = all(bitwise_equal(got[f"fast0.{n}"], got[f"traced.{n}"]) for n in outputs)
     stages: list[StageMetrics] = []
+    # The judge's own arithmetic may use the GPU (large stages); the candidate's process is long gone.
+    compare_device = "cuda" if torch.cuda.is_available() else "cpu"
     for stage in contract.stages:
         if stage.name in outputs:
             value = got[f"fast0.{stage.name}"]
@@ -181,7 +183,9 @@ def _judge_variant(contract: Contract, gate: Path, record: VariantRecord, status
             value = got[f"inout0.{stage.name}"]
         else:
             value = got.get(f"trace.{stage.name}")
-        stages.append(compare_stage(value, golden[stage.name], stage, contract.tolerance(record.dtype, stage.name)))
+        stages.append(
+            compare_stage(value, golden[stage.name], stage, contract.tolerance(record.dtype, stage.name), device=compare_device)
+        )
     first_failing = next((s.stage for s in stages if not s.passed), None)
     return VariantResult(
         **base,

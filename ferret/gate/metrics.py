@@ -6,12 +6,16 @@ from __future__ import annotations
 import math
 
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from ferret.contract.model import Stage, Tolerance
 
 
 class WorstError(BaseModel):
+    # NaN/Inf are legitimate values here (a NaN where the reference is finite): keep them in the report's
+    # JSON as NaN/Infinity, which read back, instead of pydantic's default null, which does not.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     index: list[int]
     named: dict[str, int] = {}
     candidate: float
@@ -19,6 +23,8 @@ class WorstError(BaseModel):
 
 
 class StageMetrics(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     stage: str
     exposed: bool = True
     passed: bool
@@ -41,8 +47,10 @@ def _ignored_mask(reference: torch.Tensor, stage: Stage) -> torch.Tensor:
     return reference == value
 
 
-def compare_stage(candidate: torch.Tensor | None, reference: torch.Tensor, stage: Stage, tol: Tolerance) -> StageMetrics:
-    """Metrics of `candidate` against `reference` (both on the CPU); pass only if every bound holds."""
+def compare_stage(
+    candidate: torch.Tensor | None, reference: torch.Tensor, stage: Stage, tol: Tolerance, device: str = "cpu"
+) -> StageMetrics:
+    """Metrics of `candidate` against `reference`, computed in float64 on `device`; pass only if every bound holds."""
     if candidate is None:
         return StageMetrics(stage=stage.name, exposed=False, passed=True, tolerance=tol)
     if tuple(candidate.shape) != tuple(reference.shape):
@@ -54,8 +62,8 @@ def compare_stage(candidate: torch.Tensor | None, reference: torch.Tensor, stage
         )
     if not isinstance(candidate, torch.Tensor) or candidate.is_complex():
         return StageMetrics(stage=stage.name, passed=False, reasons=["not a real-valued tensor"], tolerance=tol)
-    cand = candidate.detach().to("cpu", torch.float64)
-    ref = reference.detach().to("cpu", torch.float64)
+    cand = candidate.detach().to(device, torch.float64)
+    ref = reference.detach().to(device, torch.float64)
     ignored = _ignored_mask(ref, stage)
     compared = ~ignored
     ref_finite = torch.isfinite(ref)

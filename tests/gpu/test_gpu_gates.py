@@ -1,0 +1,48 @@
+"""On the GPU: the honest Triton candidates pass their gates at production shapes, and the four MLA
+simplifications fail there too. Run on a CUDA machine with `python -m pytest -m gpu tests/gpu`.
+
+Timing is not asserted here (performance lives in benchmarks/); these runs skip it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
+
+pytestmark = pytest.mark.gpu
+
+HONEST = [
+    ("rmsnorm", "tasks/rmsnorm/candidates/triton_rmsnorm.py"),
+    ("softmax", "tasks/softmax/candidates/triton_softmax.py"),
+    ("rope", "tasks/rope/candidates/triton_rope.py"),
+    ("mla_attention", "tasks/mla_attention/candidates/triton_mla.py"),
+]
+
+
+@pytest.mark.parametrize("op,candidate", HONEST, ids=[op for op, _ in HONEST])
+def test_honest_candidate_passes_at_production_shapes(op, candidate):
+    from ferret.gate.judge import check
+
+    verdict, _gate = check(REPO / f"contracts/{op}.yaml", REPO / candidate, GATES, profile="gpu", measure_speed=False)
+    failing = {r.id: (r.failure.message if r.failure else r.first_failing_stage) for r in verdict.variants if not r.passed}
+    assert verdict.passed, f"{op}: {failing}; parts {verdict.parts}"
+    assert verdict.parts["stress"].status == "pass", verdict.parts["stress"].detail
+    assert verdict.profile == "gpu"
+
+
+@pytest.mark.parametrize("simplification", ["theta", "scale", "no_kv_norm", "head_sum"])
+def test_mla_simplifications_fail_at_production_shapes(simplification, tmp_path):
+    from ferret.gate.judge import check
+    from tasks.mla_attention.simplifications import SIMPLIFICATIONS, write_variant
+
+    variant = write_variant(simplification, tmp_path / f"mla_{simplification}.py")
+    verdict, _gate = check(REPO / "contracts/mla_attention.yaml", variant, GATES, profile="gpu", measure_speed=False)
+    assert not verdict.passed
+    assert verdict.first_failing_stage == SIMPLIFICATIONS[simplification].expected_first_stage
+    final = [s for r in verdict.variants for s in r.stages if s.stage == "o_heads"]
+    assert any(not s.passed for s in final), "the final output alone must also reject the simplification"
