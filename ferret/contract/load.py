@@ -26,6 +26,17 @@ def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
             node = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
         elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
             node = node.value[key]
+        elif isinstance(node, yaml.SequenceNode):
+            # Cross-field checks name list items by their `name` (e.g. `outputs.y`).
+            node = next(
+                (
+                    item
+                    for item in node.value
+                    if isinstance(item, yaml.MappingNode)
+                    and any(getattr(k, "value", None) == "name" and getattr(v, "value", None) == str(key) for k, v in item.value)
+                ),
+                None,
+            )
         else:
             node = None
     if node is not None:
@@ -75,6 +86,14 @@ def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract
         lines = []
         for e in err.errors():
             loc = tuple(e["loc"])
+            if not loc and e["type"] == "value_error":
+                # A cross-field check: one message listing "field.path: problem" items.
+                for problem in str(e["msg"]).removeprefix("Value error, ").split("; "):
+                    field, _, text = problem.partition(": ")
+                    parts = tuple(int(p) if p.isdigit() else p for p in field.split("."))
+                    line = _line_of(root, parts)
+                    lines.append(f"{path}:{line}: {field}: {text}" if line else f"{path}: {problem}")
+                continue
             field = ".".join(str(p) for p in loc) or "(top level)"
             if tol_source is not None and len(loc) > 1 and loc[0] == "tolerances":
                 file, line = tol_source[0], _line_of(tol_source[1], loc[1:])

@@ -1,0 +1,495 @@
+"""The judge end to end on rmsnorm (CPU profile): honest candidates pass, each kind of cheat or failure
+fails for the right reason, nothing is lost after a crash, and every verdict lands in report.json."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from ferret_testkit import RMSNORM_BASELINE, RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, write_contract  # noqa: E402
+
+from ferret.gate.judge import check, summary  # noqa: E402
+from ferret.gate.lock import verify_gate  # noqa: E402
+from ferret.gate.models import PARTS, GateManifest  # noqa: E402
+from ferret.gate.report import read_report  # noqa: E402
+
+# Variants of the CPU profile, in gate order (correctness cases in 3 dtypes, edge cases in bfloat16).
+VARIANTS = [
+    "typical@bfloat16", "typical@float16", "typical@float32",
+    "odd_width@bfloat16", "odd_width@float16", "odd_width@float32",
+    "hidden_7168@bfloat16", "hidden_7168@float16", "hidden_7168@float32",
+    "single_element@bfloat16", "zero_rows@bfloat16", "inf_and_nan@bfloat16", "many_rows_narrow@bfloat16",
+]  # fmt: skip
+EDGE = "single_element@bfloat16"  # the variant the crash/hang/memory candidates fail on
+
+# A correct pure-PyTorch RMSNorm every adversarial candidate starts from (candidates are single files).
+PRELUDE = '''
+import torch
+
+
+def rmsnorm(inputs, params):
+    x = inputs["x"].to(torch.float32)
+    inv_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + params["eps"])
+    return x * inv_rms * inputs["weight"].to(torch.float32), inv_rms.squeeze(-1)
+
+
+def honest(inputs, outputs, trace):
+    y, inv_rms = rmsnorm(inputs, {"eps": 1e-6})
+    outputs["y"].copy_(y)
+    if trace is not None:
+        trace["inv_rms"] = inv_rms
+'''
+
+
+def _candidate(tmp_path: Path, name: str, body: str, prelude: bool = True) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text((PRELUDE if prelude else "") + textwrap.dedent(body))
+    return path
+
+
+def _judge(contract: Path, candidate: Path, gates_dir: Path):
+    verdict, gate = check(contract, candidate, gates_dir=gates_dir, profile="cpu")
+    assert [r.id for r in verdict.variants] == VARIANTS, "a verdict has a result for every variant"
+    return verdict, gate
+
+
+def _by_id(verdict):
+    return {r.id: r for r in verdict.variants}
+
+
+@pytest.fixture(scope="module")
+def judge(rmsnorm_gate, rmsnorm_gates_dir):
+    """check() on the shared rmsnorm gate: it must find the gate already built, never build another."""
+
+    def run(candidate: Path):
+        verdict, gate = _judge(RMSNORM_CONTRACT, candidate, rmsnorm_gates_dir)
+        assert gate == rmsnorm_gate
+        return verdict
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def budget_contract(tmp_path_factory):
+    """A copy of the rmsnorm contract with small budgets (timeout, memory), and its own gate."""
+    from ferret.gate.build import build_gate
+
+    root = tmp_path_factory.mktemp("budget-project")
+    path = write_contract(
+        root,
+        lambda d: d["budgets"].update(candidate_timeout_s=20, candidate_memory_mb=1500),
+        name="rmsnorm_budget.yaml",
+        link_tasks=True,
+    )
+    gates_dir = root / "gates"
+    build_gate(path, gates_dir=gates_dir, profile="cpu")
+    return path, gates_dir
+
+
+# --- honest candidates -------------------------------------------------------------------------------
+
+
+def test_honest_triton_candidate_passes(judge, rmsnorm_gate):
+    verdict = judge(TRITON_RMSNORM)
+    assert verdict.passed, summary(verdict)
+    assert verdict.first_failing_stage is None
+    assert {p: verdict.parts[p].status for p in PARTS} == {
+        "correctness": "pass",
+        "dtypes": "pass",
+        "edge_cases": "pass",
+        "determinism": "pass",
+        "stress": "skipped",
+    }
+    assert "GPU" in verdict.parts["stress"].detail
+    assert verdict.timing.measured is False
+    assert "no GPU" in verdict.timing.reason and "not measured" in verdict.timing.reason
+    assert verdict.gate_hash == rmsnorm_gate.name
+    assert verdict.op == "rmsnorm" and verdict.profile == "cpu"
+    for result in verdict.variants:
+        assert result.passed and result.failure is None
+        assert result.repeats_bitwise_equal and result.traced_equals_fast
+        # The Triton candidate exposes inv_rms: both stages are compared.
+        assert [(s.stage, s.exposed, s.passed) for s in result.stages] == [("inv_rms", True, True), ("y", True, True)]
+    # The inf/NaN edge case really holds NaN in the golden output, and the candidate matched it.
+    inf_nan = _by_id(verdict)["inf_and_nan@bfloat16"].stages[1]
+    assert inf_nan.nonfinite_mismatches == 0
+
+
+def test_baseline_passes(judge):
+    verdict = judge(RMSNORM_BASELINE)
+    assert verdict.passed, summary(verdict)
+    assert all(p.status in ("pass", "skipped") for p in verdict.parts.values())
+
+
+# --- candidates that fail to run ---------------------------------------------------------------------
+
+
+def test_raising_candidate(judge, tmp_path):
+    candidate = _candidate(tmp_path, "raises", '''
+        def run(inputs, outputs, params, trace=None):
+            raise RuntimeError("ferret-test: deliberate failure")
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed
+    for result in verdict.variants:
+        assert not result.passed
+        assert result.failure.kind == "exception"
+        assert "RuntimeError: ferret-test: deliberate failure" in result.failure.message
+        assert "deliberate failure" in result.failure.traceback
+    for part in ("correctness", "dtypes", "edge_cases", "determinism"):
+        assert verdict.parts[part].status == "fail"
+    assert "deliberate failure" in verdict.parts["correctness"].detail
+    assert verdict.timing.measured is False
+
+
+def test_syntax_error_fails_every_case_at_load(judge, tmp_path):
+    candidate = _candidate(tmp_path, "syntax", "def run(inputs, outputs, params, trace=None:\n    pass\n", prelude=False)
+    verdict = judge(candidate)
+    assert not verdict.passed
+    for result in verdict.variants:
+        assert result.failure.kind == "exception"
+        assert "cannot load the candidate" in result.failure.message
+        assert "SyntaxError" in result.failure.message
+
+
+def test_missing_entry_fails_at_load(judge, tmp_path):
+    candidate = _candidate(tmp_path, "no_entry", "def forward(inputs, outputs, params, trace=None):\n    pass\n", prelude=False)
+    verdict = judge(candidate)
+    assert all(r.failure.kind == "exception" and "cannot load the candidate" in r.failure.message for r in verdict.variants)
+
+
+CRASH_ON_EDGE = '''
+    import os
+
+
+    def run(inputs, outputs, params, trace=None):
+        if tuple(inputs["x"].shape) == (1, 1):
+            {crash}
+        honest(inputs, outputs, trace)
+'''
+
+
+@pytest.mark.parametrize(
+    "crash, expected",
+    [
+        ("os._exit(139)", "exited with code 139"),
+        ("import ctypes; ctypes.string_at(0)", "SIGSEGV"),
+    ],
+    ids=["exit139", "segfault"],
+)
+def test_crash_is_charged_to_its_case_and_the_rest_is_still_judged(judge, tmp_path, crash, expected):
+    candidate = _candidate(tmp_path, "crash", CRASH_ON_EDGE.format(crash=crash))
+    verdict = judge(candidate)
+    assert not verdict.passed
+    results = _by_id(verdict)
+    assert results[EDGE].failure.kind == "crash"
+    assert expected in results[EDGE].failure.message
+    # Every other case, before and after the crash, ran in a fresh process and passed.
+    assert all(results[v].passed for v in VARIANTS if v != EDGE), summary(verdict)
+    assert verdict.parts["correctness"].status == "pass"
+    assert verdict.parts["edge_cases"].status == "fail"
+    assert EDGE in verdict.parts["edge_cases"].detail
+
+
+def test_hang_is_a_timeout_and_the_rest_is_still_judged(budget_contract, tmp_path):
+    contract, gates_dir = budget_contract
+    candidate = _candidate(tmp_path, "sleeps", '''
+        import time
+
+
+        def run(inputs, outputs, params, trace=None):
+            if tuple(inputs["x"].shape) == (1, 1):
+                while True:
+                    time.sleep(1)
+            honest(inputs, outputs, trace)
+    ''')
+    verdict, _ = _judge(contract, candidate, gates_dir)
+    results = _by_id(verdict)
+    assert not verdict.passed
+    assert results[EDGE].failure.kind == "timeout"
+    assert "20s" in results[EDGE].failure.message
+    assert all(results[v].passed for v in VARIANTS if v != EDGE), summary(verdict)
+
+
+def test_memory_hog_is_out_of_memory(budget_contract, tmp_path):
+    contract, gates_dir = budget_contract
+    candidate = _candidate(tmp_path, "hog", '''
+        import time
+
+        _HOARD = []
+
+
+        def run(inputs, outputs, params, trace=None):
+            if tuple(inputs["x"].shape) == (1, 1):
+                chunk = 100 << 20
+                for _ in range(60):  # at most 6 GB, far over the 1500 MB budget
+                    block = bytearray(chunk)
+                    block[::4096] = b"\\x01" * (chunk // 4096)  # touch every page: real resident memory
+                    _HOARD.append(block)
+                time.sleep(3600)  # never reached while the watchdog works: it would read as a timeout
+            honest(inputs, outputs, trace)
+    ''')
+    verdict, _ = _judge(contract, candidate, gates_dir)
+    results = _by_id(verdict)
+    assert not verdict.passed
+    assert results[EDGE].failure.kind == "out_of_memory", results[EDGE].failure
+    assert "1500 MB" in results[EDGE].failure.message
+    assert all(results[v].passed for v in VARIANTS if v != EDGE), summary(verdict)
+
+
+# --- candidates that run but compute the wrong thing ---------------------------------------------------
+
+
+def test_unwritten_output_shows_as_nan(judge, tmp_path):
+    candidate = _candidate(tmp_path, "unwritten", '''
+        def run(inputs, outputs, params, trace=None):
+            pass
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed
+    assert verdict.first_failing_stage == "y"
+    for result in verdict.variants:
+        assert result.failure is None and result.first_failing_stage == "y"
+        inv_rms, y = result.stages
+        assert not inv_rms.exposed
+        assert y.nonfinite_mismatches > 0
+        assert any("NaN/Inf" in reason for reason in y.reasons)
+
+
+def test_zeros_fail(judge, tmp_path):
+    candidate = _candidate(tmp_path, "zeros", '''
+        def run(inputs, outputs, params, trace=None):
+            outputs["y"].zero_()
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed and verdict.first_failing_stage == "y"
+    typical = _by_id(verdict)["typical@float32"].stages[1]
+    assert not typical.passed
+    assert typical.rel_l2 == pytest.approx(1.0)
+    assert any(reason.startswith("rel_l2") for reason in typical.reasons)
+    for part in ("correctness", "dtypes", "edge_cases"):
+        assert verdict.parts[part].status == "fail"
+    # Zeros are deterministic: that part is not what catches them.
+    assert verdict.parts["determinism"].status == "pass"
+
+
+def test_half_the_rows_fail_at_y_located_in_the_lower_half(judge, tmp_path):
+    candidate = _candidate(tmp_path, "half_rows", '''
+        def run(inputs, outputs, params, trace=None):
+            y, inv_rms = rmsnorm(inputs, params)
+            half = y.shape[0] // 2
+            outputs["y"].zero_()
+            outputs["y"][:half].copy_(y[:half])
+            if trace is not None:
+                trace["inv_rms"] = inv_rms
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed
+    assert verdict.first_failing_stage == "y"
+    result = _by_id(verdict)["typical@float32"]  # M = 16
+    inv_rms, y = result.stages
+    assert inv_rms.exposed and inv_rms.passed
+    assert not y.passed
+    assert set(y.worst.named) == {"row", "col"}
+    assert y.worst.named["row"] >= 8
+    assert summary(verdict)["cases"]["typical@float32"]["stages"]["y"]["worst"] == y.worst.named
+
+
+def test_nondeterministic_candidate_fails_determinism(judge, tmp_path):
+    candidate = _candidate(tmp_path, "noisy", '''
+        import os
+
+        _GEN = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+
+
+        def run(inputs, outputs, params, trace=None):
+            y, inv_rms = rmsnorm(inputs, params)
+            eps = torch.finfo(outputs["y"].dtype).eps
+            # A fraction of a rounding unit of noise: accurate, but not bitwise reproducible.
+            noise = (torch.randn(y.shape, generator=_GEN, dtype=torch.float64) * 0.1 * eps).clamp(-0.3 * eps, 0.3 * eps)
+            outputs["y"].copy_(y.double() * (1 + noise))
+            if trace is not None:
+                trace["inv_rms"] = inv_rms
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed
+    assert verdict.parts["determinism"].status == "fail"
+    assert "repeated fast runs differ bitwise" in verdict.parts["determinism"].detail
+    # Accurate on every case: only determinism catches it.
+    for part in ("correctness", "dtypes", "edge_cases"):
+        assert verdict.parts[part].status == "pass", (part, verdict.parts[part].detail)
+    assert verdict.first_failing_stage is None
+    assert not _by_id(verdict)["typical@float32"].repeats_bitwise_equal
+
+
+def test_traced_run_differing_from_fast_run_fails(judge, tmp_path):
+    candidate = _candidate(tmp_path, "traced_differs", '''
+        def run(inputs, outputs, params, trace=None):
+            honest(inputs, outputs, trace)
+            if trace is not None:
+                outputs["y"].view(-1)[0] += 1.0
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed
+    assert verdict.parts["determinism"].status == "fail"
+    assert "traced run's final outputs differ bitwise" in verdict.parts["determinism"].detail
+    assert "repeated fast runs differ" not in verdict.parts["determinism"].detail
+    for result in verdict.variants:
+        assert result.traced_equals_fast is False and result.repeats_bitwise_equal is True
+        assert result.first_failing_stage is None
+    for part in ("correctness", "dtypes", "edge_cases"):
+        assert verdict.parts[part].status == "pass"
+
+
+def test_input_mutation_is_caught(judge, tmp_path):
+    candidate = _candidate(tmp_path, "mutates", '''
+        def run(inputs, outputs, params, trace=None):
+            honest(inputs, outputs, trace)
+            inputs["weight"].mul_(2)  # after the output is written: the output itself is right
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed
+    for result in verdict.variants:
+        assert result.failure.kind == "input_mutated"
+        assert "weight" in result.failure.message
+
+
+def test_tensor_subclass_in_trace_is_bad_output(judge, tmp_path):
+    candidate = _candidate(tmp_path, "subclass", '''
+        class Sneaky(torch.Tensor):
+            pass
+
+
+        def run(inputs, outputs, params, trace=None):
+            honest(inputs, outputs, trace)
+            if trace is not None:
+                trace["inv_rms"] = trace["inv_rms"].as_subclass(Sneaky)
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed
+    for result in verdict.variants:
+        assert result.failure.kind == "bad_output"
+        assert "Sneaky" in result.failure.message and "inv_rms" in result.failure.message
+
+
+def test_non_tensor_in_trace_is_bad_output(judge, tmp_path):
+    candidate = _candidate(tmp_path, "trace_list", '''
+        def run(inputs, outputs, params, trace=None):
+            honest(inputs, outputs, trace)
+            if trace is not None:
+                trace["inv_rms"] = trace["inv_rms"].tolist()
+    ''')
+    verdict = judge(candidate)
+    assert all(r.failure and r.failure.kind == "bad_output" for r in verdict.variants)
+
+
+# --- isolation ---------------------------------------------------------------------------------------
+
+
+def test_candidate_sees_no_keys_and_no_gate(judge, rmsnorm_gate, rmsnorm_gates_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-ferret-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ferret-test")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-ferret-test")
+    monkeypatch.setenv("FERRET_TEST_SECRET", "hush")
+    candidate = _candidate(tmp_path, "probe", f'''
+        import os
+        from pathlib import Path
+
+        GATES = Path({str(rmsnorm_gates_dir.resolve())!r})
+        GATE_NAME = {rmsnorm_gate.name!r}
+        REAL_HOME = {str(Path.home())!r}
+
+
+        def _check():
+            leaked = [k for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "FERRET_TEST_SECRET") if k in os.environ]
+            if leaked:
+                raise RuntimeError(f"environment leaks {{leaked}}")
+            cwd = Path.cwd().resolve()
+            home = Path(os.environ["HOME"]).resolve()
+            if str(home) == REAL_HOME:
+                raise RuntimeError("HOME is the user's home")
+            for place in (cwd, home):
+                if place == GATES or GATES in place.parents or place in GATES.parents:
+                    raise RuntimeError(f"{{place}} is related to the gates folder")
+                for folder, dirs, files in os.walk(place):
+                    for name in dirs + files:
+                        if "golden" in name or name == "manifest.json" or name == GATE_NAME:
+                            raise RuntimeError(f"{{folder}}/{{name}} is reachable from {{place}}")
+                        path = Path(folder) / name
+                        if path.is_file() and path.suffix == ".json" and GATE_NAME in path.read_text(errors="replace"):
+                            raise RuntimeError(f"{{path}} names the gate")
+
+
+        def run(inputs, outputs, params, trace=None):
+            _check()
+            honest(inputs, outputs, trace)
+    ''')
+    verdict = judge(candidate)
+    assert verdict.passed, summary(verdict)
+
+
+def test_the_same_candidate_fails_when_a_key_would_be_visible(tmp_path, monkeypatch):
+    """The probe above is able to fail: the check it relies on works in a plain process."""
+    import subprocess
+
+    probe = _candidate(tmp_path, "key_probe", '''
+        import os
+        if "ANTHROPIC_API_KEY" in os.environ:
+            raise SystemExit(7)
+    ''', prelude=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-ferret-test")
+    assert subprocess.run([sys.executable, str(probe)]).returncode == 7
+
+    from ferret.sandbox.launch import candidate_environment
+
+    env = candidate_environment(tmp_path, interpret=True)
+    assert "ANTHROPIC_API_KEY" not in env
+    assert env["HOME"] == str(tmp_path) and env["TMPDIR"] == str(tmp_path)
+    assert env["TRITON_INTERPRET"] == "1"
+    assert "TRITON_INTERPRET" not in candidate_environment(tmp_path, interpret=False)
+
+
+# --- the report ----------------------------------------------------------------------------------------
+
+
+def test_every_verdict_is_appended_to_the_report(rmsnorm_gate, tmp_path):
+    gates_dir = tmp_path / "gates"
+    gate = copy_gate(rmsnorm_gate, gates_dir)
+    assert read_report(gate).verdicts == []
+    unwritten = _candidate(tmp_path, "unwritten", """
+        def run(inputs, outputs, params, trace=None):
+            pass
+    """)
+    raises = _candidate(tmp_path, "raises", """
+        def run(inputs, outputs, params, trace=None):
+            raise ValueError("nope")
+    """)
+    candidates = (RMSNORM_BASELINE, unwritten, raises)
+    verdicts = []
+    for candidate in candidates:
+        verdict, used = _judge(RMSNORM_CONTRACT, candidate, gates_dir)
+        assert used == gate
+        verdicts.append(verdict)
+        # Read back after every append: a verdict holding NaN (the unwritten output) must not break the report.
+        assert len(read_report(gate).verdicts) == len(verdicts)
+
+    report = read_report(gate)
+    assert report.gate_hash == gate.name
+    assert [v.passed for v in report.verdicts] == [True, False, False]
+    for stored, verdict, path in zip(report.verdicts, verdicts, candidates):
+        assert stored.candidate_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert stored.candidate_path == str(path)
+        assert stored.gate_hash == gate.name
+        assert stored.model_dump_json() == verdict.model_dump_json()
+    # The NaN the unwritten output holds survives the round trip.
+    worst = report.verdicts[1].variants[0].stages[1].worst
+    assert worst is not None and worst.candidate != worst.candidate
+    manifest = GateManifest.model_validate(verify_gate(gate))  # the report is outside the lock
+    seeds = {r.id: r.seed for r in manifest.variants}
+    assert all(v.seeds == seeds for v in report.verdicts)
+    assert seeds["typical@float32"] == 1 and seeds["many_rows_narrow@bfloat16"] == 7

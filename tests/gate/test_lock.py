@@ -1,0 +1,199 @@
+"""The sha256 lock of a gate: reproducible, and every changed, added or removed byte is named."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from ferret_testkit import RMSNORM_CONTRACT, copy_gate, flip_byte  # noqa: E402
+
+import ferret.gate.lock as lock  # noqa: E402
+from ferret.cli.main import app  # noqa: E402
+from ferret.gate.build import build_gate  # noqa: E402
+from ferret.gate.lock import MANIFEST_FILE, GateTampered, canonical_json, locked_files, verify_gate  # noqa: E402
+
+VARIANT = "typical@float32"
+
+
+def _tampered(gate: Path) -> GateTampered:
+    with pytest.raises(GateTampered) as info:
+        verify_gate(gate)
+    return info.value
+
+
+def test_intact_gate_verifies(rmsnorm_gate):
+    manifest = verify_gate(rmsnorm_gate)
+    assert manifest["op"] == "rmsnorm"
+    assert manifest["profile"] == "cpu"
+    assert hashlib.sha256((rmsnorm_gate / MANIFEST_FILE).read_bytes()).hexdigest() == rmsnorm_gate.name
+    files = locked_files(rmsnorm_gate)
+    assert sorted(manifest["files"]) == files
+    assert "contract.json" in files
+    assert f"cases/{VARIANT}/golden.safetensors" in files
+    assert f"cases/{VARIANT}/inputs.safetensors" in files
+    # The judge's own source is pinned too.
+    assert "ferret/gate/judge.py" in manifest["judge_sources"]
+    assert "ferret/sandbox/runner.py" in manifest["judge_sources"]
+    assert manifest["validation"]["ran"] is True and manifest["validation"]["passed"] is True
+
+
+def test_gate_files_are_read_only(rmsnorm_gate):
+    for name in locked_files(rmsnorm_gate) + [MANIFEST_FILE]:
+        assert (rmsnorm_gate / name).stat().st_mode & 0o222 == 0, name
+
+
+def test_build_is_reused(rmsnorm_gate, rmsnorm_gates_dir):
+    assert build_gate(RMSNORM_CONTRACT, gates_dir=rmsnorm_gates_dir, profile="cpu") == rmsnorm_gate
+
+
+def test_build_is_reproducible(rmsnorm_gate, tmp_path):
+    first = build_gate(RMSNORM_CONTRACT, gates_dir=tmp_path / "a", profile="cpu", reuse=False)
+    second = build_gate(RMSNORM_CONTRACT, gates_dir=tmp_path / "b", profile="cpu", reuse=False)
+    assert first.name == second.name == rmsnorm_gate.name
+    assert first.parent != second.parent
+    for name in locked_files(first) + [MANIFEST_FILE]:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [f"cases/{VARIANT}/golden.safetensors", f"cases/{VARIANT}/inputs.safetensors", "contract.json", MANIFEST_FILE],
+)
+def test_one_changed_byte_is_named(rmsnorm_gate, tmp_path, name):
+    gate = copy_gate(rmsnorm_gate, tmp_path)
+    verify_gate(gate)  # the copy itself is intact
+    flip_byte(gate / name)
+    err = _tampered(gate)
+    assert any(p.startswith(f"{name}:") for p in err.problems), err.problems
+    assert name in str(err)
+    if name != MANIFEST_FILE:
+        assert err.problems == [f"{name}: changed (sha256 differs from the lock)"]
+
+
+def test_rehashed_manifest_does_not_match_the_gate_hash(rmsnorm_gate, tmp_path):
+    """Replacing a golden file and updating its hash in the manifest still breaks the gate's name."""
+    gate = copy_gate(rmsnorm_gate, tmp_path)
+    golden = gate / f"cases/{VARIANT}/golden.safetensors"
+    flip_byte(golden)
+    manifest = json.loads((gate / MANIFEST_FILE).read_text())
+    manifest["files"][f"cases/{VARIANT}/golden.safetensors"] = lock.sha256_file(golden)
+    (gate / MANIFEST_FILE).write_bytes(canonical_json(manifest))
+    err = _tampered(gate)
+    assert len(err.problems) == 1 and err.problems[0].startswith(f"{MANIFEST_FILE}: sha256"), err.problems
+
+
+def test_expected_hash_is_checked(rmsnorm_gate):
+    verify_gate(rmsnorm_gate, expected_hash=rmsnorm_gate.name)
+    with pytest.raises(GateTampered, match=MANIFEST_FILE):
+        verify_gate(rmsnorm_gate, expected_hash="0" * 64)
+
+
+@pytest.mark.parametrize("name", ["notes.txt", f"cases/{VARIANT}/extra.safetensors", "cases/new_case@bfloat16/golden.safetensors"])
+def test_added_file_is_named(rmsnorm_gate, tmp_path, name):
+    gate = copy_gate(rmsnorm_gate, tmp_path)
+    (gate / name).parent.mkdir(parents=True, exist_ok=True)
+    (gate / name).write_bytes(b"extra")
+    err = _tampered(gate)
+    assert err.problems == [f"{name}: added after the gate was locked"]
+
+
+@pytest.mark.parametrize("name", [f"cases/{VARIANT}/golden.safetensors", "contract.json"])
+def test_removed_file_is_named(rmsnorm_gate, tmp_path, name):
+    gate = copy_gate(rmsnorm_gate, tmp_path)
+    (gate / name).unlink()
+    err = _tampered(gate)
+    assert err.problems == [f"{name}: missing"]
+
+
+def test_removed_manifest(rmsnorm_gate, tmp_path):
+    gate = copy_gate(rmsnorm_gate, tmp_path)
+    (gate / MANIFEST_FILE).unlink()
+    err = _tampered(gate)
+    assert err.problems == [f"{MANIFEST_FILE}: missing"]
+
+
+def test_several_problems_are_all_named(rmsnorm_gate, tmp_path):
+    gate = copy_gate(rmsnorm_gate, tmp_path)
+    flip_byte(gate / "contract.json")
+    (gate / f"cases/{VARIANT}/inputs.safetensors").unlink()
+    (gate / "extra.bin").write_bytes(b"x")
+    err = _tampered(gate)
+    assert sorted(err.problems) == sorted(
+        [
+            "contract.json: changed (sha256 differs from the lock)",
+            f"cases/{VARIANT}/inputs.safetensors: missing",
+            "extra.bin: added after the gate was locked",
+        ]
+    )
+
+
+def test_report_files_are_outside_the_lock(rmsnorm_gate, tmp_path):
+    gate = copy_gate(rmsnorm_gate, tmp_path)
+    (gate / "report.json").write_text('{"anything": true}')
+    (gate / "report.json.lock").write_text("")
+    verify_gate(gate)
+    # Only those names: a report-like file elsewhere is still an addition.
+    (gate / "cases" / "report.json").write_text("{}")
+    assert _tampered(gate).problems == ["cases/report.json: added after the gate was locked"]
+
+
+def test_changed_judge_source_is_tampering(rmsnorm_gate, monkeypatch):
+    real = lock.judge_source_hashes()
+    assert "ferret/gate/metrics.py" in real
+
+    changed = dict(real, **{"ferret/gate/metrics.py": "0" * 64})
+    monkeypatch.setattr(lock, "judge_source_hashes", lambda: changed)
+    assert _tampered(rmsnorm_gate).problems == ["judge source ferret/gate/metrics.py: changed since the gate was built"]
+
+    added = dict(real, **{"ferret/gate/backdoor.py": "1" * 64})
+    monkeypatch.setattr(lock, "judge_source_hashes", lambda: added)
+    assert _tampered(rmsnorm_gate).problems == ["judge source ferret/gate/backdoor.py: added since the gate was built"]
+
+    removed = {k: v for k, v in real.items() if k != "ferret/sandbox/launch.py"}
+    monkeypatch.setattr(lock, "judge_source_hashes", lambda: removed)
+    assert _tampered(rmsnorm_gate).problems == ["judge source ferret/sandbox/launch.py: missing"]
+
+    monkeypatch.undo()
+    verify_gate(rmsnorm_gate)
+
+
+def test_judge_source_hashes_cover_the_judge_packages():
+    hashes = lock.judge_source_hashes()
+    for package in ("contract", "gate", "sandbox", "bench"):
+        assert any(name.startswith(f"ferret/{package}/") for name in hashes), package
+    assert not any(name.startswith("ferret/cli/") for name in hashes)
+    path = Path(lock.__file__)
+    assert hashes["ferret/gate/lock.py"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_cli_verify_intact(rmsnorm_gate):
+    result = CliRunner().invoke(app, ["gate", "verify", str(rmsnorm_gate)])
+    assert result.exit_code == 0, result.output
+    assert f"intact: {rmsnorm_gate.name}" in result.stdout
+
+
+def test_cli_verify_tampered(rmsnorm_gate, tmp_path):
+    gate = copy_gate(rmsnorm_gate, tmp_path)
+    flip_byte(gate / f"cases/{VARIANT}/golden.safetensors")
+    result = CliRunner().invoke(app, ["gate", "verify", str(gate)])
+    assert result.exit_code == 3, result.output
+    assert "TAMPERED" in result.stderr
+    assert f"cases/{VARIANT}/golden.safetensors: changed" in result.stderr
+
+
+def test_cli_verify_missing_folder(tmp_path):
+    result = CliRunner().invoke(app, ["gate", "verify", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "no such gate folder" in result.stderr
+
+
+def test_cli_gate_build_reuses(rmsnorm_gate, rmsnorm_gates_dir):
+    result = CliRunner().invoke(app, ["gate", "build", str(RMSNORM_CONTRACT), "--gates-dir", str(rmsnorm_gates_dir), "--profile", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(rmsnorm_gate)

@@ -1,0 +1,229 @@
+"""compare_stage: the metrics, the strict NaN/Inf policy, don't-care regions and the worst error's place."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ferret.contract.model import Stage, Tolerance
+from ferret.gate.metrics import compare_stage
+
+STAGE = Stage(name="y", computes="test", shape=["M", "N"], dims=["row", "col"])
+TOL = Tolerance(rel_l2=1e-3, max_abs_rel_peak=1e-3, cosine_min=0.9999)
+LOOSE = Tolerance(rel_l2=10.0, max_abs_rel_peak=10.0, cosine_min=-0.99)
+
+
+def _reference(m: int = 4, n: int = 6, seed: int = 0) -> torch.Tensor:
+    return torch.randn(m, n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) + 0.1
+
+
+def test_exact_candidate_passes():
+    ref = _reference()
+    m = compare_stage(ref.clone(), ref, STAGE, TOL)
+    assert m.passed and m.reasons == []
+    assert m.rel_l2 == 0.0 and m.max_abs_rel_peak == 0.0 and m.max_abs_err == 0.0
+    assert m.cosine == pytest.approx(1.0)
+    assert m.exposed and m.tolerance == TOL
+
+
+def test_low_precision_candidate_is_compared_in_float64():
+    ref = _reference()
+    m = compare_stage(ref.to(torch.bfloat16), ref, STAGE, Tolerance(rel_l2=1e-2))
+    assert m.passed
+    assert 0 < m.rel_l2 < 1e-2
+
+
+def test_not_exposed_stage():
+    m = compare_stage(None, _reference(), STAGE, TOL)
+    assert m.passed and not m.exposed and m.rel_l2 is None
+
+
+def test_nan_where_reference_is_finite_fails():
+    ref = _reference()
+    cand = ref.clone()
+    cand[2, 3] = math.nan
+    m = compare_stage(cand, ref, STAGE, LOOSE)
+    assert not m.passed
+    assert m.nonfinite_mismatches == 1
+    assert m.reasons == ["1 NaN/Inf entries where the reference differs"]
+    assert m.worst.index == [2, 3] and m.worst.named == {"row": 2, "col": 3}
+    assert math.isnan(m.worst.candidate)
+
+
+def test_inf_where_reference_is_finite_fails():
+    ref = _reference()
+    cand = ref.clone()
+    cand[0, 0] = math.inf
+    m = compare_stage(cand, ref, STAGE, LOOSE)
+    assert not m.passed and m.nonfinite_mismatches == 1
+
+
+def test_finite_where_reference_is_nan_fails():
+    ref = _reference()
+    ref[1, 1] = math.nan
+    cand = ref.clone()
+    cand[1, 1] = 0.0
+    m = compare_stage(cand, ref, STAGE, LOOSE)
+    assert not m.passed and m.nonfinite_mismatches == 1
+    assert m.worst.named == {"row": 1, "col": 1}
+
+
+def test_nan_at_the_same_place_passes():
+    ref = _reference()
+    ref[1, :] = math.nan
+    cand = ref.clone()
+    m = compare_stage(cand, ref, STAGE, TOL)
+    assert m.passed, m.reasons
+    assert m.nonfinite_mismatches == 0
+    # The finite entries are still compared: a wrong finite value next to the NaN row fails.
+    cand[0, 0] += 1.0
+    assert not compare_stage(cand, ref, STAGE, TOL).passed
+
+
+def test_inf_of_the_same_sign_passes_and_opposite_sign_fails():
+    ref = _reference()
+    ref[3, 5] = math.inf
+    ref[0, 2] = -math.inf
+    same = ref.clone()
+    assert compare_stage(same, ref, STAGE, TOL).passed
+    flipped = ref.clone()
+    flipped[3, 5] = -math.inf
+    m = compare_stage(flipped, ref, STAGE, LOOSE)
+    assert not m.passed and m.nonfinite_mismatches == 1
+    assert m.worst.named == {"row": 3, "col": 5}
+    nan_for_inf = ref.clone()
+    nan_for_inf[0, 2] = math.nan
+    assert not compare_stage(nan_for_inf, ref, STAGE, LOOSE).passed
+
+
+def test_ignore_where_reference_skips_masked_entries():
+    masked = Stage(name="scores", computes="masked", shape=["M", "N"], dims=["row", "col"], ignore_where_reference="-inf")
+    ref = _reference()
+    ref[:, 4:] = -math.inf  # the masked region
+    cand = ref.clone()
+    cand[:, 4:] = torch.tensor([123.0, math.nan], dtype=torch.float64)  # garbage where nothing is defined
+    m = compare_stage(cand, ref, masked, TOL)
+    assert m.passed, m.reasons
+    assert m.rel_l2 == 0.0
+    # The same candidate against a stage without a don't-care region fails.
+    assert not compare_stage(cand, ref, STAGE, LOOSE).passed
+    # Outside the masked region the policy stays strict.
+    cand[0, 0] = math.nan
+    assert not compare_stage(cand, ref, masked, LOOSE).passed
+    # And -inf where the reference is finite is still wrong.
+    cand = ref.clone()
+    cand[1, 1] = -math.inf
+    assert not compare_stage(cand, ref, masked, LOOSE).passed
+
+
+@pytest.mark.parametrize("value, token", [("nan", math.nan), ("inf", math.inf)])
+def test_ignore_nan_and_inf_regions(value, token):
+    stage = Stage(name="s", computes="", shape=["N"], ignore_where_reference=value)
+    ref = torch.tensor([1.0, token, 2.0], dtype=torch.float64)
+    cand = torch.tensor([1.0, -7.0, 2.0], dtype=torch.float64)
+    assert compare_stage(cand, ref, stage, TOL).passed
+
+
+def test_shape_mismatch_fails():
+    ref = _reference()
+    m = compare_stage(ref.reshape(6, 4), ref, STAGE, LOOSE)
+    assert not m.passed
+    assert m.reasons == ["shape [6, 4] != expected [4, 6]"]
+    assert not compare_stage(ref[:, :5], ref, STAGE, LOOSE).passed
+    assert not compare_stage(ref.reshape(-1), ref, STAGE, LOOSE).passed
+
+
+def test_complex_candidate_fails():
+    ref = _reference()
+    assert not compare_stage(ref.to(torch.complex128), ref, STAGE, LOOSE).passed
+
+
+def test_worst_error_location_is_named_by_dims():
+    ref = _reference(5, 7)
+    cand = ref.clone()
+    cand[3, 6] += 0.5
+    cand[1, 2] += 0.1
+    m = compare_stage(cand, ref, Stage(name="y", computes="", shape=["M", "N"], dims=["token", "head"]), TOL)
+    assert not m.passed
+    assert m.worst.index == [3, 6]
+    assert m.worst.named == {"token": 3, "head": 6}
+    assert m.worst.candidate == pytest.approx(float(ref[3, 6]) + 0.5)
+    assert m.worst.reference == pytest.approx(float(ref[3, 6]))
+    assert m.max_abs_err == pytest.approx(0.5)
+    # Without axis names only the index is given.
+    unnamed = compare_stage(cand, ref, Stage(name="y", computes="", shape=["M", "N"]), TOL)
+    assert unnamed.worst.index == [3, 6] and unnamed.worst.named == {}
+
+
+def test_zero_output_fails_rel_l2():
+    ref = _reference()
+    m = compare_stage(torch.zeros_like(ref), ref, STAGE, Tolerance(rel_l2=0.5))
+    assert not m.passed
+    assert m.rel_l2 == pytest.approx(1.0)
+    assert m.reasons == ["rel_l2 1.000e+00 > 5.000e-01"]
+    assert m.cosine == 0.0
+
+
+def test_constant_output_fails_rel_l2():
+    ref = _reference(8, 16)
+    cand = torch.full_like(ref, float(ref.mean()))
+    m = compare_stage(cand, ref, STAGE, Tolerance(rel_l2=0.5))
+    assert not m.passed
+    assert m.rel_l2 > 0.5
+    assert any(r.startswith("rel_l2") for r in m.reasons)
+
+
+def test_all_zero_reference():
+    ref = torch.zeros(3, 4, dtype=torch.float64)
+    assert compare_stage(torch.zeros_like(ref), ref, STAGE, TOL).passed
+    m = compare_stage(torch.full_like(ref, 1e-3), ref, STAGE, Tolerance(rel_l2=1e-3))
+    assert not m.passed and m.rel_l2 == math.inf
+
+
+def test_empty_tensors():
+    ref = torch.zeros(0, 4, dtype=torch.float64)
+    m = compare_stage(ref.clone(), ref, STAGE, TOL)
+    assert m.passed and m.worst.index == []
+
+
+@pytest.mark.parametrize("bound", ["rel_l2", "max_abs_rel_peak", "cosine_min"])
+def test_each_bound_rejects_on_its_own(bound):
+    ref = _reference(16, 32, seed=3)
+    noise = torch.randn(ref.shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    cand = ref + 1e-3 * noise * ref.abs().max()
+    observed = compare_stage(cand, ref, STAGE, LOOSE)
+    assert observed.passed
+    assert observed.rel_l2 > 0 and observed.max_abs_rel_peak > 0 and observed.cosine < 1
+    # The other two bounds set loose, this one just tighter than the candidate's error.
+    tight = {
+        "rel_l2": observed.rel_l2 * 0.9,
+        "max_abs_rel_peak": observed.max_abs_rel_peak * 0.9,
+        "cosine_min": 1 - (1 - observed.cosine) * 0.5,
+    }[bound]
+    tol = LOOSE.model_copy(update={bound: tight})
+    m = compare_stage(cand, ref, STAGE, tol)
+    assert not m.passed
+    prefix = {"rel_l2": "rel_l2 ", "max_abs_rel_peak": "max_abs_rel_peak ", "cosine_min": "cosine "}[bound]
+    assert len(m.reasons) == 1 and m.reasons[0].startswith(prefix), m.reasons
+    # The same bound alone, with the others unset, rejects too.
+    alone = compare_stage(cand, ref, STAGE, Tolerance(**{bound: tight}))
+    assert not alone.passed and len(alone.reasons) == 1
+    # And just looser than the error, it accepts.
+    loose_enough = {
+        "rel_l2": observed.rel_l2 * 1.1,
+        "max_abs_rel_peak": observed.max_abs_rel_peak * 1.1,
+        "cosine_min": 1 - (1 - observed.cosine) * 2,
+    }[bound]
+    assert compare_stage(cand, ref, STAGE, Tolerance(**{bound: loose_enough})).passed
+
+
+def test_metric_values():
+    ref = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    cand = torch.tensor([3.0, 4.5], dtype=torch.float64)
+    m = compare_stage(cand, ref, Stage(name="s", computes="", shape=["N"]), LOOSE)
+    assert m.rel_l2 == pytest.approx(0.5 / 5.0)
+    assert m.max_abs_rel_peak == pytest.approx(0.5 / 4.0)
+    assert m.cosine == pytest.approx((9 + 18) / (5.0 * math.hypot(3.0, 4.5)))
+    assert m.worst.index == [1]

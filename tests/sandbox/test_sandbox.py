@@ -1,0 +1,230 @@
+"""The sandbox: run_isolated's timeout, memory watchdog and exit classification; the scrubbed environment;
+and the runner's protocol (NaN-filled outputs, fresh inputs per repeat, traced run, per-variant status)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from ferret.sandbox import runner
+from ferret.sandbox.launch import candidate_environment, run_isolated
+
+
+def _python(tmp_path: Path, code: str, timeout_s: float = 30, memory_mb: int = 4000):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(code))
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1"}
+    return run_isolated([sys.executable, str(script)], tmp_path, env, timeout_s, memory_mb, poll_s=0.05)
+
+
+def test_normal_exit(tmp_path):
+    outcome = _python(tmp_path, "import sys; print('hello from the sandbox'); sys.exit(3)")
+    assert outcome.kind == "exited" and outcome.returncode == 3
+    assert "hello from the sandbox" in outcome.stderr_tail
+
+
+def test_cwd_is_the_workdir(tmp_path):
+    outcome = _python(tmp_path, "import os; print('cwd=' + os.getcwd())")
+    assert f"cwd={tmp_path}" in outcome.stderr_tail
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    child_pid_file = tmp_path / "child.pid"
+    started = time.perf_counter()
+    outcome = _python(
+        tmp_path,
+        f"""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        open({str(child_pid_file)!r}, "w").write(str(child.pid))
+        time.sleep(120)
+        """,
+        timeout_s=2,
+    )
+    assert outcome.kind == "timeout"
+    assert "no result after 2s" in outcome.message
+    assert time.perf_counter() - started < 30
+    child = int(child_pid_file.read_text())
+    # The child was in the same process group: it was killed too (gone, or a zombie awaiting its reaper).
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        try:
+            state = Path(f"/proc/{child}/stat").read_text().split(") ")[1].split()[0]
+        except OSError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"child {child} of a timed-out candidate is still running")
+
+
+def test_memory_watchdog(tmp_path):
+    outcome = _python(
+        tmp_path,
+        """
+        import time
+        hoard = []
+        for _ in range(40):
+            block = bytearray(50 << 20)
+            block[::4096] = b"\\x01" * ((50 << 20) // 4096)
+            hoard.append(block)
+            time.sleep(0.01)
+        time.sleep(60)
+        """,
+        timeout_s=30,
+        memory_mb=300,
+    )
+    assert outcome.kind == "out_of_memory", outcome
+    assert "300 MB budget" in outcome.message
+    assert outcome.peak_rss_mb > 300
+
+
+def test_signal_is_classified(tmp_path):
+    outcome = _python(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert outcome.kind == "signal"
+    assert "SIGSEGV" in outcome.message
+
+
+def test_sigkill_reads_as_out_of_memory(tmp_path):
+    outcome = _python(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert outcome.kind == "out_of_memory"
+    assert "SIGKILL" in outcome.message
+
+
+def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    env = candidate_environment(tmp_path, interpret=True)
+    assert "ANTHROPIC_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["LANG"] == "C.UTF-8"
+    assert env["HOME"] == str(tmp_path) and env["TMPDIR"] == str(tmp_path)
+    assert env["PYTHONNOUSERSITE"] == "1"
+    assert env["TRITON_INTERPRET"] == "1"
+    assert os.getcwd() not in env["PYTHONPATH"].split(os.pathsep)
+    # The environment really is what the process sees.
+    outcome = run_isolated(
+        [sys.executable, "-c", "import os, json; print(json.dumps(sorted(os.environ)))"], tmp_path, env, 30, 4000
+    )
+    seen = json.loads(outcome.stderr_tail.strip().splitlines()[-1])
+    assert "ANTHROPIC_API_KEY" not in seen and "HOME" in seen
+
+
+# --- the runner's protocol, in process -----------------------------------------------------------------
+
+
+CANDIDATE = '''
+import json
+import torch
+
+CALLS = []
+
+
+def run(inputs, outputs, params, trace=None):
+    CALLS.append({
+        "prefilled_nan": bool(torch.isnan(outputs["y"]).all()),
+        "x_first": float(inputs["x"][0]),
+        "traced": trace is not None,
+        "scale": params["scale"],
+    })
+    outputs["y"].copy_(inputs["x"] * params["scale"])
+    inputs["x"].add_(1000.0)  # x is declared `inout` here: the runner keeps its contents
+    if trace is not None:
+        trace["half"] = outputs["y"] / 2
+    with open("calls.json", "w") as handle:
+        json.dump(CALLS, handle)
+'''
+
+
+def _job(tmp_path: Path, candidate_source: str, repeats: int = 3, inout: bool = True) -> Path:
+    (tmp_path / "in").mkdir()
+    save_file({"x": torch.arange(4, dtype=torch.float32)}, str(tmp_path / "in" / "v.safetensors"))
+    (tmp_path / "candidate.py").write_text(candidate_source)
+    job = {
+        "candidate": str(tmp_path / "candidate.py"),
+        "entry": "run",
+        "device": "cpu",
+        "params": {"scale": 2.0},
+        "repeats": repeats,
+        "stress_iterations": 1,
+        "stress_variant": None,
+        "variants": [
+            {
+                "id": "v@float32",
+                "inputs_file": str(tmp_path / "in" / "v.safetensors"),
+                "outputs": {"y": [[4], "float32"]},
+                "inout": ["x"] if inout else [],
+                "in_only": [] if inout else ["x"],
+            }
+        ],
+        "result_dir": str(tmp_path / "out"),
+    }
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job))
+    return path
+
+
+def test_runner_protocol(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    job = _job(tmp_path, CANDIDATE)
+    assert runner.main([str(job)]) == 0
+    out = tmp_path / "out"
+    assert (out / "done").exists()
+    assert json.loads((out / "v@float32.json").read_text())["ok"] is True
+    calls = json.loads((tmp_path / "calls.json").read_text())
+    # Three fast runs and one traced run, each on a fresh copy of the inputs, outputs pre-filled with NaN.
+    assert [c["traced"] for c in calls] == [False, False, False, True]
+    assert all(c["prefilled_nan"] for c in calls)
+    assert all(c["x_first"] == 0.0 for c in calls)
+    assert all(c["scale"] == 2.0 for c in calls)
+    tensors = load_file(str(out / "v@float32.safetensors"))
+    expected = torch.arange(4, dtype=torch.float32) * 2
+    for key in ("fast0.y", "fast1.y", "fast2.y", "traced.y"):
+        assert torch.equal(tensors[key], expected), key
+    assert torch.equal(tensors["trace.half"], expected / 2)
+    assert torch.equal(tensors["inout0.x"], torch.arange(4, dtype=torch.float32) + 1000)
+
+
+def test_runner_flags_a_mutated_read_only_input(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    job = _job(tmp_path, CANDIDATE, inout=False)
+    runner.main([str(job)])
+    status = json.loads((tmp_path / "out" / "v@float32.json").read_text())
+    assert status["ok"] is False and status["kind"] == "input_mutated"
+    assert "['x']" in status["message"]
+
+
+def test_runner_records_a_load_failure(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    job = _job(tmp_path, "import not_a_module_anywhere_ferret\n")
+    assert runner.main([str(job)]) == 0
+    load = json.loads((tmp_path / "out" / "load.json").read_text())
+    assert load["kind"] == "exception"
+    assert "not_a_module_anywhere_ferret" in load["message"]
+    assert not (tmp_path / "out" / "v@float32.json").exists()
+
+
+def test_runner_start_skips_earlier_variants(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    job = _job(tmp_path, CANDIDATE)
+    runner.main([str(job), "--start", "1"])
+    assert not (tmp_path / "out" / "v@float32.json").exists()
+    assert (tmp_path / "out" / "done").exists()
+
+
+def test_content_digest_sees_every_byte():
+    a = torch.zeros(1000)
+    b = a.clone()
+    b[999] = 1e-30
+    assert runner.content_digest(a) != runner.content_digest(b)
+    assert runner.content_digest(a) == runner.content_digest(a.clone())
+    assert runner.content_digest(torch.zeros(0)) == "empty"
