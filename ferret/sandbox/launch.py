@@ -39,8 +39,12 @@ def _rss_mb(pid: int) -> float:
 
 def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
-    # The import path is fixed by the judge: its own sys.path, less the current folder and ''.
-    paths = [p for p in sys.path if p and Path(p).resolve() != Path.cwd().resolve() and Path(p).exists()]
+    # The import path is fixed by the judge: the folder holding ferret (the runner's own package), then
+    # the judge's sys.path less the current folder and ''.
+    ferret_home = str(Path(__file__).resolve().parents[2])
+    paths = [ferret_home] + [
+        p for p in sys.path if p and Path(p).resolve() != Path.cwd().resolve() and Path(p).exists() and p != ferret_home
+    ]
     env.update(
         {
             "HOME": str(workdir),

@@ -89,7 +89,7 @@ def reference(inputs: dict[str, torch.Tensor], params: dict) -> dict[str, torch.
     if positions.is_floating_point():
         raise ValueError("positions must be integers")
 
-    inv_freq = inverse_frequencies(params)
+    inv_freq = inverse_frequencies(params).to(x.device)
     angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]
     scale = cos_sin_scale(params)
     cos = torch.cos(angles) * scale

@@ -1,0 +1,97 @@
+"""Speed of the honest Triton candidates against their baselines, measured by the gate itself.
+
+Each op's candidate goes through `ferret check --profile gpu`: correctness, dtypes, edge cases,
+determinism and stress first, then timing in its own process (do_bench medians, L2 flushed before every
+call, candidate and baseline interleaved over rounds, median over rounds; torch.compile of the baseline
+beside it). Writes one long-format JSON file and a markdown table under benchmarks/results/.
+
+    python benchmarks/gate_speed.py [--ops rmsnorm softmax rope mla_attention] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CANDIDATES = {
+    "rmsnorm": "tasks/rmsnorm/candidates/triton_rmsnorm.py",
+    "softmax": "tasks/softmax/candidates/triton_softmax.py",
+    "rope": "tasks/rope/candidates/triton_rope.py",
+    "mla_attention": "tasks/mla_attention/candidates/triton_mla.py",
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", nargs="*", default=list(CANDIDATES))
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument("--gates-dir", type=Path, default=REPO / "gates")
+    args = parser.parse_args()
+
+    import torch
+
+    from ferret.gate.judge import check
+    from ferret.gate.platform_info import device_name, versions
+
+    if not torch.cuda.is_available():
+        print("gate_speed: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rows, verdicts = [], {}
+    for op in args.ops:
+        print(f"== {op}", file=sys.stderr, flush=True)
+        verdict, gate = check(
+            REPO / f"contracts/{op}.yaml", REPO / CANDIDATES[op], args.gates_dir, profile="gpu",
+            progress=lambda m: print(f"   {m}", file=sys.stderr, flush=True),
+        )
+        verdicts[op] = {"passed": verdict.passed, "parts": {k: v.model_dump() for k, v in verdict.parts.items()},
+                        "gate": gate.name, "timing_reason": verdict.timing.reason,
+                        "false_rejections": [r.id for r in verdict.variants if not r.passed]}
+        for case in verdict.timing.cases:
+            rows.append({"op": op, "case": case.case, "candidate_ms": case.candidate_ms, "baseline_ms": case.baseline_ms,
+                         "baseline_compiled_ms": case.baseline_compiled_ms, "speedup": case.speedup,
+                         "speedup_vs_compiled": case.speedup_vs_compiled, "target": verdict.timing.min_speedup_required,
+                         "samples": case.samples})
+    now = dt.datetime.now(dt.timezone.utc)
+    record = {
+        "date": now.isoformat(timespec="seconds"),
+        "device": device_name(),
+        "versions": versions(),
+        "command": "python benchmarks/gate_speed.py " + " ".join(sys.argv[1:]),
+        "method": "ferret check --profile gpu: triton.testing.do_bench median per call (L2 flushed before each call), "
+        "candidate / baseline / torch.compile(baseline) interleaved over 5 rounds, median over rounds",
+        "verdicts": verdicts,
+        "rows": rows,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"{now.date().isoformat()}-gate-speed-{device_name().replace(' ', '_')}"
+    (args.out / f"{stem}.json").write_text(json.dumps(record, indent=1))
+    lines = [
+        f"# Gate speed, {record['date']}, {record['device']}",
+        "",
+        f"Command: `{record['command']}`. Versions: " + ", ".join(f"{k} {v}" for k, v in record["versions"].items()) + ".",
+        f"Method: {record['method']}.",
+        "",
+        "| op | case | candidate (us) | baseline eager (us) | torch.compile (us) | speedup vs eager | vs compile | gate verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        comp = f"{r['baseline_compiled_ms'] * 1e3:.1f}" if r["baseline_compiled_ms"] else "n/a"
+        vs = f"{r['speedup_vs_compiled']:.2f}x" if r["speedup_vs_compiled"] else "n/a"
+        lines.append(f"| {r['op']} | {r['case']} | {r['candidate_ms'] * 1e3:.1f} | {r['baseline_ms'] * 1e3:.1f} | {comp} | "
+                     f"{r['speedup']:.2f}x | {vs} | {'pass' if verdicts[r['op']]['passed'] else 'FAIL'} |")
+    for op, v in verdicts.items():
+        if not v["passed"]:
+            lines.append(f"\n{op}: gate FAILED: {v['parts']} {v['false_rejections']}")
+    (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if all(v["passed"] for v in verdicts.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The four plausible simplifications of MLA a faithful gate must catch, as one-line edits of the Triton
+candidate's source, each with the first stage at which it must diverge from the reference.
+
+    path = write_variant("theta", tmp_dir / "mla_theta.py")   # a candidate file for the judge
+    module = load_variant("theta", tmp_dir)                   # or imported, same run(...) ABI
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
+
+CANDIDATE_PATH = Path(__file__).resolve().parent / "candidates" / "triton_mla.py"
+
+class Simplification(NamedTuple):
+    old_line: str  # exactly one line of candidates/triton_mla.py
+    new_line: str
+    expected_first_stage: str  # the first stage (reference order) that must diverge
+
+
+SIMPLIFICATIONS: dict[str, Simplification] = {
+    # rope with plain theta-10000 frequencies instead of YaRN's
+    "theta": Simplification(
+        "_USE_YARN = True  # SWITCH rope: False gives plain theta^(-2i/d) frequencies instead of YaRN's",
+        "_USE_YARN = False  # SIMPLIFIED: plain theta-10000 rope",
+        "q_pe_roped",
+    ),
+    # softmax scale 1/sqrt(576), the width of the absorbed dot product, instead of mscale^2/sqrt(192)
+    "scale": Simplification(
+        '_SCALE_MODE = "mscale"  # SWITCH scale: "latent_width" gives 1/sqrt(576) instead of mscale^2/sqrt(192)',
+        '_SCALE_MODE = "latent_width"  # SIMPLIFIED: softmax scale 1/sqrt(576)',
+        "scores",
+    ),
+    # c_kv = c_kv_raw: kv_a_layernorm skipped
+    "no_kv_norm": Simplification(
+        "_APPLY_KV_NORM = True  # SWITCH kv norm: False writes c_kv_raw to the cache without kv_a_layernorm",
+        "_APPLY_KV_NORM = False  # SIMPLIFIED: c_kv = c_kv_raw",
+        "c_kv",
+    ),
+    # head-sum: one W_UV (the mean over heads) instead of each head's own
+    "head_sum": Simplification(
+        "_PER_HEAD_UV = True  # SWITCH un-absorption: False uses one W_UV shared by all heads (their mean)",
+        "_PER_HEAD_UV = False  # SIMPLIFIED: head-sum, one W_UV for every head",
+        "o_heads",
+    ),
+}
+
+
+def variant_source(name: str, source: str | None = None) -> str:
+    """The candidate's source with the one marked line of `name` replaced; fails unless it occurs exactly once."""
+    old_line, new_line, _ = SIMPLIFICATIONS[name]
+    if source is None:
+        source = CANDIDATE_PATH.read_text()
+    lines = source.splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == old_line]
+    if len(hits) != 1:
+        raise ValueError(f"{name}: expected the line {old_line!r} exactly once, found it {len(hits)} times")
+    ending = lines[hits[0]][len(old_line):]
+    lines[hits[0]] = new_line + ending
+    result = "".join(lines)
+    if result == source:
+        raise ValueError(f"{name}: replacement left the source unchanged")
+    return result
+
+
+def write_variant(name: str, path: str | Path, source: str | None = None) -> Path:
+    """Write the variant's source to `path` (a self-contained candidate file) and return the path."""
+    path = Path(path)
+    path.write_text(variant_source(name, source))
+    return path
+
+
+def load_variant(name: str, directory: str | Path, source: str | None = None) -> ModuleType:
+    """Write the variant into `directory` and import it (Triton's JIT reads the source from a real file)."""
+    path = write_variant(name, Path(directory) / f"triton_mla_{name}.py", source)
+    module_name = f"_mla_simplified_{name}_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclass/inspect lookups expect the module to be registered
+    spec.loader.exec_module(module)
+    return module
+
+
+def expected_first_stage(name: str) -> str:
+    return SIMPLIFICATIONS[name].expected_first_stage
+
+
+if __name__ == "__main__":
+    # python -m tasks.mla_attention.simplifications NAME OUT.py: write one simplified candidate.
+    if len(sys.argv) != 3 or sys.argv[1] not in SIMPLIFICATIONS:
+        sys.exit(f"usage: python -m tasks.mla_attention.simplifications {{{','.join(SIMPLIFICATIONS)}}} OUT.py")
+    print(write_variant(sys.argv[1], sys.argv[2]))
