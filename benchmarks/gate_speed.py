@@ -6,6 +6,7 @@ call, candidate and baseline interleaved over rounds, median over rounds; torch.
 beside it). Writes one long-format JSON file and a markdown table under benchmarks/results/.
 
     python benchmarks/gate_speed.py [--ops rmsnorm softmax rope mla_attention] [--out benchmarks/results]
+    python benchmarks/gate_speed.py --from-reports   # collect the latest GPU verdicts already in gates/*/report.json
 """
 
 from __future__ import annotations
@@ -27,11 +28,24 @@ CANDIDATES = {
 }
 
 
+def _latest_timed_verdict(gates_dir: Path, op: str):
+    from ferret.gate.report import read_report
+
+    best = None
+    for report_file in gates_dir.glob("*/report.json"):
+        for verdict in read_report(report_file.parent).verdicts:
+            if verdict.op == op and verdict.profile == "gpu" and verdict.timing.measured:
+                if best is None or verdict.started_at > best[0].started_at:
+                    best = (verdict, report_file.parent)
+    return best
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", nargs="*", default=list(CANDIDATES))
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--gates-dir", type=Path, default=REPO / "gates")
+    parser.add_argument("--from-reports", action="store_true", help="Do not judge again: read the verdicts in the gates' reports.")
     args = parser.parse_args()
 
     import torch
@@ -45,11 +59,18 @@ def main() -> int:
     rows, verdicts = [], {}
     for op in args.ops:
         print(f"== {op}", file=sys.stderr, flush=True)
-        verdict, gate = check(
-            REPO / f"contracts/{op}.yaml", REPO / CANDIDATES[op], args.gates_dir, profile="gpu",
-            progress=lambda m: print(f"   {m}", file=sys.stderr, flush=True),
-        )
-        verdicts[op] = {"passed": verdict.passed, "parts": {k: v.model_dump() for k, v in verdict.parts.items()},
+        if args.from_reports:
+            found = _latest_timed_verdict(args.gates_dir, op)
+            if found is None:
+                print(f"   no timed GPU verdict for {op} in {args.gates_dir}", file=sys.stderr)
+                continue
+            verdict, gate = found
+        else:
+            verdict, gate = check(
+                REPO / f"contracts/{op}.yaml", REPO / CANDIDATES[op], args.gates_dir, profile="gpu",
+                progress=lambda m: print(f"   {m}", file=sys.stderr, flush=True),
+            )
+        verdicts[op] = {"passed": verdict.passed, "started_at": verdict.started_at, "candidate_sha256": verdict.candidate_sha256, "parts": {k: v.model_dump() for k, v in verdict.parts.items()},
                         "gate": gate.name, "timing_reason": verdict.timing.reason,
                         "false_rejections": [r.id for r in verdict.variants if not r.passed]}
         for case in verdict.timing.cases:
@@ -62,7 +83,8 @@ def main() -> int:
         "date": now.isoformat(timespec="seconds"),
         "device": device_name(),
         "versions": versions(),
-        "command": "python benchmarks/gate_speed.py " + " ".join(sys.argv[1:]),
+        "command": "python -m pytest -m gpu tests/gpu (the judge times every correct GPU candidate), then "
+        "python benchmarks/gate_speed.py " + " ".join(sys.argv[1:]),
         "method": "ferret check --profile gpu: triton.testing.do_bench median per call (L2 flushed before each call), "
         "candidate / baseline / torch.compile(baseline) interleaved over 5 rounds, median over rounds",
         "verdicts": verdicts,

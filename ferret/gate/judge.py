@@ -69,7 +69,14 @@ def _failure_from_status(status: dict) -> RunFailure:
 
 
 def _run_candidate(
-    contract: Contract, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str, progress: Progress
+    contract: Contract,
+    manifest: GateManifest,
+    gate: Path,
+    candidate: Path,
+    workdir: Path,
+    device: str,
+    progress: Progress,
+    run_stress: bool = True,
 ) -> tuple[dict[str, dict], dict | None]:
     """Run every variant in the candidate's process; restart it after a crash. Returns per-variant status."""
     (workdir / "in").mkdir()
@@ -92,7 +99,7 @@ def _run_candidate(
             }
         )
     stress_index = None
-    if device == "cuda":
+    if device == "cuda" and run_stress:
         sizes = [r.inputs.nbytes for r in manifest.variants]
         stress_index = max(range(len(sizes)), key=sizes.__getitem__)
     job = {
@@ -198,7 +205,7 @@ def _judge_variant(contract: Contract, gate: Path, record: VariantRecord, status
     )
 
 
-def _parts(results: list[VariantResult], stress: dict | None, device: str) -> dict[str, PartResult]:
+def _parts(results: list[VariantResult], stress: dict | None, device: str, run_stress: bool = True) -> dict[str, PartResult]:
     parts: dict[str, PartResult] = {}
     for part in ("correctness", "dtypes", "edge_cases"):
         mine = [r for r in results if r.part == part]
@@ -228,6 +235,8 @@ def _parts(results: list[VariantResult], stress: dict | None, device: str) -> di
     )
     if device != "cuda":
         parts["stress"] = PartResult(status="skipped", detail="needs a GPU")
+    elif not run_stress:
+        parts["stress"] = PartResult(status="skipped", detail="not requested")
     elif stress is None:
         parts["stress"] = PartResult(status="fail", detail="the stress run did not complete")
     elif "error" in stress:
@@ -249,6 +258,7 @@ def check(
     profile: str | None = None,
     progress: Progress = lambda message: None,
     measure_speed: bool = True,
+    run_stress: bool = True,
 ) -> tuple[Verdict, Path]:
     """Judge one candidate; append the verdict to the gate's report. Returns (verdict, gate folder).
 
@@ -270,7 +280,7 @@ def check(
 
     workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
     try:
-        statuses, stress = _run_candidate(contract, manifest, gate, candidate_path, workdir, device, progress)
+        statuses, stress = _run_candidate(contract, manifest, gate, candidate_path, workdir, device, progress, run_stress)
         # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
         verify_gate(gate)
         results = []
@@ -290,7 +300,7 @@ def check(
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    parts = _parts(results, stress, device)
+    parts = _parts(results, stress, device, run_stress)
     passed = all(p.status != "fail" for p in parts.values())
     first_failing = next((s.name for s in contract.stages if any(r.first_failing_stage == s.name for r in results)), None)
     if passed and measure_speed and device == "cuda":

@@ -39,12 +39,19 @@ def _rss_mb(pid: int) -> float:
 
 def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
-    # The import path is fixed by the judge: the folder holding ferret (the runner's own package), then
-    # the judge's sys.path less the current folder and ''.
-    ferret_home = str(Path(__file__).resolve().parents[2])
-    paths = [ferret_home] + [
-        p for p in sys.path if p and Path(p).resolve() != Path.cwd().resolve() and Path(p).exists() and p != ferret_home
-    ]
+    # The import path is fixed by the judge: a folder holding only a link to the ferret package (the
+    # runner's own code), then the judge's sys.path less the current folder and the project folder, so
+    # that neither `tasks` (the reference) nor a stray `torch.py` beside the user's files is importable.
+    ferret_package = Path(__file__).resolve().parents[1]
+    ferret_home = ferret_package.parent
+    runtime = workdir / ".runtime"
+    runtime.mkdir(exist_ok=True)
+    if not (runtime / "ferret").exists():
+        (runtime / "ferret").symlink_to(ferret_package, target_is_directory=True)
+    excluded = {Path.cwd().resolve()}
+    if ferret_home.name not in ("site-packages", "dist-packages"):
+        excluded.add(ferret_home)
+    paths = [str(runtime)] + [p for p in sys.path if p and Path(p).exists() and Path(p).resolve() not in excluded]
     env.update(
         {
             "HOME": str(workdir),

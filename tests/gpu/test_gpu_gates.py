@@ -1,7 +1,8 @@
 """On the GPU: the honest Triton candidates pass their gates at production shapes, and the four MLA
 simplifications fail there too. Run on a CUDA machine with `python -m pytest -m gpu tests/gpu`.
 
-Timing is not asserted here (performance lives in benchmarks/); these runs skip it.
+The honest checks time the candidate as every GPU verdict does; nothing here asserts on speed:
+benchmarks/gate_speed.py --from-reports collects those timings into a dated result.
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
 
 pytestmark = pytest.mark.gpu
 
+
+def _progress(message: str) -> None:
+    import sys
+    import time
+
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
 HONEST = [
     ("rmsnorm", "tasks/rmsnorm/candidates/triton_rmsnorm.py"),
     ("softmax", "tasks/softmax/candidates/triton_softmax.py"),
@@ -28,7 +36,7 @@ HONEST = [
 def test_honest_candidate_passes_at_production_shapes(op, candidate):
     from ferret.gate.judge import check
 
-    verdict, _gate = check(REPO / f"contracts/{op}.yaml", REPO / candidate, GATES, profile="gpu", measure_speed=False)
+    verdict, _gate = check(REPO / f"contracts/{op}.yaml", REPO / candidate, GATES, profile="gpu", progress=_progress)
     failing = {r.id: (r.failure.message if r.failure else r.first_failing_stage) for r in verdict.variants if not r.passed}
     assert verdict.passed, f"{op}: {failing}; parts {verdict.parts}"
     assert verdict.parts["stress"].status == "pass", verdict.parts["stress"].detail
@@ -41,7 +49,10 @@ def test_mla_simplifications_fail_at_production_shapes(simplification, tmp_path)
     from tasks.mla_attention.simplifications import SIMPLIFICATIONS, write_variant
 
     variant = write_variant(simplification, tmp_path / f"mla_{simplification}.py")
-    verdict, _gate = check(REPO / "contracts/mla_attention.yaml", variant, GATES, profile="gpu", measure_speed=False)
+    verdict, _gate = check(
+        REPO / "contracts/mla_attention.yaml", variant, GATES, profile="gpu", measure_speed=False, run_stress=False,
+        progress=_progress,
+    )
     assert not verdict.passed
     assert verdict.first_failing_stage == SIMPLIFICATIONS[simplification].expected_first_stage
     final = [s for r in verdict.variants for s in r.stages if s.stage == "o_heads"]
