@@ -16,6 +16,8 @@ values the oracle expands from them (expand_kv), which checks the W_UK / W_UV sp
 """
 from __future__ import annotations
 
+import inspect
+
 import math
 
 import torch
@@ -174,13 +176,17 @@ def validate_against_oracle(seed: int = 0, params: dict = ref.DEEPSEEK_V3_PARAMS
     hidden = torch.randn(batch, steps, _HIDDEN, generator=generator, dtype=ref.F64)
 
     cache = DynamicCache(config=config)
+    # transformers renamed the attention's cache argument (past_key_values -> cache, 5.2x); a wrong name is
+    # swallowed by **kwargs and leaves the cache empty, so pick the one this version declares.
+    forward_parameters = inspect.signature(DeepseekV3Attention.forward).parameters
+    cache_argument = {"cache" if "cache" in forward_parameters else "past_key_values": cache}
     prefill = slice(0, _PREFILL_TOKENS)
     causal = torch.full((_PREFILL_TOKENS, _PREFILL_TOKENS), float("-inf"), dtype=ref.F64).triu(1)
     with torch.no_grad():
         cos, sin = rotary(hidden[:, prefill], positions[:, prefill])
-        out_prefill, _ = attn(hidden[:, prefill], (cos, sin), causal[None, None], cache=cache)
+        out_prefill, _ = attn(hidden[:, prefill], (cos, sin), causal[None, None], **cache_argument)
         cos, sin = rotary(hidden[:, -1:], positions[:, -1:])
-        out_decode, _ = attn(hidden[:, -1:], (cos, sin), None, cache=cache)
+        out_decode, _ = attn(hidden[:, -1:], (cos, sin), None, **cache_argument)
     oracle_out = torch.cat((out_prefill, out_decode), dim=1)
     oracle_latent, oracle_k_rot = cache.layers[0].keys, cache.layers[0].values  # compressed cache (transformers 5)
 
