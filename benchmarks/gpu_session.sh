@@ -7,7 +7,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 start=$(date +%s)
-python3 -m pytest -m gpu tests/gpu -k "${HONEST_K:-honest}" -rA --durations=0 -p no:cacheprovider --timeout 240 2>&1 | tee "$out/pytest-honest.log" | grep -E "passed|failed|PASS|FAIL|Error|error" | tail -20
+python3 -m pytest -m gpu tests/gpu -k "${HONEST_K:-honest}" -rA --durations=0 -p no:cacheprovider --timeout ${TEST_TIMEOUT:-240} 2>&1 | tee "$out/pytest-honest.log" | grep -E "passed|failed|PASS|FAIL|Error|error" | tail -20
 python3 benchmarks/gate_speed.py --from-reports ${BENCH_OPS:+--ops $BENCH_OPS} --gates-dir /tmp/gates --out "$out" 2>&1 | tail -25
 if [ $(( $(date +%s) - start )) -lt ${SIMPLIFICATIONS_IF_UNDER_S:-330} ]; then
   python3 -m pytest -m gpu tests/gpu -k simplifications -rA --durations=0 -p no:cacheprovider --timeout 120 2>&1 | tee "$out/pytest-simplifications.log" | grep -E "passed|failed|Error" | tail -8
