@@ -120,4 +120,7 @@ class Report(BaseModel):
 
     schema_version: Literal[1] = 1
     gate_hash: str
+    reference_validation: dict[str, Any] = Field(
+        default_factory=dict, description="How the gate's reference was checked against its oracle (from the manifest)."
+    )
     verdicts: list[Verdict] = []

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from ferret.gate.lock import REPORT_FILE
+from ferret.gate.lock import MANIFEST_FILE, REPORT_FILE
 from ferret.gate.models import Report, Verdict
 
 
@@ -26,5 +26,6 @@ def append_verdict(gate_dir: Path, verdict: Verdict) -> Path:
 def read_report(gate_dir: Path) -> Report:
     path = gate_dir / REPORT_FILE
     if not path.exists():
-        return Report(gate_hash=gate_dir.name)
+        manifest = json.loads((gate_dir / MANIFEST_FILE).read_text()) if (gate_dir / MANIFEST_FILE).exists() else {}
+        return Report(gate_hash=gate_dir.name, reference_validation=manifest.get("validation", {}))
     return Report.model_validate(json.loads(path.read_text()))
