@@ -22,3 +22,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_trust_registry(tmp_path_factory):
+    """Gates built by the tests are recorded in a registry of their own, not the user's."""
+    previous = os.environ.get("FERRET_TRUST_DIR")
+    os.environ["FERRET_TRUST_DIR"] = str(tmp_path_factory.mktemp("ferret-trust"))
+    yield
+    if previous is None:
+        os.environ.pop("FERRET_TRUST_DIR", None)
+    else:
+        os.environ["FERRET_TRUST_DIR"] = previous

@@ -16,11 +16,15 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from ferret.gate.models import CaseTiming, GateManifest, TimingResult
+from ferret.gate.models import CaseTiming, Detection, GateManifest, TimingResult
+
+_TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18], "harness_patching": [15]}
 
 METHOD = (
-    "triton.testing.do_bench median (L2 flushed before every call), candidate and baseline interleaved "
-    "in one process, median over {repeats} rounds; CUDA synchronize before each round"
+    "triton.testing.do_bench median (L2 flushed before every call, persisting L2 reset), a rotating pool of "
+    "re-randomized input sets larger than 2x L2 (fresh inputs at fresh addresses for every call), candidate and "
+    "baseline interleaved in one process, median over {repeats} rounds; then synchronized wall time, every "
+    "output fingerprinted and re-checked against a synchronous call, and the datasheet roofline floor"
 )
 
 
@@ -53,6 +57,7 @@ def time_candidate(contract_path, contract, manifest: GateManifest, gate: Path, 
         "compile_baseline": contract.baseline.compile,
         "project_root": str(project_root_of(contract_path)),
         "params": contract.params,
+        "read_only": [i.name for i in contract.inputs if i.role == "in"],
         "repeats": contract.speed.repeats,
         "cases": jobs,
         "result": str(workdir / "timing.json"),
@@ -73,7 +78,14 @@ def time_candidate(contract_path, contract, manifest: GateManifest, gate: Path, 
     cases = [CaseTiming(**c) for c in raw["cases"]]
     speedups = [c.speedup for c in cases]
     geomean = statistics.geometric_mean(speedups) if speedups else None
+    detections = []
+    for c in cases:
+        for flag in c.flags:
+            cheat, _, evidence = flag.partition(": ")
+            detections.append(Detection(cheat=cheat, catalogue=_TIMING_CATALOGUE.get(cheat, []), evidence=f"{c.case}: {evidence}", source="timing"))
     return TimingResult(
+        detections=detections,
+        review=[f"{c.case}: {r}" for c in cases for r in c.review],
         measured=True,
         device=raw["device"],
         method=METHOD.format(repeats=contract.speed.repeats),
@@ -84,17 +96,39 @@ def time_candidate(contract_path, contract, manifest: GateManifest, gate: Path, 
     )
 
 
+def _digest(tensors: dict) -> str:
+    import xxhash
+
+    digest = xxhash.xxh3_128()
+    for name in sorted(tensors):
+        digest.update(tensors[name].detach().contiguous().reshape(-1).view(torch_uint8()).cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def torch_uint8():
+    import torch
+
+    return torch.uint8
+
+
 def _bench_process(job_path: str) -> int:
     import importlib.util
+    import itertools
+    import time
 
     import torch
     import triton.testing
     from safetensors.torch import load_file
 
+    from ferret.bench import guards
+    from ferret.sandbox.watch import HarnessGuard, LaunchRecorder
+
     job = json.loads(Path(job_path).read_text())
     sys.path.insert(0, job["project_root"])
     module_name, _, attr = job["baseline"].partition(":")
     baseline = getattr(__import__(module_name, fromlist=[attr]), attr)
+    # The harness's functions are remembered before the candidate's code runs, and checked after.
+    harness = HarnessGuard(sys.modules[__name__], LaunchRecorder())
     spec = importlib.util.spec_from_file_location("ferret_candidate", job["candidate"])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -102,17 +136,43 @@ def _bench_process(job_path: str) -> int:
     compiled = torch.compile(baseline) if job["compile_baseline"] else None
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
               "int64": torch.int64, "int32": torch.int32}
+    device_name = torch.cuda.get_device_name(0)
+    peaks = guards.peaks_for(device_name)
+    l2_bytes = peaks["l2_bytes"] if peaks else 64 << 20
+    generator = torch.Generator().manual_seed(int.from_bytes(__import__("os").urandom(7), "little"))
     results = []
     for case in job["cases"]:
         inputs = {k: v.cuda() for k, v in load_file(case["inputs_file"]).items()}
-        outputs = {n: torch.empty(tuple(s), dtype=dtypes[d], device="cuda") for n, (s, d) in case["outputs"].items()}
+        read_only = job["read_only"]
+        float_read_only = [n for n in read_only if inputs[n].is_floating_point()]
+        pool = guards.input_pool(inputs, float_read_only, target_bytes=2 * l2_bytes, generator=generator)
         params = job["params"]
-        fns = {
-            "candidate": lambda: candidate(inputs, outputs, params),
-            "baseline": lambda: baseline(inputs, outputs, params),
-        }
+
+        def fresh_outputs():
+            return {n: torch.full(tuple(s), float("nan"), dtype=dtypes[d], device="cuda") for n, (s, d) in case["outputs"].items()}
+
+        implementations = {"candidate": candidate, "baseline": baseline}
         if compiled is not None:
-            fns["baseline_compiled"] = lambda: compiled(inputs, outputs, params)
+            implementations["baseline_compiled"] = compiled
+        # One more output set than input sets: each output buffer meets a different input set every time
+        # around, so an answer left in a buffer by an earlier call is never the right one for this call.
+        slots = {name: [fresh_outputs() for _ in range(len(pool) + 1)] for name in implementations}
+        last_input = {name: [None] * (len(pool) + 1) for name in implementations}
+        counters = {name: itertools.count() for name in implementations}
+
+        def timed(name):
+            fn, outs, counter, last = implementations[name], slots[name], counters[name], last_input[name]
+
+            def call():
+                # A different input set, at a different address, on every call: nothing to replay.
+                k = next(counter)
+                i, j = k % len(pool), k % len(outs)
+                last[j] = i
+                fn(pool[i], outs[j], params)
+
+            return call
+
+        fns = {name: timed(name) for name in implementations}
         compile_error = None
         for name, fn in list(fns.items()):  # warm-up: compilation and autotuning stay out of the numbers
             try:
@@ -122,26 +182,74 @@ def _bench_process(job_path: str) -> int:
                     raise
                 compile_error = f"{type(err).__name__}: {err}"[:300]
                 del fns[name]
+        l2_state = guards.reset_persisting_l2()
         samples = {k: [] for k in fns}
         torch.cuda.synchronize()
         for _ in range(job["repeats"]):
             for name, fn in fns.items():
+                guards.reset_persisting_l2()
                 torch.cuda.synchronize()
                 samples[name].append(float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")))
         med = {k: statistics.median(v) for k, v in samples.items()}
+
+        flags = []
+        # Wall clock with a device-wide synchronize before the clock stops: work hidden on a side
+        # stream or in a thread shows up here even if the events missed it.
+        calls = max(10, min(200, int(20.0 / max(med["candidate"], 1e-3))))
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(calls):
+            fns["candidate"]()
+        torch.cuda.synchronize()
+        wall_ms = (time.perf_counter() - started) * 1e3 / calls
+        if med["candidate"] < 0.5 * wall_ms and wall_ms - med["candidate"] > 0.05:
+            flags.append(f"side_stream_or_thread: event time {med['candidate'] * 1e3:.1f} us but synchronized wall time "
+                         f"{wall_ms * 1e3:.1f} us per call")
+        # Every pool slot's output, fingerprinted now, must be what a synchronous call on the same inputs gives.
+        replayed = []
+        for j, i in enumerate(last_input["candidate"]):
+            if i is None:
+                continue
+            seen = _digest(slots["candidate"][j])
+            check = fresh_outputs()
+            candidate(pool[i], check, params)
+            torch.cuda.synchronize()
+            if _digest(check) != seen:
+                replayed.append(j)
+        if replayed:
+            flags.append(f"cross_call_caching: outputs of timed calls {replayed[:8]} differ from a synchronous call on the "
+                         "same inputs (work deferred, batched across calls, or answers replayed)")
+        floor = None
+        if peaks is not None:
+            min_bytes = guards.minimum_bytes(pool[0], slots["candidate"][0], read_only)
+            floor = guards.floor_ms(min_bytes, 0.0, peaks)
+            if med["candidate"] < guards.FLOOR_MARGIN * floor:
+                flags.append(f"impossible_speed: {med['candidate'] * 1e3:.2f} us is under {guards.FLOOR_MARGIN:g} x the "
+                             f"{floor * 1e3:.2f} us floor ({min_bytes} bytes at the datasheet {peaks['bytes_per_s'] / 1e12:g} TB/s)")
+        speedup = med["baseline"] / med["candidate"]
+        changed = harness.changed()
+        if changed:
+            flags.append(f"harness_patching: timing functions replaced by the candidate: {changed}")
         results.append(
             {
                 "case": case["case"],
                 "candidate_ms": med["candidate"],
                 "baseline_ms": med["baseline"],
                 "baseline_compiled_ms": med.get("baseline_compiled"),
-                "speedup": med["baseline"] / med["candidate"],
+                "speedup": speedup,
                 "speedup_vs_compiled": (med["baseline_compiled"] / med["candidate"]) if "baseline_compiled" in med else None,
                 "samples": samples,
                 "compile_error": compile_error,
+                "wall_ms": wall_ms,
+                "floor_ms": floor,
+                "pool_sets": len(pool),
+                "persisting_l2": l2_state,
+                "flags": flags,
+                "review": [f"speedup {speedup:.1f}x over the baseline is above {guards.SUSPICIOUS_SPEEDUP:g}x: look at it"]
+                if speedup > guards.SUSPICIOUS_SPEEDUP else [],
             }
         )
-    Path(job["result"]).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "cases": results}))
+    Path(job["result"]).write_text(json.dumps({"device": device_name, "cases": results}))
     return 0
 
 

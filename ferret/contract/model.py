@@ -190,9 +190,28 @@ class Case(_Strict):
         return dims
 
 
+class FreshCases(_Strict):
+    """Cases the judge draws privately at check time: seeds from the OS, dims uniform in these ranges.
+
+    They exist in no file before the check, so a candidate cannot be fitted to them."""
+
+    count: int = Field(2, ge=0, description="Fresh cases per check (primary dtype).")
+    cpu: dict[str, tuple[int, int]] = Field(default_factory=dict, description="dim -> [low, high] inclusive, CPU profile.")
+    gpu: dict[str, tuple[int, int]] = Field(default_factory=dict, description="dim -> [low, high] inclusive, GPU profile.")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> FreshCases:
+        for profile in ("cpu", "gpu"):
+            for dim, (low, high) in getattr(self, profile).items():
+                if not 1 <= low <= high:
+                    raise ValueError(f"{profile}.{dim}: need 1 <= low <= high, got [{low}, {high}]")
+        return self
+
+
 class Cases(_Strict):
     cpu: list[Case] = Field(description="Small profile that runs on the CPU under the Triton interpreter.")
     gpu: list[Case] = Field(description="Real production shapes, run on the GPU.")
+    fresh: FreshCases | None = Field(None, description="Private cases drawn at check time, checked against the live reference.")
 
 
 class CandidateAbi(_Strict):
@@ -277,6 +296,12 @@ class Contract(_Strict):
             if missing:
                 problems.append(f"tolerances.by_dtype.{dtype}: no tolerance for stages {missing}")
         dims_used = {d for case in self.cases.cpu + self.cases.gpu for d in case.dims}
+        if self.cases.fresh is not None:
+            for profile in ("cpu", "gpu"):
+                ranges = getattr(self.cases.fresh, profile)
+                profile_dims = {d for case in self.cases_for(profile) for d in case.dims}
+                if ranges and set(ranges) != profile_dims:
+                    problems.append(f"cases.fresh.{profile}: ranges must cover exactly the dims {sorted(profile_dims)}")
         for profile, cases in (("cpu", self.cases.cpu), ("gpu", self.cases.gpu)):
             names = [c.name for c in cases]
             dup = sorted({n for n in names if names.count(n) > 1})

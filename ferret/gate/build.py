@@ -36,6 +36,7 @@ from ferret.gate.lock import (
 )
 from ferret.gate.models import GateManifest, InputRecord, VariantRecord
 from ferret.gate.platform_info import platform_info, versions
+from ferret.gate.trust import is_trusted, record_gate
 
 # Inputs larger than this are not stored: the gate keeps their seed and content hash, and the judge
 # regenerates them and checks the hash.
@@ -63,11 +64,12 @@ def build_key(contract: Contract, profile: str) -> str:
 
 
 def find_gate(gates_dir: Path, key: str) -> Path | None:
+    """The gate folder built for `key` whose hash the test-writer recorded; untrusted folders are ignored."""
     if not gates_dir.is_dir():
         return None
     for manifest_path in sorted(gates_dir.glob(f"*/{MANIFEST_FILE}")):
         try:
-            if json.loads(manifest_path.read_text()).get("build_key") == key:
+            if json.loads(manifest_path.read_text()).get("build_key") == key and is_trusted(manifest_path.parent.name):
                 return manifest_path.parent
         except (OSError, ValueError):
             continue
@@ -102,7 +104,7 @@ def build_gate(
     key = build_key(contract, profile)
     existing = find_gate(gates_dir, key) if reuse else None
     if existing is not None:
-        verify_gate(existing)
+        verify_gate(existing, require_trusted=True)
         progress(f"reusing gate {existing}")
         return existing
 
@@ -179,14 +181,17 @@ def build_gate(
         digest = gate_hash(manifest_bytes)
         final = gates_dir / digest
         for path in staging.rglob("*"):
-            # Read-only files: an accidental write fails loudly instead of silently changing a gate.
-            path.chmod(0o555 if path.is_dir() else 0o444)
+            # Read-only, owner only: an accidental write fails loudly, and other users read nothing.
+            path.chmod(0o500 if path.is_dir() else 0o400)
         if final.exists():
             shutil.rmtree(staging, onerror=_force_remove)
         else:
-            staging.chmod(0o755)
+            staging.chmod(0o700)
             os.replace(staging, final)
         verify_gate(final)
+        # Recorded only now, by the process that computed every byte of it (an existing folder of the
+        # same hash holds exactly the manifest just recomputed, so it is recorded too).
+        record_gate(digest, {"op": contract.op, "profile": profile, "build_key": key, "folder": str(final.resolve())})
         progress(f"gate {digest} locked at {final}")
         return final
     except BaseException:

@@ -8,29 +8,40 @@ own process, and only for a candidate that is correct.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
+import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import load_contract
-from ferret.contract.model import Contract
+from ferret.contract.model import Case, Contract
+from ferret.gate import detect
 from ferret.gate.build import build_key, find_gate, tensor_content_sha256
 from ferret.gate.inputs import draw_inputs, output_specs
+from ferret.gate.scan import scan_candidate
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.metrics import StageMetrics, compare_stage
-from ferret.gate.models import PARTS, GateManifest, PartResult, RunFailure, TimingResult, VariantRecord, VariantResult, Verdict
+from ferret.gate.models import PARTS, Detection, GateManifest, PartResult, RunFailure, TimingResult, VariantRecord, VariantResult, Verdict
 from ferret.gate.platform_info import default_profile, device_name, versions
 from ferret.gate.report import append_verdict
-from ferret.sandbox.launch import candidate_environment, run_isolated
+from ferret.sandbox.launch import candidate_environment, hiding_available, run_isolated
+
+
+def isolation_summary() -> str:
+    base = "own process, empty working folder, scrubbed environment, fixed import path, timeout, RSS watchdog"
+    if hiding_available():
+        return base + "; private mount namespace hiding the gates folder, the trust registry and tasks/"
+    return base + "; no mount namespace on this machine: golden files are never given to the candidate, but not hidden"
 
 Progress = Callable[[str], None]
 
@@ -64,6 +75,40 @@ def _prepare_inputs(contract: Contract, gate: Path, record: VariantRecord, targe
     save_file(inputs, str(target))
 
 
+@dataclass
+class FreshVariant:
+    id: str
+    case: Case
+    dtype: str
+    seed: int
+    inputs: dict[str, torch.Tensor]
+    golden: dict[str, torch.Tensor]
+
+
+def draw_fresh_cases(contract_path: Path, contract: Contract, profile: str, device: str) -> list[FreshVariant]:
+    """Private cases for this check only: OS-random seeds, dims drawn within the contract's ranges, golden
+    values from the canonical reference run here, in the judge. They are written nowhere the candidate
+    can see before it has answered."""
+    fresh = contract.cases.fresh
+    ranges = getattr(fresh, profile) if fresh is not None else {}
+    if fresh is None or not ranges or fresh.count == 0:
+        return []
+    reference = load_entry(contract.reference.entry, project_root_of(contract_path))
+    rng = secrets.SystemRandom()
+    drawn = []
+    for number in range(1, fresh.count + 1):
+        seed = secrets.randbits(62)
+        dims = {dim: rng.randint(low, high) for dim, (low, high) in ranges.items()}
+        case = Case(name=f"fresh{number}", dims=dims, seed=seed, description="drawn privately at check time")
+        inputs = draw_inputs(contract, case, contract.primary_dtype)
+        with torch.no_grad():
+            stages = reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
+        golden = {st.name: stages[st.name].detach().to("cpu", torch.float32 if contract.reference.golden_dtype == "float32" else torch.float64)
+                  for st in contract.stages}
+        drawn.append(FreshVariant(f"{case.name}@{contract.primary_dtype}", case, contract.primary_dtype, seed, inputs, golden))
+    return drawn
+
+
 def _failure_from_status(status: dict) -> RunFailure:
     return RunFailure(kind=status.get("kind", "exception"), message=status.get("message", ""), traceback=status.get("traceback"))
 
@@ -77,9 +122,11 @@ def _run_candidate(
     device: str,
     progress: Progress,
     run_stress: bool = True,
+    fresh: list[FreshVariant] = (),
+    contract_path: Path = Path("."),
 ) -> tuple[dict[str, dict], dict | None]:
     """Run every variant in the candidate's process; restart it after a crash. Returns per-variant status."""
-    (workdir / "in").mkdir()
+    (workdir / "in").mkdir(exist_ok=True)
     shutil.copyfile(candidate, workdir / "candidate.py")
     variants = []
     inout = [i.name for i in contract.inputs if i.role == "inout"]
@@ -92,6 +139,19 @@ def _run_candidate(
         variants.append(
             {
                 "id": record.id,
+                "inputs_file": str(target),
+                "outputs": {n: [list(shape), str(dt).removeprefix("torch.")] for n, (shape, dt) in specs.items()},
+                "inout": inout,
+                "in_only": in_only,
+            }
+        )
+    for item in fresh:
+        target = workdir / "in" / f"{item.id}.safetensors"
+        save_file(item.inputs, str(target))
+        specs = output_specs(contract, item.case, item.dtype)
+        variants.append(
+            {
+                "id": item.id,
                 "inputs_file": str(target),
                 "outputs": {n: [list(shape), str(dt).removeprefix("torch.")] for n, (shape, dt) in specs.items()},
                 "inout": inout,
@@ -115,6 +175,10 @@ def _run_candidate(
     }
     (workdir / "job.json").write_text(json.dumps(job))
     env = candidate_environment(workdir, interpret=device == "cpu")
+    from ferret.gate.trust import trust_dir
+
+    trust_dir().mkdir(parents=True, exist_ok=True)
+    hidden = [gate.parent.resolve(), trust_dir().resolve(), project_root_of(contract_path) / "tasks"]
     statuses: dict[str, dict] = {}
     start = 0
     out = workdir / "out"
@@ -126,6 +190,7 @@ def _run_candidate(
             env,
             contract.budgets.candidate_timeout_s,
             contract.budgets.candidate_memory_mb,
+            hide=hidden,
         )
         if (out / "load.json").exists():
             load_failure = json.loads((out / "load.json").read_text())
@@ -163,14 +228,23 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
-def _judge_variant(contract: Contract, gate: Path, record: VariantRecord, status: dict | None, tensors_file: Path) -> VariantResult:
-    base = dict(id=record.id, case=record.case, dtype=record.dtype, part=record.part)
+def _judge_variant(
+    contract: Contract,
+    ids: tuple[str, str, str, str],
+    golden: dict[str, torch.Tensor],
+    status: dict | None,
+    tensors_file: Path,
+    inputs_file: Path,
+) -> VariantResult:
+    vid, case, dtype, part = ids
+    base = dict(id=vid, case=case, dtype=dtype, part=part)
     if status is None:
         return VariantResult(**base, passed=False, failure=RunFailure(kind="internal", message="no result for this case"))
     if not status.get("ok"):
-        return VariantResult(**base, passed=False, failure=_failure_from_status(status), seconds=status.get("seconds"))
+        result = VariantResult(**base, passed=False, failure=_failure_from_status(status), seconds=status.get("seconds"))
+        result.detections = detect.from_failure(result)
+        return result
     got = load_file(str(tensors_file))
-    golden = load_file(str(gate / record.golden_file))
     outputs = [o.name for o in contract.outputs]
     inout = [i.name for i in contract.inputs if i.role == "inout"]
     repeats = contract.budgets.determinism_repeats
@@ -191,28 +265,47 @@ def _judge_variant(contract: Contract, gate: Path, record: VariantRecord, status
         else:
             value = got.get(f"trace.{stage.name}")
         stages.append(
-            compare_stage(value, golden[stage.name], stage, contract.tolerance(record.dtype, stage.name), device=compare_device)
+            compare_stage(value, golden[stage.name], stage, contract.tolerance(dtype, stage.name), device=compare_device)
         )
     first_failing = next((s.stage for s in stages if not s.passed), None)
-    return VariantResult(
+    result = VariantResult(
         **base,
         passed=first_failing is None and repeats_equal and traced_equal,
         stages=stages,
         first_failing_stage=first_failing,
         repeats_bitwise_equal=repeats_equal,
         traced_equals_fast=traced_equal,
+        triton_launches=status.get("launches"),
+        kernels=status.get("kernels", []),
+        aten_compute=status.get("aten_compute", {}),
         seconds=status.get("seconds"),
     )
+    # The read-only inputs as the candidate left them, checked here from their bytes.
+    originals = load_file(str(inputs_file))
+    changed = [n for n in originals if f"after.{n}" in got and not bitwise_equal(got[f"after.{n}"], originals[n])]
+    if changed:
+        result.passed = False
+        result.failure = RunFailure(kind="input_mutated", message=f"read-only inputs {changed} changed during the call")
+    result.detections = (
+        detect.from_failure(result)
+        + detect.from_runtime(result, status, got, outputs, contract.backend.language, bitwise_equal)
+        + detect.from_outputs(result, got, golden, outputs)
+    )
+    if any(d.source == "runtime" for d in result.detections):
+        result.passed = False
+    return result
 
 
-def _parts(results: list[VariantResult], stress: dict | None, device: str, run_stress: bool = True) -> dict[str, PartResult]:
+def _parts(
+    results: list[VariantResult], stress: dict | None, device: str, run_stress: bool, detections: list[Detection]
+) -> dict[str, PartResult]:
     parts: dict[str, PartResult] = {}
-    for part in ("correctness", "dtypes", "edge_cases"):
+    for part in ("correctness", "dtypes", "edge_cases", "fresh_cases"):
         mine = [r for r in results if r.part == part]
         if not mine:
             parts[part] = PartResult(status="skipped", detail="no such cases in the contract")
             continue
-        failed = [r for r in mine if r.failure is not None or r.first_failing_stage is not None]
+        failed = [r for r in mine if not r.passed and (r.failure is not None or r.first_failing_stage is not None)]
         parts[part] = PartResult(
             status="fail" if failed else "pass",
             detail="; ".join(
@@ -232,6 +325,12 @@ def _parts(results: list[VariantResult], stress: dict | None, device: str, run_s
     parts["determinism"] = PartResult(
         status="fail" if detail or not ran else "pass",
         detail="; ".join(detail) or (f"{len(ran)} variants bitwise equal over repeats" if ran else "no variant ran"),
+    )
+    integrity = [d for d in detections if d.source in ("static", "runtime")]
+    parts["integrity"] = PartResult(
+        status="fail" if integrity else "pass",
+        detail="; ".join(f"{d.cheat} (cheats.md {d.catalogue}): {d.evidence[:200]}" for d in integrity)
+        or "static scan clean; no library compute, launches checked, harness intact",
     )
     if device != "cuda":
         parts["stress"] = PartResult(status="skipped", detail="needs a GPU")
@@ -275,17 +374,32 @@ def check(
     if device == "cuda" and not torch.cuda.is_available():
         raise JudgeError("profile gpu needs a CUDA GPU")
     gate = locate_gate(contract_path, contract, gates_dir, profile, progress)
-    manifest = GateManifest.model_validate(verify_gate(gate))
+    manifest = GateManifest.model_validate(verify_gate(gate, require_trusted=True))
     progress(f"gate {gate.name[:16]}… verified ({len(manifest.files)} files)")
+
+    static = scan_candidate(candidate_path, contract)
+    for finding in static:
+        progress(f"static scan: {finding.evidence}")
+    fresh = draw_fresh_cases(contract_path, contract, profile, device)
+    if fresh:
+        progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
 
     workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
     try:
-        statuses, stress = _run_candidate(contract, manifest, gate, candidate_path, workdir, device, progress, run_stress)
+        statuses, stress = _run_candidate(
+            contract, manifest, gate, candidate_path, workdir, device, progress, run_stress, fresh, contract_path
+        )
         # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
-        verify_gate(gate)
+        verify_gate(gate, require_trusted=True)
         results = []
-        for record in manifest.variants:
-            result = _judge_variant(contract, gate, record, statuses.get(record.id), workdir / "out" / f"{record.id}.safetensors")
+        to_judge = [
+            ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(gate / r.golden_file))) for r in manifest.variants
+        ] + [((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden) for f in fresh]
+        for ids, golden in to_judge:
+            vid = ids[0]
+            result = _judge_variant(
+                contract, ids, golden(), statuses.get(vid), workdir / "out" / f"{vid}.safetensors", workdir / "in" / f"{vid}.safetensors"
+            )
             results.append(result)
             if result.passed:
                 mark = "ok"
@@ -296,11 +410,18 @@ def check(
                 mark = f"FAIL at stage {result.first_failing_stage}: {'; '.join(failing.reasons)}"
             else:
                 mark = "FAIL (not bitwise deterministic)" if not result.repeats_bitwise_equal else "FAIL (traced run differs from the fast path)"
-            progress(f"  {record.id}: {mark}")
+                if result.repeats_bitwise_equal and result.traced_equals_fast and result.detections:
+                    mark = f"FAIL ({result.detections[0].cheat}: {result.detections[0].evidence[:160]})"
+            progress(f"  {vid}: {mark}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    parts = _parts(results, stress, device, run_stress)
+    detections = detect.unique(
+        static
+        + [d for r in results for d in r.detections]
+        + detect.hardcoded_cases([r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"])
+    )
+    parts = _parts(results, stress, device, run_stress, detections)
     passed = all(p.status != "fail" for p in parts.values())
     first_failing = next((s.name for s in contract.stages if any(r.first_failing_stage == s.name for r in results)), None)
     if passed and measure_speed and device == "cuda":
@@ -313,6 +434,13 @@ def check(
         timing = TimingResult(measured=False, reason="not timed: the candidate is not correct")
     else:
         timing = TimingResult(measured=False, reason="speed measurement not requested")
+    if timing.detections:
+        # A time the guards call impossible or replayed rejects the candidate, however correct it was.
+        detections = detect.unique(detections + timing.detections)
+        parts["integrity"] = PartResult(
+            status="fail", detail="; ".join(f"{d.cheat} (cheats.md {d.catalogue}): {d.evidence[:200]}" for d in timing.detections)
+        )
+        passed = False
     verdict = Verdict(
         passed=passed,
         first_failing_stage=first_failing,
@@ -322,11 +450,13 @@ def check(
         candidate_path=str(candidate_path),
         candidate_sha256=sha256_file(candidate_path),
         parts=parts,
+        detections=detections,
         variants=results,
         timing=timing,
         device=device_name(),
         versions=versions(),
-        seeds={r.id: r.seed for r in manifest.variants},
+        seeds={r.id: r.seed for r in manifest.variants} | {f.id: f.seed for f in fresh},
+        isolation=isolation_summary(),
         started_at=started_at,
         seconds=time.perf_counter() - started_wall,
     )
@@ -342,6 +472,7 @@ def summary(verdict: Verdict) -> dict:
         "gate": verdict.gate_hash,
         "candidate_sha256": verdict.candidate_sha256,
         "parts": {k: v.status for k, v in verdict.parts.items()},
+        "detections": [{"cheat": d.cheat, "catalogue": d.catalogue, "evidence": d.evidence[:300]} for d in verdict.detections],
         "cases": {
             r.id: {
                 "pass": r.passed,

@@ -59,8 +59,11 @@ def locked_files(gate_dir: Path) -> list[str]:
     )
 
 
-def verify_gate(gate_dir: str | Path, expected_hash: str | None = None) -> dict:
-    """Return the manifest of an intact gate; raise GateTampered naming each changed, missing or added file."""
+def verify_gate(gate_dir: str | Path, expected_hash: str | None = None, require_trusted: bool = False) -> dict:
+    """Return the manifest of an intact gate; raise GateTampered naming each changed, missing or added file.
+
+    With `require_trusted`, the gate's hash must also be one the test-writer recorded (ferret.gate.trust):
+    a gate forged whole is self-consistent, but its hash was never recorded."""
     gate_dir = Path(gate_dir)
     manifest_path = gate_dir / MANIFEST_FILE
     if not manifest_path.is_file():
@@ -94,6 +97,14 @@ def verify_gate(gate_dir: str | Path, expected_hash: str | None = None) -> dict:
             problems.append(f"judge source {name}: changed since the gate was built")
     for name in sorted(set(current_judge) - set(manifest.get("judge_sources", {}))):
         problems.append(f"judge source {name}: added since the gate was built")
+    if require_trusted and not problems:
+        from ferret.gate.trust import is_trusted, trust_dir
+
+        if not is_trusted(digest):
+            problems.append(
+                f"gate hash {digest[:16]}… was not recorded by the test-writer in {trust_dir()} (built elsewhere, or forged "
+                "whole); rebuild it with `ferret gate build`"
+            )
     if problems:
         raise GateTampered(gate_dir, problems)
     return manifest

@@ -9,8 +9,18 @@ from pydantic import BaseModel, Field
 
 from ferret.gate.metrics import StageMetrics
 
-PartName = Literal["correctness", "dtypes", "edge_cases", "determinism", "stress"]
-PARTS: tuple[PartName, ...] = ("correctness", "dtypes", "edge_cases", "determinism", "stress")
+PartName = Literal["correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "integrity", "stress"]
+PARTS: tuple[PartName, ...] = ("correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "integrity", "stress")
+
+
+class Detection(BaseModel):
+    """A named way of cheating that the gate saw evidence of (cheats.md numbering)."""
+
+    cheat: str = Field(description="Slug of the cheat, e.g. library_call, decoy_kernel, hardcoded_cases.")
+    catalogue: list[int] = Field(description="Entries of shared/reference/cheats.md this evidence points to.")
+    evidence: str
+    source: Literal["static", "runtime", "outputs", "timing"]
+    variant: str | None = None
 
 
 class InputRecord(BaseModel):
@@ -48,7 +58,10 @@ class GateManifest(BaseModel):
 
 
 class RunFailure(BaseModel):
-    kind: Literal["exception", "crash", "timeout", "out_of_memory", "bad_output", "input_mutated", "internal"]
+    kind: Literal[
+        "exception", "crash", "timeout", "out_of_memory", "bad_output", "input_mutated", "internal",
+        "thread_left_running", "harness_tampered",
+    ]
     message: str
     traceback: str | None = None
 
@@ -64,6 +77,10 @@ class VariantResult(BaseModel):
     first_failing_stage: str | None = None
     repeats_bitwise_equal: bool | None = None
     traced_equals_fast: bool | None = None
+    triton_launches: int | None = None
+    kernels: list[str] = []
+    aten_compute: dict[str, int] = {}
+    detections: list[Detection] = []
     seconds: float | None = None
 
 
@@ -81,6 +98,12 @@ class CaseTiming(BaseModel):
     speedup_vs_compiled: float | None = None
     samples: dict[str, list[float]] = {}
     compile_error: str | None = None
+    wall_ms: float | None = None
+    floor_ms: float | None = None
+    pool_sets: int | None = None
+    persisting_l2: str | None = None
+    flags: list[str] = []
+    review: list[str] = []
 
 
 class TimingResult(BaseModel):
@@ -92,6 +115,8 @@ class TimingResult(BaseModel):
     min_speedup_required: float | None = None
     target_met: bool | None = None
     geomean_speedup: float | None = None
+    detections: list[Detection] = Field(default_factory=list, description="Cheats the timing guards saw (reject).")
+    review: list[str] = Field(default_factory=list, description="Not rejections: things a reviewer should look at.")
 
 
 class Verdict(BaseModel):
@@ -106,11 +131,13 @@ class Verdict(BaseModel):
     candidate_path: str
     candidate_sha256: str
     parts: dict[str, PartResult]
+    detections: list[Detection] = Field(default_factory=list, description="Every named cheat the gate saw evidence of.")
     variants: list[VariantResult]
     timing: TimingResult
     device: str
     versions: dict[str, str]
     seeds: dict[str, int]
+    isolation: str = Field("", description="How the candidate's process was isolated on this machine.")
     started_at: str
     seconds: float
 

@@ -5,6 +5,7 @@ an address-space limit would not)."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -40,18 +41,17 @@ def _rss_mb(pid: int) -> float:
 def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
     # The import path is fixed by the judge: a folder holding only a link to the ferret package (the
-    # runner's own code), then the judge's sys.path less the current folder and the project folder, so
-    # that neither `tasks` (the reference) nor a stray `torch.py` beside the user's files is importable.
+    # runner's own code), then the installed-package folders of the judge's sys.path. Project folders
+    # (which hold tasks/, the reference) and the current folder never appear, whatever the judge's
+    # process added to its own sys.path; FERRET_CANDIDATE_PATH adds folders deliberately.
     ferret_package = Path(__file__).resolve().parents[1]
-    ferret_home = ferret_package.parent
     runtime = workdir / ".runtime"
     runtime.mkdir(exist_ok=True)
     if not (runtime / "ferret").exists():
         (runtime / "ferret").symlink_to(ferret_package, target_is_directory=True)
-    excluded = {Path.cwd().resolve()}
-    if ferret_home.name not in ("site-packages", "dist-packages"):
-        excluded.add(ferret_home)
-    paths = [str(runtime)] + [p for p in sys.path if p and Path(p).exists() and Path(p).resolve() not in excluded]
+    installed = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")]
+    extra = [p for p in os.environ.get("FERRET_CANDIDATE_PATH", "").split(os.pathsep) if p]
+    paths = [str(runtime)] + extra + installed
     env.update(
         {
             "HOME": str(workdir),
@@ -71,10 +71,50 @@ def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
     return env
 
 
+_HIDING: bool | None = None
+
+
+def hiding_available() -> bool:
+    """Whether this machine lets us start a process in a private mount namespace and mount over folders
+    (root, or unprivileged user namespaces). Probed once."""
+    global _HIDING
+    if _HIDING is None:
+        import shutil
+        import tempfile
+
+        probe = Path(tempfile.mkdtemp(prefix="ferret-hide-probe-"))
+        try:
+            done = subprocess.run(
+                ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                 f"mount -t tmpfs -o size=1m ferret-hidden {shlex.quote(str(probe))} && test ! -e {shlex.quote(str(probe / 'x'))}"],
+                capture_output=True, timeout=20,
+            ) if shutil.which("unshare") else None
+            (probe / "x").write_text("")
+            _HIDING = done is not None and done.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _HIDING = False
+        finally:
+            shutil.rmtree(probe, ignore_errors=True)
+    return _HIDING
+
+
+def hiding_command(args: list[str], hide: list[Path]) -> list[str]:
+    """`args` run in a private mount namespace where each folder of `hide` is an empty read-only tmpfs:
+    the gate's golden files, the trust registry and the reference's code are not there to be read."""
+    mounts = " && ".join(
+        f"mount -t tmpfs -o size=64k,mode=0555,ro ferret-hidden {shlex.quote(str(p))}" for p in hide if Path(p).is_dir()
+    )
+    script = f'{mounts} && exec "$@"' if mounts else 'exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *args]
+
+
 def run_isolated(
-    args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1
+    args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1,
+    hide: list[Path] = (),
 ) -> ProcessOutcome:
     started = time.perf_counter()
+    if hide and hiding_available():
+        args = hiding_command(args, list(hide))
     stderr_path = workdir / ".stderr"
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(

@@ -12,6 +12,7 @@ import argparse
 import importlib.util
 import json
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 import torch
 import xxhash
 from safetensors.torch import load_file, save_file
+
+from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
 
 _DTYPES = {
     "float64": torch.float64,
@@ -65,16 +68,41 @@ def _fresh_outputs(specs: dict, device: str) -> dict[str, torch.Tensor]:
     return outputs
 
 
-def run_variant(entry, variant: dict, job: dict, device: str) -> dict[str, torch.Tensor]:
+def _call(entry, inputs, outputs, params, device: str, guard, trace=None) -> None:
+    threads_before = threading.active_count()
+    if trace is None:
+        entry(inputs, outputs, params)
+    else:
+        entry(inputs, outputs, params, trace=trace)
+    # Device-wide: work left on a side stream is waited for here, not hidden behind the return.
+    _sync(device)
+    if threading.active_count() > threads_before:
+        raise _ThreadLeft(f"{threading.active_count() - threads_before} thread(s) still running after the call returned")
+    changed = guard.changed() if guard is not None else []
+    if changed:
+        raise _HarnessTampered(f"the candidate replaced harness functions: {changed}")
+
+
+def run_variant(entry, variant: dict, job: dict, device: str, guard=None, launches=None) -> tuple[dict[str, torch.Tensor], dict]:
+    """Every run of one variant. Returns the tensors for the judge and what the watches saw."""
     originals = {k: v.to(device) for k, v in load_file(variant["inputs_file"]).items()}
     before = {k: content_digest(v) for k, v in originals.items()}
     params = job["params"]
     saved: dict[str, torch.Tensor] = {}
+    seen: dict = {}
     for repeat in range(job["repeats"]):
         inputs = {k: v.clone() for k, v in originals.items()}
         outputs = _fresh_outputs(variant["outputs"], device)
-        entry(inputs, outputs, params)
-        _sync(device)
+        if repeat == 0:
+            launches_before = sum(launches.counts.values()) if launches else 0
+            recorder = ComputeOpRecorder()
+            with recorder:
+                _call(entry, inputs, outputs, params, device, guard)
+            seen["aten_compute"] = dict(recorder.flagged)
+            seen["launches"] = sum(launches.counts.values()) - launches_before if launches else None
+            seen["kernels"] = sorted(launches.counts) if launches else []
+        else:
+            _call(entry, inputs, outputs, params, device, guard)
         for name, tensor in outputs.items():
             saved[f"fast{repeat}.{name}"] = tensor
         for name in variant["inout"]:
@@ -82,18 +110,38 @@ def run_variant(entry, variant: dict, job: dict, device: str) -> dict[str, torch
         mutated = [k for k in variant["in_only"] if content_digest(inputs[k]) != before[k]]
         if mutated:
             raise _InputMutated(f"the candidate modified read-only inputs {mutated}")
+        if repeat == 0:
+            # The judge checks the read-only inputs itself too, from their bytes after the first call.
+            for name in variant["in_only"]:
+                if inputs[name].numel() * inputs[name].element_size() <= (16 << 20):
+                    saved[f"after.{name}"] = inputs[name]
     inputs = {k: v.clone() for k, v in originals.items()}
     outputs = _fresh_outputs(variant["outputs"], device)
     trace: dict = {}
-    entry(inputs, outputs, params, trace=trace)
-    _sync(device)
+    _call(entry, inputs, outputs, params, device, guard, trace=trace)
     for name, tensor in outputs.items():
         saved[f"traced.{name}"] = tensor
     for name, value in trace.items():
         if not isinstance(value, torch.Tensor) or type(value) is not torch.Tensor:
             raise _BadOutput(f"trace[{name!r}] is {type(value).__name__}, not a plain torch.Tensor")
         saved[f"trace.{name}"] = value
-    return {k: v.detach().contiguous().cpu() for k, v in saved.items()}
+    if launches is not None:
+        # The launch check: the same call with every Triton launch turned into a no-op. If the outputs
+        # come out the same, the kernels did not produce them.
+        inputs = {k: v.clone() for k, v in originals.items()}
+        outputs = _fresh_outputs(variant["outputs"], device)
+        launches.noop = True
+        try:
+            _call(entry, inputs, outputs, params, device, guard)
+        except (_HarnessTampered, _ThreadLeft):
+            raise
+        except Exception as err:  # noqa: BLE001 - a launcher may fail on never-written scratch; that is fine
+            seen["noop_error"] = f"{type(err).__name__}: {err}"[:300]
+        finally:
+            launches.noop = False
+        for name, tensor in outputs.items():
+            saved[f"noop.{name}"] = tensor
+    return {k: v.detach().contiguous().cpu() for k, v in saved.items()}, seen
 
 
 class _InputMutated(Exception):
@@ -101,6 +149,14 @@ class _InputMutated(Exception):
 
 
 class _BadOutput(Exception):
+    pass
+
+
+class _ThreadLeft(Exception):
+    pass
+
+
+class _HarnessTampered(Exception):
     pass
 
 
@@ -142,12 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(job["result_dir"])
     out.mkdir(exist_ok=True)
     device = job["device"]
+    launches = LaunchRecorder()
+    guard = HarnessGuard(sys.modules[__name__], launches)
     try:
         module = load_candidate(job["candidate"])
         entry = getattr(module, job["entry"])
+        changed = guard.changed()
+        if changed:
+            raise _HarnessTampered(f"loading the candidate replaced harness functions: {changed}")
     except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
+        kind = "harness_tampered" if isinstance(err, _HarnessTampered) else "exception"
         (out / "load.json").write_text(
-            json.dumps({"kind": "exception", "message": f"cannot load the candidate: {err!r}", "traceback": traceback.format_exc()})
+            json.dumps({"kind": kind, "message": f"cannot load the candidate: {err!r}", "traceback": traceback.format_exc()})
         )
         return 0
     for index, variant in enumerate(job["variants"]):
@@ -158,12 +220,17 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         status: dict = {"ok": True}
         try:
-            tensors = run_variant(entry, variant, job, device)
+            tensors, seen = run_variant(entry, variant, job, device, guard, launches)
             save_file(tensors, str(out / f"{variant['id']}.safetensors"))
+            status.update(seen)
         except _InputMutated as err:
             status = {"ok": False, "kind": "input_mutated", "message": str(err)}
         except _BadOutput as err:
             status = {"ok": False, "kind": "bad_output", "message": str(err)}
+        except _ThreadLeft as err:
+            status = {"ok": False, "kind": "thread_left_running", "message": str(err)}
+        except _HarnessTampered as err:
+            status = {"ok": False, "kind": "harness_tampered", "message": str(err)}
         except torch.cuda.OutOfMemoryError as err:
             status = {"ok": False, "kind": "out_of_memory", "message": str(err), "traceback": traceback.format_exc()}
         except BaseException as err:  # noqa: BLE001 - the candidate's failure is a verdict, not a crash

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from ferret_testkit import RMSNORM_BASELINE, RMSNORM_CONTRACT, copy_gate, flip_byte, line_of, write_contract  # noqa: E402
+from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, flip_byte, line_of, write_contract  # noqa: E402
 
 from ferret.cli.main import app  # noqa: E402
 from ferret.gate.models import PARTS  # noqa: E402
@@ -50,7 +50,7 @@ def _gate_result(stdout: str) -> dict:
 
 
 def test_check_pass_prints_one_gate_result_and_exits_0(gate, gates_dir, tmp_path):
-    proc = _ferret("check", str(RMSNORM_CONTRACT), str(RMSNORM_BASELINE), "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path)
+    proc = _ferret("check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = _gate_result(proc.stdout)
     assert result["pass"] is True
@@ -101,7 +101,7 @@ def test_check_failure_kind_in_gate_result(gate, gates_dir, tmp_path):
 
 def test_bad_contract_exits_2_naming_file_and_field(gates_dir, tmp_path):
     contract = write_contract(tmp_path, lambda d: d["budgets"].update(candidate_timout_s=3))
-    result = CliRunner().invoke(app, ["check", str(contract), str(RMSNORM_BASELINE), "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu"])
     assert result.exit_code == 2, result.output
     assert "GATE_RESULT" not in result.stdout
     assert "bad contract" in result.stderr
@@ -121,7 +121,7 @@ def test_tampered_gate_exits_3_naming_the_file(gate, tmp_path):
     copy = copy_gate(gate, tampered_dir)
     name = "cases/odd_width@float16/golden.safetensors"
     flip_byte(copy / name)
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(RMSNORM_BASELINE), "--gates-dir", str(tampered_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM), "--gates-dir", str(tampered_dir), "--profile", "cpu"])
     assert result.exit_code == 3, result.output
     assert "GATE_RESULT" not in result.stdout
     assert "TAMPERED" in result.stderr
@@ -138,7 +138,7 @@ def test_missing_candidate_exits_2(gates_dir, tmp_path):
 
 
 def test_missing_contract_exits_2(tmp_path):
-    result = CliRunner().invoke(app, ["check", str(tmp_path / "nope.yaml"), str(RMSNORM_BASELINE), "--gates-dir", str(tmp_path)])
+    result = CliRunner().invoke(app, ["check", str(tmp_path / "nope.yaml"), str(TRITON_RMSNORM), "--gates-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "nope.yaml" in result.stderr
 

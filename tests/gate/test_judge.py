@@ -120,10 +120,15 @@ def test_honest_triton_candidate_passes(judge, rmsnorm_gate):
     assert inf_nan.nonfinite_mismatches == 0
 
 
-def test_baseline_passes(judge):
+def test_baseline_is_numerically_right_but_rejected_as_a_library_call(judge):
+    # The eager baseline computes the right numbers with PyTorch ops and launches no Triton kernel: as
+    # a candidate of a Triton contract that is cheats.md 8 and 9, and the integrity part says so.
     verdict = judge(RMSNORM_BASELINE)
-    assert verdict.passed, summary(verdict)
-    assert all(p.status in ("pass", "skipped") for p in verdict.parts.values())
+    assert {p: verdict.parts[p].status for p in ("correctness", "dtypes", "edge_cases", "determinism")} == dict.fromkeys(
+        ("correctness", "dtypes", "edge_cases", "determinism"), "pass"
+    )
+    assert not verdict.passed and verdict.parts["integrity"].status == "fail"
+    assert {"library_call", "decoy_kernel"} <= {d.cheat for d in verdict.detections}
 
 
 # --- candidates that fail to run ---------------------------------------------------------------------
@@ -469,7 +474,7 @@ def test_every_verdict_is_appended_to_the_report(rmsnorm_gate, tmp_path):
         def run(inputs, outputs, params, trace=None):
             raise ValueError("nope")
     """)
-    candidates = (RMSNORM_BASELINE, unwritten, raises)
+    candidates = (TRITON_RMSNORM, unwritten, raises)
     verdicts = []
     for candidate in candidates:
         verdict, used = _judge(RMSNORM_CONTRACT, candidate, gates_dir)

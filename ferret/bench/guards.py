@@ -1,0 +1,94 @@
+"""What makes a timing hard to fool, as plain functions the timing process uses (and tests can reach
+without a GPU): a pool of re-randomized inputs larger than L2, the roofline floor from datasheet peaks,
+and the persisting-L2 reset."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+# Datasheet peaks (not measured ceilings, which an honest kernel may exceed): dense bf16 tensor-core
+# rate and HBM bandwidth. A time under bytes/bandwidth (or flops/rate) is physically impossible.
+DATASHEET_PEAKS = {
+    "H200": {"bytes_per_s": 4.8e12, "flops_per_s": 989e12, "l2_bytes": 60 << 20},
+    "H100": {"bytes_per_s": 3.35e12, "flops_per_s": 989e12, "l2_bytes": 50 << 20},
+    "A100": {"bytes_per_s": 2.039e12, "flops_per_s": 312e12, "l2_bytes": 40 << 20},
+}
+# A measured time below this fraction of the floor is rejected (the floor itself is already optimistic).
+FLOOR_MARGIN = 0.9
+SUSPICIOUS_SPEEDUP = 10.0
+
+
+def peaks_for(device_name: str) -> dict | None:
+    for key, peaks in DATASHEET_PEAKS.items():
+        if key in device_name:
+            return peaks
+    return None
+
+
+def minimum_bytes(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], read_only: list[str]) -> int:
+    """Each read-only input read once and each output written once: bytes no correct kernel can avoid.
+    In-place (inout) tensors are left out: a kernel may touch only part of them (a cache append)."""
+    moved = sum(inputs[n].numel() * inputs[n].element_size() for n in read_only)
+    return moved + sum(t.numel() * t.element_size() for t in outputs.values())
+
+
+def floor_ms(min_bytes: int, min_flops: float, peaks: dict) -> float:
+    return 1e3 * max(min_bytes / peaks["bytes_per_s"], min_flops / peaks["flops_per_s"])
+
+
+def input_pool(inputs: dict[str, torch.Tensor], read_only_float: list[str], target_bytes: int, max_sets: int = 64,
+               generator: torch.Generator | None = None) -> list[dict[str, torch.Tensor]]:
+    """Copies of the inputs at fresh addresses, enough of them to exceed `target_bytes` together, each
+    with its floating-point read-only inputs re-randomized (a small relative perturbation keeps them
+    inside the case's distribution), so no timed call can be answered from an earlier one."""
+    one_set = sum(t.numel() * t.element_size() for t in inputs.values())
+    count = max(2, min(max_sets, math.ceil(target_bytes / max(one_set, 1))))
+    pool = []
+    for index in range(count):
+        copy = {k: v.clone() for k, v in inputs.items()}
+        if index:
+            for name in read_only_float:
+                t = copy[name]
+                noise = torch.randn(t.shape, generator=generator, dtype=torch.float32, device="cpu").to(t.device)
+                scale = t.float().abs().mean().clamp_min(1e-3) * 0.01
+                copy[name] = (t.float() + noise * scale).to(t.dtype)
+        pool.append(copy)
+    return pool
+
+
+def reset_persisting_l2() -> str:
+    """Set the persisting-L2 limit to 0 and reset persisting lines, so an access-policy window set by a
+    candidate cannot keep its data resident across the flush. Returns what was done."""
+    try:
+        import ctypes
+
+        import torch.cuda
+
+        libcudart = None
+        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+            try:
+                libcudart = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if libcudart is None:
+            import glob
+            import os
+
+            import nvidia  # type: ignore[import-not-found]
+
+            for root in nvidia.__path__:
+                for path in glob.glob(os.path.join(root, "**", "libcudart.so*"), recursive=True):
+                    libcudart = ctypes.CDLL(path)
+                    break
+        if libcudart is None:
+            return "not reset: libcudart not found"
+        cuda_limit_persisting_l2_cache_size = 0x06
+        torch.cuda.synchronize()
+        set_limit = libcudart.cudaDeviceSetLimit(cuda_limit_persisting_l2_cache_size, ctypes.c_size_t(0))
+        reset = libcudart.cudaCtxResetPersistingL2Cache()
+        return f"reset (cudaDeviceSetLimit -> {set_limit}, cudaCtxResetPersistingL2Cache -> {reset})"
+    except Exception as err:  # noqa: BLE001 - report, do not fail the timing
+        return f"not reset: {type(err).__name__}: {err}"[:200]

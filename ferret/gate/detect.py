@@ -1,0 +1,87 @@
+"""Turning evidence into named cheats (shared/reference/cheats.md), so a rejection says what was seen."""
+
+from __future__ import annotations
+
+import torch
+
+from ferret.gate.models import Detection, VariantResult
+
+# Failure kinds of the candidate's process that are cheats in themselves.
+_FAILURE_CHEATS = {
+    "input_mutated": ("input_mutation", [3], "inputs changed by the call (a reference run on them would agree)"),
+    "bad_output": ("lazy_result", [14], "a result that is not a plain torch.Tensor with real storage"),
+    "thread_left_running": ("side_stream_or_thread", [13], "work left running in a background thread"),
+    "harness_tampered": ("harness_patching", [15], "the harness's own functions were replaced"),
+}
+def from_failure(result: VariantResult) -> list[Detection]:
+    if result.failure is None or result.failure.kind not in _FAILURE_CHEATS:
+        return []
+    cheat, catalogue, what = _FAILURE_CHEATS[result.failure.kind]
+    return [Detection(cheat=cheat, catalogue=catalogue, evidence=f"{what}: {result.failure.message[:300]}", source="runtime", variant=result.id)]
+
+
+def from_runtime(result: VariantResult, status: dict, got: dict[str, torch.Tensor], outputs: list[str], backend: str,
+                 bitwise_equal) -> list[Detection]:
+    found = []
+    if status.get("aten_compute"):
+        ops = ", ".join(f"{k} x{v}" for k, v in sorted(status["aten_compute"].items()))
+        found.append(Detection(cheat="library_call", catalogue=[9], source="runtime", variant=result.id,
+                               evidence=f"PyTorch computed floating-point results while the candidate ran: {ops}"))
+    if backend == "triton" and status.get("launches") == 0:
+        found.append(Detection(cheat="decoy_kernel", catalogue=[8, 9], source="runtime", variant=result.id,
+                               evidence="no Triton kernel was launched by the fast path"))
+    noop_same = [n for n in outputs if f"noop.{n}" in got and bitwise_equal(got[f"noop.{n}"], got[f"fast0.{n}"])]
+    if backend == "triton" and noop_same:
+        found.append(Detection(cheat="decoy_kernel", catalogue=[8], source="runtime", variant=result.id,
+                               evidence=f"with every Triton launch made a no-op, outputs {noop_same} came out bitwise the same: "
+                               "the kernels did not produce them"))
+    return found
+
+
+def from_outputs(result: VariantResult, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str]) -> list[Detection]:
+    found = []
+    for name in outputs:
+        cand = got.get(f"fast0.{name}")
+        ref = golden.get(name)
+        if cand is None or ref is None or cand.shape != ref.shape:
+            continue
+        cand64, ref64 = cand.double(), ref.double()
+        poisoned = int((~torch.isfinite(cand64) & torch.isfinite(ref64)).sum())
+        if poisoned:
+            found.append(Detection(
+                cheat="unwritten_output", catalogue=[1, 6, 7], source="outputs", variant=result.id,
+                evidence=f"{name}: {poisoned} of {ref.numel()} entries are NaN/Inf where the reference is finite (entries "
+                "left as the judge's NaN poison, garbage from a reused or uninitialised buffer, or NaN used as a wildcard)"))
+        finite = torch.isfinite(ref64) & torch.isfinite(cand64)
+        if finite.sum() > 1 and float(ref64[finite].std()) > 0 and float(cand64[finite].std()) == 0:
+            found.append(Detection(cheat="constant_output", catalogue=[2], source="outputs", variant=result.id,
+                                   evidence=f"{name}: every entry is {float(cand64[finite][0])!r} while the reference varies"))
+    if result.repeats_bitwise_equal is False:
+        found.append(Detection(cheat="warmup_detection", catalogue=[6, 16, 17], source="outputs", variant=result.id,
+                               evidence="repeated calls on identical inputs gave different bytes (uninitialised reads, races, "
+                               "or behaviour that changes after the first calls)"))
+    failing = [s for s in result.stages if not s.passed and s.exposed and not s.nonfinite_mismatches]
+    if failing and all(s.cosine is not None and s.cosine > 0.999 for s in failing):
+        names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in failing)
+        found.append(Detection(cheat="lower_precision", catalogue=[4], source="outputs", variant=result.id,
+                               evidence=f"close to the reference but outside the tolerance derived for the contract's dtypes: {names}"))
+    return found
+
+
+def hardcoded_cases(frozen: list[VariantResult], fresh: list[VariantResult]) -> list[Detection]:
+    if frozen and fresh and all(r.passed for r in frozen) and any(not r.passed for r in fresh):
+        failed = [r.id for r in fresh if not r.passed]
+        return [Detection(cheat="hardcoded_cases", catalogue=[5, 16], source="outputs",
+                          evidence=f"every frozen case passes but fresh private cases {failed} fail: the candidate is special-cased "
+                          "to the test cases (or replays results across calls)")]
+    return []
+
+
+def unique(detections: list[Detection]) -> list[Detection]:
+    seen, kept = set(), []
+    for d in detections:
+        key = (d.cheat, d.source, d.evidence)
+        if key not in seen:
+            seen.add(key)
+            kept.append(d)
+    return kept

@@ -1,0 +1,46 @@
+"""The static integrity scan as the judge uses it: every finding becomes a named detection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferret.contract.model import Contract
+from ferret.gate.models import Detection
+
+
+def _numbers(value) -> set[int]:
+    if isinstance(value, bool):
+        return set()
+    if isinstance(value, (int, float)) and float(value).is_integer():
+        return {int(value)}
+    if isinstance(value, dict):
+        return set().union(*map(_numbers, value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*map(_numbers, value)) if value else set()
+    return set()
+
+
+def shape_constants(contract: Contract) -> set[int]:
+    """The case dims of the contract: literals a candidate has no business comparing against. Numbers
+    that are constants of the math (params, fixed sizes in shapes such as a head dim of 64) are not
+    case dims, even where a case happens to use the same value."""
+    values = {v for case in contract.cases.cpu + contract.cases.gpu for v in case.dims.values()}
+    fixed = _numbers(contract.params)
+    for spec in list(contract.inputs) + list(contract.outputs) + list(contract.stages):
+        fixed |= {e for e in spec.shape if isinstance(e, int)}
+    return {v for v in values if v > 2 and v not in fixed}
+
+
+def scan_candidate(path: Path, contract: Contract) -> list[Detection]:
+    from ferret.integrity.scan import scan_file
+
+    result = scan_file(path, shape_constants=shape_constants(contract))
+    return [
+        Detection(
+            cheat=f.cheat,
+            catalogue=list(f.catalogue),
+            evidence=f"{Path(path).name}:{f.line}: {f.message} [{f.code[:120]}]",
+            source="static",
+        )
+        for f in result.findings
+    ]

@@ -1,0 +1,54 @@
+"""Where gate digests are kept: outside the repository and outside any candidate's reach.
+
+The test-writer records each gate it locks here; the judge refuses a gate whose hash is not recorded.
+A gate folder forged whole (files, manifest and folder name all consistent) therefore still fails:
+its hash was never written by the test-writer. The folder is hidden from candidate processes (a
+private mount namespace, where the system allows one); `FERRET_TRUST_DIR` moves it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+REGISTRY_FILE = "trusted_gates.json"
+
+
+def trust_dir() -> Path:
+    configured = os.environ.get("FERRET_TRUST_DIR")
+    if configured:
+        return Path(configured)
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "ferret"
+
+
+def _registry_path() -> Path:
+    return trust_dir() / REGISTRY_FILE
+
+
+def trusted_gates() -> dict[str, dict]:
+    path = _registry_path()
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        return {}
+
+
+def record_gate(gate_hash: str, info: dict) -> None:
+    folder = trust_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(folder / (REGISTRY_FILE + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        registry = trusted_gates()
+        registry[gate_hash] = info
+        tmp = folder / (REGISTRY_FILE + ".tmp")
+        tmp.write_text(json.dumps(registry, indent=1, sort_keys=True))
+        os.replace(tmp, folder / REGISTRY_FILE)
+
+
+def is_trusted(gate_hash: str) -> bool:
+    return gate_hash in trusted_gates()

@@ -1,0 +1,127 @@
+"""Runtime watches inside the candidate's process: which Triton kernels it launched (and a switch that
+turns every launch into a no-op), which ATen compute ops it called on floating-point data, and whether
+the harness's own functions were replaced while it ran."""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import json
+import threading
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ATen ops that allocate, move, view or cast data: what a launcher legitimately does around its kernels.
+# Anything else that produces a floating-point tensor is computation done by the library, not the kernel.
+ALLOWED_ATEN = frozenset(
+    """
+    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like
+    full full_like new_full fill_ zero_ copy_ _to_copy to clone contiguous view _unsafe_view reshape
+    _reshape_alias as_strided t transpose permute expand squeeze unsqueeze select slice narrow split
+    split_with_sizes unbind detach alias lift_fresh lift_fresh_copy arange _local_scalar_dense item set_
+    resize_ stride size numel dim is_same_size _has_compatible_shallow_copy_type view_as as_strided_
+    record_stream sym_size sym_stride sym_numel sym_storage_offset unfold
+    """.split()
+)
+
+
+class ComputeOpRecorder(TorchDispatchMode):
+    """Counts ATen ops outside ALLOWED_ATEN whose result is a floating-point tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.flagged: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name not in ALLOWED_ATEN:
+            results = result if isinstance(result, (tuple, list)) else (result,)
+            if any(isinstance(r, torch.Tensor) and r.is_floating_point() for r in results):
+                self.flagged[f"aten.{name}"] += 1
+        return result
+
+
+class LaunchRecorder:
+    """Wraps the launch entry point of Triton kernels (compiled and interpreted) to count launches by
+    kernel name; with `noop` set, launches do nothing, so outputs show what the kernels contributed."""
+
+    def __init__(self):
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.noop = False
+        self.patched: dict[str, object] = {}
+        try:
+            from triton.runtime.jit import JITFunction
+
+            self._patch(JITFunction, "JITFunction.run")
+        except ImportError:
+            pass
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            self._patch(InterpretedFunction, "InterpretedFunction.run")
+        except ImportError:
+            pass
+
+    def _patch(self, cls, label: str) -> None:
+        original = cls.run
+        recorder = self
+
+        def run(fn_self, *args, **kwargs):
+            name = getattr(fn_self, "__name__", None) or getattr(getattr(fn_self, "fn", None), "__name__", "kernel")
+            recorder.counts[name] += 1
+            if recorder.noop:
+                return None
+            return original(fn_self, *args, **kwargs)
+
+        cls.run = run
+        self.patched[label] = (cls, run)
+
+    def intact(self) -> list[str]:
+        return [label for label, (cls, run) in self.patched.items() if cls.run is not run]
+
+
+def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
+    """(owner, attribute, object) of every function the harness relies on after the candidate ran."""
+    import safetensors.torch
+    import xxhash
+
+    owners = {
+        "time": (time, ["perf_counter", "time", "monotonic", "sleep"]),
+        "builtins": (builtins, ["open", "print", "isinstance", "type"]),
+        "json": (json, ["dumps", "loads"]),
+        "threading": (threading, ["active_count"]),
+        "torch": (torch, ["equal", "full", "cuda"]),
+        "torch.Tensor": (torch.Tensor, ["copy_", "clone", "cpu", "contiguous", "view", "to"]),
+        "torch.cuda": (torch.cuda, ["synchronize", "memory_allocated", "is_available"]),
+        "torch.cuda.Event": (torch.cuda.Event, ["elapsed_time", "record", "synchronize"]),
+        "safetensors.torch": (safetensors.torch, ["save_file", "load_file"]),
+        "xxhash": (xxhash, ["xxh3_128_hexdigest"]),
+        "runner": (runner_module, ["content_digest", "_fresh_outputs", "run_variant", "save_file", "load_file", "_sync"]),
+    }
+    try:
+        import triton.testing
+
+        owners["triton.testing"] = (triton.testing, ["do_bench"])
+    except ImportError:
+        pass
+    found = {}
+    for label, (owner, names) in owners.items():
+        for name in names:
+            if hasattr(owner, name):
+                found[f"{label}.{name}"] = (owner, name, getattr(owner, name))
+    return found
+
+
+class HarnessGuard:
+    """Remembers the harness's functions before the candidate is loaded; `changed()` names any replaced."""
+
+    def __init__(self, runner_module, launches: LaunchRecorder):
+        self.snapshot = _critical_functions(runner_module)
+        self.launches = launches
+
+    def changed(self) -> list[str]:
+        moved = [label for label, (owner, name, obj) in self.snapshot.items() if getattr(owner, name, None) is not obj]
+        return moved + self.launches.intact()

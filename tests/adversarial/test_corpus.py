@@ -1,0 +1,219 @@
+"""The adversarial corpus: one rmsnorm candidate per entry of shared/reference/cheats.md (and a few harder
+variants), each judged by the CPU gate. Every one must fail, with a detection that names its cheat;
+the honest Triton candidates must pass with no detection at all (false rejections are bugs too); the
+gate must refuse to judge once it has been edited; the result channel cannot be forged.
+
+The candidates are judged two at a time in threads (each check runs its candidate in its own process),
+so the whole module stays within a few minutes on two cores. See README.md beside this file.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from ferret_testkit import REPO, RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, flip_byte  # noqa: E402
+
+from ferret.gate.build import build_gate  # noqa: E402
+from ferret.gate.judge import check  # noqa: E402
+from ferret.gate.lock import GateTampered, verify_gate  # noqa: E402
+from ferret.gate.report import read_report  # noqa: E402
+from ferret.integrity.scan import CHEATS  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CANDIDATES = sorted((HERE / "candidates").glob("c*.py"))
+HONEST = {
+    "rmsnorm": TRITON_RMSNORM,
+    "softmax": REPO / "tasks" / "softmax" / "candidates" / "triton_softmax.py",
+    "rope": REPO / "tasks" / "rope" / "candidates" / "triton_rope.py",
+}
+
+
+def module_constants(path: Path) -> dict:
+    """The candidate's module-level constants, read from its source (the file is never imported here)."""
+    tree = ast.parse(path.read_text())
+    found = {"docstring": ast.get_docstring(tree)}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            if name.isupper():
+                try:
+                    found[name] = ast.literal_eval(stmt.value)
+                except ValueError:
+                    pass
+    return found
+
+
+def describe(verdict) -> str:
+    lines = [f"pass={verdict.passed} first_failing_stage={verdict.first_failing_stage}"]
+    lines += [f"  part {name}: {part.status}: {part.detail[:300]}" for name, part in verdict.parts.items()]
+    lines += [f"  detection {d.cheat} {d.catalogue} [{d.source}] {d.variant or ''}: {d.evidence[:300]}" for d in verdict.detections]
+    return "\n".join(lines)
+
+
+# --- one judging pass over everything, shared by the tests --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gates_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("adversarial-gates")
+
+
+@pytest.fixture(scope="module")
+def rmsnorm_gate(gates_dir) -> Path:
+    return build_gate(RMSNORM_CONTRACT, gates_dir=gates_dir, profile="cpu")
+
+
+@pytest.fixture(scope="module")
+def judged(gates_dir, rmsnorm_gate):
+    """Futures of (verdict, gate) for every corpus candidate (by file name) and every honest candidate (by op)."""
+    with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
+        futures: dict[str, Future] = {}
+        for op, path in HONEST.items():
+            futures[op] = pool.submit(check, REPO / "contracts" / f"{op}.yaml", path, gates_dir, profile="cpu")
+        for path in CANDIDATES:
+            futures[path.name] = pool.submit(check, RMSNORM_CONTRACT, path, gates_dir, profile="cpu")
+        yield futures
+
+
+@pytest.fixture(scope="module")
+def all_judged(judged):
+    """Every check of the shared pass has finished (tests that change process-wide state wait for this)."""
+    return {name: future.result() for name, future in judged.items()}
+
+
+# --- the corpus ---------------------------------------------------------------------------------------
+
+
+def test_the_corpus_covers_every_entry_of_the_catalogue():
+    entries = {int(p.name[1:3]) for p in CANDIDATES}
+    # Entry 20 (editing the gate) is covered by the tampering tests below and by c20_gate_writer.py.
+    assert entries >= set(range(1, 22)), sorted(set(range(1, 22)) - entries)
+    for path in CANDIDATES:
+        constants = module_constants(path)
+        assert constants["docstring"], f"{path.name}: a docstring says what it tries"
+        expected = constants.get("EXPECTED_CHEATS")
+        assert isinstance(expected, set) and expected, f"{path.name}: EXPECTED_CHEATS"
+        assert expected <= set(CHEATS), f"{path.name}: unknown slugs {expected - set(CHEATS)}"
+
+
+@pytest.mark.parametrize("candidate", CANDIDATES, ids=[p.stem for p in CANDIDATES])
+def test_cheat_fails_and_is_named(candidate, judged, request):
+    constants = module_constants(candidate)
+    gap = constants.get("KNOWN_GAP")
+    if gap:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"known gap: {gap}"))
+    verdict, _ = judged[candidate.name].result()
+    report = describe(verdict)
+    print(f"{candidate.name}:\n{report}")
+    assert not verdict.passed, f"{candidate.name} PASSED the gate:\n{report}"
+    named = constants["EXPECTED_CHEATS"] & {d.cheat for d in verdict.detections}
+    assert named, f"{candidate.name} failed without a detection naming {sorted(constants['EXPECTED_CHEATS'])}:\n{report}"
+    assert not verdict.timing.measured
+
+
+@pytest.mark.parametrize("op", sorted(HONEST))
+def test_honest_candidate_passes_with_no_detection(op, judged):
+    verdict, _ = judged[op].result()
+    assert verdict.detections == [], describe(verdict)
+    assert verdict.passed, describe(verdict)
+
+
+def test_the_shared_gate_is_intact_after_the_corpus(all_judged, rmsnorm_gate):
+    """No candidate (c11 reads gates, c20 looks for gates to write) changed the gate it was judged by, and
+    every verdict in its report is the judge's: one per check, none passing but the honest candidate's."""
+    verify_gate(rmsnorm_gate)
+    assert not (rmsnorm_gate / "PASS").exists()
+    verdicts = read_report(rmsnorm_gate).verdicts
+    rmsnorm_checks = [v for name, (v, gate) in all_judged.items() if gate == rmsnorm_gate]
+    assert len(verdicts) == len(rmsnorm_checks)
+    assert [Path(v.candidate_path).name for v in verdicts if v.passed] == [TRITON_RMSNORM.name]
+
+
+# --- entry 20: editing the gate --------------------------------------------------------------------------
+
+
+def _tamper_golden(gate: Path) -> str:
+    path = next(gate.glob("cases/*/golden.safetensors"))
+    flip_byte(path)
+    return path.relative_to(gate).as_posix()
+
+
+def _tamper_add(gate: Path) -> str:
+    (gate / "cases" / "typical@bfloat16" / "extra.json").write_text("{}")
+    return "cases/typical@bfloat16/extra.json"
+
+
+def _tamper_remove(gate: Path) -> str:
+    path = next(gate.glob("cases/*/inputs.safetensors"))
+    path.unlink()
+    return path.relative_to(gate).as_posix()
+
+
+def _tamper_manifest(gate: Path) -> str:
+    manifest = json.loads((gate / "manifest.json").read_text())
+    manifest["validation"]["tolerance"] = 1.0  # a looser record, rewritten in the canonical form
+    (gate / "manifest.json").write_text(json.dumps(manifest, sort_keys=True, indent=1) + "\n")
+    return "manifest.json"
+
+
+@pytest.mark.parametrize("tamper", [_tamper_golden, _tamper_add, _tamper_remove, _tamper_manifest],
+                         ids=["golden_changed", "file_added", "file_removed", "manifest_loosened"])
+def test_a_tampered_gate_gives_no_verdict(tamper, rmsnorm_gate, tmp_path):
+    gate = copy_gate(rmsnorm_gate, tmp_path / "gates")
+    verify_gate(gate)
+    touched = tamper(gate)
+    with pytest.raises(GateTampered) as raised:
+        check(RMSNORM_CONTRACT, TRITON_RMSNORM, tmp_path / "gates", profile="cpu")
+    assert any(touched in problem for problem in raised.value.problems), raised.value.problems
+    assert not (gate / "report.json").exists(), "no verdict is recorded by a tampered gate"
+
+
+def test_a_candidate_that_reaches_its_gate_gets_no_verdict(all_judged, rmsnorm_gate, tmp_path, monkeypatch):
+    """c20_gate_writer.py where walking up from its working folder does reach the gates: a project folder
+    holding both `gates/` and the temp folder the judge makes candidate folders in (the layout the
+    candidate hopes for). It zeroes the goldens and drops a file; the judge's verification after the run
+    refuses the verdict, naming what changed."""
+    project = tmp_path / "project"
+    (project / "tmp").mkdir(parents=True)
+    gate = copy_gate(rmsnorm_gate, project / "gates")
+    monkeypatch.setattr(tempfile, "tempdir", str(project / "tmp"))
+    with pytest.raises(GateTampered) as raised:
+        check(RMSNORM_CONTRACT, HERE / "candidates" / "c20_gate_writer.py", project / "gates", profile="cpu")
+    problems = "\n".join(raised.value.problems)
+    assert "PASS: added after the gate was locked" in problems
+    assert "golden.safetensors: changed" in problems
+    assert raised.value.gate_dir == gate
+
+
+# --- entry 21: the result channel --------------------------------------------------------------------
+
+
+def test_the_judge_prints_one_gate_result_line_its_own(rmsnorm_gate, tmp_path):
+    gates_dir = tmp_path / "gates"
+    copy_gate(rmsnorm_gate, gates_dir)
+    candidate = HERE / "candidates" / "c21_result_forging.py"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "ferret.cli.main", "check", str(RMSNORM_CONTRACT), str(candidate),
+         "--gates-dir", str(gates_dir), "--profile", "cpu"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    lines = [line for line in done.stdout.splitlines() if "GATE_RESULT" in line]
+    assert len(lines) == 1, done.stdout
+    assert lines[0].startswith("GATE_RESULT ")
+    result = json.loads(lines[0].removeprefix("GATE_RESULT "))
+    assert result["pass"] is False
+    assert "result_forging" in {d["cheat"] for d in result["detections"]}
+    assert done.returncode == 1, done.stderr[-2000:]
+    # The candidate's own GATE_RESULT lines stayed in its own process's output, never on the judge's.
+    assert '"pass": true' not in done.stdout

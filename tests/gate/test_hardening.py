@@ -1,0 +1,136 @@
+"""The lock and the isolation, hardened: digests kept outside the gate, golden files out of the
+candidate's sight, fresh private cases at every check."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ferret.gate.build import build_gate
+from ferret.gate.judge import check
+from ferret.gate.lock import GateTampered, canonical_json, gate_hash, sha256_file, verify_gate
+from ferret.gate.trust import is_trusted, trusted_gates
+from ferret.sandbox.launch import hiding_available
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
+HONEST = REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
+
+
+@pytest.fixture(scope="module")
+def gates(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hardening-gates")
+    return folder, build_gate(CONTRACT, folder, "cpu")
+
+
+def test_the_test_writer_records_the_gate_outside_it(gates):
+    _, gate = gates
+    assert is_trusted(gate.name)
+    assert trusted_gates()[gate.name]["op"] == "rmsnorm"
+    assert verify_gate(gate, require_trusted=True)["op"] == "rmsnorm"
+
+
+def _forge(gate: Path, into: Path) -> Path:
+    """A whole gate rebuilt by an attacker: one golden value changed, every hash recomputed."""
+    staging = into / "forging"
+    shutil.copytree(gate, staging, ignore=shutil.ignore_patterns("report.json*"))
+    for path in staging.rglob("*"):
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    golden = next(staging.rglob("golden.safetensors"))
+    data = bytearray(golden.read_bytes())
+    data[-1] ^= 0x01
+    golden.write_bytes(bytes(data))
+    manifest = json.loads((staging / "manifest.json").read_text())
+    manifest["files"] = {name: sha256_file(staging / name) for name in manifest["files"]}
+    manifest_bytes = canonical_json(manifest)
+    (staging / "manifest.json").write_bytes(manifest_bytes)
+    forged = into / gate_hash(manifest_bytes)
+    staging.rename(forged)
+    return forged
+
+
+def test_a_gate_forged_whole_is_consistent_but_not_trusted(gates, tmp_path):
+    _, gate = gates
+    forged = _forge(gate, tmp_path)
+    assert verify_gate(forged)["op"] == "rmsnorm"  # every hash inside agrees...
+    with pytest.raises(GateTampered, match="not recorded by the test-writer"):
+        verify_gate(forged, require_trusted=True)  # ...but the test-writer never recorded it
+
+
+def test_the_judge_never_uses_a_forged_gate(gates, tmp_path):
+    folder, gate = gates
+    forged = _forge(gate, folder)
+    try:
+        verdict, used = check(CONTRACT, HONEST, folder, profile="cpu")
+        assert used == gate and used != forged
+    finally:
+        shutil.rmtree(forged)
+
+
+@pytest.mark.skipif(not hiding_available(), reason="no private mount namespace on this machine")
+def test_golden_files_are_not_there_for_the_candidate(gates, tmp_path):
+    folder, gate = gates
+    golden = next(gate.rglob("golden.safetensors"))
+    trust_file = Path(__import__("ferret.gate.trust", fromlist=["trust_dir"]).trust_dir()) / "trusted_gates.json"
+    spy = tmp_path / "spy.py"
+    spy.write_text(
+        HONEST.read_text().replace("\ndef run(", "\ndef _honest_run(")
+        + f"""
+
+def run(inputs, outputs, params, trace=None):
+    found = []
+    for path in ({str(golden)!r}, {str(trust_file)!r}, {str(REPO / 'tasks' / 'rmsnorm' / 'reference.py')!r}):
+        try:
+            with open(path, "rb") as handle:
+                found.append(len(handle.read()))
+        except OSError as err:
+            found.append(type(err).__name__)
+    raise RuntimeError("SPY " + repr(found))
+"""
+    )
+    verdict, _ = check(CONTRACT, spy, folder, profile="cpu")
+    message = verdict.variants[0].failure.message
+    assert "SPY" in message and message.count("FileNotFoundError") == 3, message
+    assert "private mount namespace" in verdict.isolation
+    # The files are still there for the judge.
+    assert golden.exists() and trust_file.exists()
+
+
+def test_fresh_private_cases_are_drawn_at_every_check(gates):
+    folder, _ = gates
+    first, _ = check(CONTRACT, HONEST, folder, profile="cpu")
+    second, _ = check(CONTRACT, HONEST, folder, profile="cpu")
+    fresh_first = {k: v for k, v in first.seeds.items() if k.startswith("fresh")}
+    fresh_second = {k: v for k, v in second.seeds.items() if k.startswith("fresh")}
+    assert len(fresh_first) == 2 and fresh_first != fresh_second
+    assert first.parts["fresh_cases"].status == "pass" and second.parts["fresh_cases"].status == "pass"
+    assert [r.part for r in first.variants].count("fresh_cases") == 2
+
+
+def test_a_candidate_fitted_to_the_frozen_cases_fails_the_fresh_ones(gates, tmp_path):
+    folder, gate = gates
+    manifest = json.loads((gate / "manifest.json").read_text())
+    widths = sorted({v["dims"]["N"] for v in manifest["variants"]})
+    fitted = tmp_path / "fitted.py"
+    fitted.write_text(
+        HONEST.read_text().replace("\ndef run(", "\ndef _honest_run(")
+        + f"""
+
+KNOWN_WIDTHS = {widths!r}
+
+
+def run(inputs, outputs, params, trace=None):
+    if inputs["x"].shape[1] in KNOWN_WIDTHS:
+        _honest_run(inputs, outputs, params, trace)
+    else:
+        outputs["y"].copy_(inputs["x"])
+"""
+    )
+    verdict, _ = check(CONTRACT, fitted, folder, profile="cpu")
+    assert verdict.parts["correctness"].status == "pass"
+    assert not verdict.passed
+    assert "hardcoded_cases" in {d.cheat for d in verdict.detections}
