@@ -58,6 +58,7 @@ def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
             "TMPDIR": str(workdir),
             "PYTHONPATH": os.pathsep.join(paths),
             "PYTHONNOUSERSITE": "1",
+            "PYTHONSAFEPATH": "1",  # no current folder on sys.path: a torch.py written there is never imported
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
