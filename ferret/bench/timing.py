@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from ferret.gate.models import CaseTiming, Detection, GateManifest, TimingResult
-
+# The timing process itself (`python -m ferret.bench.timing`) imports only torch, triton and the
+# sandbox's watches: the judge-side models (pydantic) are imported by time_candidate alone.
 _TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18], "harness_patching": [15]}
 
 METHOD = (
@@ -28,7 +28,10 @@ METHOD = (
 )
 
 
-def time_candidate(contract_path, contract, manifest: GateManifest, gate: Path, candidate: Path, progress: Callable[[str], None]) -> TimingResult:
+def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Path, progress: Callable[[str], None]):
+    """Time a correct candidate against the baseline in a process of its own; returns a TimingResult."""
+    from ferret.gate.models import CaseTiming, Detection, TimingResult
+
     from ferret.contract.imports import project_root_of
     from ferret.gate.judge import _prepare_inputs
     from ferret.gate.inputs import output_specs
