@@ -9,6 +9,7 @@ is timed beside it where the contract asks for it.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import statistics
 import sys
@@ -53,10 +54,17 @@ def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Pat
                 "outputs": {n: [list(s), str(d).removeprefix("torch.")] for n, (s, d) in specs.items()},
             }
         )
+    from ferret.contract.imports import load_entry
+
+    baseline_fn = load_entry(contract.baseline.entry, project_root_of(contract_path))
     job = {
         "candidate": str(Path(candidate).resolve()),
         "entry": contract.candidate_abi.entry,
         "baseline": contract.baseline.entry,
+        # By file, not by module name: the timing process has no project folder on its import path (and a
+        # machine may have an unrelated top-level `tasks` package installed).
+        "baseline_file": inspect.getsourcefile(baseline_fn),
+        "baseline_attr": baseline_fn.__name__,
         "compile_baseline": contract.baseline.compile,
         "project_root": str(project_root_of(contract_path)),
         "params": contract.params,
@@ -114,8 +122,20 @@ def torch_uint8():
     return torch.uint8
 
 
-def _bench_process(job_path: str) -> int:
+def load_function(path: str, attr: str, module_name: str):
+    """`attr` of the Python file at `path`, loaded as `module_name` (no import path involved)."""
     import importlib.util
+
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return getattr(module, attr)
+
+
+def _bench_process(job_path: str) -> int:
     import itertools
     import time
 
@@ -127,15 +147,10 @@ def _bench_process(job_path: str) -> int:
     from ferret.sandbox.watch import HarnessGuard, LaunchRecorder
 
     job = json.loads(Path(job_path).read_text())
-    sys.path.insert(0, job["project_root"])
-    module_name, _, attr = job["baseline"].partition(":")
-    baseline = getattr(__import__(module_name, fromlist=[attr]), attr)
+    baseline = load_function(job["baseline_file"], job["baseline_attr"], "ferret_baseline")
     # The harness's functions are remembered before the candidate's code runs, and checked after.
     harness = HarnessGuard(sys.modules[__name__], LaunchRecorder())
-    spec = importlib.util.spec_from_file_location("ferret_candidate", job["candidate"])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    candidate = getattr(module, job["entry"])
+    candidate = load_function(job["candidate"], job["entry"], "ferret_candidate")
     compiled = torch.compile(baseline) if job["compile_baseline"] else None
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
               "int64": torch.int64, "int32": torch.int32}

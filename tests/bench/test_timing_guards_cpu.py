@@ -1,0 +1,53 @@
+"""The parts of the timing guards that need no GPU: the input pool, the roofline floor, loading the
+baseline by file. (The guards at work are in tests/gpu/test_gpu_timing_guards.py.)"""
+
+from pathlib import Path
+
+import torch
+
+from ferret.bench.guards import DATASHEET_PEAKS, FLOOR_MARGIN, floor_ms, input_pool, minimum_bytes, peaks_for
+from ferret.bench.timing import load_function
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_pool_is_larger_than_the_target_and_every_set_is_fresh():
+    inputs = {"x": torch.randn(64, 256), "weight": torch.randn(256), "n": torch.arange(4)}
+    one = sum(t.numel() * t.element_size() for t in inputs.values())
+    pool = input_pool(inputs, ["x", "weight"], target_bytes=10 * one, generator=torch.Generator().manual_seed(0))
+    assert len(pool) == 10
+    assert torch.equal(pool[0]["x"], inputs["x"])  # the gate's own inputs come first
+    for later in pool[1:]:
+        assert not torch.equal(later["x"], inputs["x"]) and not torch.equal(later["weight"], inputs["weight"])
+        assert later["x"].data_ptr() != inputs["x"].data_ptr()
+        assert torch.equal(later["n"], inputs["n"])  # integer inputs (lengths, positions) keep their meaning
+        rel = (later["x"] - inputs["x"]).norm() / inputs["x"].norm()
+        assert 0 < rel < 0.05  # still the case's distribution
+    assert len({id(p["x"]) for p in pool}) == len(pool)
+
+
+def test_pool_has_at_least_two_sets_and_at_most_the_cap():
+    big = {"x": torch.zeros(1024, 1024)}
+    assert len(input_pool(big, ["x"], target_bytes=1)) == 2
+    assert len(input_pool({"x": torch.zeros(1)}, ["x"], target_bytes=1 << 30, max_sets=64)) == 64
+
+
+def test_floor_counts_read_only_inputs_and_outputs_at_datasheet_bandwidth():
+    inputs = {"x": torch.zeros(4096, 7168, dtype=torch.bfloat16), "cache": torch.zeros(1 << 20, dtype=torch.bfloat16)}
+    outputs = {"y": torch.zeros(4096, 7168, dtype=torch.bfloat16)}
+    moved = minimum_bytes(inputs, outputs, read_only=["x"])  # the in-place cache is not counted
+    assert moved == 2 * 4096 * 7168 * 2
+    peaks = peaks_for("NVIDIA H200")
+    assert peaks is DATASHEET_PEAKS["H200"] and peaks_for("Some CPU") is None
+    floor = floor_ms(moved, 0.0, peaks)
+    assert abs(floor - 1e3 * moved / 4.8e12) < 1e-12
+    # The rmsnorm kernel measured on the H200 (32.1 us for this shape) is above the rejection line.
+    assert 0.0321 > FLOOR_MARGIN * floor
+
+
+def test_baseline_is_loaded_by_file_without_an_import_path():
+    run = load_function(str(REPO / "tasks/rmsnorm/baseline.py"), "run", "ferret_baseline_test")
+    x = torch.randn(3, 8)
+    outputs = {"y": torch.empty(3, 8)}
+    run({"x": x, "weight": torch.ones(8)}, outputs, {"eps": 1e-6})
+    assert torch.allclose(outputs["y"], x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
