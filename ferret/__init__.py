@@ -2,7 +2,7 @@
 
 The public API is small on purpose:
 
-    from ferret import load_contract, build_gate, verify_gate, check
+    from ferret import load_contract, build_gate, verify_gate, check, Dispatcher
 
 Names are imported lazily, so that the candidate's process (which imports `ferret.sandbox.runner`)
 loads none of the gate's code.
@@ -21,6 +21,8 @@ _EXPORTS = {
     "GateManifest": "ferret.gate.models",
     "Report": "ferret.gate.models",
     "Verdict": "ferret.gate.models",
+    "Dispatcher": "ferret.dispatch.dispatcher",
+    "RunLog": "ferret.dispatch.runlog",
 }
 
 __all__ = sorted(_EXPORTS)

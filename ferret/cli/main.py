@@ -107,6 +107,53 @@ def check_command(
     _guarded(action)
 
 
+EXIT_INCOMPLETE = 6
+
+
+@app.command("dispatch")
+def dispatch_command(
+    contract: Path = typer.Argument(..., help="contracts/<op>.yaml"),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="template-search, or a model spec: anthropic:MODEL, claude-cli, openai:URL:MODEL. Default: an LLM if one is reachable, else template-search."),
+    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="static, or a model spec. Default: an LLM if reachable, else static."),
+    max_rounds: Optional[int] = typer.Option(None, "--max-rounds"),
+    gates_dir: Path = typer.Option(Path("gates"), "--gates-dir"),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
+    profile: Optional[str] = _profile_option(),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="runs/<id> of an interrupted run to continue."),
+) -> None:
+    """Run the loop: test-writer, locked gate, optimizer rounds judged by the gate and reviewed, final check.
+
+    Exit codes: 0 accepted or correct (see the status), 1 rejected, 2 bad contract, 3 gate tampered, 6 incomplete.
+    """
+
+    def action():
+        from ferret.dispatch.dispatcher import Dispatcher
+        from ferret.roles.factory import make_optimizer, make_reviewer
+
+        dispatcher = Dispatcher(
+            contract,
+            optimizer=make_optimizer(optimizer, contract) if optimizer else None,
+            reviewer=make_reviewer(reviewer) if reviewer else None,
+            gates_dir=gates_dir,
+            runs_dir=runs_dir,
+            profile=profile,
+            max_rounds=max_rounds,
+            progress=_progress,
+        )
+        log = dispatcher.run(resume=resume)
+        typer.echo("RUN_RESULT " + json.dumps({"run_id": log.run_id, "status": log.status, "stop_reason": log.stop_reason,
+                                               "optimizer": log.optimizer, "reviewer": log.reviewer,
+                                               "established": log.established.model_dump(),
+                                               "best": log.best.file if log.best else None}))
+        if log.status in ("accepted", "correct_speed_not_measured", "correct_static_review_only"):
+            raise typer.Exit(EXIT_PASS)
+        if "gate tampered" in log.stop_reason:
+            raise typer.Exit(EXIT_TAMPERED)
+        raise typer.Exit(EXIT_FAIL if log.status == "rejected" else EXIT_INCOMPLETE)
+
+    _guarded(action)
+
+
 @app.command("calibrate")
 def calibrate_command(
     contract: Path = typer.Argument(..., help="contracts/<op>.yaml"),

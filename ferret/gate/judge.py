@@ -178,7 +178,8 @@ def _run_candidate(
     from ferret.gate.trust import trust_dir
 
     trust_dir().mkdir(parents=True, exist_ok=True)
-    hidden = [gate.parent.resolve(), trust_dir().resolve(), project_root_of(contract_path) / "tasks"]
+    project = project_root_of(contract_path)
+    hidden = [gate.parent.resolve(), trust_dir().resolve(), project / "tasks", project / "gates"]
     statuses: dict[str, dict] = {}
     start = 0
     out = workdir / "out"

@@ -46,9 +46,15 @@ def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
     # process added to its own sys.path; FERRET_CANDIDATE_PATH adds folders deliberately.
     ferret_package = Path(__file__).resolve().parents[1]
     runtime = workdir / ".runtime"
-    runtime.mkdir(exist_ok=True)
     if not (runtime / "ferret").exists():
-        (runtime / "ferret").symlink_to(ferret_package, target_is_directory=True)
+        # A copy of the few modules the candidate's process runs (not a link: a link's `..` would lead
+        # back into the project folder, to its gates and tasks).
+        import shutil
+
+        (runtime / "ferret").mkdir(parents=True)
+        shutil.copy2(ferret_package / "__init__.py", runtime / "ferret" / "__init__.py")
+        for package in ("sandbox", "bench"):
+            shutil.copytree(ferret_package / package, runtime / "ferret" / package, ignore=shutil.ignore_patterns("__pycache__"))
     installed = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")]
     extra = [p for p in os.environ.get("FERRET_CANDIDATE_PATH", "").split(os.pathsep) if p]
     paths = [str(runtime)] + extra + installed

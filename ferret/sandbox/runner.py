@@ -70,10 +70,15 @@ def _fresh_outputs(specs: dict, device: str) -> dict[str, torch.Tensor]:
 
 def _call(entry, inputs, outputs, params, device: str, guard, trace=None) -> None:
     threads_before = threading.active_count()
+    allocated = dict(outputs)
     if trace is None:
         entry(inputs, outputs, params)
     else:
         entry(inputs, outputs, params, trace=trace)
+    # Outputs are written into the judge's tensors; a replaced entry (a lazy tensor subclass, say) is refused.
+    replaced = [k for k in allocated if outputs.get(k) is not allocated[k]] + [k for k in outputs if k not in allocated]
+    if replaced:
+        raise _BadOutput(f"the candidate replaced output tensors {replaced} instead of writing into them")
     # Device-wide: work left on a side stream is waited for here, not hidden behind the return.
     _sync(device)
     if threading.active_count() > threads_before:

@@ -10,6 +10,7 @@ so the whole module stays within a few minutes on two cores. See README.md besid
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import subprocess
@@ -130,13 +131,16 @@ def test_honest_candidate_passes_with_no_detection(op, judged):
 
 def test_the_shared_gate_is_intact_after_the_corpus(all_judged, rmsnorm_gate):
     """No candidate (c11 reads gates, c20 looks for gates to write) changed the gate it was judged by, and
-    every verdict in its report is the judge's: one per check, none passing but the honest candidate's."""
+    every verdict in its report is the judge's: one per check, none passing but the honest candidate's
+    (and those of the known gaps, which are expected to pass until they are closed)."""
     verify_gate(rmsnorm_gate)
     assert not (rmsnorm_gate / "PASS").exists()
     verdicts = read_report(rmsnorm_gate).verdicts
     rmsnorm_checks = [v for name, (v, gate) in all_judged.items() if gate == rmsnorm_gate]
     assert len(verdicts) == len(rmsnorm_checks)
-    assert [Path(v.candidate_path).name for v in verdicts if v.passed] == [TRITON_RMSNORM.name]
+    may_pass = {TRITON_RMSNORM.name} | {p.name for p in CANDIDATES if module_constants(p).get("KNOWN_GAP")}
+    passed = {Path(v.candidate_path).name for v in verdicts if v.passed}
+    assert TRITON_RMSNORM.name in passed and passed <= may_pass, sorted(passed - may_pass)
 
 
 # --- entry 20: editing the gate --------------------------------------------------------------------------
@@ -178,21 +182,35 @@ def test_a_tampered_gate_gives_no_verdict(tamper, rmsnorm_gate, tmp_path):
     assert not (gate / "report.json").exists(), "no verdict is recorded by a tampered gate"
 
 
-def test_a_candidate_that_reaches_its_gate_gets_no_verdict(all_judged, rmsnorm_gate, tmp_path, monkeypatch):
-    """c20_gate_writer.py where walking up from its working folder does reach the gates: a project folder
-    holding both `gates/` and the temp folder the judge makes candidate folders in (the layout the
-    candidate hopes for). It zeroes the goldens and drops a file; the judge's verification after the run
-    refuses the verdict, naming what changed."""
+def test_a_candidate_looking_for_its_gate_fails_and_leaves_it_intact(all_judged, rmsnorm_gate, tmp_path, monkeypatch):
+    """c20_gate_writer.py in the layout it hopes for: one project folder holding both `gates/` and the temp
+    folder the judge makes candidate folders in, so walking up from its working folder reaches the gate
+    it is judged by. It would zero the goldens, drop a PASS file and append forged passing verdicts.
+
+    Where the judge can hide the gates folder from the candidate's process (a private mount namespace)
+    the candidate finds nothing: it fails on its own output and the gate, report included, is untouched.
+    Without hiding it reaches the gate, and the judge's verification after the run refuses any verdict."""
+    from ferret.sandbox import launch
+
     project = tmp_path / "project"
     (project / "tmp").mkdir(parents=True)
     gate = copy_gate(rmsnorm_gate, project / "gates")
     monkeypatch.setattr(tempfile, "tempdir", str(project / "tmp"))
-    with pytest.raises(GateTampered) as raised:
-        check(RMSNORM_CONTRACT, HERE / "candidates" / "c20_gate_writer.py", project / "gates", profile="cpu")
-    problems = "\n".join(raised.value.problems)
-    assert "PASS: added after the gate was locked" in problems
-    assert "golden.safetensors: changed" in problems
-    assert raised.value.gate_dir == gate
+    honest, _ = check(RMSNORM_CONTRACT, TRITON_RMSNORM, project / "gates", profile="cpu")
+    assert honest.passed, describe(honest)  # the report now holds one verdict a forger could copy
+    hiding = getattr(launch, "hiding_available", lambda: False)()
+    try:
+        verdict, used = check(RMSNORM_CONTRACT, HERE / "candidates" / "c20_gate_writer.py", project / "gates", profile="cpu")
+    except GateTampered as err:
+        assert not hiding, f"the gate was hidden, yet the candidate changed it: {err.problems}"
+        problems = "\n".join(err.problems)
+        assert "PASS: added after the gate was locked" in problems and "golden.safetensors: changed" in problems
+        return
+    assert used == gate
+    assert not verdict.passed, describe(verdict)
+    verify_gate(gate)
+    assert not (gate / "PASS").exists()
+    assert [v.passed for v in read_report(gate).verdicts] == [True, False], "no forged verdict in the report"
 
 
 # --- entry 21: the result channel --------------------------------------------------------------------
@@ -215,5 +233,6 @@ def test_the_judge_prints_one_gate_result_line_its_own(rmsnorm_gate, tmp_path):
     assert result["pass"] is False
     assert "result_forging" in {d["cheat"] for d in result["detections"]}
     assert done.returncode == 1, done.stderr[-2000:]
-    # The candidate's own GATE_RESULT lines stayed in its own process's output, never on the judge's.
-    assert '"pass": true' not in done.stdout
+    # The line is the judge's: it names the gate and the candidate's digest, which the forged line lacks.
+    assert result["candidate_sha256"] == hashlib.sha256(candidate.read_bytes()).hexdigest()
+    assert (gates_dir / result["gate"] / "manifest.json").is_file()

@@ -59,7 +59,7 @@ def test_check_pass_prints_one_gate_result_and_exits_0(gate, gates_dir, tmp_path
     assert set(result["parts"]) == set(PARTS)
     assert result["parts"]["stress"] == "skipped"
     assert result["parts"]["correctness"] == "pass"
-    assert len(result["cases"]) == 13
+    assert len(result["cases"]) == 13 + 2  # the frozen case variants and two fresh private cases
     case = result["cases"]["typical@float32"]
     assert case["pass"] is True
     assert set(case["stages"]) == {"inv_rms", "y"}

@@ -1,0 +1,294 @@
+"""The loop: contract -> test-writer -> locked gate -> rounds (optimizer, static scan, judge, reviewer)
+-> final acceptance check in a fresh process -> typed run log.
+
+    from ferret.dispatch import Dispatcher
+    log = Dispatcher("contracts/rmsnorm.yaml").run()
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from ferret.contract.imports import load_entry, project_root_of
+from ferret.contract.load import load_contract
+from ferret.dispatch.runlog import CandidateRecord, Established, RoundRecord, RunLog
+from ferret.gate.judge import check, locate_gate, summary
+from ferret.gate.lock import GateTampered, verify_gate
+from ferret.gate.platform_info import default_profile, versions
+from ferret.gate.scan import scan_candidate
+from ferret.roles.base import OptimizerContext, Optimizer, ReviewContext, Reviewer, RoundFeedback
+from ferret.roles.review import StaticReviewer
+
+Progress = Callable[[str], None]
+REPO_AGENTS = Path(__file__).resolve().parents[2] / "agents"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _feedback(record: CandidateRecord) -> RoundFeedback:
+    """The gate's numbers as the optimizer may see them: stage, metric, value, tolerance; never goldens."""
+    failures = []
+    for case, result in record.gate.get("cases", {}).items():
+        if result.get("failure"):
+            failures.append(f"{case}: {result['failure']}: {result.get('message', '')[:200]}")
+        for stage, metrics in result.get("stages", {}).items():
+            if isinstance(metrics, dict) and not metrics.get("pass", True):
+                failures.append(f"{case}: stage {stage}: rel_l2 {metrics.get('rel_l2')}, max_abs_rel_peak "
+                                f"{metrics.get('max_abs_rel_peak')}, cosine {metrics.get('cosine')}")
+    review = ""
+    if record.review is not None:
+        review = f"integrity {record.review.integrity}, plan {record.review.plan}: {record.review.recommendation}; " + "; ".join(
+            f"{f.file}:{f.line}: {f.message}" for f in record.review.findings
+        )
+    return RoundFeedback(
+        round=record.round,
+        approach=record.approach,
+        passed=record.gate_passed and (record.review is None or record.review.integrity == "pass"),
+        first_failing_stage=record.gate.get("first_failing_stage"),
+        failures=failures[:40],
+        detections=[f"{d['cheat']}: {d['evidence'][:200]}" for d in record.gate.get("detections", [])],
+        timing={"speedup": record.speedup, "target_met": record.target_met} if record.speed_measured else {},
+        review=review,
+    )
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        contract: str | Path,
+        optimizer: Optimizer | None = None,
+        reviewer: Reviewer | None = None,
+        gates_dir: str | Path = "gates",
+        runs_dir: str | Path = "runs",
+        profile: str | None = None,
+        max_rounds: int | None = None,
+        progress: Progress = lambda message: None,
+        agents_dir: Path = REPO_AGENTS,
+    ):
+        self.contract_path = Path(contract)
+        self.contract = load_contract(self.contract_path)
+        self.profile = profile or default_profile()
+        self.gates_dir = Path(gates_dir)
+        self.runs_dir = Path(runs_dir)
+        self.max_rounds = max_rounds or self.contract.budgets.max_rounds
+        self.progress = progress
+        self.agents_dir = agents_dir
+        self.optimizer = optimizer or self._default_optimizer()
+        self.reviewer, self.reviewer_note = (reviewer, "") if reviewer is not None else self._default_reviewer()
+
+    # --- role selection ---------------------------------------------------------------------------
+    def _default_optimizer(self) -> Optimizer:
+        from ferret.models.registry import available_model
+
+        model = available_model(["anthropic", "claude-cli"])
+        if model is not None:
+            from ferret.roles.llm_optimizer import LLMOptimizer
+
+            return LLMOptimizer(model, self.agents_dir)
+        from ferret.roles.offline import TemplateSearchOptimizer
+
+        templates = project_root_of(self.contract_path) / "tasks" / self.contract.op / "templates"
+        if not templates.is_dir():
+            raise ValueError(
+                f"no LLM is reachable (no ANTHROPIC_API_KEY, no `claude` on PATH) and {templates} has no kernel "
+                "templates for the offline optimizer"
+            )
+        return TemplateSearchOptimizer(templates)
+
+    def _default_reviewer(self) -> tuple[Reviewer, str]:
+        from ferret.models.registry import available_model
+
+        model = available_model(["anthropic", "claude-cli"])
+        if model is not None:
+            from ferret.roles.review import LLMReviewer
+
+            return LLMReviewer(model, self.agents_dir), ""
+        return StaticReviewer(), "no LLM reviewer was reachable (no ANTHROPIC_API_KEY, no `claude` on PATH): static scan only"
+
+    # --- the run ----------------------------------------------------------------------------------
+    def run(self, resume: str | Path | None = None) -> RunLog:
+        contract_text = self.contract_path.read_text()
+        if resume is not None:
+            folder = Path(resume)
+            log = RunLog.model_validate(json.loads((folder / "run.json").read_text()))
+            self.progress(f"resuming {log.run_id} after round {len(log.rounds)}")
+        else:
+            run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+            folder = self.runs_dir / run_id
+            folder.mkdir(parents=True)
+            (folder / "contract.yaml").write_text(contract_text)  # pinned as the run saw it
+            log = RunLog(
+                run_id=run_id,
+                op=self.contract.op,
+                contract_path=str(self.contract_path),
+                contract_sha256=hashlib.sha256(contract_text.encode()).hexdigest(),
+                profile=self.profile,
+                optimizer=self.optimizer.name,
+                reviewer=self.reviewer.name,
+                reviewer_note=self.reviewer_note,
+                started_at=_now(),
+                versions=versions(),
+            )
+        if hashlib.sha256(contract_text.encode()).hexdigest() != log.contract_sha256:
+            raise ValueError(f"{self.contract_path} changed since run {log.run_id} started: start a new run")
+        self.progress(f"run {log.run_id}: optimizer {log.optimizer}, reviewer {log.reviewer}")
+        if log.reviewer_note:
+            self.progress(log.reviewer_note)
+        log.save(folder)
+        try:
+            self._rounds(log, folder)
+        except GateTampered as err:
+            log.status, log.stop_reason = "incomplete", f"gate tampered, run aborted: {err}"
+        except KeyboardInterrupt:
+            log.status, log.stop_reason = "incomplete", "interrupted (resume with `ferret dispatch --resume`)"
+        except Exception as err:  # noqa: BLE001 - an error ends the run as incomplete, never as success
+            log.status, log.stop_reason = "incomplete", f"error: {type(err).__name__}: {err}"
+        log.ended_at = _now()
+        log.save(folder)
+        self.progress(f"run {log.run_id}: {log.status} ({log.stop_reason}); log {folder / 'run.json'}")
+        return log
+
+    def _rounds(self, log: RunLog, folder: Path) -> None:
+        gate = locate_gate(self.contract_path, self.contract, self.gates_dir, self.profile, self.progress)
+        log.gate_hash = gate.name
+        baseline_source = Path(load_entry(self.contract.baseline.entry, project_root_of(self.contract_path)).__code__.co_filename).read_text()
+        pivot_after = 2
+        since_progress = 0
+        best_score = self._score(log.best) if log.best else None
+        stop = None
+        for number in range(len(log.rounds) + 1, self.max_rounds + 1):
+            # The gate is verified before every round: tampering aborts the run.
+            verify_gate(gate, require_trusted=True)
+            history = [_feedback(c) for r in log.rounds for c in r.candidates]
+            must_pivot = since_progress >= pivot_after
+            context = OptimizerContext(
+                op=self.contract.op,
+                contract_yaml=self.contract_path.read_text(),
+                baseline_source=baseline_source,
+                abi=self.contract.candidate_abi.signature,
+                history=history,
+                tried_approaches=sorted({c.approach for r in log.rounds for c in r.candidates}),
+                must_pivot=must_pivot,
+                round=number,
+            )
+            proposals = self.optimizer.propose(context)
+            if not proposals:
+                stop = "the optimizer has nothing more to try"
+                break
+            record = RoundRecord(round=number, gate_verified=True, pivot_requested=must_pivot)
+            round_dir = folder / f"round-{number:02d}"
+            round_dir.mkdir(exist_ok=True)
+            improved = False
+            for index, proposal in enumerate(proposals, 1):
+                candidate = self._judge(number, index, proposal, round_dir)
+                record.candidates.append(candidate)
+                score = self._score(candidate)
+                if score is not None and (best_score is None or score > best_score):
+                    best_score, log.best, improved = score, candidate, True
+            log.rounds.append(record)
+            log.save(folder)
+            since_progress = 0 if improved else since_progress + 1
+            if log.best is not None and self._fully_established(log.best):
+                stop = "a candidate passed the gate and the review, and met the speed target"
+                break
+        else:
+            stop = f"reached the maximum of {self.max_rounds} rounds"
+        log.stop_reason = stop
+        self._finish(log)
+
+    def _judge(self, number: int, index: int, proposal, round_dir: Path) -> CandidateRecord:
+        path = round_dir / f"candidate-{index}.py"
+        path.write_text(proposal.source)
+        record = CandidateRecord(
+            round=number, index=index, approach=proposal.approach, file=str(path),
+            sha256=hashlib.sha256(proposal.source.encode()).hexdigest(), notes=proposal.notes,
+        )
+        self.progress(f"round {number}, candidate {index} ({proposal.approach}): judging")
+        static = scan_candidate(path, self.contract)
+        try:
+            verdict, _ = check(self.contract_path, path, self.gates_dir, self.profile, progress=lambda m: None)
+        except GateTampered:
+            raise
+        except Exception as err:  # noqa: BLE001 - the judge failed on this candidate: record, go on
+            record.error = f"{type(err).__name__}: {err}"
+            return record
+        record.gate = summary(verdict)
+        record.gate_passed = verdict.passed
+        record.speed_measured = verdict.timing.measured
+        if verdict.timing.measured:
+            record.speedup = verdict.timing.geomean_speedup
+            record.target_met = verdict.timing.target_met
+        record.review = self.reviewer.review(
+            ReviewContext(
+                op=self.contract.op,
+                candidate_path=str(path),
+                candidate_source=proposal.source,
+                gate_summary=record.gate,
+                static_findings=[d.evidence for d in static],
+                next_plan=proposal.notes,
+            )
+        )
+        outcome = "gate pass" if verdict.passed else f"gate FAIL at {verdict.first_failing_stage or 'integrity/run'}"
+        speed = f", speedup {record.speedup:.2f}x" if record.speedup else (", speed not measured" if not record.speed_measured else "")
+        self.progress(f"round {number}, candidate {index}: {outcome}{speed}; review integrity {record.review.integrity}")
+        return record
+
+    @staticmethod
+    def _score(record: CandidateRecord | None) -> float | None:
+        if record is None or not record.gate_passed or record.review is None or record.review.integrity != "pass":
+            return None
+        return record.speedup if record.speedup is not None else 0.0
+
+    def _fully_established(self, record: CandidateRecord) -> bool:
+        return bool(record.speed_measured and record.target_met and record.review and record.review.reviewer != "static-scan")
+
+    def _finish(self, log: RunLog) -> None:
+        best = log.best
+        if best is None:
+            log.status = "incomplete" if "maximum" in log.stop_reason else "rejected"
+            log.established = Established()
+            return
+        final = self._final_check(Path(best.file))
+        log.final_check = final
+        llm = best.review is not None and best.review.reviewer != "static-scan"
+        log.established = Established(
+            correct=True,
+            reviewed_by=best.review.reviewer if best.review else None,
+            llm_reviewed=llm,
+            speed_measured=best.speed_measured,
+            target_met=best.target_met,
+            final_check_passed=final.get("pass"),
+        )
+        if not final.get("pass"):
+            log.status = "rejected"
+            log.stop_reason += "; the final acceptance check on fresh cases failed"
+        elif not best.speed_measured:
+            log.status = "correct_speed_not_measured"
+        elif not llm:
+            log.status = "correct_static_review_only"
+        elif best.target_met:
+            log.status = "accepted"
+        else:
+            log.status = "incomplete" if "maximum" in log.stop_reason else "rejected"
+
+    def _final_check(self, candidate: Path) -> dict:
+        """The best candidate judged again in a fresh process, on fresh private cases."""
+        self.progress(f"final acceptance check of {candidate.name} in a fresh process")
+        command = [sys.executable, "-m", "ferret.cli.main", "check", str(self.contract_path), str(candidate),
+                   "--gates-dir", str(self.gates_dir), "--profile", self.profile]
+        done = subprocess.run(command, capture_output=True, text=True)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("GATE_RESULT ")]
+        if not lines:
+            return {"pass": False, "exit_code": done.returncode, "error": done.stderr[-1000:]}
+        result = json.loads(lines[-1].removeprefix("GATE_RESULT "))
+        return {"pass": bool(result["pass"]) and done.returncode == 0, "exit_code": done.returncode,
+                "parts": result.get("parts"), "seeds_fresh": True}

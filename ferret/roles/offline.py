@@ -1,0 +1,291 @@
+"""The offline optimizer: a search over a kernel template's parameters, with no model behind it.
+
+`tasks/<op>/templates/` holds a jinja2 template of a whole candidate file and `space.yaml`, the
+parameter space (names -> ordered lists of values), its default point and how points are named.
+`TemplateSearchOptimizer` proposes points of that space round by round:
+
+* round 1: the default point, alone;
+* with a passing point that the gate timed (`{"speedup": x}` in the feedback): untried points nearest
+  to the fastest passing one, one parameter moved one step first;
+* with a passing point but no timing (the CPU profile: an interpreter time is never a speedup): nothing,
+  `[]`: no proposal could be shown to be better;
+* with no passing point yet: untried points nearest to the default, simpler ones first;
+* `must_pivot`: untried points that differ in the space's pivot parameter (for rmsnorm the
+  `block_policy`), nearest to the best (or last) point otherwise.
+
+No approach is proposed twice (`context.tried_approaches` and the history are both honoured). Ties are
+broken by a fixed permutation drawn from `seed`, so a run is reproducible.
+
+    optimizer = TemplateSearchOptimizer(Path("tasks/rmsnorm/templates"))
+    proposals = optimizer.propose(context)   # list[Proposal]: source, approach, notes
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ferret.roles.base import OptimizerContext, Proposal, RoundFeedback, register_optimizer
+
+SPACE_FILE = "space.yaml"
+
+Point = dict[str, Any]
+
+
+class TemplateSpace(BaseModel):
+    """`space.yaml` of a templates folder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: str
+    template: str = Field(description="File name of the jinja2 template, in the same folder.")
+    parameters: dict[str, list[Any]] = Field(description="name -> values, simplest first; order defines neighbours.")
+    applies_when: dict[str, dict[str, list[Any]]] = Field(
+        default_factory=dict, description="parameter -> {other parameter: values under which it applies}."
+    )
+    default: dict[str, Any]
+    labels: dict[str, str | dict[Any, str]] = Field(
+        default_factory=dict, description="parameter -> format string with {} or value -> text ('' leaves it out)."
+    )
+    pivot: str = Field("block_policy", description="The parameter that names the approach family, changed on a pivot.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TemplateSpace":
+        names = set(self.parameters)
+        for name, values in self.parameters.items():
+            if not values:
+                raise ValueError(f"parameter {name!r} has no values")
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError(f"parameter {name!r} repeats a value: {values}")
+        if set(self.default) != names:
+            raise ValueError(f"default must name every parameter {sorted(names)}, got {sorted(self.default)}")
+        for name, value in self.default.items():
+            if value not in self.parameters[name]:
+                raise ValueError(f"default {name}={value!r} is not one of {self.parameters[name]}")
+        for name, condition in self.applies_when.items():
+            if name not in names:
+                raise ValueError(f"applies_when names unknown parameter {name!r}")
+            for other, values in condition.items():
+                if other not in names or other == name:
+                    raise ValueError(f"applies_when of {name!r} depends on unknown parameter {other!r}")
+                if other in self.applies_when:
+                    raise ValueError(f"applies_when of {name!r} depends on {other!r}, itself conditional")
+                unknown = [v for v in values if v not in self.parameters[other]]
+                if unknown:
+                    raise ValueError(f"applies_when of {name!r}: {other} has no values {unknown}")
+        for name in self.labels:
+            if name not in names:
+                raise ValueError(f"labels name unknown parameter {name!r}")
+        if self.pivot not in names:
+            raise ValueError(f"pivot {self.pivot!r} is not a parameter")
+        if self.pivot in self.applies_when:
+            raise ValueError(f"pivot {self.pivot!r} must apply at every point")
+        return self
+
+    # ------------------------------------------------------------------------------------------ points
+    def applies(self, name: str, point: Point) -> bool:
+        return all(point.get(other) in values for other, values in self.applies_when.get(name, {}).items())
+
+    def canonical(self, point: Point) -> Point:
+        """The point with every parameter that does not apply set to None (parameter order kept)."""
+        missing = set(self.parameters) - set(point)
+        if missing:
+            raise ValueError(f"point lacks parameters {sorted(missing)}")
+        return {name: (point[name] if self.applies(name, point) else None) for name in self.parameters}
+
+    def points(self) -> list[Point]:
+        """Every distinct point, in a fixed order (the default's first values vary slowest)."""
+        result: list[Point] = [{}]
+        for name, values in self.parameters.items():
+            result = [{**p, name: v} for p in result for v in values]
+        seen: dict[str, Point] = {}
+        for p in result:
+            c = self.canonical(p)
+            seen.setdefault(self.approach(c), c)
+        return list(seen.values())
+
+    def default_point(self) -> Point:
+        return self.canonical(dict(self.default))
+
+    def approach(self, point: Point) -> str:
+        """A short stable name of the point, e.g. `rows=4,warps=8,single-pass`."""
+        parts = []
+        for name, value in point.items():
+            if value is None:
+                continue
+            label = self.labels.get(name)
+            if label is None:
+                text = f"{name}={value}"
+            elif isinstance(label, str):
+                text = label.format(value)
+            else:
+                text = label.get(value, f"{name}={value}")
+            if text:
+                parts.append(text)
+        return ",".join(parts)
+
+    def _index(self, name: str, value: Any) -> int:
+        return self.parameters[name].index(self.default[name] if value is None else value)
+
+    def distance(self, a: Point, b: Point) -> int:
+        """Steps between two points: per parameter, how far apart their values sit in its list. A parameter
+        that applies to neither point counts 0; one that applies to one side only is measured from the
+        default's value."""
+        total = 0
+        for name in self.parameters:
+            if a[name] is None and b[name] is None:
+                continue
+            total += abs(self._index(name, a[name]) - self._index(name, b[name]))
+        return total
+
+    def complexity(self, point: Point) -> int:
+        """How far into its lists a point's values sit: the lists put the simpler values first."""
+        return sum(self.parameters[name].index(value) for name, value in point.items() if value is not None)
+
+    def describe(self, point: Point) -> str:
+        return ", ".join(f"{name}={value}" for name, value in point.items() if value is not None)
+
+
+def load_space(template_dir: str | Path) -> TemplateSpace:
+    path = Path(template_dir) / SPACE_FILE
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping")
+    space = TemplateSpace.model_validate(data)
+    if not (Path(template_dir) / space.template).is_file():
+        raise ValueError(f"{path}: template {space.template!r} not found beside it")
+    return space
+
+
+def available_templates(op_dir: str | Path) -> bool:
+    """Whether `tasks/<op>/` has kernel templates for the offline optimizer (`templates/space.yaml` and the
+    template it names)."""
+    folder = Path(op_dir) / "templates"
+    space_path = folder / SPACE_FILE
+    if not space_path.is_file():
+        return False
+    data = yaml.safe_load(space_path.read_text())
+    return isinstance(data, dict) and isinstance(data.get("template"), str) and (folder / data["template"]).is_file()
+
+
+def _speedup(feedback: RoundFeedback) -> float | None:
+    value = feedback.timing.get("speedup") if feedback.timing else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@register_optimizer("template-search")
+class TemplateSearchOptimizer:
+    """Search over the points of `template_dir/space.yaml`, rendering `template_dir/<template>`.
+
+    `budget` is the most proposals per round (round 1 always proposes the default point alone); `seed`
+    fixes the order among equally ranked points.
+    """
+
+    name = "template-search"
+
+    def __init__(self, template_dir: str | Path, budget: int = 4, seed: int = 0):
+        if budget < 1:
+            raise ValueError(f"budget must be at least 1, got {budget}")
+        self.template_dir = Path(template_dir)
+        self.space = load_space(self.template_dir)
+        self.budget = budget
+        self.seed = seed
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(self.template_dir)),
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+            autoescape=False,
+        )
+        self.template = self.env.get_template(self.space.template)
+        self.points = self.space.points()
+        self.by_approach = {self.space.approach(p): p for p in self.points}
+        if len(self.by_approach) != len(self.points):
+            raise ValueError(f"{self.template_dir / SPACE_FILE}: two points share an approach name; fix labels")
+        order = list(self.by_approach)
+        random.Random(seed).shuffle(order)
+        self._tiebreak = {a: i for i, a in enumerate(order)}
+
+    # ------------------------------------------------------------------------------------------ render
+    def render(self, point: Point) -> str:
+        """The candidate file of a point (any parameter that does not apply is passed as None)."""
+        return self.template.render(**self.space.canonical(point))
+
+    def approach(self, point: Point) -> str:
+        return self.space.approach(self.space.canonical(point))
+
+    def _proposal(self, point: Point, why: str) -> Proposal:
+        space = self.space
+        plan = (
+            f"{why}. Point: {space.describe(point)}. The whole file is rendered from {space.template} "
+            f"(template search, seed {self.seed}); the math is unchanged across points: float32 accumulation, "
+            "one rounding to the output dtype, inv_rms exposed when traced."
+        )
+        return Proposal(source=self.render(point), approach=space.approach(point), notes=plan)
+
+    # ------------------------------------------------------------------------------------------ search
+    def _ranked(self, candidates: list[Point], anchor: Point | None) -> list[Point]:
+        space, default = self.space, self.space.default_point()
+
+        def key(p: Point):
+            near = space.distance(p, anchor) if anchor is not None else 0
+            return (near, space.distance(p, default), space.complexity(p), self._tiebreak[space.approach(p)])
+
+        return sorted(candidates, key=key)
+
+    def propose(self, context: OptimizerContext) -> list[Proposal]:
+        space = self.space
+        if context.op != space.op:
+            raise ValueError(f"templates in {self.template_dir} are for op {space.op!r}, not {context.op!r}")
+        tried = set(context.tried_approaches) | {h.approach for h in context.history}
+        untried = [p for p in self.points if space.approach(p) not in tried]
+        if not untried:
+            return []
+        default = space.default_point()
+        known = [(h, self.by_approach[h.approach]) for h in context.history if h.approach in self.by_approach]
+        passing = [(h, p) for h, p in known if h.passed]
+        timed = [(s, h, p) for h, p in passing if (s := _speedup(h)) is not None]
+
+        if not passing and space.approach(default) not in tried:
+            return [self._proposal(default, "Round 1 of the template search: the default point")]
+        if passing and not timed:
+            # Correct, but nothing here can show a point to be faster (no GPU, no timing): stop.
+            return []
+
+        best = max(timed, key=lambda t: (t[0], -t[1].round))[2] if timed else None
+        if context.must_pivot:
+            anchor = best or (known[-1][1] if known else default)
+            others = [p for p in untried if p[space.pivot] != anchor[space.pivot]]
+            chosen = self._ranked(others or untried, anchor)[: self.budget]
+            why = (
+                f"Pivot (no progress for several rounds): {space.pivot} {anchor[space.pivot]} -> "
+                "{new}, an approach family not tried from here"
+            )
+            return [self._proposal(p, why.format(new=p[space.pivot])) for p in chosen]
+        if best is not None:
+            speed = max(t[0] for t in timed)
+            chosen = self._ranked(untried, best)[: self.budget]
+            return [
+                self._proposal(p, f"One step from the fastest passing point {space.approach(best)} "
+                                  f"(speedup {speed:.3g}x): {self._moves(best, p)}")
+                for p in chosen
+            ]
+        chosen = self._ranked(untried, default)[: self.budget]
+        return [
+            self._proposal(p, f"No point has passed yet: the simplest untried point near the default "
+                              f"({self._moves(default, p) or 'the default itself'})")
+            for p in chosen
+        ]
+
+    def _moves(self, origin: Point, point: Point) -> str:
+        changes = [f"{name} {origin[name]} -> {point[name]}" for name in self.space.parameters if origin[name] != point[name]]
+        return "; ".join(changes)

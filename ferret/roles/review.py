@@ -1,0 +1,50 @@
+"""Reviewers. The static one always runs; an LLM reviewer runs on top when a model is reachable."""
+
+from __future__ import annotations
+
+from ferret.roles.base import ReviewContext, ReviewFinding, ReviewVerdict, register_reviewer
+
+
+@register_reviewer("static")
+class StaticReviewer:
+    """Integrity from the static scan and the gate's integrity part alone; no opinion on the plan."""
+
+    name = "static-scan"
+
+    def review(self, context: ReviewContext) -> ReviewVerdict:
+        findings = []
+        for text in context.static_findings:
+            location, _, message = text.partition(": ")
+            file, _, line = location.rpartition(":")
+            findings.append(
+                ReviewFinding(file=file or context.candidate_path, line=int(line) if line.isdigit() else 0, message=message or text)
+            )
+        integrity_part = context.gate_summary.get("parts", {}).get("integrity")
+        gamed = bool(findings) or integrity_part == "fail"
+        return ReviewVerdict(
+            integrity="fail" if gamed else "pass",
+            plan="pass",
+            findings=findings,
+            recommendation="static scan only: no LLM reviewer was reachable, so the plan was not reviewed",
+            reviewer=self.name,
+        )
+
+
+class LLMReviewer:
+    """Renders agents/reviewer/prompt.md.j2 and asks the model for one `submit_review` tool call."""
+
+    def __init__(self, model, agents_dir):
+        self.model = model
+        self.agents_dir = agents_dir
+        self.name = f"llm:{model.name}"
+
+    def review(self, context: ReviewContext) -> ReviewVerdict:
+        from ferret.roles.prompts import call_tool
+
+        payload = call_tool(self.model, self.agents_dir, "reviewer", "submit_review", context.model_dump())
+        verdict = ReviewVerdict.model_validate({**payload, "reviewer": self.name})
+        static = StaticReviewer().review(context)
+        if static.integrity == "fail":
+            # The static scan's word stands whatever the model says.
+            verdict = verdict.model_copy(update={"integrity": "fail", "findings": static.findings + verdict.findings})
+        return verdict

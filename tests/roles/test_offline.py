@@ -1,0 +1,274 @@
+"""The offline optimizer (ferret/roles/offline.py) and the rmsnorm kernel template it renders.
+
+Every point of tasks/rmsnorm/templates/space.yaml renders a candidate that parses and passes the static
+integrity scan; a sample of points (the default among them, and looped ones) passes the CPU gate; the
+search proposes the default first, never repeats an approach, pivots on request and stops on the CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from ferret.contract.load import load_contract
+from ferret.gate.scan import shape_constants
+from ferret.integrity.scan import scan_source
+from ferret.roles.base import OPTIMIZERS, Optimizer, OptimizerContext, RoundFeedback
+from ferret.roles.offline import TemplateSearchOptimizer, TemplateSpace, available_templates, load_space
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
+TEMPLATES = REPO / "tasks" / "rmsnorm" / "templates"
+DEFAULT = "rows=1,warps=4,single-pass"
+
+# The default, single-pass points with and without hints, and looped points of every block size.
+GATE_SAMPLE = [
+    DEFAULT,
+    "rows=8,warps=16,single-pass,evict-hints",
+    "rows=4,warps=2,single-pass",
+    "rows=2,warps=8,looped,block=1024,evict-hints",
+    "rows=8,warps=4,looped,block=2048",
+    "rows=4,warps=1,looped,block=4096,evict-hints",
+]
+
+
+@pytest.fixture(scope="module")
+def optimizer() -> TemplateSearchOptimizer:
+    return TemplateSearchOptimizer(TEMPLATES)
+
+
+def context(history=(), tried=(), must_pivot=False, round=None) -> OptimizerContext:
+    history = list(history)
+    return OptimizerContext(
+        op="rmsnorm",
+        contract_yaml=CONTRACT.read_text(),
+        baseline_source="",
+        abi="run(inputs, outputs, params, trace=None) -> None",
+        history=history,
+        tried_approaches=sorted(set(tried) | {h.approach for h in history}),
+        must_pivot=must_pivot,
+        round=round or len(history) + 1,
+    )
+
+
+def feedback(approach: str, passed: bool, speedup: float | None = None, round: int = 1) -> RoundFeedback:
+    return RoundFeedback(
+        round=round,
+        approach=approach,
+        passed=passed,
+        first_failing_stage=None if passed else "inv_rms",
+        failures=[] if passed else ["typical@float32: stage inv_rms: rel_l2 0.5"],
+        timing={"speedup": speedup, "target_met": speedup >= 1.5} if speedup is not None else {},
+    )
+
+
+# ------------------------------------------------------------------------------------------------ space
+def test_space_and_registration(optimizer):
+    space = optimizer.space
+    assert space.op == "rmsnorm" and space.template == "rmsnorm.py.j2"
+    # block_n applies to the looped policy only: 4*5*2 single-pass + 4*5*3*2 looped points.
+    assert len(optimizer.points) == 40 + 120
+    assert len({space.approach(p) for p in optimizer.points}) == len(optimizer.points)
+    assert space.approach(space.default_point()) == DEFAULT
+    assert all(p["block_n"] is None for p in optimizer.points if p["block_policy"] == "next_pow2")
+    assert OPTIMIZERS["template-search"] is TemplateSearchOptimizer
+    assert isinstance(optimizer, Optimizer) and optimizer.name == "template-search"
+    assert available_templates(REPO / "tasks" / "rmsnorm")
+
+
+def test_available_templates_and_bad_spaces(tmp_path):
+    assert not available_templates(tmp_path)
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "space.yaml").write_text("op: x\ntemplate: missing.j2\n")
+    assert not available_templates(tmp_path)
+    data = load_space(TEMPLATES).model_dump()
+    with pytest.raises(ValueError, match="default"):
+        TemplateSpace.model_validate({**data, "default": {**data["default"], "num_warps": 3}})
+    with pytest.raises(ValueError, match="unknown"):
+        TemplateSpace.model_validate({**data, "applies_when": {"block_n": {"tiles": [1]}}})
+    with pytest.raises(ValueError):
+        TemplateSpace.model_validate({**data, "typo": 1})
+
+
+def test_every_point_renders_and_scans_clean(optimizer):
+    constants = shape_constants(load_contract(CONTRACT))
+    for point in optimizer.points:
+        source = optimizer.render(point)
+        name = optimizer.approach(point)
+        compile(source, name, "exec")
+        result = scan_source(source, path=f"{name}.py", shape_constants=constants)
+        assert result.passed, (name, [(f.line, f.message) for f in result.findings])
+        assert f"ROWS_PER_PROGRAM = {point['rows_per_program']}\n" in source
+        assert f"NUM_WARPS = {point['num_warps']}\n" in source
+        assert ("eviction_policy" in source) == point["eviction"], name
+        if point["block_policy"] == "looped":
+            assert f"LOOP_BLOCK_N = {point['block_n']}\n" in source
+            assert "_rmsnorm_single_pass_kernel" not in source
+        else:
+            assert "_rmsnorm_single_pass_kernel[grid]" in source and "LOOP_BLOCK_N" not in source
+
+
+# ------------------------------------------------------------------------------------------------ gate
+@pytest.fixture(scope="module")
+def gate_verdicts(tmp_path_factory, optimizer):
+    """The sample judged by the real CPU gate, built once (two candidates at a time)."""
+    from ferret.gate.build import build_gate
+    from ferret.gate.judge import check
+
+    gates = tmp_path_factory.mktemp("offline-gates")
+    build_gate(CONTRACT, gates_dir=gates, profile="cpu")
+    folder = tmp_path_factory.mktemp("offline-candidates")
+    files = []
+    for i, approach in enumerate(GATE_SAMPLE):
+        path = folder / f"candidate_{i}.py"
+        path.write_text(optimizer.render(optimizer.by_approach[approach]))
+        files.append(path)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        verdicts = list(pool.map(lambda f: check(CONTRACT, f, gates_dir=gates, profile="cpu")[0], files))
+    return dict(zip(GATE_SAMPLE, verdicts))
+
+
+@pytest.mark.parametrize("approach", GATE_SAMPLE)
+def test_sampled_points_pass_the_cpu_gate(gate_verdicts, approach):
+    from ferret.gate.judge import summary
+
+    verdict = gate_verdicts[approach]
+    assert verdict.passed, summary(verdict)
+    assert not verdict.detections
+    assert verdict.parts["edge_cases"].status == "pass" and verdict.parts["fresh_cases"].status == "pass"
+    assert not verdict.timing.measured  # the CPU profile never times
+
+
+def _load(source: str, path: Path):
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf * 0 in the interpreter
+@pytest.mark.parametrize("approach", [DEFAULT, "rows=2,warps=4,looped,block=1024,evict-hints"])
+def test_shapes_outside_the_gate(optimizer, tmp_path, approach):
+    """No rows at all, and (single pass) a row too wide for registers, which takes the looped kernel."""
+    from tasks.rmsnorm.reference import reference
+
+    module = _load(optimizer.render(optimizer.by_approach[approach]), tmp_path / "candidate_shapes.py")
+    params = {"eps": 1e-6}
+    empty = {"x": torch.empty(0, 64), "weight": torch.ones(64)}
+    y, trace = torch.empty(0, 64), {}
+    module.run(empty, {"y": y}, params, trace)
+    assert trace["inv_rms"].shape == (0,)
+
+    generator = torch.Generator().manual_seed(0)
+    inputs = {"x": torch.randn(2, 40_000, generator=generator), "weight": torch.randn(40_000, generator=generator)}
+    inputs["x"][1, 5] = float("inf")
+    y, trace = torch.full((2, 40_000), float("nan")), {}
+    module.run(inputs, {"y": y}, params, trace)
+    golden = reference(inputs, params)
+    torch.testing.assert_close(trace["inv_rms"].double(), golden["inv_rms"], rtol=1e-5, atol=0, equal_nan=True)
+    torch.testing.assert_close(y.double(), golden["y"], rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert torch.isnan(y[1, 5]) and (y[1, :5] == 0).all()
+
+
+# ------------------------------------------------------------------------------------------------ search
+def test_round_one_proposes_the_default_alone(optimizer):
+    proposals = optimizer.propose(context())
+    assert [p.approach for p in proposals] == [DEFAULT]
+    assert proposals[0].source == optimizer.render(optimizer.space.default_point())
+    assert "default" in proposals[0].notes
+
+
+def test_cpu_stops_once_a_point_passes_without_timing(optimizer):
+    assert optimizer.propose(context([feedback(DEFAULT, passed=True)])) == []
+    # Even when asked to pivot: with no timing nothing could be shown to be better.
+    assert optimizer.propose(context([feedback(DEFAULT, passed=True)], must_pivot=True)) == []
+
+
+def test_after_a_failure_the_search_moves_one_step_from_the_default(optimizer):
+    proposals = optimizer.propose(context([feedback(DEFAULT, passed=False)]))
+    assert 1 <= len(proposals) <= optimizer.budget
+    default = optimizer.space.default_point()
+    for p in proposals:
+        assert p.approach != DEFAULT
+        assert optimizer.space.distance(optimizer.by_approach[p.approach], default) == 1
+
+
+def test_with_timing_it_climbs_from_the_fastest_passing_point(optimizer):
+    best = "rows=2,warps=4,single-pass"
+    history = [feedback(DEFAULT, True, 1.1, round=1), feedback(best, True, 1.4, round=2),
+               feedback("rows=1,warps=8,single-pass", False, round=2)]
+    proposals = optimizer.propose(context(history))
+    assert len(proposals) == optimizer.budget
+    anchor = optimizer.by_approach[best]
+    tried = {h.approach for h in history}
+    for p in proposals:
+        assert p.approach not in tried
+        assert optimizer.space.distance(optimizer.by_approach[p.approach], anchor) == 1
+        assert best in p.notes
+
+
+def test_tried_approaches_are_never_proposed(optimizer):
+    first = [p.approach for p in optimizer.propose(context([feedback(DEFAULT, passed=False)]))]
+    again = optimizer.propose(context([feedback(DEFAULT, passed=False)], tried=first))
+    assert again and not {p.approach for p in again} & (set(first) | {DEFAULT})
+
+
+def test_a_long_search_never_repeats_and_ends_when_the_space_is_spent(optimizer):
+    """Rounds fed by a made-up timing: every proposal is new, and the search ends with []."""
+    def speed(point):
+        return 1.0 + 0.1 * point["rows_per_program"] - 0.01 * abs(point["num_warps"] - 8)
+
+    history, seen = [], []
+    for number in range(1, 200):
+        proposals = optimizer.propose(context(history, must_pivot=number % 7 == 0, round=number))
+        if not proposals:
+            break
+        for p in proposals:
+            seen.append(p.approach)
+            history.append(feedback(p.approach, True, speed(optimizer.by_approach[p.approach]), round=number))
+    assert seen[0] == DEFAULT
+    assert len(seen) == len(set(seen)) == len(optimizer.points)
+    assert optimizer.propose(context(history)) == []
+
+
+def test_must_pivot_changes_the_block_policy(optimizer):
+    history = [feedback(DEFAULT, True, 1.2, round=1), feedback("rows=2,warps=4,single-pass", True, 1.3, round=2)]
+    proposals = optimizer.propose(context(history, must_pivot=True))
+    assert proposals
+    assert all(optimizer.by_approach[p.approach]["block_policy"] == "looped" for p in proposals)
+    assert all("Pivot" in p.notes for p in proposals)
+    # The rest of the point stays near the best one.
+    best = optimizer.by_approach["rows=2,warps=4,single-pass"]
+    assert optimizer.space.distance(optimizer.by_approach[proposals[0].approach], best) == 1
+
+    # From a looped point that failed (nothing passed yet), the pivot goes back to single-pass.
+    looped = "rows=1,warps=4,looped,block=2048"
+    history = [feedback(DEFAULT, False, round=1), feedback(looped, False, round=2)]
+    proposals = optimizer.propose(context(history, must_pivot=True))
+    assert proposals and all(optimizer.by_approach[p.approach]["block_policy"] == "next_pow2" for p in proposals)
+
+
+def test_pivot_with_every_other_policy_tried_still_proposes_something_new(optimizer):
+    looped = [a for a, p in optimizer.by_approach.items() if p["block_policy"] == "looped"]
+    history = [feedback(DEFAULT, True, 1.2)]
+    proposals = optimizer.propose(context(history, tried=looped, must_pivot=True))
+    assert proposals
+    assert all(p.approach not in looped and p.approach != DEFAULT for p in proposals)
+
+
+def test_budget_seed_and_op(optimizer):
+    small = TemplateSearchOptimizer(TEMPLATES, budget=1, seed=3)
+    assert [p.approach for p in small.propose(context())] == [DEFAULT]
+    assert len(small.propose(context([feedback(DEFAULT, passed=False)]))) == 1
+    again = TemplateSearchOptimizer(TEMPLATES, budget=1, seed=3)
+    history = [feedback(DEFAULT, passed=False)]
+    assert [p.approach for p in small.propose(context(history))] == [p.approach for p in again.propose(context(history))]
+    with pytest.raises(ValueError):
+        TemplateSearchOptimizer(TEMPLATES, budget=0)
+    with pytest.raises(ValueError, match="softmax"):
+        optimizer.propose(context().model_copy(update={"op": "softmax"}))
