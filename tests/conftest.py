@@ -14,6 +14,9 @@ if not _HAS_CUDA:
     # Must be set before triton is first imported by any test module.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# No test ever sends a request to a real model provider (test models are unaffected).
+os.environ["FERRET_FORBID_MODEL_REQUESTS"] = "1"
+
 
 def pytest_collection_modifyitems(config, items):
     if _HAS_CUDA:

@@ -26,7 +26,9 @@ import anthropic
 
 from ferret.models.base import ModelError, ModelRequest, ModelResponse, ModelUnavailable, ToolCall, model_requests_forbidden
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+# claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK's deprecated-models table); one of the
+# current models in the installed SDK's model list:
+DEFAULT_MODEL = "claude-sonnet-5-5"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 
 # Statuses the SDK retries by itself (see its `_should_retry`): still failing after the retries means

@@ -25,15 +25,24 @@ CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
 TEMPLATES = REPO / "tasks" / "rmsnorm" / "templates"
 DEFAULT = "rows=1,warps=4,single-pass"
 
-# The default, single-pass points with and without hints, and looped points of every block size.
-GATE_SAMPLE = [
-    DEFAULT,
-    "rows=8,warps=16,single-pass,evict-hints",
-    "rows=4,warps=2,single-pass",
-    "rows=2,warps=8,looped,block=1024,evict-hints",
-    "rows=8,warps=4,looped,block=2048",
-    "rows=4,warps=1,looped,block=4096,evict-hints",
-]
+# Per op: the default, single-pass points with and without hints, and looped points of every block size.
+GATE_SAMPLE = {
+    "rmsnorm": [
+        DEFAULT,
+        "rows=8,warps=16,single-pass,evict-hints",
+        "rows=4,warps=2,single-pass",
+        "rows=2,warps=8,looped,block=1024,evict-hints",
+        "rows=8,warps=4,looped,block=2048",
+        "rows=4,warps=1,looped,block=4096,evict-hints",
+    ],
+    "softmax": [
+        DEFAULT,
+        "rows=8,warps=2,single-pass,evict-hints",
+        "rows=4,warps=8,online,block=1024,evict-hints",
+        "rows=2,warps=4,online,block=4096",
+    ],
+}
+GATE_CASES = [(op, approach) for op, approaches in GATE_SAMPLE.items() for approach in approaches]
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +103,12 @@ def test_available_templates_and_bad_spaces(tmp_path):
         TemplateSpace.model_validate({**data, "typo": 1})
 
 
-def test_every_point_renders_and_scans_clean(optimizer):
-    constants = shape_constants(load_contract(CONTRACT))
+@pytest.mark.parametrize("op", sorted(GATE_SAMPLE))
+def test_every_point_renders_and_scans_clean(op):
+    optimizer = TemplateSearchOptimizer(REPO / "tasks" / op / "templates")
+    assert optimizer.space.op == op and available_templates(REPO / "tasks" / op)
+    assert len(optimizer.points) == 160
+    constants = shape_constants(load_contract(REPO / "contracts" / f"{op}.yaml"))
     for point in optimizer.points:
         source = optimizer.render(point)
         name = optimizer.approach(point)
@@ -107,36 +120,39 @@ def test_every_point_renders_and_scans_clean(optimizer):
         assert ("eviction_policy" in source) == point["eviction"], name
         if point["block_policy"] == "looped":
             assert f"LOOP_BLOCK_N = {point['block_n']}\n" in source
-            assert "_rmsnorm_single_pass_kernel" not in source
+            assert f"_{op}_single_pass_kernel" not in source
         else:
-            assert "_rmsnorm_single_pass_kernel[grid]" in source and "LOOP_BLOCK_N" not in source
+            assert f"_{op}_single_pass_kernel[grid]" in source and "LOOP_BLOCK_N" not in source
 
 
 # ------------------------------------------------------------------------------------------------ gate
 @pytest.fixture(scope="module")
-def gate_verdicts(tmp_path_factory, optimizer):
-    """The sample judged by the real CPU gate, built once (two candidates at a time)."""
+def gate_verdicts(tmp_path_factory):
+    """The sample judged by the real CPU gates, each built once (two candidates judged at a time)."""
     from ferret.gate.build import build_gate
     from ferret.gate.judge import check
 
     gates = tmp_path_factory.mktemp("offline-gates")
-    build_gate(CONTRACT, gates_dir=gates, profile="cpu")
     folder = tmp_path_factory.mktemp("offline-candidates")
-    files = []
-    for i, approach in enumerate(GATE_SAMPLE):
-        path = folder / f"candidate_{i}.py"
-        path.write_text(optimizer.render(optimizer.by_approach[approach]))
-        files.append(path)
+    jobs = []
+    for op, approaches in GATE_SAMPLE.items():
+        contract = REPO / "contracts" / f"{op}.yaml"
+        build_gate(contract, gates_dir=gates, profile="cpu")
+        optimizer = TemplateSearchOptimizer(REPO / "tasks" / op / "templates")
+        for i, approach in enumerate(approaches):
+            path = folder / f"{op}_candidate_{i}.py"
+            path.write_text(optimizer.render(optimizer.by_approach[approach]))
+            jobs.append((contract, path))
     with ThreadPoolExecutor(max_workers=2) as pool:
-        verdicts = list(pool.map(lambda f: check(CONTRACT, f, gates_dir=gates, profile="cpu")[0], files))
-    return dict(zip(GATE_SAMPLE, verdicts))
+        verdicts = list(pool.map(lambda job: check(job[0], job[1], gates_dir=gates, profile="cpu")[0], jobs))
+    return dict(zip(GATE_CASES, verdicts))
 
 
-@pytest.mark.parametrize("approach", GATE_SAMPLE)
-def test_sampled_points_pass_the_cpu_gate(gate_verdicts, approach):
+@pytest.mark.parametrize("op,approach", GATE_CASES)
+def test_sampled_points_pass_the_cpu_gate(gate_verdicts, op, approach):
     from ferret.gate.judge import summary
 
-    verdict = gate_verdicts[approach]
+    verdict = gate_verdicts[(op, approach)]
     assert verdict.passed, summary(verdict)
     assert not verdict.detections
     assert verdict.parts["edge_cases"].status == "pass" and verdict.parts["fresh_cases"].status == "pass"
@@ -173,6 +189,29 @@ def test_shapes_outside_the_gate(optimizer, tmp_path, approach):
     torch.testing.assert_close(trace["inv_rms"].double(), golden["inv_rms"], rtol=1e-5, atol=0, equal_nan=True)
     torch.testing.assert_close(y.double(), golden["y"], rtol=1e-5, atol=1e-6, equal_nan=True)
     assert torch.isnan(y[1, 5]) and (y[1, :5] == 0).all()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("approach", [DEFAULT, "rows=2,warps=4,online,block=2048"])
+def test_softmax_shapes_outside_the_gate(tmp_path, approach):
+    from tasks.softmax.reference import reference
+
+    optimizer = TemplateSearchOptimizer(REPO / "tasks" / "softmax" / "templates")
+    module = _load(optimizer.render(optimizer.by_approach[approach]), tmp_path / "candidate_softmax.py")
+    y, trace = torch.empty(0, 64), {}
+    module.run({"x": torch.empty(0, 64)}, {"y": y}, {}, trace)
+    assert trace["row_max"].shape == trace["row_sum"].shape == (0,)
+
+    x = 3.0 * torch.randn(3, 40_000, generator=torch.Generator().manual_seed(1))
+    x[0, :35_000] = float("-inf")  # masked up to the last blocks
+    x[1, 7] = float("nan")
+    x[2] = float("-inf")
+    y, trace = torch.full_like(x, float("nan")), {}
+    module.run({"x": x}, {"y": y}, {}, trace)
+    golden = reference({"x": x}, {})
+    for stage, value in (("row_max", trace["row_max"]), ("row_sum", trace["row_sum"]), ("y", y)):
+        torch.testing.assert_close(value.double(), golden[stage], rtol=1e-5, atol=1e-9, equal_nan=True, msg=stage)
+    assert torch.isnan(y[1:]).all() and not torch.isnan(y[0]).any()
 
 
 # ------------------------------------------------------------------------------------------------ search

@@ -1,0 +1,162 @@
+"""The loop's stop rules and bookkeeping, with scripted roles (test doubles of the optimizer and the
+reviewer) and the real gate on the rmsnorm CPU profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import ferret.dispatch.dispatcher as dispatcher_module
+from ferret.dispatch import Dispatcher
+from ferret.dispatch.runlog import RunLog
+from ferret.roles.base import Proposal, ReviewVerdict
+from ferret.roles.review import StaticReviewer
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
+HONEST = (REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py").read_text()
+WRONG = HONEST.replace("\ndef run(", "\ndef _honest_run(") + """
+
+def run(inputs, outputs, params, trace=None):
+    _honest_run(inputs, outputs, params, trace)
+    outputs["y"].mul_(1.5)
+"""
+
+
+class ScriptedOptimizer:
+    """Proposes what each round's entry says; an exception entry is raised; records every context."""
+
+    name = "scripted-optimizer"
+
+    def __init__(self, rounds):
+        self.rounds = list(rounds)
+        self.contexts = []
+
+    def propose(self, context):
+        self.contexts.append(context)
+        step = self.rounds.pop(0) if self.rounds else []
+        if isinstance(step, BaseException):
+            raise step
+        if callable(step):
+            return step(context)
+        return step
+
+
+class ScriptedReviewer:
+    def __init__(self, integrity="pass", name="llm:scripted"):
+        self.integrity = integrity
+        self.name = name
+        self.contexts = []
+
+    def review(self, context):
+        self.contexts.append(context)
+        return ReviewVerdict(integrity=self.integrity, plan="pass", recommendation="scripted", reviewer=self.name)
+
+
+@pytest.fixture
+def dirs(tmp_path_factory):
+    shared = tmp_path_factory.getbasetemp() / "dispatch-gates"
+    shared.mkdir(exist_ok=True)
+    return shared, tmp_path_factory.mktemp("runs")
+
+
+def _dispatch(dirs, optimizer, reviewer=None, **kwargs):
+    gates, runs = dirs
+    return Dispatcher(CONTRACT, optimizer=optimizer, reviewer=reviewer or StaticReviewer(), gates_dir=gates, runs_dir=runs,
+                      profile="cpu", **kwargs)
+
+
+def test_correct_on_the_cpu_is_reported_as_speed_not_measured(dirs):
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
+    log = _dispatch(dirs, optimizer).run()
+    assert log.status == "correct_speed_not_measured"
+    assert log.stop_reason == "the optimizer has nothing more to try"
+    assert log.established.correct and not log.established.speed_measured and not log.established.llm_reviewed
+    assert log.established.final_check_passed is True and log.final_check["pass"] is True
+    assert log.best.approach == "honest" and Path(log.best.file).read_text() == HONEST
+    saved = RunLog.model_validate(json.loads((Path(log.best.file).parents[1] / "run.json").read_text()))
+    assert saved.status == log.status and len(saved.rounds) == 2 - 1
+
+
+def test_max_rounds_without_a_passing_candidate_is_incomplete_and_feedback_reaches_the_optimizer(dirs):
+    optimizer = ScriptedOptimizer([[Proposal(source=WRONG, approach=f"wrong-{i}")] for i in range(3)])
+    log = _dispatch(dirs, optimizer, max_rounds=3).run()
+    assert log.status == "incomplete" and "maximum of 3 rounds" in log.stop_reason
+    assert log.best is None
+    # Round 2 saw round 1's gate feedback: the failing stage and its metrics, never a golden value.
+    feedback = optimizer.contexts[1].history[0]
+    assert not feedback.passed and feedback.first_failing_stage == "y"
+    assert any("stage y: rel_l2" in f for f in feedback.failures)
+    # No progress for two rounds: the third round is asked to pivot.
+    assert [c.must_pivot for c in optimizer.contexts] == [False, False, True]
+    assert optimizer.contexts[2].tried_approaches == ["wrong-0", "wrong-1"]
+
+
+def test_an_integrity_failure_rejects_a_round_whatever_the_gate_said(dirs):
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
+    log = _dispatch(dirs, optimizer, reviewer=ScriptedReviewer(integrity="fail")).run()
+    assert log.rounds[0].candidates[0].gate_passed
+    assert log.best is None and log.status == "rejected"
+
+
+def test_tampering_with_the_gate_between_rounds_aborts_the_run(dirs):
+    gates, _ = dirs
+
+    def tamper(context):
+        golden = next(p for p in gates.rglob("golden.safetensors"))
+        golden.chmod(0o600)
+        data = bytearray(golden.read_bytes())
+        data[-1] ^= 1
+        golden.write_bytes(bytes(data))
+        return [Proposal(source=WRONG, approach="after tampering")]
+
+    optimizer = ScriptedOptimizer([[Proposal(source=WRONG, approach="first")], tamper, []])
+    log = _dispatch(dirs, optimizer, max_rounds=4).run()
+    assert log.status == "incomplete" and "gate tampered" in log.stop_reason
+    assert len(log.rounds) == 1  # the tampering round was never judged
+    # Put the byte back for the other tests that share the gate.
+    golden = next(p for p in gates.rglob("golden.safetensors"))
+    data = bytearray(golden.read_bytes())
+    data[-1] ^= 1
+    golden.write_bytes(bytes(data))
+
+
+def test_an_interrupted_run_is_incomplete_and_can_be_resumed(dirs):
+    optimizer = ScriptedOptimizer([[Proposal(source=WRONG, approach="first")], KeyboardInterrupt()])
+    log = _dispatch(dirs, optimizer, max_rounds=4).run()
+    assert log.status == "incomplete" and log.stop_reason.startswith("interrupted")
+    folder = Path(log.rounds[0].candidates[0].file).parents[1]
+    resumed_optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
+    resumed = _dispatch(dirs, resumed_optimizer, max_rounds=4).run(resume=folder)
+    assert resumed.run_id == log.run_id
+    assert [r.round for r in resumed.rounds] == [1, 2]
+    assert resumed_optimizer.contexts[0].round == 2 and resumed_optimizer.contexts[0].history[0].approach == "first"
+    assert resumed.status == "correct_speed_not_measured"
+
+
+def test_an_error_is_incomplete_never_success(dirs):
+    optimizer = ScriptedOptimizer([RuntimeError("optimizer broke")])
+    log = _dispatch(dirs, optimizer).run()
+    assert log.status == "incomplete" and "optimizer broke" in log.stop_reason
+
+
+def test_accepted_needs_gate_review_and_speed_target(dirs, monkeypatch):
+    """On a GPU the judge measures speed; here the judge's timing result is replaced (only the timing:
+    correctness is judged for real) to exercise the accept rule of the loop."""
+    from ferret.gate.models import TimingResult
+
+    real_check = dispatcher_module.check
+
+    def check_with_speed(*args, **kwargs):
+        verdict, gate = real_check(*args, **kwargs)
+        timing = TimingResult(measured=True, min_speedup_required=1.5, target_met=True, geomean_speedup=2.0)
+        return verdict.model_copy(update={"timing": timing}), gate
+
+    monkeypatch.setattr(dispatcher_module, "check", check_with_speed)
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], [Proposal(source=WRONG, approach="never asked")]])
+    log = _dispatch(dirs, optimizer, reviewer=ScriptedReviewer()).run()
+    assert log.status == "accepted"
+    assert log.stop_reason.startswith("a candidate passed the gate and the review, and met the speed target")
+    assert len(log.rounds) == 1 and log.established.llm_reviewed and log.established.target_met
