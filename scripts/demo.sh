@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The main job, offline: build the locked gates and judge the honest Triton candidates and one
-# simplified MLA candidate (which must fail). CPU profile under the Triton interpreter when no GPU is
-# present; production shapes and timings on a GPU.
+# The main job, offline (no API key needed): the dispatcher runs the loop on rmsnorm with the
+# template-search optimizer and the static reviewer; then every honest Triton candidate is judged by its
+# gate and one simplified MLA candidate must be rejected. CPU profile under the Triton interpreter when
+# no GPU is present; production shapes, timings and stress on a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 status=0
+echo "== ferret dispatch contracts/rmsnorm.yaml" >&2
+ferret dispatch contracts/rmsnorm.yaml || status=$?
 for op in rmsnorm softmax rope mla_attention; do
   for candidate in tasks/$op/candidates/triton_*.py; do
     echo "== ferret check contracts/$op.yaml $candidate" >&2
@@ -18,5 +21,6 @@ python -m tasks.mla_attention.simplifications scale "$variant"
 if ferret check contracts/mla_attention.yaml "$variant" >/dev/null; then
   echo "demo: the simplified candidate passed: the gate is broken" >&2; exit 1
 fi
-echo "demo: every honest candidate passed and the simplified one was rejected (reports in gates/*/report.json)" >&2
+echo "demo: the loop ran to a verdict, every honest candidate passed and the simplified one was rejected" >&2
+echo "demo: reports in gates/*/report.json, the run log in runs/*/run.json" >&2
 exit $status

@@ -43,7 +43,8 @@ def _feedback(record: CandidateRecord) -> RoundFeedback:
         for stage, metrics in result.get("stages", {}).items():
             if isinstance(metrics, dict) and not metrics.get("pass", True):
                 failures.append(f"{case}: stage {stage}: rel_l2 {metrics.get('rel_l2')}, max_abs_rel_peak "
-                                f"{metrics.get('max_abs_rel_peak')}, cosine {metrics.get('cosine')}")
+                                f"{metrics.get('max_abs_rel_peak')}, cosine {metrics.get('cosine')}; tolerance "
+                                f"{metrics.get('tolerance')}; worst at {metrics.get('worst')}")
     review = ""
     if record.review is not None:
         review = f"integrity {record.review.integrity}, plan {record.review.plan}: {record.review.recommendation}; " + "; ".join(

@@ -482,6 +482,7 @@ def summary(verdict: Verdict) -> dict:
                     s.stage: (
                         {"pass": s.passed, "rel_l2": s.rel_l2, "max_abs_rel_peak": s.max_abs_rel_peak, "cosine": s.cosine}
                         | ({"worst": s.worst.named or s.worst.index} if s.worst and not s.passed else {})
+                        | ({"tolerance": s.tolerance.model_dump(exclude_none=True)} if s.tolerance and not s.passed else {})
                         if s.exposed
                         else "not exposed"
                     )

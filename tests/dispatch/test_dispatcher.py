@@ -160,3 +160,31 @@ def test_accepted_needs_gate_review_and_speed_target(dirs, monkeypatch):
     assert log.status == "accepted"
     assert log.stop_reason.startswith("a candidate passed the gate and the review, and met the speed target")
     assert len(log.rounds) == 1 and log.established.llm_reviewed and log.established.target_met
+
+
+def test_llm_roles_through_a_scripted_model(dirs):
+    """The LLM optimizer and reviewer, driven by the scripted test model shipped in ferret.models.testing:
+    the optimizer's prompt carries the contract and the last round's feedback with its tolerance; the
+    reviewer's verdict is recorded; the status says an LLM reviewed it."""
+    from ferret.models.testing import ScriptedModel, tool_call_response
+    from ferret.roles.llm_optimizer import LLMOptimizer
+    from ferret.roles.review import LLMReviewer
+
+    agents = REPO / "agents"
+    optimizer_model = ScriptedModel([
+        tool_call_response("submit_candidate", source=WRONG, approach="scaled", notes="first try"),
+        tool_call_response("submit_candidate", source=HONEST, approach="honest", notes="fixed the scale"),
+    ])
+    reviewer_model = ScriptedModel([
+        tool_call_response("submit_review", integrity="pass", plan="pass", findings=[], recommendation="fine"),
+        tool_call_response("submit_review", integrity="pass", plan="pass", findings=[], recommendation="fine"),
+    ])
+    log = _dispatch(dirs, LLMOptimizer(optimizer_model, agents), reviewer=LLMReviewer(reviewer_model, agents), max_rounds=2).run()
+    assert log.optimizer == "llm:scripted" and log.reviewer == "llm:scripted"
+    second_prompt = optimizer_model.requests[1].messages[0].content
+    assert "op: rmsnorm" in second_prompt and "stage y" in second_prompt and "tolerance" in second_prompt
+    assert "golden.safetensors" not in second_prompt and "manifest.json" not in second_prompt
+    assert optimizer_model.requests[0].tools[0].name == "submit_candidate"
+    assert log.best.approach == "honest" and log.best.review.reviewer == "llm:scripted"
+    # No GPU here: correct and reviewed by an LLM, but speed not measured.
+    assert log.status == "correct_speed_not_measured" and log.established.llm_reviewed

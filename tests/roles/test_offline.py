@@ -1,8 +1,9 @@
-"""The offline optimizer (ferret/roles/offline.py) and the rmsnorm kernel template it renders.
+"""The offline optimizer (ferret/roles/offline.py) and the kernel templates it renders.
 
-Every point of tasks/rmsnorm/templates/space.yaml renders a candidate that parses and passes the static
-integrity scan; a sample of points (the default among them, and looped ones) passes the CPU gate; the
-search proposes the default first, never repeats an approach, pivots on request and stops on the CPU.
+Every point of tasks/{rmsnorm,softmax}/templates/space.yaml renders a candidate that parses and passes the
+static integrity scan; a sample of points per op (the default among them, and looped ones) passes the CPU
+gate; shapes the gate never draws (no rows, rows too wide for one pass) match the reference; the search
+proposes the default first, never repeats an approach, pivots on request and stops on the CPU.
 """
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ def test_first_round_optimizer_prompt():
     for slug, words in _WORDS.items():
         if slug != "syntax_error":
             assert words in user, words
-    assert "only" in user and "submit_candidate" in user
+    assert "You can write only this one file" in user and "expected values and its files are not available" in user
+    assert "submit_candidate" in user
 
 
 def test_pivot_and_tried_approaches_are_shown():
