@@ -39,11 +39,11 @@ def rmsnorm(inputs, params):
 
 
 def honest(inputs, outputs, trace):
-    y, inv_rms = rmsnorm(inputs, {"eps": 1e-6})
-    outputs["y"].copy_(y)
-    if trace is not None:
-        trace["inv_rms"] = inv_rms
-'''
+    # The honest Triton candidate's own launcher (appended below): an honest run launches real kernels.
+    _triton_run(inputs, outputs, {"eps": 1e-6}, trace)
+''' + TRITON_RMSNORM.read_text().replace("\ndef run(", "\ndef _triton_run(").replace(
+    "from __future__ import annotations\n", ""
+)
 
 
 def _candidate(tmp_path: Path, name: str, body: str, prelude: bool = True) -> Path:
@@ -105,7 +105,9 @@ def test_honest_triton_candidate_passes(judge, rmsnorm_gate):
         "correctness": "pass",
         "dtypes": "pass",
         "edge_cases": "pass",
+        "fresh_cases": "pass",
         "determinism": "pass",
+        "integrity": "pass",
         "stress": "skipped",
     }
     assert "GPU" in verdict.parts["stress"].detail
@@ -438,7 +440,11 @@ def test_candidate_sees_no_keys_and_no_gate(judge, rmsnorm_gate, rmsnorm_gates_d
             honest(inputs, outputs, trace)
     ''')
     verdict = judge(candidate)
-    assert verdict.passed, summary(verdict)
+    # Every run of the probe succeeded: nothing leaked. (Its use of os and the file system is still
+    # rejected by the static scan, as any candidate's would be: the integrity part fails for that alone.)
+    assert all(r.passed for r in verdict.variants), summary(verdict)
+    assert {d.source for d in verdict.detections} == {"static"}
+    assert "reading_expected" in {d.cheat for d in verdict.detections}
 
 
 def test_the_same_candidate_fails_when_a_key_would_be_visible(tmp_path, monkeypatch):
@@ -499,5 +505,7 @@ def test_every_verdict_is_appended_to_the_report(rmsnorm_gate, tmp_path):
     assert worst is not None and worst.candidate != worst.candidate
     manifest = GateManifest.model_validate(verify_gate(gate))  # the report is outside the lock
     seeds = {r.id: r.seed for r in manifest.variants}
-    assert all(v.seeds == seeds for v in report.verdicts)
+    # Every verdict records the frozen seeds, and the private seeds of the fresh cases drawn for it.
+    assert all({k: v for k, v in verdict.seeds.items() if not k.startswith("fresh")} == seeds for verdict in report.verdicts)
+    assert all(len([k for k in verdict.seeds if k.startswith("fresh")]) == 2 for verdict in report.verdicts)
     assert seeds["typical@float32"] == 1 and seeds["many_rows_narrow@bfloat16"] == 7
