@@ -12,6 +12,7 @@ _FAILURE_CHEATS = {
     "bad_output": ("lazy_result", [14], "a result that is not a plain torch.Tensor with real storage"),
     "thread_left_running": ("side_stream_or_thread", [13], "work left running in a background thread"),
     "harness_tampered": ("harness_patching", [15], "the harness's own functions were replaced"),
+    "result_missing": ("result_forging", [21], "the result channel was tampered with"),
 }
 def from_failure(result: VariantResult) -> list[Detection]:
     if result.failure is None or result.failure.kind not in _FAILURE_CHEATS:

@@ -192,6 +192,7 @@ def _run_candidate(
             contract.budgets.candidate_timeout_s,
             contract.budgets.candidate_memory_mb,
             hide=hidden,
+            finished_marker=out / "done",
         )
         if (out / "load.json").exists():
             load_failure = json.loads((out / "load.json").read_text())
@@ -239,13 +240,22 @@ def _judge_variant(
 ) -> VariantResult:
     vid, case, dtype, part = ids
     base = dict(id=vid, case=case, dtype=dtype, part=part)
+    missing = None
     if status is None:
-        return VariantResult(**base, passed=False, failure=RunFailure(kind="internal", message="no result for this case"))
+        missing = "no result for this case: the candidate's process ended the run early (a forged done marker?)"
+    elif status.get("ok"):
+        try:
+            got = load_file(str(tensors_file))
+        except Exception as err:  # noqa: BLE001 - a missing or corrupt result is the candidate's doing
+            missing = f"the result file is missing or unreadable ({type(err).__name__}): written over or deleted by the candidate"
+    if missing is not None:
+        result = VariantResult(**base, passed=False, failure=RunFailure(kind="result_missing", message=missing))
+        result.detections = detect.from_failure(result)
+        return result
     if not status.get("ok"):
         result = VariantResult(**base, passed=False, failure=_failure_from_status(status), seconds=status.get("seconds"))
         result.detections = detect.from_failure(result)
         return result
-    got = load_file(str(tensors_file))
     outputs = [o.name for o in contract.outputs]
     inout = [i.name for i in contract.inputs if i.role == "inout"]
     repeats = contract.budgets.determinism_repeats

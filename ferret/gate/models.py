@@ -60,7 +60,7 @@ class GateManifest(BaseModel):
 class RunFailure(BaseModel):
     kind: Literal[
         "exception", "crash", "timeout", "out_of_memory", "bad_output", "input_mutated", "internal",
-        "thread_left_running", "harness_tampered",
+        "thread_left_running", "harness_tampered", "result_missing",
     ]
     message: str
     traceback: str | None = None

@@ -64,7 +64,8 @@ def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
             "TMPDIR": str(workdir),
             "PYTHONPATH": os.pathsep.join(paths),
             "PYTHONNOUSERSITE": "1",
-            "PYTHONSAFEPATH": "1",  # no current folder on sys.path: a torch.py written there is never imported
+            "PYTHONSAFEPATH": "1",
+            "FERRET_RUNNER_WAIT_FOR_KILL": "1",  # no current folder on sys.path: a torch.py written there is never imported
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
@@ -117,8 +118,10 @@ def hiding_command(args: list[str], hide: list[Path]) -> list[str]:
 
 def run_isolated(
     args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1,
-    hide: list[Path] = (),
+    hide: list[Path] = (), finished_marker: Path | None = None,
 ) -> ProcessOutcome:
+    """Run `args` isolated. With `finished_marker`, the process is killed (the whole group, SIGKILL) as
+    soon as that file appears: the runner writes it after its last result and then waits to be killed."""
     started = time.perf_counter()
     if hide and hiding_available():
         args = hiding_command(args, list(hide))
@@ -142,7 +145,9 @@ def run_isolated(
                 pass
             peak = max(peak, _rss_mb(process.pid))
             elapsed = time.perf_counter() - started
-            if elapsed > timeout_s:
+            if finished_marker is not None and finished_marker.exists():
+                kind, message = "finished", ""
+            elif elapsed > timeout_s:
                 kind, message = "timeout", f"no result after {timeout_s:.0f}s: killed"
             elif peak > memory_mb:
                 kind, message = "out_of_memory", f"host memory {peak:.0f} MB over the {memory_mb} MB budget: killed"
@@ -155,7 +160,9 @@ def run_isolated(
             process.wait()
             break
     returncode = process.returncode
-    if kind == "exited" and returncode is not None and returncode < 0:
+    if kind == "finished":
+        kind, returncode = "exited", 0
+    elif kind == "exited" and returncode is not None and returncode < 0:
         sig = signal.Signals(-returncode).name
         kind = "out_of_memory" if sig == "SIGKILL" else "signal"
         message = f"killed by {sig}" + (" (the kernel's OOM killer?)" if sig == "SIGKILL" else "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import threading
 import time
@@ -255,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
             result = {"error": f"{type(err).__name__}: {err}"}
         (out / "stress.json").write_text(json.dumps(result))
     (out / "done").write_text("ok")
+    if os.environ.get("FERRET_RUNNER_WAIT_FOR_KILL") == "1":
+        # The judge takes the results and kills this process (SIGKILL, the whole group): the process never
+        # exits by itself, so no exit hook, finalizer or __del__ of the candidate's runs after the files
+        # were written.
+        while True:
+            time.sleep(60)
     return 0
 
 

@@ -22,12 +22,8 @@ import json
 import torch
 
 EXPECTED_CHEATS = {"result_forging", "library_call"}
-KNOWN_GAP = (
-    "the judge (judge.py _run_candidate / _judge_variant) trusts out/<case>.json and out/<case> tensors "
-    "written by the candidate's own process into a folder it can write; code the candidate registers to run "
-    "at interpreter exit rewrites them after the runner is done, and the static scan does not resolve "
-    "getattr with computed names"
-)
+# Closed: the runner writes its last file and then waits to be killed (SIGKILL on the whole process group),
+# so the process never exits by itself and no exit hook of the candidate runs after the results exist.
 
 
 def _name(*parts):
