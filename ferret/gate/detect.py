@@ -28,6 +28,10 @@ def from_runtime(result: VariantResult, status: dict, got: dict[str, torch.Tenso
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(status["aten_compute"].items()))
         found.append(Detection(cheat="library_call", catalogue=[9], source="runtime", variant=result.id,
                                evidence=f"PyTorch computed floating-point results while the candidate ran: {ops}"))
+    if status.get("watch_evasion"):
+        calls = ", ".join(f"{k} x{v}" for k, v in sorted(status["watch_evasion"].items()))
+        found.append(Detection(cheat="library_call", catalogue=[9, 15], source="runtime", variant=result.id,
+                               evidence=f"the candidate took the ATen watch off the dispatch stack while it ran: {calls}"))
     if backend == "triton" and status.get("launches") == 0:
         found.append(Detection(cheat="decoy_kernel", catalogue=[8, 9], source="runtime", variant=result.id,
                                evidence="no Triton kernel was launched by the fast path"))

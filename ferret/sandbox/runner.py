@@ -22,7 +22,7 @@ import torch
 import xxhash
 from safetensors.torch import load_file, save_file
 
-from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
+from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder, WatchEvasion
 
 _DTYPES = {
     "float64": torch.float64,
@@ -102,9 +102,17 @@ def run_variant(entry, variant: dict, job: dict, device: str, guard=None, launch
         if repeat == 0:
             launches_before = sum(launches.counts.values()) if launches else 0
             recorder = ComputeOpRecorder()
+            evasion = guard.evasion if guard is not None else None
             with recorder:
-                _call(entry, inputs, outputs, params, device, guard)
+                if evasion is not None:
+                    evasion.armed = True
+                try:
+                    _call(entry, inputs, outputs, params, device, guard)
+                finally:
+                    if evasion is not None:
+                        evasion.armed = False
             seen["aten_compute"] = dict(recorder.flagged)
+            seen["watch_evasion"] = dict(evasion.calls) if evasion is not None else {}
             seen["launches"] = sum(launches.counts.values()) - launches_before if launches else None
             seen["kernels"] = sorted(launches.counts) if launches else []
         else:
@@ -205,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(exist_ok=True)
     device = job["device"]
     launches = LaunchRecorder()
-    guard = HarnessGuard(sys.modules[__name__], launches)
+    evasion = WatchEvasion()
+    guard = HarnessGuard(sys.modules[__name__], launches, evasion)
     try:
         module = load_candidate(job["candidate"])
         entry = getattr(module, job["entry"])

@@ -83,6 +83,52 @@ class LaunchRecorder:
         return [label for label, (cls, run) in self.patched.items() if cls.run is not run]
 
 
+class WatchEvasion:
+    """Wraps the functions that take a dispatch mode off the stack; while `armed` (the candidate's call is
+    being watched), any call of them is recorded: switching off the ATen watch is itself the evidence."""
+
+    TARGETS = (
+        ("torch.utils._python_dispatch", "_disable_current_modes"),
+        ("torch.utils._python_dispatch", "_pop_mode"),
+        ("torch.utils._python_dispatch", "_pop_mode_temporarily"),
+        ("torch._C", "_pop_torch_dispatch_stack"),
+        ("torch._C", "_unset_dispatch_mode"),
+        ("torch._C", "_set_dispatch_mode"),
+        ("torch._C", "_push_on_torch_dispatch_stack"),
+        ("torch._C", "_DisableTorchDispatch"),
+        ("torch._C", "_ExcludeDispatchKeyGuard"),
+    )
+
+    def __init__(self):
+        import importlib
+
+        self.armed = False
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.patched: dict[str, tuple[object, str, object]] = {}
+        for module_name, attr in self.TARGETS:
+            module = importlib.import_module(module_name)
+            original = getattr(module, attr, None)
+            if original is None:
+                continue
+            label = f"{module_name}.{attr}"
+            wrapper = self._wrap(original, label)
+            setattr(module, attr, wrapper)
+            self.patched[label] = (module, attr, wrapper)
+
+    def _wrap(self, original, label: str):
+        evasion = self
+
+        def wrapper(*args, **kwargs):
+            if evasion.armed:
+                evasion.calls[label] += 1
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    def intact(self) -> list[str]:
+        return [label for label, (module, attr, wrapper) in self.patched.items() if getattr(module, attr, None) is not wrapper]
+
+
 def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
     """(owner, attribute, object) of every function the harness relies on after the candidate ran."""
     import safetensors.torch
@@ -99,7 +145,9 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
         "torch.cuda.Event": (torch.cuda.Event, ["elapsed_time", "record", "synchronize"]),
         "safetensors.torch": (safetensors.torch, ["save_file", "load_file"]),
         "xxhash": (xxhash, ["xxh3_128_hexdigest"]),
-        "runner": (runner_module, ["content_digest", "_fresh_outputs", "run_variant", "save_file", "load_file", "_sync"]),
+        "runner": (runner_module, ["content_digest", "_fresh_outputs", "run_variant", "save_file", "load_file", "_sync",
+                                   "ComputeOpRecorder", "_call"]),
+        "ComputeOpRecorder": (ComputeOpRecorder, ["__torch_dispatch__", "__enter__", "__exit__"]),
     }
     try:
         import triton.testing
@@ -118,10 +166,11 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
 class HarnessGuard:
     """Remembers the harness's functions before the candidate is loaded; `changed()` names any replaced."""
 
-    def __init__(self, runner_module, launches: LaunchRecorder):
+    def __init__(self, runner_module, launches: LaunchRecorder, evasion: WatchEvasion | None = None):
         self.snapshot = _critical_functions(runner_module)
         self.launches = launches
+        self.evasion = evasion
 
     def changed(self) -> list[str]:
         moved = [label for label, (owner, name, obj) in self.snapshot.items() if getattr(owner, name, None) is not obj]
-        return moved + self.launches.intact()
+        return moved + self.launches.intact() + (self.evasion.intact() if self.evasion else [])

@@ -18,11 +18,8 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"library_call"}
-KNOWN_GAP = (
-    "the sandbox runner's run_variant wraps the first call in watch.ComputeOpRecorder, a Python "
-    "TorchDispatchMode; _disable_current_modes() pops it for the duration, so aten_compute stays empty, "
-    "and the static scan does not resolve getattr with a computed name"
-)
+# Closed: the runner wraps the functions that take a dispatch mode off the stack and records any call of
+# them while the candidate is watched (ferret/sandbox/watch.py, WatchEvasion): the evasion is the evidence.
 
 
 def _get(obj, *parts):
