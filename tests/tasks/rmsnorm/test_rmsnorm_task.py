@@ -13,6 +13,7 @@ import torch
 from tasks.rmsnorm import DEFAULT_PARAMS, STAGES, baseline
 from tasks.rmsnorm.candidates import triton_rmsnorm
 from tasks.rmsnorm.reference import check_against_oracle, reference
+from task_checks import bitwise_equal, stage_errors  # tests/fixtures
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -35,27 +36,6 @@ SHAPES = [
 ]
 
 
-def stage_errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
-    """(rel_l2, max_abs / max|ref|) over entries where the reference is finite, after asserting the
-    non-finite entries match exactly (NaN where the reference has NaN, the same infinities)."""
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    actual = actual.detach().to("cpu", torch.float64)
-    expected = expected.detach().to("cpu", torch.float64)
-    assert torch.equal(torch.isnan(actual), torch.isnan(expected)), "NaN positions differ from the reference"
-    infinite = torch.isinf(expected)
-    assert torch.equal(actual[infinite], expected[infinite]), "infinities differ from the reference"
-    finite = torch.isfinite(expected)
-    assert torch.isfinite(actual[finite]).all(), "non-finite values where the reference is finite"
-    if not finite.any():
-        return 0.0, 0.0
-    diff = actual[finite] - expected[finite]
-    ref_norm = expected[finite].norm().item()
-    peak = expected[finite].abs().max().item()
-    rel_l2 = diff.norm().item() / ref_norm if ref_norm > 0 else diff.norm().item()
-    peak_rel = diff.abs().max().item() / peak if peak > 0 else diff.abs().max().item()
-    return rel_l2, peak_rel
-
-
 def assert_within(stage: str, actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
     rel_l2, peak_rel = stage_errors(actual, expected)
     max_rel_l2, max_peak_rel = TOLERANCE[dtype][stage]
@@ -63,10 +43,6 @@ def assert_within(stage: str, actual: torch.Tensor, expected: torch.Tensor, dtyp
         f"{stage} ({dtype}): rel_l2 {rel_l2:.3e} (limit {max_rel_l2:.0e}), "
         f"max_abs/peak {peak_rel:.3e} (limit {max_peak_rel:.0e})"
     )
-
-
-def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
 
 
 def make_inputs(m: int, n: int, dtype: torch.dtype, seed: int) -> dict[str, torch.Tensor]:

@@ -23,6 +23,7 @@ from tasks.rope.reference import (
     transformers_config,
     yarn_correction_range,
 )
+from task_checks import bitwise_equal, stage_errors  # tests/fixtures
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -47,31 +48,6 @@ CASES = [  # (tokens, heads, largest position)
     (3, 128, 16384),  # q_pe with all 128 heads: several head blocks per token
     (9, 5, 64),  # short positions, where the angle term is small and the check tight
 ]
-
-
-def stage_errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
-    """(rel_l2, max_abs / max|ref|) over entries where the reference is finite, after asserting the
-    non-finite entries match exactly (NaN where the reference has NaN, the same infinities)."""
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    actual = actual.detach().to("cpu", torch.float64)
-    expected = expected.detach().to("cpu", torch.float64)
-    assert torch.equal(torch.isnan(actual), torch.isnan(expected)), "NaN positions differ from the reference"
-    infinite = torch.isinf(expected)
-    assert torch.equal(actual[infinite], expected[infinite]), "infinities differ from the reference"
-    finite = torch.isfinite(expected)
-    assert torch.isfinite(actual[finite]).all(), "non-finite values where the reference is finite"
-    if not finite.any():
-        return 0.0, 0.0
-    diff = actual[finite] - expected[finite]
-    ref_norm = expected[finite].norm().item()
-    peak = expected[finite].abs().max().item()
-    rel_l2 = diff.norm().item() / ref_norm if ref_norm > 0 else diff.norm().item()
-    peak_rel = diff.abs().max().item() / peak if peak > 0 else diff.abs().max().item()
-    return rel_l2, peak_rel
-
-
-def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
 
 
 def y_tolerance(dtype: torch.dtype, max_angle: float) -> tuple[float, float]:
