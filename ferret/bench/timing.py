@@ -109,18 +109,14 @@ def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Pat
 
 
 def _digest(tensors: dict) -> str:
+    """xxhash of every output's bytes, in name order (imports are local: judge-side code imports this module)."""
+    import torch
     import xxhash
 
     digest = xxhash.xxh3_128()
     for name in sorted(tensors):
-        digest.update(tensors[name].detach().contiguous().reshape(-1).view(torch_uint8()).cpu().numpy().tobytes())
+        digest.update(tensors[name].detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes())
     return digest.hexdigest()
-
-
-def torch_uint8():
-    import torch
-
-    return torch.uint8
 
 
 def load_function(path: str, attr: str, module_name: str):

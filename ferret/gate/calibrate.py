@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.util
 import os
-import sys
 from pathlib import Path
 from typing import Callable
 

@@ -51,3 +51,13 @@ def test_baseline_is_loaded_by_file_without_an_import_path():
     outputs = {"y": torch.empty(3, 8)}
     run({"x": x, "weight": torch.ones(8)}, outputs, {"eps": 1e-6})
     assert torch.allclose(outputs["y"], x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+def test_output_fingerprint_changes_with_any_byte_and_ignores_dict_order():
+    from ferret.bench.timing import _digest
+
+    a = {"y": torch.arange(8, dtype=torch.float32), "z": torch.ones(3, dtype=torch.bfloat16)}
+    b = {"z": a["z"].clone(), "y": a["y"].clone()}
+    assert _digest(a) == _digest(b)
+    b["y"][5] = torch.nextafter(b["y"][5], torch.tensor(100.0))
+    assert _digest(a) != _digest(b)

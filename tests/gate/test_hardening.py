@@ -3,7 +3,6 @@ candidate's sight, fresh private cases at every check."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
