@@ -9,9 +9,17 @@ from typing import Any, Callable
 
 
 def project_root_of(contract_path: str | Path) -> Path:
-    """The folder holding `tasks/` above a contract file (a contract may live anywhere under it)."""
+    """The folder holding the `tasks` package above a contract file (a contract may live anywhere under it).
+
+    A `tasks/` folder that is not a package (such as the test suite's `tests/tasks/`, which mirrors the
+    package layout) is passed over while a package lies further up, so that a contract kept under
+    `tests/` still resolves `tasks.<op>.baseline` to the project's own code."""
     start = Path(contract_path).resolve().parent
-    for folder in (start, *start.parents):
+    folders = (start, *start.parents)
+    for folder in folders:
+        if (folder / "tasks" / "__init__.py").is_file():
+            return folder
+    for folder in folders:
         if (folder / "tasks").is_dir():
             return folder
     return start

@@ -61,3 +61,24 @@ def test_output_fingerprint_changes_with_any_byte_and_ignores_dict_order():
     assert _digest(a) == _digest(b)
     b["y"][5] = torch.nextafter(b["y"][5], torch.tensor(100.0))
     assert _digest(a) != _digest(b)
+
+
+def test_timing_process_imports_everything_it_needs_on_the_candidate_import_path(tmp_path):
+    """The timing process runs on the candidate's fixed import path (no project folder, no judge-side
+    packages). Here, without a GPU, it must get as far as asking for the device: every import, the
+    baseline loaded by file and the candidate loaded, for the GPU tests' own contract kept under tests/."""
+    from ferret.bench.timing import time_candidate
+    from ferret.contract.load import load_contract
+    from ferret.gate.judge import locate_gate
+    from ferret.gate.lock import verify_gate
+    from ferret.gate.models import GateManifest
+
+    contract_path = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
+    contract = load_contract(contract_path)
+    gate = locate_gate(contract_path, contract, tmp_path / "gates", "gpu", lambda message: None)
+    manifest = GateManifest.model_validate(verify_gate(gate))
+    candidate = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
+    result = time_candidate(contract_path, contract, manifest, gate, candidate, lambda message: None)
+    assert not result.measured
+    assert "Error" in result.reason and "get_device_name" in result.reason, result.reason
+    assert "ImportError" not in result.reason and "ModuleNotFoundError" not in result.reason, result.reason
