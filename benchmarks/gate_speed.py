@@ -29,15 +29,26 @@ CANDIDATES = {
 
 
 def _latest_timed_verdict(gates_dir: Path, op: str):
+    """The latest timed GPU verdict on a gate built from contracts/<op>.yaml itself (other contracts of the
+    same op, such as the GPU tests' small rmsnorm contract, share the gates folder)."""
+    from ferret.contract.load import load_contract
     from ferret.gate.report import read_report
 
+    wanted = load_contract(REPO / f"contracts/{op}.yaml").model_dump(mode="json")
     best = None
     for report_file in gates_dir.glob("*/report.json"):
+        manifest = json.loads((report_file.parent / "manifest.json").read_text())
+        if manifest.get("contract") != wanted:
+            continue
         for verdict in read_report(report_file.parent).verdicts:
-            if verdict.op == op and verdict.profile == "gpu" and verdict.timing.measured:
-                if best is None or verdict.started_at > best[0].started_at:
-                    best = (verdict, report_file.parent)
+            is_timed = verdict.op == op and verdict.profile == "gpu" and verdict.timing.measured
+            if is_timed and (best is None or verdict.started_at > best[0].started_at):
+                best = (verdict, report_file.parent)
     return best
+
+
+def _us(ms: float | None) -> str:
+    return "n/a" if ms is None else f"{ms * 1e3:.1f}"
 
 
 def main() -> int:
@@ -56,7 +67,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gate_speed: needs a CUDA GPU", file=sys.stderr)
         return 2
-    rows, verdicts = [], {}
+    rows, verdicts, timed = [], {}, []
     for op in args.ops:
         print(f"== {op}", file=sys.stderr, flush=True)
         if args.from_reports:
@@ -70,6 +81,7 @@ def main() -> int:
                 REPO / f"contracts/{op}.yaml", REPO / CANDIDATES[op], args.gates_dir, profile="gpu",
                 progress=lambda m: print(f"   {m}", file=sys.stderr, flush=True),
             )
+        timed.append(verdict)
         verdicts[op] = {"passed": verdict.passed, "started_at": verdict.started_at, "candidate_sha256": verdict.candidate_sha256, "parts": {k: v.model_dump() for k, v in verdict.parts.items()},
                         "gate": gate.name, "timing_reason": verdict.timing.reason,
                         "false_rejections": [r.id for r in verdict.variants if not r.passed]}
@@ -77,7 +89,8 @@ def main() -> int:
             rows.append({"op": op, "case": case.case, "candidate_ms": case.candidate_ms, "baseline_ms": case.baseline_ms,
                          "baseline_compiled_ms": case.baseline_compiled_ms, "speedup": case.speedup,
                          "speedup_vs_compiled": case.speedup_vs_compiled, "target": verdict.timing.min_speedup_required,
-                         "samples": case.samples})
+                         "wall_ms": case.wall_ms, "floor_ms": case.floor_ms, "pool_sets": case.pool_sets,
+                         "flags": case.flags, "samples": case.samples})
     now = dt.datetime.now(dt.timezone.utc)
     record = {
         "date": now.isoformat(timespec="seconds"),
@@ -85,8 +98,8 @@ def main() -> int:
         "versions": versions(),
         "command": "python -m pytest -m gpu tests/gpu (the judge times every correct GPU candidate), then "
         "python benchmarks/gate_speed.py " + " ".join(sys.argv[1:]),
-        "method": "ferret check --profile gpu: triton.testing.do_bench median per call (L2 flushed before each call), "
-        "candidate / baseline / torch.compile(baseline) interleaved over 5 rounds, median over rounds",
+        "method": "ferret check --profile gpu, whose timing is: " + next(
+            (v.timing.method for v in timed if v.timing.method), "(no timed verdict)"),
         "verdicts": verdicts,
         "rows": rows,
     }
@@ -99,14 +112,18 @@ def main() -> int:
         f"Command: `{record['command']}`. Versions: " + ", ".join(f"{k} {v}" for k, v in record["versions"].items()) + ".",
         f"Method: {record['method']}.",
         "",
-        "| op | case | candidate (us) | baseline eager (us) | torch.compile (us) | speedup vs eager | vs compile | gate verdict |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        (
+            "| op | case | candidate (us) | baseline eager (us) | torch.compile (us) | speedup vs eager | vs compile | "
+            "synchronized wall (us/call) | floor (us) | input sets | timing flags | gate verdict |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         comp = f"{r['baseline_compiled_ms'] * 1e3:.1f}" if r["baseline_compiled_ms"] else "n/a"
         vs = f"{r['speedup_vs_compiled']:.2f}x" if r["speedup_vs_compiled"] else "n/a"
         lines.append(f"| {r['op']} | {r['case']} | {r['candidate_ms'] * 1e3:.1f} | {r['baseline_ms'] * 1e3:.1f} | {comp} | "
-                     f"{r['speedup']:.2f}x | {vs} | {'pass' if verdicts[r['op']]['passed'] else 'FAIL'} |")
+                     f"{r['speedup']:.2f}x | {vs} | {_us(r['wall_ms'])} | {_us(r['floor_ms'])} | {r['pool_sets']} | "
+                     f"{'; '.join(r['flags']) or 'none'} | {'pass' if verdicts[r['op']]['passed'] else 'FAIL'} |")
     for op, v in verdicts.items():
         if not v["passed"]:
             lines.append(f"\n{op}: gate FAILED: {v['parts']} {v['false_rejections']}")
