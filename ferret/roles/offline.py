@@ -54,6 +54,9 @@ class TemplateSpace(BaseModel):
         default_factory=dict, description="parameter -> format string with {} or value -> text ('' leaves it out)."
     )
     pivot: str = Field("block_policy", description="The parameter that names the approach family, changed on a pivot.")
+    invariants: str = Field(
+        description="What every point keeps (the math, the stages it exposes), quoted in each proposal's plan for the reviewer."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> "TemplateSpace":
@@ -227,8 +230,7 @@ class TemplateSearchOptimizer:
         space = self.space
         plan = (
             f"{why}. Point: {space.describe(point)}. The whole file is rendered from {space.template} "
-            f"(template search, seed {self.seed}); the math is unchanged across points: float32 accumulation, "
-            "one rounding to the output dtype, inv_rms exposed when traced."
+            f"(template search, seed {self.seed}); unchanged across points: {space.invariants.strip()}"
         )
         return Proposal(source=self.render(point), approach=space.approach(point), notes=plan)
 
