@@ -41,6 +41,9 @@ def _guarded(action):
     except GateTampered as err:
         typer.echo(f"ferret: TAMPERED: {err}", err=True)
         raise typer.Exit(EXIT_TAMPERED)
+    except typer.BadParameter as err:
+        typer.echo(f"ferret: {err}", err=True)
+        raise typer.Exit(EXIT_USAGE)
     except typer.Exit:
         raise
     except Exception as err:  # noqa: BLE001 - anything else is the judge's own fault: say so, exit 4
@@ -115,7 +118,10 @@ def dispatch_command(
     contract: Path = typer.Argument(..., help="contracts/<op>.yaml"),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="template-search, or a model spec: anthropic:MODEL, claude-cli, openai:URL:MODEL. Default: an LLM if one is reachable, else template-search."),
     reviewer: Optional[str] = typer.Option(None, "--reviewer", help="static, or a model spec. Default: an LLM if reachable, else static."),
-    max_rounds: Optional[int] = typer.Option(None, "--max-rounds"),
+    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1, help="Overrides the contract's budgets.max_rounds."),
+    proposals_per_round: Optional[int] = typer.Option(
+        None, "--proposals-per-round", min=1, help="Overrides the contract's budgets.proposals_per_round."
+    ),
     gates_dir: Path = typer.Option(Path("gates"), "--gates-dir"),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
     profile: Optional[str] = _profile_option(),
@@ -139,6 +145,7 @@ def dispatch_command(
             profile=profile,
             max_rounds=max_rounds,
             progress=_progress,
+            proposals_per_round=proposals_per_round,
         )
         log = dispatcher.run(resume=resume)
         typer.echo("RUN_RESULT " + json.dumps({"run_id": log.run_id, "status": log.status, "stop_reason": log.stop_reason,
@@ -150,6 +157,49 @@ def dispatch_command(
         if "gate tampered" in log.stop_reason:
             raise typer.Exit(EXIT_TAMPERED)
         raise typer.Exit(EXIT_FAIL if log.status == "rejected" else EXIT_INCOMPLETE)
+
+    _guarded(action)
+
+
+template_app = typer.Typer(no_args_is_help=True, help="The offline optimizer's kernel templates (tasks/<op>/templates).")
+app.add_typer(template_app, name="template")
+
+
+def _template_value(text: str, values: list):
+    """`text` as one of `values` (YAML-typed: 32 is an int, true a bool), or a usage error listing them."""
+    import yaml
+
+    value = yaml.safe_load(text)
+    if value not in values:
+        raise typer.BadParameter(f"{text!r} is not one of {values}")
+    return value
+
+
+@template_app.command("render")
+def template_render(
+    templates: Path = typer.Argument(..., help="tasks/<op>/templates (holding space.yaml)"),
+    assignments: list[str] = typer.Option([], "--set", help="name=value, changing one parameter of the default point."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the candidate here instead of stdout."),
+) -> None:
+    """Render one point of a kernel template as a candidate file (the default point unless --set says otherwise)."""
+
+    def action():
+        from ferret.roles.offline import TemplateSearchOptimizer
+
+        optimizer = TemplateSearchOptimizer(templates)
+        point = dict(optimizer.space.default)
+        for assignment in assignments:
+            name, sep, text = assignment.partition("=")
+            if not sep or name not in optimizer.space.parameters:
+                raise typer.BadParameter(f"--set {assignment!r}: expected name=value with name one of {list(optimizer.space.parameters)}")
+            point[name] = _template_value(text, optimizer.space.parameters[name])
+        source = optimizer.render(point)
+        _progress(f"point {optimizer.approach(point)}")
+        if out is None:
+            typer.echo(source, nl=False)
+        else:
+            out.write_text(source)
+            typer.echo(str(out))
 
     _guarded(action)
 

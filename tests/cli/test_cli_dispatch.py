@@ -7,14 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_offline_dispatch_runs_to_a_verdict_and_names_its_roles(tmp_path):
+@pytest.mark.parametrize("op", ["rmsnorm", "mla_attention"])
+def test_offline_dispatch_runs_to_a_verdict_and_names_its_roles(tmp_path, op):
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"  # no `claude` here
     proc = subprocess.run(
-        [sys.executable, "-m", "ferret.cli.main", "dispatch", str(REPO / "contracts/rmsnorm.yaml"),
+        [sys.executable, "-m", "ferret.cli.main", "dispatch", str(REPO / f"contracts/{op}.yaml"),
          "--gates-dir", str(tmp_path / "gates"), "--runs-dir", str(tmp_path / "runs"), "--profile", "cpu"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
     )
@@ -29,3 +32,21 @@ def test_offline_dispatch_runs_to_a_verdict_and_names_its_roles(tmp_path):
     run_json = json.loads((tmp_path / "runs" / result["run_id"] / "run.json").read_text())
     assert run_json["status"] == "correct_speed_not_measured" and run_json["final_check"]["pass"] is True
     assert Path(result["best"]).is_file()
+    # Round 1 of the template search is the template's default point (for MLA: the committed candidate).
+    assert run_json["rounds"][0]["candidates"][0]["approach"] in proc.stderr
+
+
+def test_template_render_writes_a_point_and_refuses_values_outside_the_space(tmp_path):
+    out = tmp_path / "mla_point.py"
+    command = [sys.executable, "-m", "ferret.cli.main", "template", "render", str(REPO / "tasks/mla_attention/templates")]
+    done = subprocess.run(command + ["--set", "head_block=64", "--set", "num_stages=3", "--out", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    source = out.read_text()
+    assert "HEAD_BLOCK = 64\n" in source and "NUM_STAGES = 3\n" in source and "TOKEN_BLOCK = 32\n" in source
+    assert "point heads<=64," in done.stderr
+    default = subprocess.run(command, capture_output=True, text=True)
+    assert default.stdout == (REPO / "tasks/mla_attention/candidates/triton_mla.py").read_text()
+    for bad in ("head_block=48", "heads=32", "head_block"):
+        refused = subprocess.run(command + ["--set", bad], capture_output=True, text=True)
+        assert refused.returncode == 2 and "ferret:" in refused.stderr and "Traceback" not in refused.stderr, bad

@@ -15,8 +15,10 @@ merges the splits again with the same helper as kernel 4 (o_latent), one recompu
 them into probabilities with kernel 3's own log-sum-exp. q_absorbed and q_pe_roped are kernel 2's output.
 
 Sizing (H200): at 16/32 heads the step is memory bound and every cache byte is read once per head block;
-at 128 heads it is compute bound and head blocks of 32 keep the cache re-reads in L2. Block sizes and the
-number of splits come from _attention_config; they are educated guesses that were not tuned on hardware.
+at 128 heads it is compute bound and head blocks keep the cache re-reads in L2. Kernel 3's block sizes and
+split count come from the point of Ferret's MLA kernel template (tasks/mla_attention/templates) below:
+head_block=32, token_block=32, warps_per_16_heads=4,
+num_stages=2, min_tokens_per_split=256, programs_per_sm=2.
 """
 from __future__ import annotations
 
@@ -30,6 +32,14 @@ KV_LORA_RANK = 512
 QK_NOPE_HEAD_DIM = 128
 QK_ROPE_HEAD_DIM = 64
 V_HEAD_DIM = 128
+
+# Kernel 3's sizing: the template point (see _attention_config).
+HEAD_BLOCK = 32
+TOKEN_BLOCK = 32
+WARPS_PER_16_HEADS = 4
+NUM_STAGES = 2
+MIN_TOKENS_PER_SPLIT = 256
+PROGRAMS_PER_SM = 2
 
 # ------------------------------------------------------------------------------------------------
 # Switch points. Tests derive simplified variants by replacing exactly one of these lines.
@@ -434,29 +444,28 @@ def _inv_freq(params: dict, device: torch.device) -> torch.Tensor:
 
 
 def _parallel_slots(device: torch.device) -> int:
-    """Programs that fill the machine: two per SM on a GPU, a handful under the CPU interpreter."""
+    """Programs that fill the machine: PROGRAMS_PER_SM per SM on a GPU, a handful under the CPU interpreter."""
     if device.type != "cuda":
         return 8
     key = str(device)
     if key not in _sm_count_by_device:
         _sm_count_by_device[key] = torch.cuda.get_device_properties(device).multi_processor_count
-    return 2 * _sm_count_by_device[key]
+    return PROGRAMS_PER_SM * _sm_count_by_device[key]
 
 
 def _attention_config(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
-    """Block sizes and split count of kernel 3 (untuned guesses, see the module docstring)."""
-    if heads <= 16:
-        block_h, num_warps = 16, 4
-    else:
-        block_h, num_warps = 32, 8
-    block_n = 32
+    """Block sizes and split count of kernel 3, from the template point (module constants above)."""
+    # tl.dot needs at least 16 rows: fewer heads than 16 are padded up to a block of 16.
+    block_h = min(HEAD_BLOCK, max(16, triton.next_power_of_2(heads)))
+    num_warps = max(4, min(16, WARPS_PER_16_HEADS * block_h // 16))
+    block_n = TOKEN_BLOCK
     head_blocks = triton.cdiv(heads, block_h)
     # Each split should cover a few hundred tokens on a GPU, so the merge stays cheap; under the
     # interpreter small caches still get several splits so the merge is exercised.
-    min_tokens_per_split = 256 if device.type == "cuda" else block_n
+    min_tokens_per_split = MIN_TOKENS_PER_SPLIT if device.type == "cuda" else block_n
     splits = triton.cdiv(_parallel_slots(device), batch * head_blocks)
     splits = max(1, min(splits, triton.cdiv(capacity, min_tokens_per_split), 64))
-    return {"BLOCK_H": block_h, "BLOCK_N": block_n, "num_warps": num_warps, "num_stages": 2,
+    return {"BLOCK_H": block_h, "BLOCK_N": block_n, "num_warps": num_warps, "num_stages": NUM_STAGES,
             "num_splits": splits}
 
 

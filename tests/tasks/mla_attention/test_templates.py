@@ -1,0 +1,137 @@
+"""The MLA kernel template of the offline optimizer (tasks/mla_attention/templates).
+
+The honest candidate is the template's default point; every other point differs from it only in kernel
+3's sizing constants (so the static scan of a sample stands for all of them); the sizing rule pads and
+clamps as its comments say; and points at the corners of the space compute every stage of the
+reference under the interpreter, including head blocks of 64 over 40 heads (a partly masked block).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from ferret.contract.load import load_contract
+from ferret.gate.scan import shape_constants
+from ferret.integrity.scan import scan_source
+from ferret.roles.offline import TemplateSearchOptimizer
+from tasks.mla_attention import reference as ref
+from tasks.mla_attention.inputs import make_inputs
+
+REPO = Path(__file__).resolve().parents[3]
+TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
+CANDIDATE = REPO / "tasks" / "mla_attention" / "candidates" / "triton_mla.py"
+PARAMS = ref.DEEPSEEK_V3_PARAMS
+CONSTANTS = {
+    "head_block": "HEAD_BLOCK",
+    "token_block": "TOKEN_BLOCK",
+    "warps_per_16_heads": "WARPS_PER_16_HEADS",
+    "num_stages": "NUM_STAGES",
+    "min_tokens_per_split": "MIN_TOKENS_PER_SPLIT",
+    "programs_per_sm": "PROGRAMS_PER_SM",
+}
+# Corners of the space: smallest and largest blocks, shallow and deep pipelines.
+CORNERS = [
+    {"head_block": 64, "token_block": 16, "warps_per_16_heads": 2, "num_stages": 1},
+    {"head_block": 16, "token_block": 64, "warps_per_16_heads": 8, "num_stages": 3},
+]
+
+
+@pytest.fixture(scope="module")
+def optimizer() -> TemplateSearchOptimizer:
+    return TemplateSearchOptimizer(TEMPLATES)
+
+
+def _load(source: str, path: Path):
+    path.write_text(source)  # Triton's JIT reads kernel source from a real file
+    spec = importlib.util.spec_from_file_location(f"mla_point_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_honest_candidate_is_the_default_point(optimizer):
+    rendered = optimizer.render(optimizer.space.default_point())
+    assert rendered == CANDIDATE.read_text(), (
+        "tasks/mla_attention/candidates/triton_mla.py is not the template's default point; regenerate it with "
+        "`ferret template render tasks/mla_attention/templates --out tasks/mla_attention/candidates/triton_mla.py`"
+    )
+
+
+def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
+    default = optimizer.render(optimizer.space.default_point()).splitlines()
+    assert len(optimizer.points) == 3 * 3 * 3 * 3 * 4 * 3
+    assert len({optimizer.approach(p) for p in optimizer.points}) == len(optimizer.points)
+    for point in optimizer.points:
+        lines = optimizer.render(point).splitlines()
+        changed = [new for tag, new in _changed_lines(default, lines)]
+        assert len(lines) == len(default)
+        for line in changed:
+            sizing = any(line.startswith(f"{name} = ") for name in CONSTANTS.values())
+            docstring = line.startswith(("head_block=", "num_stages="))
+            assert sizing or docstring, (optimizer.approach(point), line)
+        for parameter, constant in CONSTANTS.items():
+            assert f"{constant} = {point[parameter]}" in lines
+
+
+def _changed_lines(old: list[str], new: list[str]):
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            yield from ((tag, line) for line in new[j1:j2])
+
+
+def test_sampled_points_compile_and_scan_clean(optimizer):
+    constants = shape_constants(load_contract(REPO / "contracts" / "mla_attention.yaml"))
+    sample = [optimizer.space.default_point()] + [optimizer.space.canonical({**optimizer.space.default, **c}) for c in CORNERS]
+    sample += optimizer.points[:: len(optimizer.points) // 6]
+    for point in sample:
+        source = optimizer.render(point)
+        name = optimizer.approach(point)
+        compile(source, name, "exec")
+        result = scan_source(source, path=f"{name}.py", shape_constants=constants)
+        assert result.passed, (name, [(f.line, f.message) for f in result.findings])
+
+
+@pytest.mark.parametrize(
+    "head_block,warps,heads,expected",
+    [
+        (32, 4, 128, (32, 8)),  # the default at 128 heads
+        (32, 4, 16, (16, 4)),   # 16 heads: one block of 16
+        (32, 4, 3, (16, 4)),    # fewer than 16 heads are padded to 16 (tl.dot's smallest M)
+        (64, 4, 128, (64, 16)),
+        (64, 2, 40, (64, 8)),   # 40 heads: a block of 64, partly masked
+        (16, 2, 128, (16, 4)),  # warps never drop below 4
+        (64, 8, 128, (64, 16)), # nor exceed 16
+    ],
+)
+def test_head_block_and_warps_rule(optimizer, tmp_path, head_block, warps, heads, expected):
+    point = {**optimizer.space.default, "head_block": head_block, "warps_per_16_heads": warps}
+    module = _load(optimizer.render(point), tmp_path / "sizing.py")
+    config = module._attention_config(batch=2, heads=heads, capacity=100, device=torch.device("cpu"))
+    assert (config["BLOCK_H"], config["num_warps"]) == expected
+    assert config["BLOCK_N"] == point["token_block"] and config["num_stages"] == point["num_stages"]
+    assert config["num_splits"] >= 1
+
+
+@pytest.mark.parametrize("corner", CORNERS, ids=["heads64-tokens16-stages1", "heads16-tokens64-stages3"])
+def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, corner):
+    point = {**optimizer.space.default, **corner}
+    module = _load(optimizer.render(point), tmp_path / "corner.py")
+    inputs = make_inputs(seed=3, batch=3, heads=40, cache_capacity=70, cache_lens=[69, 5, 33],
+                         positions=[16383, 6000, 9000])
+    copies = {name: t.clone() for name, t in inputs.items()}
+    outputs = {"o_heads": torch.full((3, 40, PARAMS["v_head_dim"]), float("nan"), dtype=torch.bfloat16)}
+    trace = {}
+    module.run(copies, outputs, PARAMS, trace=trace)
+    golden = ref.reference(inputs, PARAMS)
+    for stage, expected in golden.items():
+        actual = trace[stage].detach().to(torch.float64)
+        finite = torch.isfinite(expected)
+        assert torch.equal(torch.isfinite(actual), finite), stage
+        rel = float((actual[finite] - expected[finite]).norm() / expected[finite].norm())
+        assert rel < 1e-2, (stage, rel)  # bf16 storage of every stage: observed <= 7e-3 (test_candidates.py)
+    assert torch.equal(outputs["o_heads"], trace["o_heads"])
