@@ -29,8 +29,10 @@ METHOD = (
 )
 
 
-def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Path, progress: Callable[[str], None]):
-    """Time a correct candidate against the baseline in a process of its own; returns a TimingResult."""
+def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Path, progress: Callable[[str], None],
+                   compare_compiled: bool = True):
+    """Time a correct candidate against the baseline in a process of its own; returns a TimingResult.
+    torch.compile of the baseline is timed beside them when the contract asks and `compare_compiled`."""
     from ferret.gate.models import CaseTiming, Detection, TimingResult
 
     from ferret.contract.imports import project_root_of
@@ -65,7 +67,7 @@ def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Pat
         # machine may have an unrelated top-level `tasks` package installed).
         "baseline_file": inspect.getsourcefile(baseline_fn),
         "baseline_attr": baseline_fn.__name__,
-        "compile_baseline": contract.baseline.compile,
+        "compile_baseline": contract.baseline.compile and compare_compiled,
         "project_root": str(project_root_of(contract_path)),
         "params": contract.params,
         "read_only": [i.name for i in contract.inputs if i.role == "in"],

@@ -244,6 +244,9 @@ class Budgets(_Strict):
     determinism_repeats: int = Field(3, ge=2, description="Fast-path runs that must agree bitwise.")
     stress_iterations: int = Field(200, ge=1, description="Iterations of the stress stage (GPU only).")
     max_rounds: int = Field(8, ge=1, description="Optimizer rounds (used by the dispatcher).")
+    proposals_per_round: int = Field(
+        4, ge=1, description="Most candidates judged per round (the dispatcher judges the optimizer's first ones)."
+    )
 
 
 class Contract(_Strict):

@@ -74,6 +74,7 @@ class Dispatcher:
         max_rounds: int | None = None,
         progress: Progress = lambda message: None,
         agents_dir: Path = REPO_AGENTS,
+        proposals_per_round: int | None = None,
     ):
         self.contract_path = Path(contract)
         self.contract = load_contract(self.contract_path)
@@ -81,6 +82,9 @@ class Dispatcher:
         self.gates_dir = Path(gates_dir)
         self.runs_dir = Path(runs_dir)
         self.max_rounds = max_rounds or self.contract.budgets.max_rounds
+        self.proposals_per_round = proposals_per_round or self.contract.budgets.proposals_per_round
+        if self.max_rounds < 1 or self.proposals_per_round < 1:
+            raise ValueError(f"max_rounds and proposals_per_round must be at least 1, got {self.max_rounds}, {self.proposals_per_round}")
         self.progress = progress
         self.agents_dir = agents_dir
         self.optimizer = optimizer or self._default_optimizer()
@@ -181,7 +185,7 @@ class Dispatcher:
                 must_pivot=must_pivot,
                 round=number,
             )
-            proposals = self.optimizer.propose(context)
+            proposals = self.optimizer.propose(context)[: self.proposals_per_round]
             if not proposals:
                 stop = "the optimizer has nothing more to try"
                 break
@@ -216,7 +220,9 @@ class Dispatcher:
         self.progress(f"round {number}, candidate {index} ({proposal.approach}): judging")
         static = scan_candidate(path, self.contract)
         try:
-            verdict, _ = check(self.contract_path, path, self.gates_dir, self.profile, progress=lambda m: None)
+            # Rounds leave out stress and the torch.compile comparison (the final check runs both).
+            verdict, _ = check(self.contract_path, path, self.gates_dir, self.profile, progress=lambda m: None,
+                               run_stress=False, compare_compiled=False)
         except GateTampered:
             raise
         except Exception as err:  # noqa: BLE001 - the judge failed on this candidate: record, go on

@@ -369,8 +369,13 @@ def check(
     progress: Progress = lambda message: None,
     measure_speed: bool = True,
     run_stress: bool = True,
+    compare_compiled: bool = True,
 ) -> tuple[Verdict, Path]:
     """Judge one candidate; append the verdict to the gate's report. Returns (verdict, gate folder).
+
+    `run_stress=False` leaves the stress part out (reported as skipped) and `compare_compiled=False` times
+    the candidate against the eager baseline only: the dispatcher's rounds do both to stay quick, and its
+    final acceptance check runs everything.
 
     Raises ContractError for a bad contract and GateTampered for a gate whose lock does not hold.
     """
@@ -438,7 +443,7 @@ def check(
     if passed and measure_speed and device == "cuda":
         from ferret.bench.timing import time_candidate
 
-        timing = time_candidate(contract_path, contract, manifest, gate, candidate_path, progress)
+        timing = time_candidate(contract_path, contract, manifest, gate, candidate_path, progress, compare_compiled)
     elif device != "cuda":
         timing = TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
     elif not passed:

@@ -188,3 +188,31 @@ def test_llm_roles_through_a_scripted_model(dirs):
     assert log.best.approach == "honest" and log.best.review.reviewer == "llm:scripted"
     # No GPU here: correct and reviewed by an LLM, but speed not measured.
     assert log.status == "correct_speed_not_measured" and log.established.llm_reviewed
+
+
+def test_rounds_judge_at_most_proposals_per_round_quickly_and_the_final_check_runs_everything(dirs, monkeypatch):
+    real_check = dispatcher_module.check
+    calls = []
+
+    def recording_check(*args, **kwargs):
+        calls.append(kwargs)
+        return real_check(*args, **kwargs)
+
+    monkeypatch.setattr(dispatcher_module, "check", recording_check)
+    three = [Proposal(source=WRONG, approach=f"wrong-{i}") for i in range(3)]
+    optimizer = ScriptedOptimizer([three, [Proposal(source=HONEST, approach="honest")], []])
+    log = _dispatch(dirs, optimizer, proposals_per_round=2).run()
+    assert [c.approach for c in log.rounds[0].candidates] == ["wrong-0", "wrong-1"]
+    assert len(calls) == 3 and all(c["run_stress"] is False and c["compare_compiled"] is False for c in calls)
+    assert log.rounds[1].candidates[0].gate["parts"]["stress"] == "skipped"
+    # The final acceptance check is `ferret check` in a fresh process: stress and every comparison.
+    assert log.status == "correct_speed_not_measured" and log.final_check["pass"] is True
+
+
+def test_round_limits_come_from_the_contract_and_must_be_positive(dirs):
+    optimizer = ScriptedOptimizer([])
+    dispatcher = _dispatch(dirs, optimizer)
+    assert dispatcher.proposals_per_round == dispatcher.contract.budgets.proposals_per_round == 4
+    assert dispatcher.max_rounds == dispatcher.contract.budgets.max_rounds
+    with pytest.raises(ValueError, match="at least 1"):
+        _dispatch(dirs, optimizer, proposals_per_round=-1)
