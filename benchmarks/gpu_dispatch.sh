@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (the `device` tool): the offline loop on a contract at production shapes.
+# `ferret dispatch` with the template-search optimizer and the static reviewer (no LLM is reachable
+# from that machine), then the run folder (every round's candidate, the run log) packed for the trip
+# back, with the gate's report. Logs and results go to $OUT.
+#   CONTRACT=contracts/mla_attention.yaml MAX_ROUNDS=3 PROPOSALS=2 bash benchmarks/gpu_dispatch.sh
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+start=$(date +%s)
+python3 -m ferret.cli.main dispatch "${CONTRACT:-contracts/mla_attention.yaml}" --profile gpu --gates-dir /tmp/gates \
+  --runs-dir /tmp/runs --max-rounds "${MAX_ROUNDS:-3}" --proposals-per-round "${PROPOSALS:-2}" \
+  > "$out/dispatch-stdout.txt" 2> >(tee "$out/dispatch-progress.log" >&2)
+echo "dispatch exit $? after $(( $(date +%s) - start ))s"
+cat "$out/dispatch-stdout.txt"
+tar -czf "$out/runs.tar.gz" -C /tmp runs
+for f in /tmp/gates/*/report.json; do cp "$f" "$out/report-$(basename "$(dirname "$f")" | cut -c1-12).json"; done
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/nvidia-smi.csv" 2>&1
