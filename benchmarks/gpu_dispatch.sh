@@ -9,7 +9,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 start=$(date +%s)
-python3 -m ferret.cli.main dispatch "${CONTRACT:-contracts/mla_attention.yaml}" --profile gpu --gates-dir /tmp/gates \
+# SIGINT before the call's own limit: the run stops as `incomplete (interrupted)` with its log saved.
+timeout -s INT "${DISPATCH_TIMEOUT_S:-530}" python3 -m ferret.cli.main dispatch "${CONTRACT:-contracts/mla_attention.yaml}" --profile gpu --gates-dir /tmp/gates \
   --runs-dir /tmp/runs --max-rounds "${MAX_ROUNDS:-3}" --proposals-per-round "${PROPOSALS:-2}" \
   > "$out/dispatch-stdout.txt" 2> >(tee "$out/dispatch-progress.log" >&2)
 echo "dispatch exit $? after $(( $(date +%s) - start ))s"
