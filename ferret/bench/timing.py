@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -19,13 +20,15 @@ from typing import Callable
 
 # The timing process itself (`python -m ferret.bench.timing`) imports only torch, triton and the
 # sandbox's watches: the judge-side models (pydantic) are imported by time_candidate alone.
-_TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18], "harness_patching": [15]}
+_TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18],
+                     "harness_patching": [15], "warmup_detection": [17, 16]}
 
 METHOD = (
     "triton.testing.do_bench median (L2 flushed before every call, persisting L2 reset), a rotating pool of "
     "re-randomized input sets larger than 2x L2 (fresh inputs at fresh addresses for every call), candidate and "
     "baseline interleaved in one process, median over {repeats} rounds; then synchronized wall time, every "
-    "output fingerprinted and re-checked against a synchronous call, and the datasheet roofline floor"
+    "output fingerprinted and re-checked against a synchronous call, every timed answer checked by the judge "
+    "against the reference on its input set, and the datasheet roofline floor"
 )
 
 
@@ -59,13 +62,16 @@ def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Pat
     from ferret.contract.imports import load_entry
 
     baseline_fn = load_entry(contract.baseline.entry, project_root_of(contract_path))
+    # Both files are copied in: the timing process sees neither the project's tasks/ nor the gates (it runs
+    # candidate code), and loads the baseline by file, not by module name (a machine may have an unrelated
+    # top-level `tasks` package installed). A baseline is one self-contained file, like a candidate.
+    shutil.copyfile(candidate, workdir / "candidate.py")
+    shutil.copyfile(inspect.getsourcefile(baseline_fn), workdir / "baseline.py")
     job = {
-        "candidate": str(Path(candidate).resolve()),
+        "candidate": str(workdir / "candidate.py"),
         "entry": contract.candidate_abi.entry,
         "baseline": contract.baseline.entry,
-        # By file, not by module name: the timing process has no project folder on its import path (and a
-        # machine may have an unrelated top-level `tasks` package installed).
-        "baseline_file": inspect.getsourcefile(baseline_fn),
+        "baseline_file": str(workdir / "baseline.py"),
         "baseline_attr": baseline_fn.__name__,
         "compile_baseline": contract.baseline.compile and compare_compiled,
         "project_root": str(project_root_of(contract_path)),
@@ -77,18 +83,30 @@ def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Pat
     }
     (workdir / "job.json").write_text(json.dumps(job))
     progress(f"timing {len(jobs)} cases against the baseline ({contract.speed.repeats} interleaved rounds)")
+    from ferret.gate.judge import hidden_from_candidates
+
     outcome = run_isolated(
         [sys.executable, "-m", "ferret.bench.timing", "job.json"],
         workdir,
         candidate_environment(workdir, interpret=False),
         contract.budgets.candidate_timeout_s,
         contract.budgets.candidate_memory_mb,
+        hide=hidden_from_candidates(gate, Path(contract_path)),
         finished_marker=workdir / "done",
     )
     result_file = workdir / "timing.json"
     if not result_file.exists():
         return TimingResult(measured=False, reason=f"timing process failed: {outcome.kind} {outcome.message} {outcome.stderr_tail[-1500:]}")
     raw = json.loads(result_file.read_text())
+    from ferret.bench.answers import check_timed_answers
+
+    for job_case, case in zip(jobs, raw["cases"]):
+        # Every timed call's answer against the reference, computed here on the input set it answered.
+        checked, wrong = check_timed_answers(
+            contract_path, contract, Path(job_case["inputs_file"]), Path(case.pop("answers_file")), contract.primary_dtype
+        )
+        case["answers_checked"] = checked
+        case["flags"] = case["flags"] + wrong
     cases = [CaseTiming(**c) for c in raw["cases"]]
     speedups = [c.speedup for c in cases]
     geomean = statistics.geometric_mean(speedups) if speedups else None
@@ -140,7 +158,7 @@ def _bench_process(job_path: str) -> int:
 
     import torch
     import triton.testing
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file, save_file
 
     from ferret.bench import guards
     from ferret.sandbox.watch import HarnessGuard, LaunchRecorder
@@ -158,7 +176,7 @@ def _bench_process(job_path: str) -> int:
     l2_bytes = peaks["l2_bytes"] if peaks else 64 << 20
     generator = torch.Generator().manual_seed(int.from_bytes(__import__("os").urandom(7), "little"))
     results = []
-    for case in job["cases"]:
+    for case_number, case in enumerate(job["cases"]):
         inputs = {k: v.cuda() for k, v in load_file(case["inputs_file"]).items()}
         read_only = job["read_only"]
         float_read_only = [n for n in read_only if inputs[n].is_floating_point()]
@@ -236,6 +254,14 @@ def _bench_process(job_path: str) -> int:
         if replayed:
             flags.append(f"cross_call_caching: outputs of timed calls {replayed[:8]} differ from a synchronous call on the "
                          "same inputs (work deferred, batched across calls, or answers replayed)")
+        # Nothing in this process knows the right answers (the candidate shares it): every timed call's answer,
+        # as it was left in its output buffer, goes to the judge with the input set it answered.
+        answers = {f"set{i}.{n}": pool[i][n].contiguous().cpu() for i in range(len(pool)) for n in float_read_only}
+        for j, i in enumerate(last_input["candidate"]):
+            if i is not None:
+                answers.update({f"slot{j}.set{i}.{n}": t.contiguous().cpu() for n, t in slots["candidate"][j].items()})
+        answers_file = Path(job["result"]).parent / f"answers-{case_number}.safetensors"
+        save_file(answers, str(answers_file))
         floor = None
         if peaks is not None:
             min_bytes = guards.minimum_bytes(pool[0], slots["candidate"][0], read_only)
@@ -260,6 +286,7 @@ def _bench_process(job_path: str) -> int:
                 "wall_ms": wall_ms,
                 "floor_ms": floor,
                 "pool_sets": len(pool),
+                "answers_file": str(answers_file),
                 "persisting_l2": l2_state,
                 "flags": flags,
                 "review": [f"speedup {speedup:.1f}x over the baseline is above {guards.SUSPICIOUS_SPEEDUP:g}x: look at it"]

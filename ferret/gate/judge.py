@@ -113,6 +113,16 @@ def _failure_from_status(status: dict) -> RunFailure:
     return RunFailure(kind=status.get("kind", "exception"), message=status.get("message", ""), traceback=status.get("traceback"))
 
 
+def hidden_from_candidates(gate: Path, contract_path: Path) -> list[Path]:
+    """What a process running candidate code must not see: the gates folder, the trust registry, and the
+    project's tasks/ (the reference) and gates/."""
+    from ferret.gate.trust import trust_dir
+
+    trust_dir().mkdir(parents=True, exist_ok=True)
+    project = project_root_of(contract_path)
+    return [gate.parent.resolve(), trust_dir().resolve(), project / "tasks", project / "gates"]
+
+
 def _run_candidate(
     contract: Contract,
     manifest: GateManifest,
@@ -175,11 +185,7 @@ def _run_candidate(
     }
     (workdir / "job.json").write_text(json.dumps(job))
     env = candidate_environment(workdir, interpret=device == "cpu")
-    from ferret.gate.trust import trust_dir
-
-    trust_dir().mkdir(parents=True, exist_ok=True)
-    project = project_root_of(contract_path)
-    hidden = [gate.parent.resolve(), trust_dir().resolve(), project / "tasks", project / "gates"]
+    hidden = hidden_from_candidates(gate, contract_path)
     statuses: dict[str, dict] = {}
     start = 0
     out = workdir / "out"

@@ -102,6 +102,9 @@ class CaseTiming(BaseModel):
     floor_ms: float | None = None
     pool_sets: int | None = None
     persisting_l2: str | None = None
+    answers_checked: int | None = Field(
+        None, description="Timed calls whose answer, as left in its output buffer, the judge checked against the reference."
+    )
     flags: list[str] = []
     review: list[str] = []
 

@@ -1,0 +1,75 @@
+"""The judge's check of the answers a candidate gave while timed (ferret/bench/answers.py), on the CPU:
+the timing process itself needs a GPU, the check does not."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from ferret.bench.answers import check_timed_answers
+from ferret.contract.load import load_contract
+from ferret.gate.inputs import draw_inputs
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT_PATH = REPO / "contracts" / "mla_attention.yaml"
+
+
+@pytest.fixture(scope="module")
+def case_files(tmp_path_factory):
+    """The gate's inputs of one MLA CPU case, a re-randomized second set, and honest answers to both."""
+    from tasks.mla_attention.reference import reference
+
+    contract = load_contract(CONTRACT_PATH)
+    case = contract.cases_for("cpu")[0]
+    dtype = contract.primary_dtype
+    gate_inputs = draw_inputs(contract, case, dtype)
+    folder = tmp_path_factory.mktemp("answers")
+    save_file(gate_inputs, str(folder / "inputs.safetensors"))
+    float_read_only = [i.name for i in contract.inputs if i.role == "in" and gate_inputs[i.name].is_floating_point()]
+    generator = torch.Generator().manual_seed(5)
+    second = {n: (gate_inputs[n].float() * (1 + 0.01 * torch.randn(gate_inputs[n].shape, generator=generator))).to(gate_inputs[n].dtype)
+              for n in float_read_only}
+    answers = {f"set0.{n}": gate_inputs[n] for n in float_read_only} | {f"set1.{n}": t for n, t in second.items()}
+    for slot, (set_index, inputs) in enumerate([(0, gate_inputs), (1, {**gate_inputs, **second}), (0, gate_inputs)]):
+        copies = {n: t.clone() for n, t in inputs.items()}
+        answers[f"slot{slot}.set{set_index}.o_heads"] = reference(copies, dict(contract.params))["o_heads"].to(torch.bfloat16).contiguous()
+    return contract, folder, answers
+
+
+def _check(case_files, answers, tmp_path):
+    contract, folder, _ = case_files
+    path = tmp_path / "answers.safetensors"
+    save_file(answers, str(path))
+    return check_timed_answers(CONTRACT_PATH, contract, folder / "inputs.safetensors", path, contract.primary_dtype)
+
+
+def test_honest_answers_on_every_input_set_pass(case_files, tmp_path):
+    checked, flags = _check(case_files, case_files[2], tmp_path)
+    assert (checked, flags) == (3, [])
+
+
+def test_an_answer_from_the_wrong_input_set_is_named(case_files, tmp_path):
+    """The second set's answer replaced by the first set's: right for the gate's inputs, wrong for the
+    inputs that timed call was given (a replayed or cached answer)."""
+    answers = dict(case_files[2])
+    answers["slot1.set1.o_heads"] = answers["slot0.set0.o_heads"].clone()
+    checked, flags = _check(case_files, answers, tmp_path)
+    assert checked == 3 and len(flags) == 1
+    assert flags[0].startswith("warmup_detection: the answer a timed call left in output slot 1 (input set 1) fails stage o_heads")
+
+
+def test_a_cheap_answer_is_named(case_files, tmp_path):
+    answers = dict(case_files[2])
+    answers["slot2.set0.o_heads"] = torch.zeros_like(answers["slot2.set0.o_heads"])
+    checked, flags = _check(case_files, answers, tmp_path)
+    assert [f.split(" (")[0] for f in flags] == ["warmup_detection: the answer a timed call left in output slot 2"]
+
+
+def test_missing_or_empty_answers_are_findings(case_files, tmp_path):
+    contract, folder, answers = case_files
+    checked, flags = check_timed_answers(CONTRACT_PATH, contract, folder / "inputs.safetensors", tmp_path / "none.safetensors", "bfloat16")
+    assert checked == 0 and "missing or unreadable" in flags[0]
+    only_inputs = {k: v for k, v in answers.items() if not k.startswith("slot")}
+    checked, flags = _check(case_files, only_inputs, tmp_path)
+    assert checked == 0 and "no timed answer" in flags[0]
