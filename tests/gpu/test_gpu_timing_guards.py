@@ -30,6 +30,28 @@ def run(inputs, outputs, params, trace=None):
 '''
 
 
+_SIMPLIFIED_ONCE_TIMED_WRAPPER = '''
+
+import itertools
+
+_CALLS = itertools.count(1)
+_UNIT_WEIGHTS = {}
+
+
+def run(inputs, outputs, params, trace=None):
+    """Honest for its first 2000 calls in a process (more than any correctness run makes), then the
+    weight multiply is dropped: as fast as before, deterministic, and wrong. Timed calls and the timing
+    process's own re-check agree with each other; only the answers themselves show it. (The counter is
+    an iterator, which the static scan's warm-up rule does not see: the runtime defence is on trial.)"""
+    if next(_CALLS) > 2000:
+        weight = inputs["weight"]
+        if weight.shape not in _UNIT_WEIGHTS:
+            _UNIT_WEIGHTS[weight.shape] = torch.ones_like(weight)
+        inputs = {"x": inputs["x"], "weight": _UNIT_WEIGHTS[weight.shape]}
+    _honest_run(inputs, outputs, params, trace)
+'''
+
+
 def _progress(message: str) -> None:
     import sys
     import time
@@ -47,6 +69,7 @@ def test_honest_candidate_is_timed_without_a_flag():
     assert case.floor_ms and case.candidate_ms > case.floor_ms
     assert case.pool_sets >= 2 and not case.flags
     assert case.wall_ms is not None and case.persisting_l2
+    assert case.answers_checked == case.pool_sets + 1  # every output slot's last timed answer, checked
 
 
 def test_candidate_that_stops_working_when_timed_is_rejected(tmp_path):
@@ -62,3 +85,20 @@ def test_candidate_that_stops_working_when_timed_is_rejected(tmp_path):
     assert verdict.parts["integrity"].status == "fail"
     named = {d.cheat for d in verdict.detections if d.source == "timing"}
     assert named & {"impossible_speed", "cross_call_caching"}, verdict.timing
+
+
+def test_candidate_that_simplifies_the_math_once_timed_is_rejected_by_its_answers(tmp_path):
+    """cheats.md 17 (behaving differently when timed) beyond the fingerprint re-check: every timed answer
+    goes back to the judge, which runs the reference on that call's input set."""
+    from ferret.gate.judge import check
+
+    source = HONEST.read_text()
+    simplified = tmp_path / "rmsnorm_simplified_when_timed.py"
+    simplified.write_text(source.replace("\ndef run(", "\ndef _honest_run(") + _SIMPLIFIED_ONCE_TIMED_WRAPPER)
+    verdict, _ = check(CONTRACT, simplified, GATES, profile="gpu", progress=_progress)
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism", "stress")), verdict.parts
+    assert not verdict.passed and verdict.parts["integrity"].status == "fail"
+    case = verdict.timing.cases[0]
+    assert case.answers_checked and case.answers_checked >= 2
+    assert any(f.startswith("warmup_detection: the answer a timed call left in output slot") for f in case.flags), case.flags
+    assert "warmup_detection" in {d.cheat for d in verdict.detections if d.source == "timing"}
