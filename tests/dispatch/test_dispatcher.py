@@ -207,6 +207,8 @@ def test_rounds_judge_at_most_proposals_per_round_quickly_and_the_final_check_ru
     assert log.rounds[1].candidates[0].gate["parts"]["stress"] == "skipped"
     # The final acceptance check is `ferret check` in a fresh process: stress and every comparison.
     assert log.status == "correct_speed_not_measured" and log.final_check["pass"] is True
+    assert log.final_check["parts"]["stress"] == "skipped"  # the CPU profile has no stress part
+    assert log.final_check["timing"]["measured"] is False and "no GPU" in log.final_check["timing"]["reason"]
 
 
 def test_round_limits_come_from_the_contract_and_must_be_positive(dirs):
