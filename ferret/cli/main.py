@@ -118,6 +118,9 @@ def dispatch_command(
     contract: Path = typer.Argument(..., help="contracts/<op>.yaml"),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="template-search, or a model spec: anthropic:MODEL, claude-cli, openai:URL:MODEL. Default: an LLM if one is reachable, else template-search."),
     reviewer: Optional[str] = typer.Option(None, "--reviewer", help="static, or a model spec. Default: an LLM if reachable, else static."),
+    test_writer: Optional[str] = typer.Option(
+        None, "--test-writer", help="contract-cases (no extra cases), or a model spec for the adviser that proposes extra gate cases. Default: an LLM if reachable."
+    ),
     max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1, help="Overrides the contract's budgets.max_rounds."),
     proposals_per_round: Optional[int] = typer.Option(
         None, "--proposals-per-round", min=1, help="Overrides the contract's budgets.proposals_per_round."
@@ -134,7 +137,7 @@ def dispatch_command(
 
     def action():
         from ferret.dispatch.dispatcher import Dispatcher
-        from ferret.roles.factory import make_optimizer, make_reviewer
+        from ferret.roles.factory import make_optimizer, make_reviewer, make_test_writer
 
         dispatcher = Dispatcher(
             contract,
@@ -146,10 +149,12 @@ def dispatch_command(
             max_rounds=max_rounds,
             progress=_progress,
             proposals_per_round=proposals_per_round,
+            test_writer=make_test_writer(test_writer) if test_writer else None,
         )
         log = dispatcher.run(resume=resume)
         typer.echo("RUN_RESULT " + json.dumps({"run_id": log.run_id, "status": log.status, "stop_reason": log.stop_reason,
                                                "optimizer": log.optimizer, "reviewer": log.reviewer,
+                                               "test_writer": log.test_writer, "extra_cases": log.extra_cases,
                                                "established": log.established.model_dump(),
                                                "best": log.best.file if log.best else None}))
         if log.status in ("accepted", "correct_speed_not_measured", "correct_static_review_only"):

@@ -14,6 +14,9 @@ def project_root_of(contract_path: str | Path) -> Path:
     A `tasks/` folder that is not a package (such as the test suite's `tests/tasks/`, which mirrors the
     package layout) is passed over while a package lies further up, so that a contract kept under
     `tests/` still resolves `tasks.<op>.baseline` to the project's own code."""
+    declared = _declared_project(Path(contract_path))
+    if declared is not None:
+        return declared
     start = Path(contract_path).resolve().parent
     folders = (start, *start.parents)
     for folder in folders:
@@ -23,6 +26,18 @@ def project_root_of(contract_path: str | Path) -> Path:
         if (folder / "tasks").is_dir():
             return folder
     return start
+
+
+def _declared_project(contract_path: Path) -> Path | None:
+    """The contract's own `project:` field, if it has one (contracts derived by the dispatcher do)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(contract_path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    project = data.get("project") if isinstance(data, dict) else None
+    return Path(project) if isinstance(project, str) and Path(project).is_absolute() else None
 
 
 def load_entry(entry: str, project_root: str | Path | None = None) -> Callable[..., Any]:

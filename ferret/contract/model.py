@@ -253,6 +253,11 @@ class Contract(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     op: str = Field(pattern=_NAME)
     description: str = ""
+    project: str | None = Field(
+        None,
+        description="Absolute folder holding the `tasks` package that the entries name. Written into contracts the "
+        "dispatcher derives under runs/; default: the nearest folder above the contract file that holds one.",
+    )
     target: Target
     baseline: Baseline
     reference: Reference

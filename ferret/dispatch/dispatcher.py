@@ -14,6 +14,8 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+
+import yaml
 from typing import Callable
 
 from ferret.contract.imports import load_entry, project_root_of
@@ -23,7 +25,7 @@ from ferret.gate.judge import check, locate_gate, summary
 from ferret.gate.lock import GateTampered, verify_gate
 from ferret.gate.platform_info import default_profile, versions
 from ferret.gate.scan import scan_candidate
-from ferret.roles.base import OptimizerContext, Optimizer, ReviewContext, Reviewer, RoundFeedback
+from ferret.roles.base import OptimizerContext, Optimizer, ReviewContext, Reviewer, RoundFeedback, TestWriter
 from ferret.roles.review import StaticReviewer
 
 Progress = Callable[[str], None]
@@ -75,9 +77,11 @@ class Dispatcher:
         progress: Progress = lambda message: None,
         agents_dir: Path = REPO_AGENTS,
         proposals_per_round: int | None = None,
+        test_writer: TestWriter | None = None,
     ):
         self.contract_path = Path(contract)
         self.contract = load_contract(self.contract_path)
+        self.contract_text = self.contract_path.read_text()  # what the roles read: the contract as the user wrote it
         self.profile = profile or default_profile()
         self.gates_dir = Path(gates_dir)
         self.runs_dir = Path(runs_dir)
@@ -89,6 +93,7 @@ class Dispatcher:
         self.agents_dir = agents_dir
         self.optimizer = optimizer or self._default_optimizer()
         self.reviewer, self.reviewer_note = (reviewer, "") if reviewer is not None else self._default_reviewer()
+        self.test_writer = test_writer or self._default_test_writer()
 
     # --- role selection ---------------------------------------------------------------------------
     def _default_optimizer(self) -> Optimizer:
@@ -119,9 +124,52 @@ class Dispatcher:
             return LLMReviewer(model, self.agents_dir), ""
         return StaticReviewer(), "no LLM reviewer was reachable (no ANTHROPIC_API_KEY, no `claude` on PATH): static scan only"
 
+    def _default_test_writer(self) -> TestWriter:
+        from ferret.models.registry import available_model
+        from ferret.roles.test_writer import ContractCasesOnly, LLMTestWriter
+
+        model = available_model(["anthropic", "claude-cli"])
+        return LLMTestWriter(model, self.agents_dir) if model is not None else ContractCasesOnly()
+
+    def _advise_cases(self, log: RunLog, folder: Path) -> None:
+        """Ask the test-writer's adviser for extra cases; add the acceptable ones to the contract the gate is
+        built from (runs/<id>/gate-contract.yaml). Golden values still come only from the reference."""
+        from ferret.roles.test_writer import TestWriterContext, merge_cases
+
+        log.test_writer = self.test_writer.name
+        reference = load_entry(self.contract.reference.entry, project_root_of(self.contract_path))
+        context = TestWriterContext(op=self.contract.op, contract_yaml=self.contract_text, reference_doc=reference.__doc__ or "")
+        try:
+            advice = self.test_writer.propose_cases(context)
+        except Exception as err:  # noqa: BLE001 - the contract's own cases are a complete gate: go on without advice
+            log.test_writer_note = f"the test-writer's adviser failed ({type(err).__name__}: {err}); the contract's cases only"
+            self.progress(log.test_writer_note)
+            return
+        merged, accepted, rejected = merge_cases(self.contract, advice)
+        log.stage_checks = [c.model_dump() for c in advice.stage_checks]
+        log.rejected_cases = rejected
+        log.test_writer_note = advice.notes
+        if advice.notes:
+            self.progress(f"test-writer: {advice.notes}")
+        for reason in rejected:
+            self.progress(f"test-writer: case refused: {reason}")
+        if not accepted:
+            return
+        target = folder / "gate-contract.yaml"
+        # The derived contract lives under runs/: it names the project whose tasks/ its entries import.
+        derived = merged.model_copy(update={"project": str(project_root_of(self.contract_path).resolve())})
+        target.write_text(yaml.safe_dump(derived.model_dump(mode="json", exclude_none=True), sort_keys=False))
+        log.extra_cases, log.gate_contract_path = accepted, str(target)
+        self._use_contract(target)
+        self.progress(f"test-writer: {len(accepted)} extra cases added to the gate: {', '.join(accepted)}")
+
+    def _use_contract(self, path: Path) -> None:
+        self.contract_path = path
+        self.contract = load_contract(path)
+
     # --- the run ----------------------------------------------------------------------------------
     def run(self, resume: str | Path | None = None) -> RunLog:
-        contract_text = self.contract_path.read_text()
+        contract_text = self.contract_text
         if resume is not None:
             folder = Path(resume)
             log = RunLog.model_validate(json.loads((folder / "run.json").read_text()))
@@ -145,11 +193,16 @@ class Dispatcher:
             )
         if hashlib.sha256(contract_text.encode()).hexdigest() != log.contract_sha256:
             raise ValueError(f"{self.contract_path} changed since run {log.run_id} started: start a new run")
-        self.progress(f"run {log.run_id}: optimizer {log.optimizer}, reviewer {log.reviewer}")
+        if resume is not None and log.gate_contract_path:
+            self._use_contract(Path(log.gate_contract_path))
+        self.progress(f"run {log.run_id}: optimizer {log.optimizer}, reviewer {log.reviewer}, test-writer {self.test_writer.name}")
         if log.reviewer_note:
             self.progress(log.reviewer_note)
         log.save(folder)
         try:
+            if resume is None:
+                self._advise_cases(log, folder)
+                log.save(folder)
             self._rounds(log, folder)
         except GateTampered as err:
             log.status, log.stop_reason = "incomplete", f"gate tampered, run aborted: {err}"
@@ -177,7 +230,7 @@ class Dispatcher:
             must_pivot = since_progress >= pivot_after
             context = OptimizerContext(
                 op=self.contract.op,
-                contract_yaml=self.contract_path.read_text(),
+                contract_yaml=self.contract_text,
                 baseline_source=baseline_source,
                 abi=self.contract.candidate_abi.signature,
                 history=history,

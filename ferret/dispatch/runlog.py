@@ -57,6 +57,14 @@ class RunLog(BaseModel):
     optimizer: str
     reviewer: str
     reviewer_note: str = ""
+    test_writer: str = Field("contract-cases", description="Who advised the gate's extra cases (`contract-cases`: none).")
+    test_writer_note: str = ""
+    extra_cases: list[str] = Field(default_factory=list, description="Adviser cases added to the gate, as profile:name.")
+    rejected_cases: list[str] = Field(default_factory=list, description="Adviser cases refused, each with its reason.")
+    stage_checks: list[dict[str, str]] = Field(default_factory=list, description="Adviser stage checks, recorded for the reviewer.")
+    gate_contract_path: str | None = Field(
+        None, description="The contract the gate was built from, when extra cases were added (runs/<id>/gate-contract.yaml)."
+    )
     status: RunStatus = "incomplete"
     stop_reason: str = "not finished"
     established: Established = Established()

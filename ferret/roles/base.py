@@ -78,8 +78,18 @@ class Reviewer(Protocol):
     def review(self, context: ReviewContext) -> ReviewVerdict: ...
 
 
+@runtime_checkable
+class TestWriter(Protocol):
+    """The test-writer's adviser: extra cases from the contract (ferret/roles/test_writer.py)."""
+
+    name: str
+
+    def propose_cases(self, context: Any) -> Any: ...
+
+
 OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {}
 REVIEWERS: dict[str, Callable[..., Reviewer]] = {}
+TEST_WRITERS: dict[str, Callable[..., TestWriter]] = {}
 
 
 def register_optimizer(name: str):
@@ -93,6 +103,14 @@ def register_optimizer(name: str):
 def register_reviewer(name: str):
     def decorate(factory):
         REVIEWERS[name] = factory
+        return factory
+
+    return decorate
+
+
+def register_test_writer(name: str):
+    def decorate(factory):
+        TEST_WRITERS[name] = factory
         return factory
 
     return decorate

@@ -30,3 +30,13 @@ def make_reviewer(spec: str):
     from ferret.models.registry import model_from_spec
 
     return LLMReviewer(model_from_spec(spec), AGENTS)
+
+
+def make_test_writer(spec: str):
+    from ferret.roles.test_writer import ContractCasesOnly, LLMTestWriter
+
+    if spec == "contract-cases":
+        return ContractCasesOnly()
+    from ferret.models.registry import model_from_spec
+
+    return LLMTestWriter(model_from_spec(spec), AGENTS)

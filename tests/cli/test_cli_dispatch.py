@@ -27,6 +27,7 @@ def test_offline_dispatch_runs_to_a_verdict_and_names_its_roles(tmp_path, op):
     result = json.loads(lines[0].removeprefix("RUN_RESULT "))
     assert result["status"] == "correct_speed_not_measured"
     assert result["optimizer"] == "template-search" and result["reviewer"] == "static-scan"
+    assert result["test_writer"] == "contract-cases" and result["extra_cases"] == []
     assert result["established"]["correct"] and not result["established"]["speed_measured"]
     assert "no LLM reviewer was reachable" in proc.stderr
     run_json = json.loads((tmp_path / "runs" / result["run_id"] / "run.json").read_text())

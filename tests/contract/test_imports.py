@@ -20,3 +20,12 @@ def test_user_project_without_a_tasks_package_still_resolves(tmp_path):
     (tmp_path / "contracts").mkdir()
     assert project_root_of(tmp_path / "contracts" / "myop.yaml") == tmp_path
     assert project_root_of(tmp_path / "elsewhere" / "c.yaml") == tmp_path
+
+
+def test_a_contract_may_name_its_project(tmp_path):
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    derived = tmp_path / "runs" / "r1" / "gate-contract.yaml"
+    derived.write_text(f"op: rmsnorm\nproject: {REPO}\n")
+    assert project_root_of(derived) == REPO
+    derived.write_text("op: rmsnorm\nproject: relative/path\n")  # only an absolute folder counts
+    assert project_root_of(derived) == tmp_path / "runs" / "r1"

@@ -218,3 +218,38 @@ def test_round_limits_come_from_the_contract_and_must_be_positive(dirs):
     assert dispatcher.max_rounds == dispatcher.contract.budgets.max_rounds
     with pytest.raises(ValueError, match="at least 1"):
         _dispatch(dirs, optimizer, proposals_per_round=-1)
+
+
+def test_the_test_writer_adviser_adds_cases_the_gate_is_built_with(dirs):
+    """A scripted LLM adviser proposes one good CPU case and one that names an unknown input: the good one
+    is drawn and computed by the reference into the run's gate, the other is refused with its reason, and
+    the honest candidate is judged on both the contract's cases and the new one."""
+    from ferret.models.testing import ScriptedModel, tool_call_response
+    from ferret.roles.test_writer import LLMTestWriter
+
+    gates, runs = dirs
+    good = {"profile": "cpu", "name": "past_power_of_two", "kind": "edge", "dims": {"M": 3, "N": 1025}, "seed": 11,
+            "description": "one column past a power of two"}
+    bad = {**good, "name": "unknown_input", "edits": [{"input": "bias", "set": "zeros_rows", "rows": [0]}]}
+    model = ScriptedModel([tool_call_response("submit_cases", cases=[good, bad], stage_checks=[], notes="two cases")])
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
+    log = Dispatcher(CONTRACT, optimizer=optimizer, reviewer=StaticReviewer(), gates_dir=gates, runs_dir=runs,
+                     profile="cpu", test_writer=LLMTestWriter(model, REPO / "agents")).run()
+    assert log.test_writer == "llm:scripted" and log.extra_cases == ["cpu:past_power_of_two"]
+    assert len(log.rejected_cases) == 1 and "no input named 'bias'" in log.rejected_cases[0]
+    gate_contract = Path(log.gate_contract_path)
+    assert gate_contract.parent == Path(log.best.file).parents[1]  # runs/<id>/gate-contract.yaml
+    manifest = json.loads((gates / log.gate_hash / "manifest.json").read_text())
+    assert "past_power_of_two" in {v["case"] for v in manifest["variants"]}
+    judged = log.rounds[0].candidates[0].gate["cases"]
+    assert any(name.startswith("past_power_of_two@") for name in judged) and any(name.startswith("typical@") for name in judged)
+    assert log.status == "correct_speed_not_measured" and log.final_check["pass"] is True
+    # The optimizer read the contract as the user wrote it, not the derived one.
+    assert optimizer.contexts[0].contract_yaml == CONTRACT.read_text()
+
+
+def test_without_a_model_the_gate_holds_the_contract_cases_and_the_log_says_so(dirs):
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
+    log = _dispatch(dirs, optimizer).run()
+    assert log.test_writer == "contract-cases" and log.extra_cases == [] and log.gate_contract_path is None
+    assert "contract's own cases only" in log.test_writer_note
