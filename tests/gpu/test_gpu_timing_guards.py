@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
+LARGE = REPO / "tests/gpu/contracts/rmsnorm_large.yaml"  # floor ~100 us: far above launch overhead
 HONEST = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
 GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
 
@@ -49,6 +50,48 @@ def run(inputs, outputs, params, trace=None):
             _UNIT_WEIGHTS[weight.shape] = torch.ones_like(weight)
         inputs = {"x": inputs["x"], "weight": _UNIT_WEIGHTS[weight.shape]}
     _honest_run(inputs, outputs, params, trace)
+'''
+
+
+# Both wrappers count calls with an iterator (invisible to the static scan's warm-up rule) so that they
+# stay honest through every correctness run and change only in the timing process.
+_IDLE_ONCE_TIMED_WRAPPER = '''
+
+import itertools
+
+_CALLS = itertools.count(1)
+
+
+def run(inputs, outputs, params, trace=None):
+    """Honest for its first 2000 calls in a process, then returns without doing anything."""
+    if next(_CALLS) > 2000:
+        return
+    _honest_run(inputs, outputs, params, trace)
+'''
+
+_SIDE_STREAM_ONCE_TIMED_WRAPPER = '''
+
+import itertools
+
+_CALLS = itertools.count(1)
+_SIDE = {}
+
+
+def run(inputs, outputs, params, trace=None):
+    """Honest, and after 2000 calls in a process launched on a side stream that waits for the inputs but
+    that no end event on the caller's stream waits for. The side stream is reached by a computed name."""
+    if next(_CALLS) <= 2000:
+        _honest_run(inputs, outputs, params, trace)
+        return
+    cuda = torch.cuda
+    if not _SIDE:
+        _SIDE["stream"] = getattr(cuda, "".join(["Str", "eam"]))()
+        _SIDE["enter"] = getattr(cuda, "".join(["str", "eam"]))
+        _SIDE["now"] = getattr(cuda, "".join(["current_", "str", "eam"]))
+    side = _SIDE["stream"]
+    side.wait_stream(_SIDE["now"]())
+    with _SIDE["enter"](side):
+        _honest_run(inputs, outputs, params, trace)
 '''
 
 
@@ -102,3 +145,46 @@ def test_candidate_that_simplifies_the_math_once_timed_is_rejected_by_its_answer
     assert case.answers_checked and case.answers_checked >= 2
     assert any(f.startswith("warmup_detection: the answer a timed call left in output slot") for f in case.flags), case.flags
     assert "warmup_detection" in {d.cheat for d in verdict.detections if d.source == "timing"}
+
+
+def _wrapped(tmp_path, name: str, wrapper: str):
+    path = tmp_path / name
+    path.write_text(HONEST.read_text().replace("\ndef run(", "\ndef _honest_run(") + wrapper)
+    return path
+
+
+def test_candidate_that_stops_working_once_timed_is_under_the_floor(tmp_path):
+    """cheats.md 19: a time no kernel could reach. Also replayed answers and wrong answers."""
+    from ferret.gate.judge import check
+
+    verdict, _ = check(LARGE, _wrapped(tmp_path, "rmsnorm_idle_when_timed.py", _IDLE_ONCE_TIMED_WRAPPER), GATES,
+                       profile="gpu", progress=_progress)
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
+    assert not verdict.passed and verdict.parts["integrity"].status == "fail"
+    case = verdict.timing.cases[0]
+    assert case.floor_ms and case.candidate_ms < case.floor_ms
+    assert any(f.startswith("impossible_speed:") for f in case.flags), case.flags
+    assert "impossible_speed" in {d.cheat for d in verdict.detections}
+
+
+def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_clock(tmp_path):
+    """cheats.md 13 at run time: the end event does not wait for the side stream; the synchronized wall
+    time does. (The floor may name it too.)"""
+    from ferret.gate.judge import check
+
+    path = _wrapped(tmp_path, "rmsnorm_side_stream_when_timed.py", _SIDE_STREAM_ONCE_TIMED_WRAPPER)
+    verdict, _ = check(LARGE, path, GATES, profile="gpu", progress=_progress)
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
+    assert not verdict.passed and verdict.parts["integrity"].status == "fail"
+    case = verdict.timing.cases[0]
+    assert case.wall_ms > 2 * case.candidate_ms, case
+    assert any(f.startswith("side_stream_or_thread:") for f in case.flags), case.flags
+
+
+def test_honest_candidate_at_the_large_shape_is_timed_without_a_flag():
+    from ferret.gate.judge import check
+
+    verdict, _ = check(LARGE, HONEST, GATES, profile="gpu", progress=_progress)
+    assert verdict.passed and verdict.timing.measured and not verdict.timing.detections, verdict.timing
+    case = verdict.timing.cases[0]
+    assert case.candidate_ms > 0.9 * case.floor_ms and not case.flags
