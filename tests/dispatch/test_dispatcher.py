@@ -253,3 +253,24 @@ def test_without_a_model_the_gate_holds_the_contract_cases_and_the_log_says_so(d
     log = _dispatch(dirs, optimizer).run()
     assert log.test_writer == "contract-cases" and log.extra_cases == [] and log.gate_contract_path is None
     assert "contract's own cases only" in log.test_writer_note
+
+
+def test_a_resumed_run_keeps_the_gate_contract_with_the_advised_cases(dirs):
+    from ferret.models.testing import ScriptedModel, tool_call_response
+    from ferret.roles.test_writer import LLMTestWriter
+
+    gates, runs = dirs
+    good = {"profile": "cpu", "name": "seventeen_rows", "kind": "edge", "dims": {"M": 17, "N": 33}, "seed": 12,
+            "description": "rows not a multiple of any row block"}
+    model = ScriptedModel([tool_call_response("submit_cases", cases=[good], stage_checks=[], notes="")])
+    first = ScriptedOptimizer([[Proposal(source=WRONG, approach="first")], KeyboardInterrupt()])
+    log = Dispatcher(CONTRACT, optimizer=first, reviewer=StaticReviewer(), gates_dir=gates, runs_dir=runs, profile="cpu",
+                     test_writer=LLMTestWriter(model, REPO / "agents"), max_rounds=3).run()
+    assert log.status == "incomplete" and log.extra_cases == ["cpu:seventeen_rows"]
+    folder = Path(log.gate_contract_path).parent
+    # Resumed with no adviser at all: the run's gate contract still holds the advised case.
+    resumed_optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
+    resumed = _dispatch(dirs, resumed_optimizer, max_rounds=3).run(resume=folder)
+    assert resumed.gate_hash == log.gate_hash and resumed.extra_cases == ["cpu:seventeen_rows"]
+    assert any(name.startswith("seventeen_rows@") for name in resumed.rounds[1].candidates[0].gate["cases"])
+    assert resumed.status == "correct_speed_not_measured"

@@ -17,7 +17,7 @@ them into probabilities with kernel 3's own log-sum-exp. q_absorbed and q_pe_rop
 Sizing (H200): at 16/32 heads the step is memory bound and every cache byte is read once per head block;
 at 128 heads it is compute bound and head blocks keep the cache re-reads in L2. Kernel 3's block sizes and
 split count come from the point of Ferret's MLA kernel template (tasks/mla_attention/templates) below:
-head_block=32, token_block=32, warps_per_16_heads=4,
+head_block=16, token_block=32, warps_per_16_heads=2,
 num_stages=2, min_tokens_per_split=256, programs_per_sm=2.
 """
 from __future__ import annotations
@@ -34,9 +34,9 @@ QK_ROPE_HEAD_DIM = 64
 V_HEAD_DIM = 128
 
 # Kernel 3's sizing: the template point (see _attention_config).
-HEAD_BLOCK = 32
+HEAD_BLOCK = 16
 TOKEN_BLOCK = 32
-WARPS_PER_16_HEADS = 4
+WARPS_PER_16_HEADS = 2
 NUM_STAGES = 2
 MIN_TOKENS_PER_SPLIT = 256
 PROGRAMS_PER_SM = 2
