@@ -36,6 +36,14 @@ def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Pat
                    compare_compiled: bool = True):
     """Time a correct candidate against the baseline in a process of its own; returns a TimingResult.
     torch.compile of the baseline is timed beside them when the contract asks and `compare_compiled`."""
+    workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
+    try:
+        return _time_in(workdir, contract_path, contract, manifest, gate, candidate, progress, compare_compiled)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)  # inputs, pools of answers: hundreds of MB at production shapes
+
+
+def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candidate: Path, progress, compare_compiled: bool):
     from ferret.gate.models import CaseTiming, Detection, TimingResult
 
     from ferret.contract.imports import project_root_of
@@ -45,7 +53,6 @@ def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Pat
 
     wanted = set(contract.speed.cases) or {c.name for c in contract.cases_for("gpu") if c.kind == "correctness"}
     records = [r for r in manifest.variants if r.case in wanted and r.dtype == contract.primary_dtype]
-    workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
     jobs = []
     for record in records:
         target = workdir / f"{record.id}.safetensors"

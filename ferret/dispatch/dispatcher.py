@@ -14,9 +14,9 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import yaml
-from typing import Callable
 
 from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import load_contract

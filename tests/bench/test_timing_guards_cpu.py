@@ -3,6 +3,7 @@ baseline by file. (The guards at work are in tests/gpu/test_gpu_timing_guards.py
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from ferret.bench.guards import DATASHEET_PEAKS, FLOOR_MARGIN, floor_ms, input_pool, minimum_bytes, peaks_for
@@ -82,3 +83,26 @@ def test_timing_process_imports_everything_it_needs_on_the_candidate_import_path
     assert not result.measured
     assert "Error" in result.reason and "get_device_name" in result.reason, result.reason
     assert "ImportError" not in result.reason and "ModuleNotFoundError" not in result.reason, result.reason
+
+
+def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
+    import tempfile
+
+    from ferret.bench import timing
+
+    made = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def recording_mkdtemp(*args, **kwargs):
+        made.append(real_mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    def failing(workdir, *args):
+        (workdir / "answers-0.safetensors").write_bytes(b"x" * 100)
+        raise RuntimeError("the timing process broke")
+
+    monkeypatch.setattr(timing.tempfile, "mkdtemp", recording_mkdtemp)
+    monkeypatch.setattr(timing, "_time_in", failing)
+    with pytest.raises(RuntimeError, match="broke"):
+        timing.time_candidate(None, None, None, tmp_path, tmp_path / "c.py", lambda m: None)
+    assert len(made) == 1 and not Path(made[0]).exists()
