@@ -29,7 +29,7 @@ from typing import Any
 
 import jinja2
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ferret.roles.base import OptimizerContext, Proposal, RoundFeedback, register_optimizer
 
@@ -160,7 +160,11 @@ def load_space(template_dir: str | Path) -> TemplateSpace:
     data = yaml.safe_load(path.read_text())
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping")
-    space = TemplateSpace.model_validate(data)
+    try:
+        space = TemplateSpace.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'space'}: {e['msg']}" for e in err.errors())
+        raise ValueError(f"{path}: {problems}") from None
     if not (Path(template_dir) / space.template).is_file():
         raise ValueError(f"{path}: template {space.template!r} not found beside it")
     return space

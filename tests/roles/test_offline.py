@@ -102,6 +102,11 @@ def test_available_templates_and_bad_spaces(tmp_path):
         TemplateSpace.model_validate({**data, "applies_when": {"block_n": {"tiles": [1]}}})
     with pytest.raises(ValueError):
         TemplateSpace.model_validate({**data, "typo": 1})
+    # A space file without `invariants` is refused naming the file and the field.
+    (tmp_path / "templates" / "rmsnorm.py.j2").write_text("")
+    (tmp_path / "templates" / "space.yaml").write_text((TEMPLATES / "space.yaml").read_text().split("invariants:")[0])
+    with pytest.raises(ValueError, match=r"templates/space.yaml: invariants: Field required"):
+        load_space(tmp_path / "templates")
 
 
 @pytest.mark.parametrize("op", sorted(GATE_SAMPLE))
