@@ -33,17 +33,24 @@ METHOD = (
 
 
 def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Path, progress: Callable[[str], None],
-                   compare_compiled: bool = True):
+                   compare_compiled: bool = True, device: str = "cuda"):
     """Time a correct candidate against the baseline in a process of its own; returns a TimingResult.
-    torch.compile of the baseline is timed beside them when the contract asks and `compare_compiled`."""
+    torch.compile of the baseline is timed beside them when the contract asks and `compare_compiled`.
+
+    `device="cpu"` is a rehearsal of the guards for tests (the judge never asks for it): the same process,
+    pool, output slots, fingerprints and timed-answers check on a CPU gate's first case, under the Triton
+    interpreter, with a plain clock instead of do_bench. Its times are not speedups: the result says
+    `measured=False`, and no floor applies.
+    """
     workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
     try:
-        return _time_in(workdir, contract_path, contract, manifest, gate, candidate, progress, compare_compiled)
+        return _time_in(workdir, contract_path, contract, manifest, gate, candidate, progress, compare_compiled, device)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)  # inputs, pools of answers: hundreds of MB at production shapes
 
 
-def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candidate: Path, progress, compare_compiled: bool):
+def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candidate: Path, progress, compare_compiled: bool,
+             device: str):
     from ferret.gate.models import CaseTiming, Detection, TimingResult
 
     from ferret.contract.imports import project_root_of
@@ -51,13 +58,17 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
     from ferret.gate.inputs import output_specs
     from ferret.sandbox.launch import candidate_environment, run_isolated
 
-    wanted = set(contract.speed.cases) or {c.name for c in contract.cases_for("gpu") if c.kind == "correctness"}
+    profile = "gpu" if device == "cuda" else "cpu"
+    if device == "cuda":
+        wanted = set(contract.speed.cases) or {c.name for c in contract.cases_for("gpu") if c.kind == "correctness"}
+    else:
+        wanted = {next(c.name for c in contract.cases_for("cpu") if c.kind == "correctness")}
     records = [r for r in manifest.variants if r.case in wanted and r.dtype == contract.primary_dtype]
     jobs = []
     for record in records:
         target = workdir / f"{record.id}.safetensors"
         _prepare_inputs(contract, gate, record, target)
-        case = next(c for c in contract.cases_for("gpu") if c.name == record.case)
+        case = next(c for c in contract.cases_for(profile) if c.name == record.case)
         specs = output_specs(contract, case, record.dtype)
         jobs.append(
             {
@@ -80,7 +91,8 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
         "baseline": contract.baseline.entry,
         "baseline_file": str(workdir / "baseline.py"),
         "baseline_attr": baseline_fn.__name__,
-        "compile_baseline": contract.baseline.compile and compare_compiled,
+        "compile_baseline": contract.baseline.compile and compare_compiled and device == "cuda",
+        "device": device,
         "project_root": str(project_root_of(contract_path)),
         "params": contract.params,
         "read_only": [i.name for i in contract.inputs if i.role == "in"],
@@ -95,7 +107,7 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
     outcome = run_isolated(
         [sys.executable, "-m", "ferret.bench.timing", "job.json"],
         workdir,
-        candidate_environment(workdir, interpret=False),
+        candidate_environment(workdir, interpret=device != "cuda"),
         contract.budgets.candidate_timeout_s,
         contract.budgets.candidate_memory_mb,
         hide=hidden_from_candidates(gate, Path(contract_path)),
@@ -115,13 +127,17 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
         case["answers_checked"] = checked
         case["flags"] = case["flags"] + wrong
     cases = [CaseTiming(**c) for c in raw["cases"]]
-    speedups = [c.speedup for c in cases]
-    geomean = statistics.geometric_mean(speedups) if speedups else None
     detections = []
     for c in cases:
         for flag in c.flags:
             cheat, _, evidence = flag.partition(": ")
             detections.append(Detection(cheat=cheat, catalogue=_TIMING_CATALOGUE.get(cheat, []), evidence=f"{c.case}: {evidence}", source="timing"))
+    if device != "cuda":
+        return TimingResult(measured=False, reason="guard rehearsal on the CPU: the guards ran, the times are not speedups",
+                            device=raw["device"], method=METHOD.format(repeats=contract.speed.repeats), cases=cases,
+                            detections=detections)
+    speedups = [c.speedup for c in cases]
+    geomean = statistics.geometric_mean(speedups) if speedups else None
     return TimingResult(
         detections=detections,
         review=[f"{c.case}: {r}" for c in cases for r in c.review],
@@ -178,20 +194,38 @@ def _bench_process(job_path: str) -> int:
     compiled = torch.compile(baseline) if job["compile_baseline"] else None
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
               "int64": torch.int64, "int32": torch.int32}
-    device_name = torch.cuda.get_device_name(0)
-    peaks = guards.peaks_for(device_name)
-    l2_bytes = peaks["l2_bytes"] if peaks else 64 << 20
+    device = job.get("device", "cuda")
+    on_gpu = device == "cuda"
+    device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (guard rehearsal: times are not speedups)"
+    peaks = guards.peaks_for(device_name) if on_gpu else None
+    # The rehearsal keeps the pool at its minimum of two sets: the interpreter is slow.
+    l2_bytes = (peaks["l2_bytes"] if peaks else 64 << 20) if on_gpu else 0
+
+    def sync():
+        if on_gpu:
+            torch.cuda.synchronize()
+
+    def bench(fn) -> float:
+        if on_gpu:
+            return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - started) * 1e3)
+        return statistics.median(times)
+
     generator = torch.Generator().manual_seed(int.from_bytes(__import__("os").urandom(7), "little"))
     results = []
     for case_number, case in enumerate(job["cases"]):
-        inputs = {k: v.cuda() for k, v in load_file(case["inputs_file"]).items()}
+        inputs = {k: v.to(device) for k, v in load_file(case["inputs_file"]).items()}
         read_only = job["read_only"]
         float_read_only = [n for n in read_only if inputs[n].is_floating_point()]
         pool = guards.input_pool(inputs, float_read_only, target_bytes=2 * l2_bytes, generator=generator)
         params = job["params"]
 
         def fresh_outputs():
-            return {n: torch.full(tuple(s), float("nan"), dtype=dtypes[d], device="cuda") for n, (s, d) in case["outputs"].items()}
+            return {n: torch.full(tuple(s), float("nan"), dtype=dtypes[d], device=device) for n, (s, d) in case["outputs"].items()}
 
         implementations = {"candidate": candidate, "baseline": baseline}
         if compiled is not None:
@@ -224,27 +258,28 @@ def _bench_process(job_path: str) -> int:
                     raise
                 compile_error = f"{type(err).__name__}: {err}"[:300]
                 del fns[name]
-        l2_state = guards.reset_persisting_l2()
+        l2_state = guards.reset_persisting_l2() if on_gpu else "not applicable on the CPU"
         samples = {k: [] for k in fns}
-        torch.cuda.synchronize()
+        sync()
         for _ in range(job["repeats"]):
             for name, fn in fns.items():
-                guards.reset_persisting_l2()
-                torch.cuda.synchronize()
-                samples[name].append(float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")))
+                if on_gpu:
+                    guards.reset_persisting_l2()
+                sync()
+                samples[name].append(bench(fn))
         med = {k: statistics.median(v) for k, v in samples.items()}
 
         flags = []
         # Wall clock with a device-wide synchronize before the clock stops: work hidden on a side
         # stream or in a thread shows up here even if the events missed it.
         calls = max(10, min(200, int(20.0 / max(med["candidate"], 1e-3))))
-        torch.cuda.synchronize()
+        sync()
         started = time.perf_counter()
         for _ in range(calls):
             fns["candidate"]()
-        torch.cuda.synchronize()
+        sync()
         wall_ms = (time.perf_counter() - started) * 1e3 / calls
-        if med["candidate"] < 0.5 * wall_ms and wall_ms - med["candidate"] > 0.05:
+        if on_gpu and med["candidate"] < 0.5 * wall_ms and wall_ms - med["candidate"] > 0.05:
             flags.append(f"side_stream_or_thread: event time {med['candidate'] * 1e3:.1f} us but synchronized wall time "
                          f"{wall_ms * 1e3:.1f} us per call")
         # Every pool slot's output, fingerprinted now, must be what a synchronous call on the same inputs gives.
@@ -255,7 +290,7 @@ def _bench_process(job_path: str) -> int:
             seen = _digest(slots["candidate"][j])
             check = fresh_outputs()
             candidate(pool[i], check, params)
-            torch.cuda.synchronize()
+            sync()
             if _digest(check) != seen:
                 replayed.append(j)
         if replayed:

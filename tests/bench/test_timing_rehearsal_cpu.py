@@ -1,0 +1,89 @@
+"""The timing guards rehearsed on the CPU (`time_candidate(..., device="cpu")`): the real timing process,
+input pool, output slots, fingerprint re-check and the judge's check of every timed answer, under the
+Triton interpreter with a plain clock. The GPU runs of the same candidates are in
+tests/gpu/test_gpu_timing_guards.py; here CI sees the same logic break if it breaks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ferret.bench.timing import time_candidate
+from ferret.contract.load import load_contract
+from ferret.gate.judge import locate_gate
+from ferret.gate.lock import verify_gate
+from ferret.gate.models import GateManifest
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
+HONEST = REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
+
+LAZY = '''
+
+def run(inputs, outputs, params, trace=None):
+    """Leaves the old answer in a buffer that already holds one."""
+    first = outputs["y"][0, 0].item()
+    if first == first:
+        return
+    _honest_run(inputs, outputs, params, trace)
+'''
+
+SIMPLIFIED_AFTER_WARMUP = '''
+
+import itertools
+
+_CALLS = itertools.count(1)
+_UNIT = {}
+
+
+def run(inputs, outputs, params, trace=None):
+    """Drops the weight multiply after its third call in a process: deterministic, and wrong."""
+    if next(_CALLS) > 3:
+        weight = inputs["weight"]
+        _UNIT.setdefault(weight.shape, torch.ones_like(weight))
+        inputs = {"x": inputs["x"], "weight": _UNIT[weight.shape]}
+    _honest_run(inputs, outputs, params, trace)
+'''
+
+
+@pytest.fixture(scope="module")
+def rehearse(tmp_path_factory):
+    contract = load_contract(CONTRACT)
+    gate = locate_gate(CONTRACT, contract, tmp_path_factory.mktemp("gates"), "cpu", lambda m: None)
+    manifest = GateManifest.model_validate(verify_gate(gate))
+    folder = tmp_path_factory.mktemp("candidates")
+
+    def run_one(name: str, wrapper: str | None):
+        path = HONEST
+        if wrapper is not None:
+            path = folder / f"{name}.py"
+            path.write_text(HONEST.read_text().replace("\ndef run(", "\ndef _honest_run(") + wrapper)
+        return time_candidate(CONTRACT, contract, manifest, gate, path, lambda m: None, device="cpu")
+
+    return run_one
+
+
+def test_honest_candidate_rehearses_clean_and_every_timed_answer_is_checked(rehearse):
+    result = rehearse("honest", None)
+    assert not result.measured and "not speedups" in result.reason
+    assert len(result.cases) == 1 and result.cases[0].case == "typical"
+    case = result.cases[0]
+    assert case.pool_sets == 2 and case.answers_checked == case.pool_sets + 1
+    assert case.flags == [] and result.detections == []
+    assert case.floor_ms is None  # no datasheet floor on the CPU
+
+
+def test_a_candidate_that_leaves_old_answers_is_named_twice(rehearse):
+    result = rehearse("lazy", LAZY)
+    cheats = {d.cheat for d in result.detections}
+    assert {"cross_call_caching", "warmup_detection"} <= cheats, result.cases[0].flags
+
+
+def test_math_simplified_after_the_warm_up_is_named_by_its_answers_alone(rehearse):
+    result = rehearse("simplified", SIMPLIFIED_AFTER_WARMUP)
+    case = result.cases[0]
+    # Deterministic: the fingerprint re-check agrees with it; only the answers show it.
+    assert not any(f.startswith("cross_call_caching") for f in case.flags), case.flags
+    assert any(f.startswith("warmup_detection: the answer a timed call left in output slot") for f in case.flags), case.flags
+    assert {d.cheat for d in result.detections} == {"warmup_detection"}
