@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from timing_cheats import LAZY, SIMPLIFIED, write_cheat
 
 from ferret.bench.timing import time_candidate
 from ferret.contract.load import load_contract
@@ -19,34 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
 HONEST = REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
 
-LAZY = '''
-
-def run(inputs, outputs, params, trace=None):
-    """Leaves the old answer in a buffer that already holds one."""
-    first = outputs["y"][0, 0].item()
-    if first == first:
-        return
-    _honest_run(inputs, outputs, params, trace)
-'''
-
-SIMPLIFIED_AFTER_WARMUP = '''
-
-import itertools
-
-_CALLS = itertools.count(1)
-_UNIT = {}
-
-
-def run(inputs, outputs, params, trace=None):
-    """Drops the weight multiply after its third call in a process: deterministic, and wrong."""
-    if next(_CALLS) > 3:
-        weight = inputs["weight"]
-        _UNIT.setdefault(weight.shape, torch.ones_like(weight))
-        inputs = {"x": inputs["x"], "weight": _UNIT[weight.shape]}
-    _honest_run(inputs, outputs, params, trace)
-'''
-
-
 @pytest.fixture(scope="module")
 def rehearse(tmp_path_factory):
     contract = load_contract(CONTRACT)
@@ -55,10 +28,8 @@ def rehearse(tmp_path_factory):
     folder = tmp_path_factory.mktemp("candidates")
 
     def run_one(name: str, wrapper: str | None):
-        path = HONEST
-        if wrapper is not None:
-            path = folder / f"{name}.py"
-            path.write_text(HONEST.read_text().replace("\ndef run(", "\ndef _honest_run(") + wrapper)
+        # The rehearsal has no correctness runs before it: the switch comes after the warm-up calls.
+        path = HONEST if wrapper is None else write_cheat(folder / f"{name}.py", wrapper, after=3)
         return time_candidate(CONTRACT, contract, manifest, gate, path, lambda m: None, device="cpu")
 
     return run_one
@@ -81,7 +52,7 @@ def test_a_candidate_that_leaves_old_answers_is_named_twice(rehearse):
 
 
 def test_math_simplified_after_the_warm_up_is_named_by_its_answers_alone(rehearse):
-    result = rehearse("simplified", SIMPLIFIED_AFTER_WARMUP)
+    result = rehearse("simplified", SIMPLIFIED)
     case = result.cases[0]
     # Deterministic: the fingerprint re-check agrees with it; only the answers show it.
     assert not any(f.startswith("cross_call_caching") for f in case.flags), case.flags

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from timing_cheats import IDLE, LAZY, SIDE_STREAM, SIMPLIFIED, write_cheat
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
@@ -17,83 +18,6 @@ HONEST = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
 GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
 
 pytestmark = pytest.mark.gpu
-
-_LAZY_WRAPPER = '''
-
-def run(inputs, outputs, params, trace=None):
-    """Honest whenever its output buffer arrives poisoned (every correctness run of the gate), but when
-    the buffer already holds a number (an earlier call wrote it, as when a timing loop reuses buffers),
-    returns at once and leaves the old answer there."""
-    first = outputs["y"][0, 0].item()
-    if first == first:
-        return
-    _honest_run(inputs, outputs, params, trace)
-'''
-
-
-_SIMPLIFIED_ONCE_TIMED_WRAPPER = '''
-
-import itertools
-
-_CALLS = itertools.count(1)
-_UNIT_WEIGHTS = {}
-
-
-def run(inputs, outputs, params, trace=None):
-    """Honest for its first 2000 calls in a process (more than any correctness run makes), then the
-    weight multiply is dropped: as fast as before, deterministic, and wrong. Timed calls and the timing
-    process's own re-check agree with each other; only the answers themselves show it. (The counter is
-    an iterator, which the static scan's warm-up rule does not see: the runtime defence is on trial.)"""
-    if next(_CALLS) > 2000:
-        weight = inputs["weight"]
-        if weight.shape not in _UNIT_WEIGHTS:
-            _UNIT_WEIGHTS[weight.shape] = torch.ones_like(weight)
-        inputs = {"x": inputs["x"], "weight": _UNIT_WEIGHTS[weight.shape]}
-    _honest_run(inputs, outputs, params, trace)
-'''
-
-
-# Both wrappers count calls with an iterator (invisible to the static scan's warm-up rule) so that they
-# stay honest through every correctness run and change only in the timing process.
-_IDLE_ONCE_TIMED_WRAPPER = '''
-
-import itertools
-
-_CALLS = itertools.count(1)
-
-
-def run(inputs, outputs, params, trace=None):
-    """Honest for its first 2000 calls in a process, then returns without doing anything."""
-    if next(_CALLS) > 2000:
-        return
-    _honest_run(inputs, outputs, params, trace)
-'''
-
-_SIDE_STREAM_ONCE_TIMED_WRAPPER = '''
-
-import itertools
-
-_CALLS = itertools.count(1)
-_SIDE = {}
-
-
-def run(inputs, outputs, params, trace=None):
-    """Honest, and after 2000 calls in a process launched on a side stream that waits for the inputs but
-    that no end event on the caller's stream waits for. The side stream is reached by a computed name."""
-    if next(_CALLS) <= 2000:
-        _honest_run(inputs, outputs, params, trace)
-        return
-    cuda = torch.cuda
-    if not _SIDE:
-        _SIDE["stream"] = getattr(cuda, "".join(["Str", "eam"]))()
-        _SIDE["enter"] = getattr(cuda, "".join(["str", "eam"]))
-        _SIDE["now"] = getattr(cuda, "".join(["current_", "str", "eam"]))
-    side = _SIDE["stream"]
-    side.wait_stream(_SIDE["now"]())
-    with _SIDE["enter"](side):
-        _honest_run(inputs, outputs, params, trace)
-'''
-
 
 def _progress(message: str) -> None:
     import sys
@@ -118,10 +42,7 @@ def test_honest_candidate_is_timed_without_a_flag():
 def test_candidate_that_stops_working_when_timed_is_rejected(tmp_path):
     from ferret.gate.judge import check
 
-    source = HONEST.read_text()
-    assert source.count("\ndef run(") == 1
-    lazy = tmp_path / "rmsnorm_lazy_when_timed.py"
-    lazy.write_text(source.replace("\ndef run(", "\ndef _honest_run(") + _LAZY_WRAPPER)
+    lazy = write_cheat(tmp_path / "rmsnorm_lazy_when_timed.py", LAZY)
     verdict, _ = check(CONTRACT, lazy, GATES, profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism")), verdict.parts
     assert not verdict.passed
@@ -135,9 +56,7 @@ def test_candidate_that_simplifies_the_math_once_timed_is_rejected_by_its_answer
     goes back to the judge, which runs the reference on that call's input set."""
     from ferret.gate.judge import check
 
-    source = HONEST.read_text()
-    simplified = tmp_path / "rmsnorm_simplified_when_timed.py"
-    simplified.write_text(source.replace("\ndef run(", "\ndef _honest_run(") + _SIMPLIFIED_ONCE_TIMED_WRAPPER)
+    simplified = write_cheat(tmp_path / "rmsnorm_simplified_when_timed.py", SIMPLIFIED, after=2000)
     verdict, _ = check(CONTRACT, simplified, GATES, profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism", "stress")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
@@ -147,17 +66,11 @@ def test_candidate_that_simplifies_the_math_once_timed_is_rejected_by_its_answer
     assert "warmup_detection" in {d.cheat for d in verdict.detections if d.source == "timing"}
 
 
-def _wrapped(tmp_path, name: str, wrapper: str):
-    path = tmp_path / name
-    path.write_text(HONEST.read_text().replace("\ndef run(", "\ndef _honest_run(") + wrapper)
-    return path
-
-
 def test_candidate_that_stops_working_once_timed_is_under_the_floor(tmp_path):
     """cheats.md 19: a time no kernel could reach. Also replayed answers and wrong answers."""
     from ferret.gate.judge import check
 
-    verdict, _ = check(LARGE, _wrapped(tmp_path, "rmsnorm_idle_when_timed.py", _IDLE_ONCE_TIMED_WRAPPER), GATES,
+    verdict, _ = check(LARGE, write_cheat(tmp_path / "rmsnorm_idle_when_timed.py", IDLE, after=2000), GATES,
                        profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
@@ -172,7 +85,7 @@ def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_
     time does. (The floor may name it too.)"""
     from ferret.gate.judge import check
 
-    path = _wrapped(tmp_path, "rmsnorm_side_stream_when_timed.py", _SIDE_STREAM_ONCE_TIMED_WRAPPER)
+    path = write_cheat(tmp_path / "rmsnorm_side_stream_when_timed.py", SIDE_STREAM, after=2000)
     verdict, _ = check(LARGE, path, GATES, profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
