@@ -14,7 +14,7 @@ canonical reference like every other; the adviser never sees a candidate or a go
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -24,7 +24,7 @@ from ferret.roles.base import register_test_writer
 
 
 class ProposedCase(BaseModel):
-    profile: Literal["cpu", "gpu"]
+    profile: str | None = Field(description="cpu or gpu; anything else is refused by merge_cases, case by case.")
     case: dict[str, Any] = Field(description="The case entry as proposed (name, kind, dims, seed, description, edits).")
 
 
@@ -100,6 +100,9 @@ def merge_cases(contract: Contract, advice: CaseAdvice) -> tuple[Contract, list[
     merged = contract
     for proposal in advice.cases:
         label = f"{proposal.profile}:{proposal.case.get('name', '?')}"
+        if proposal.profile not in ("cpu", "gpu"):
+            rejected.append(f"{label}: profile must be cpu or gpu")
+            continue
         existing = merged.cases_for(proposal.profile)
         try:
             case = Case.model_validate(proposal.case)

@@ -40,6 +40,7 @@ def test_cases_that_do_not_fit_the_contract_are_refused_with_the_reason():
         case("unknown_input", edits=[{"input": "bias", "set": "zeros_rows", "rows": [0]}]),
         case("too_big", dims={"M": 4096, "N": 7168}),
         case("bad_kind", kind="stress"),
+        case("no_profile", profile="tpu"),
     ]
     merged, accepted, rejected = merge_cases(CONTRACT, advice(*proposals))
     assert accepted == [] and merged == CONTRACT
@@ -50,6 +51,8 @@ def test_cases_that_do_not_fit_the_contract_are_refused_with_the_reason():
     assert "no input named 'bias'" in reasons["cpu:unknown_input"]
     assert "more than the largest cpu case" in reasons["cpu:too_big"]
     assert "not a valid case" in reasons["cpu:bad_kind"]
+    # One proposal with a bad profile is refused alone; it does not throw the whole answer away.
+    assert "profile must be cpu or gpu" in reasons["tpu:no_profile"]
 
 
 def test_two_proposals_with_one_name_keep_the_first():
