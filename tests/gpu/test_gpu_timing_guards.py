@@ -15,6 +15,12 @@ REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
 LARGE = REPO / "tests/gpu/contracts/rmsnorm_large.yaml"  # floor ~100 us: far above launch overhead
 HONEST = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
+# When the cheats at the large shape switch. The candidate's own process calls it about 20 times there (3 dtypes
+# x 5 runs, and 5 stress runs); the timing process, at about 0.1 ms a call, makes some 600 calls in each of its
+# 3 do_bench rounds. Switching at call 200 keeps every correctness run honest and makes at least two of the
+# three timed rounds, so the median, the cheat's. (At 2000, as for the small shape, the switch would come only
+# in the wall-clock loop after the timed rounds.)
+LARGE_SWITCH = 200
 GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
 
 pytestmark = pytest.mark.gpu
@@ -70,7 +76,7 @@ def test_candidate_that_stops_working_once_timed_is_under_the_floor(tmp_path):
     """cheats.md 19: a time no kernel could reach. Also replayed answers and wrong answers."""
     from ferret.gate.judge import check
 
-    verdict, _ = check(LARGE, write_cheat(tmp_path / "rmsnorm_idle_when_timed.py", IDLE, after=2000), GATES,
+    verdict, _ = check(LARGE, write_cheat(tmp_path / "rmsnorm_idle_when_timed.py", IDLE, after=LARGE_SWITCH), GATES,
                        profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
@@ -85,7 +91,7 @@ def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_
     time does. (The floor may name it too.)"""
     from ferret.gate.judge import check
 
-    path = write_cheat(tmp_path / "rmsnorm_side_stream_when_timed.py", SIDE_STREAM, after=2000)
+    path = write_cheat(tmp_path / "rmsnorm_side_stream_when_timed.py", SIDE_STREAM, after=LARGE_SWITCH)
     verdict, _ = check(LARGE, path, GATES, profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
