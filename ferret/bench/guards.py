@@ -27,6 +27,16 @@ def peaks_for(device_name: str) -> dict | None:
     return None
 
 
+def l2_bytes_of(device: str) -> int:
+    """The L2 size the input pool must outgrow: the datasheet's for a known GPU (64 MiB for an unknown one);
+    0 on the CPU, where the rehearsal keeps the pool at its minimum of two sets (the interpreter is slow)."""
+    if device != "cuda":
+        return 0
+    # Without a visible device here the timing process reports the failure itself, with its own message.
+    peaks = peaks_for(torch.cuda.get_device_name(0)) if torch.cuda.is_available() else None
+    return peaks["l2_bytes"] if peaks else 64 << 20
+
+
 def minimum_bytes(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], read_only: list[str]) -> int:
     """Each read-only input read once and each output written once: bytes no correct kernel can avoid.
     In-place (inout) tensors are left out: a kernel may touch only part of them (a cache append)."""

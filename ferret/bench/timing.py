@@ -21,7 +21,7 @@ from typing import Callable
 # The timing process itself (`python -m ferret.bench.timing`) imports only torch, triton and the
 # sandbox's watches: the judge-side models (pydantic) are imported by time_candidate alone.
 _TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18],
-                     "harness_patching": [15], "warmup_detection": [17, 16]}
+                     "harness_patching": [15], "warmup_detection": [17, 16], "input_mutation": [3]}
 
 METHOD = (
     "triton.testing.do_bench median (L2 flushed before every call, persisting L2 reset), a rotating pool of "
@@ -53,6 +53,12 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
              device: str):
     from ferret.gate.models import CaseTiming, Detection, TimingResult
 
+    import os
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from ferret.bench import guards
     from ferret.contract.imports import project_root_of
     from ferret.gate.judge import _prepare_inputs
     from ferret.gate.inputs import output_specs
@@ -64,16 +70,29 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
     else:
         wanted = {next(c.name for c in contract.cases_for("cpu") if c.kind == "correctness")}
     records = [r for r in manifest.variants if r.case in wanted and r.dtype == contract.primary_dtype]
-    jobs = []
+    read_only = [i.name for i in contract.inputs if i.role == "in"]
+    # The pool of input sets is drawn here and kept here: the timing process runs candidate code, which
+    # may rewrite the sets it is given, so the judge checks every timed answer against its own copy.
+    l2_bytes = guards.l2_bytes_of(device)
+    generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
+    jobs, pools = [], []
     for record in records:
         target = workdir / f"{record.id}.safetensors"
         _prepare_inputs(contract, gate, record, target)
+        inputs = load_file(str(target))
+        pool = guards.input_pool(inputs, [n for n in read_only if inputs[n].is_floating_point()],
+                                 target_bytes=2 * l2_bytes, generator=generator)
+        pools.append(pool)
+        pool_file = workdir / f"{record.id}.pool.safetensors"
+        save_file({f"set{i}.{n}": t for i, one_set in enumerate(pool) for n, t in one_set.items()}, str(pool_file))
+        target.unlink()
         case = next(c for c in contract.cases_for(profile) if c.name == record.case)
         specs = output_specs(contract, case, record.dtype)
         jobs.append(
             {
                 "case": record.case,
-                "inputs_file": str(target),
+                "pool_file": str(pool_file),
+                "pool_sets": len(pool),
                 "outputs": {n: [list(s), str(d).removeprefix("torch.")] for n, (s, d) in specs.items()},
             }
         )
@@ -95,7 +114,7 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
         "device": device,
         "project_root": str(project_root_of(contract_path)),
         "params": contract.params,
-        "read_only": [i.name for i in contract.inputs if i.role == "in"],
+        "read_only": read_only,
         "repeats": contract.speed.repeats,
         "cases": jobs,
         "result": str(workdir / "timing.json"),
@@ -119,10 +138,13 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
     raw = json.loads(result_file.read_text())
     from ferret.bench.answers import check_timed_answers
 
-    for job_case, case in zip(jobs, raw["cases"]):
-        # Every timed call's answer against the reference, computed here on the input set it answered.
+    if [c.get("case") for c in raw["cases"]] != [j["case"] for j in jobs]:
+        return TimingResult(measured=False, reason=f"timing process returned cases {[c.get('case') for c in raw['cases']]}, "
+                            f"not the {[j['case'] for j in jobs]} it was given")
+    for pool, case in zip(pools, raw["cases"]):
+        # Every timed call's answer against the reference, computed here on the judge's copy of its input set.
         checked, wrong = check_timed_answers(
-            contract_path, contract, Path(job_case["inputs_file"]), Path(case.pop("answers_file")), contract.primary_dtype
+            contract_path, contract, pool, Path(case.pop("answers_file")), contract.primary_dtype, read_only
         )
         case["answers_checked"] = checked
         case["flags"] = case["flags"] + wrong
@@ -184,6 +206,7 @@ def _bench_process(job_path: str) -> int:
     from safetensors.torch import load_file, save_file
 
     from ferret.bench import guards
+    from ferret.sandbox.runner import _fresh_outputs as runner_outputs
     from ferret.sandbox.watch import HarnessGuard, LaunchRecorder
 
     job = json.loads(Path(job_path).read_text())
@@ -192,14 +215,10 @@ def _bench_process(job_path: str) -> int:
     harness = HarnessGuard(sys.modules[__name__], LaunchRecorder())
     candidate = load_function(job["candidate"], job["entry"], "ferret_candidate")
     compiled = torch.compile(baseline) if job["compile_baseline"] else None
-    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
-              "int64": torch.int64, "int32": torch.int32}
     device = job.get("device", "cuda")
     on_gpu = device == "cuda"
     device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (guard rehearsal: times are not speedups)"
     peaks = guards.peaks_for(device_name) if on_gpu else None
-    # The rehearsal keeps the pool at its minimum of two sets: the interpreter is slow.
-    l2_bytes = (peaks["l2_bytes"] if peaks else 64 << 20) if on_gpu else 0
 
     def sync():
         if on_gpu:
@@ -215,17 +234,20 @@ def _bench_process(job_path: str) -> int:
             times.append((time.perf_counter() - started) * 1e3)
         return statistics.median(times)
 
-    generator = torch.Generator().manual_seed(int.from_bytes(__import__("os").urandom(7), "little"))
     results = []
     for case_number, case in enumerate(job["cases"]):
-        inputs = {k: v.to(device) for k, v in load_file(case["inputs_file"]).items()}
+        stored = load_file(case["pool_file"])
+        pool = [{} for _ in range(case["pool_sets"])]
+        for key, tensor in stored.items():
+            index, _, name = key.removeprefix("set").partition(".")
+            pool[int(index)][name] = tensor.to(device)
+        del stored
         read_only = job["read_only"]
-        float_read_only = [n for n in read_only if inputs[n].is_floating_point()]
-        pool = guards.input_pool(inputs, float_read_only, target_bytes=2 * l2_bytes, generator=generator)
+        float_read_only = [n for n in read_only if pool[0][n].is_floating_point()]
         params = job["params"]
 
         def fresh_outputs():
-            return {n: torch.full(tuple(s), float("nan"), dtype=dtypes[d], device=device) for n, (s, d) in case["outputs"].items()}
+            return runner_outputs(case["outputs"], device)
 
         implementations = {"candidate": candidate, "baseline": baseline}
         if compiled is not None:

@@ -24,24 +24,24 @@ def case_files(tmp_path_factory):
     case = contract.cases_for("cpu")[0]
     dtype = contract.primary_dtype
     gate_inputs = draw_inputs(contract, case, dtype)
-    folder = tmp_path_factory.mktemp("answers")
-    save_file(gate_inputs, str(folder / "inputs.safetensors"))
     float_read_only = [i.name for i in contract.inputs if i.role == "in" and gate_inputs[i.name].is_floating_point()]
     generator = torch.Generator().manual_seed(5)
     second = {n: (gate_inputs[n].float() * (1 + 0.01 * torch.randn(gate_inputs[n].shape, generator=generator))).to(gate_inputs[n].dtype)
               for n in float_read_only}
-    answers = {f"set0.{n}": gate_inputs[n] for n in float_read_only} | {f"set1.{n}": t for n, t in second.items()}
-    for slot, (set_index, inputs) in enumerate([(0, gate_inputs), (1, {**gate_inputs, **second}), (0, gate_inputs)]):
-        copies = {n: t.clone() for n, t in inputs.items()}
+    pool = [gate_inputs, {**gate_inputs, **second}]
+    answers = {f"set{i}.{n}": one_set[n] for i, one_set in enumerate(pool) for n in float_read_only}
+    for slot, set_index in enumerate([0, 1, 0]):
+        copies = {n: t.clone() for n, t in pool[set_index].items()}
         answers[f"slot{slot}.set{set_index}.o_heads"] = reference(copies, dict(contract.params))["o_heads"].to(torch.bfloat16).contiguous()
-    return contract, folder, answers
+    read_only = [i.name for i in contract.inputs if i.role == "in"]
+    return contract, pool, answers, read_only
 
 
 def _check(case_files, answers, tmp_path):
-    contract, folder, _ = case_files
+    contract, pool, _, read_only = case_files
     path = tmp_path / "answers.safetensors"
     save_file(answers, str(path))
-    return check_timed_answers(CONTRACT_PATH, contract, folder / "inputs.safetensors", path, contract.primary_dtype)
+    return check_timed_answers(CONTRACT_PATH, contract, pool, path, contract.primary_dtype, read_only)
 
 
 def test_honest_answers_on_every_input_set_pass(case_files, tmp_path):
@@ -67,9 +67,33 @@ def test_a_cheap_answer_is_named(case_files, tmp_path):
 
 
 def test_missing_or_empty_answers_are_findings(case_files, tmp_path):
-    contract, folder, answers = case_files
-    checked, flags = check_timed_answers(CONTRACT_PATH, contract, folder / "inputs.safetensors", tmp_path / "none.safetensors", "bfloat16")
+    contract, pool, answers, read_only = case_files
+    checked, flags = check_timed_answers(CONTRACT_PATH, contract, pool, tmp_path / "none.safetensors", "bfloat16", read_only)
     assert checked == 0 and "missing or unreadable" in flags[0]
     only_inputs = {k: v for k, v in answers.items() if not k.startswith("slot")}
     checked, flags = _check(case_files, only_inputs, tmp_path)
     assert checked == 0 and "no timed answer" in flags[0]
+
+
+def test_inputs_rewritten_to_a_set_already_answered_are_named(case_files, tmp_path):
+    """A candidate that copies an input set it has answered over the set it is given (and copies the old
+    answer back) leaves answers that match the inputs it left behind. The judge's own copy of the sets
+    shows both the rewritten input and the wrong answer."""
+    contract, pool, answers, _ = case_files
+    answers = dict(answers)
+    float_names = [k.split(".", 1)[1] for k in answers if k.startswith("set1.")]
+    for name in float_names:
+        answers[f"set1.{name}"] = pool[0][name].clone()
+    answers["slot1.set1.o_heads"] = answers["slot0.set0.o_heads"].clone()
+    checked, flags = _check(case_files, answers, tmp_path)
+    assert sorted(f for f in flags if f.startswith("input_mutation:")) == sorted(
+        f"input_mutation: after the timed calls, read-only input {name} of input set 1 is not what the judge gave" for name in float_names
+    )
+    assert any(f.startswith("warmup_detection: the answer a timed call left in output slot 1 (input set 1)") for f in flags)
+
+
+def test_an_input_set_the_judge_never_made_is_named(case_files, tmp_path):
+    answers = dict(case_files[2])
+    answers["slot2.set7.o_heads"] = answers.pop("slot2.set0.o_heads")
+    checked, flags = _check(case_files, answers, tmp_path)
+    assert checked == 2 and flags == ["warmup_detection: output slot 2 claims an input set (7) the judge never made"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from timing_cheats import LAZY, SIMPLIFIED, write_cheat
+from timing_cheats import LAZY, REWRITES_INPUTS, SIMPLIFIED, write_cheat
 
 from ferret.bench.timing import time_candidate
 from ferret.contract.load import load_contract
@@ -58,3 +58,13 @@ def test_math_simplified_after_the_warm_up_is_named_by_its_answers_alone(rehears
     assert not any(f.startswith("cross_call_caching") for f in case.flags), case.flags
     assert any(f.startswith("warmup_detection: the answer a timed call left in output slot") for f in case.flags), case.flags
     assert {d.cheat for d in result.detections} == {"warmup_detection"}
+
+
+def test_inputs_rewritten_to_an_answered_set_are_named_by_the_judges_copy(rehearse):
+    """The timing process hands the candidate its input sets; the judge drew them and checks against its
+    own copy, so rewriting them in the timing process cannot make a replayed answer look right."""
+    result = rehearse("rewrites_inputs", REWRITES_INPUTS)
+    case = result.cases[0]
+    assert any(f.startswith("input_mutation: after the timed calls, read-only input") for f in case.flags), case.flags
+    assert any(f.startswith("warmup_detection: the answer a timed call left in output slot") for f in case.flags), case.flags
+    assert {"input_mutation", "warmup_detection"} <= {d.cheat for d in result.detections}
