@@ -40,8 +40,8 @@ def _rss_mb(pid: int) -> float:
 
 def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
-    # The import path is fixed by the judge: a folder holding only a link to the ferret package (the
-    # runner's own code), then the installed-package folders of the judge's sys.path. Project folders
+    # The import path is fixed by the judge: a folder holding only a copy of the ferret modules the
+    # candidate's process runs, then the installed-package folders of the judge's sys.path. Project folders
     # (which hold tasks/, the reference) and the current folder never appear, whatever the judge's
     # process added to its own sys.path; FERRET_CANDIDATE_PATH adds folders deliberately.
     ferret_package = Path(__file__).resolve().parents[1]
@@ -64,8 +64,8 @@ def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
             "TMPDIR": str(workdir),
             "PYTHONPATH": os.pathsep.join(paths),
             "PYTHONNOUSERSITE": "1",
-            "PYTHONSAFEPATH": "1",
-            "FERRET_RUNNER_WAIT_FOR_KILL": "1",  # no current folder on sys.path: a torch.py written there is never imported
+            "PYTHONSAFEPATH": "1",  # no current folder on sys.path: a torch.py written there is never imported
+            "FERRET_RUNNER_WAIT_FOR_KILL": "1",
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
@@ -83,8 +83,8 @@ _HIDING: bool | None = None
 
 
 def hiding_available() -> bool:
-    """Whether this machine lets us start a process in a private mount namespace and mount over folders
-    (root, or unprivileged user namespaces). Probed once."""
+    """Whether this machine lets us start a process in a private mount namespace, mount over folders and
+    then drop every capability (root, with util-linux's unshare and setpriv). Probed once."""
     global _HIDING
     if _HIDING is None:
         import shutil
@@ -92,12 +92,14 @@ def hiding_available() -> bool:
 
         probe = Path(tempfile.mkdtemp(prefix="ferret-hide-probe-"))
         try:
-            done = subprocess.run(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                 f"mount -t tmpfs -o size=1m ferret-hidden {shlex.quote(str(probe))} && test ! -e {shlex.quote(str(probe / 'x'))}"],
-                capture_output=True, timeout=20,
-            ) if shutil.which("unshare") else None
             (probe / "x").write_text("")
+            # The same command the candidates get: the file must be gone behind the tmpfs, and the
+            # process must have lost the capabilities to unmount it.
+            done = subprocess.run(
+                hiding_command(["sh", "-c", f"test ! -e {shlex.quote(str(probe / 'x'))} && ! umount {shlex.quote(str(probe))} 2>/dev/null"],
+                               [probe]),
+                capture_output=True, timeout=20,
+            ) if shutil.which("unshare") and shutil.which("setpriv") else None
             _HIDING = done is not None and done.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             _HIDING = False
@@ -108,11 +110,16 @@ def hiding_available() -> bool:
 
 def hiding_command(args: list[str], hide: list[Path]) -> list[str]:
     """`args` run in a private mount namespace where each folder of `hide` is an empty read-only tmpfs:
-    the gate's golden files, the trust registry and the reference's code are not there to be read."""
+    the gate's golden files, the trust registry and the reference's code are not there to be read.
+
+    After mounting, every capability is dropped (bounding and inheritable sets, no new privileges): a
+    candidate running as root could otherwise unmount the tmpfs (CAP_SYS_ADMIN) or read the files through
+    the judge's root at /proc/<judge>/root (which needs the judge's capabilities)."""
     mounts = " && ".join(
         f"mount -t tmpfs -o size=64k,mode=0555,ro ferret-hidden {shlex.quote(str(p))}" for p in hide if Path(p).is_dir()
     )
-    script = f'{mounts} && exec "$@"' if mounts else 'exec "$@"'
+    drop = 'exec setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- "$@"'
+    script = f"{mounts} && {drop}" if mounts else drop
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *args]
 
 

@@ -88,12 +88,26 @@ def run(inputs, outputs, params, trace=None):
                 found.append(len(handle.read()))
         except OSError as err:
             found.append(type(err).__name__)
+    # A candidate running as root tries to undo the hiding: unmount the tmpfs over the gates, then read the
+    # golden file through the judge's root (/proc/<parent>/root), which is outside its mount namespace.
+    import ctypes
+    import os
+    libc = ctypes.CDLL(None, use_errno=True)
+    hidden = [line.split()[1] for line in open("/proc/self/mounts") if line.startswith("ferret-hidden ")]
+    found.append("umount " + repr([libc.umount2(path.encode(), 2) for path in hidden]))
+    for path in ({str(golden)!r}, "/proc/" + str(os.getppid()) + "/root" + {str(golden)!r}):
+        try:
+            with open(path, "rb") as handle:
+                found.append("READ " + str(len(handle.read())))
+        except OSError as err:
+            found.append(type(err).__name__)
     raise RuntimeError("SPY " + repr(found))
 """
     )
     verdict, _ = check(CONTRACT, spy, folder, profile="cpu")
     message = verdict.variants[0].failure.message
-    assert "SPY" in message and message.count("FileNotFoundError") == 3, message
+    assert "SPY" in message and message.count("FileNotFoundError") == 4, message
+    assert "READ" not in message and "umount [-1" in message, message
     assert "private mount namespace" in verdict.isolation
     # The files are still there for the judge.
     assert golden.exists() and trust_file.exists()

@@ -111,7 +111,7 @@ def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
     assert env["PYTHONNOUSERSITE"] == "1"
     assert env["TRITON_INTERPRET"] == "1"
     assert os.getcwd() not in env["PYTHONPATH"].split(os.pathsep)
-    # The project folder (which holds tasks/, the reference) is not on the path; ferret is, by a link.
+    # The project folder (which holds tasks/, the reference) is not on the path; ferret is, by a copy of the modules the runner needs.
     project = str(Path(__file__).resolve().parents[2])
     assert project not in env["PYTHONPATH"].split(os.pathsep)
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / ".runtime")
