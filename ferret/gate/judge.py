@@ -212,6 +212,7 @@ def _run_candidate(
         if (out / "done").exists() and outcome.kind == "exited":
             break
         current = int((out / "current").read_text()) if (out / "current").exists() else start
+        current = max(current, start)  # the file is the candidate process's: never go back
         if current < len(variants) and variants[current]["id"] not in statuses:
             kind = {"timeout": "timeout", "out_of_memory": "out_of_memory"}.get(outcome.kind, "crash")
             message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
@@ -221,6 +222,11 @@ def _run_candidate(
                 "message": f"{message}; last output: {outcome.stderr_tail[-800:]}",
             }
             progress(f"  {variants[current]['id']}: {kind}: {message}")
+            start = current + 1
+        elif current + 1 < len(variants) and not (out / "done").exists():
+            # It stopped after writing this variant's result (the runner does, when a failing call left the
+            # CUDA context unusable): the variants after it run in a fresh process.
+            progress(f"  the candidate's process stopped after {variants[current]['id']}; restarting at the next variant")
             start = current + 1
         else:
             # Stopped after the variants (stress or teardown): nothing more to run.

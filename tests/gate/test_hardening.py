@@ -147,3 +147,36 @@ def run(inputs, outputs, params, trace=None):
     assert verdict.parts["correctness"].status == "pass"
     assert not verdict.passed
     assert "hardcoded_cases" in {d.cheat for d in verdict.detections}
+
+
+def test_a_process_that_stops_after_a_failing_variant_is_restarted_for_the_rest(gates, tmp_path, monkeypatch):
+    """On the GPU the runner stops after writing a failing variant's result when the CUDA context is
+    unusable. The variants after it must still run (in a fresh process), not go missing. The candidate's
+    process is stood in for by one that fails its first variant and exits, as the runner does."""
+    from ferret.contract.load import load_contract
+    from ferret.gate import judge
+    from ferret.gate.models import GateManifest
+    from ferret.sandbox.launch import ProcessOutcome
+
+    _, gate = gates
+    manifest = GateManifest.model_validate(verify_gate(gate))
+    starts = []
+
+    def one_variant_then_exit(args, workdir, *rest, **kwargs):
+        start = int(args[args.index("--start") + 1])
+        starts.append(start)
+        job = json.loads((workdir / "job.json").read_text())
+        out = workdir / "out"
+        out.mkdir(exist_ok=True)
+        (out / "current").write_text(str(start))
+        (out / f"{job['variants'][start]['id']}.json").write_text(json.dumps({"ok": False, "kind": "exception", "message": "CUDA error"}))
+        return ProcessOutcome(returncode=3, kind="exited", message="", seconds=0.1, stderr_tail="", peak_rss_mb=0.0)
+
+    monkeypatch.setattr(judge, "run_isolated", one_variant_then_exit)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    statuses, _ = judge._run_candidate(load_contract(CONTRACT), manifest, gate, HONEST, workdir, "cpu", lambda m: None,
+                                       contract_path=CONTRACT)
+    ids = [v.id for v in manifest.variants]
+    assert starts == list(range(len(ids)))
+    assert list(statuses) == ids and all(s["kind"] == "exception" for s in statuses.values())
