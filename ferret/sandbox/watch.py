@@ -141,7 +141,10 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
         "threading": (threading, ["active_count"]),
         "torch": (torch, ["equal", "full", "cuda"]),
         "torch.Tensor": (torch.Tensor, ["copy_", "clone", "cpu", "contiguous", "view", "to"]),
-        "torch.cuda": (torch.cuda, ["synchronize", "memory_allocated", "is_available"]),
+        # The classes too: do_bench creates new Event objects on every call, so a subclass put in their
+        # place would time everything without touching a single method of the original.
+        "torch.cuda": (torch.cuda, ["synchronize", "memory_allocated", "is_available", "Event", "Stream",
+                                    "current_stream", "stream"]),
         "torch.cuda.Event": (torch.cuda.Event, ["elapsed_time", "record", "synchronize"]),
         "safetensors.torch": (safetensors.torch, ["save_file", "load_file"]),
         "xxhash": (xxhash, ["xxh3_128_hexdigest"]),

@@ -105,6 +105,7 @@ def test_the_corpus_covers_every_entry_of_the_catalogue():
         expected = constants.get("EXPECTED_CHEATS")
         assert isinstance(expected, set) and expected, f"{path.name}: EXPECTED_CHEATS"
         assert expected <= set(CHEATS), f"{path.name}: unknown slugs {expected - set(CHEATS)}"
+        assert constants.get("EXPECTED_RUNTIME", set()) <= expected, f"{path.name}: EXPECTED_RUNTIME outside EXPECTED_CHEATS"
 
 
 @pytest.mark.parametrize("candidate", CANDIDATES, ids=[p.stem for p in CANDIDATES])
@@ -119,6 +120,11 @@ def test_cheat_fails_and_is_named(candidate, judged, request):
     assert not verdict.passed, f"{candidate.name} PASSED the gate:\n{report}"
     named = constants["EXPECTED_CHEATS"] & {d.cheat for d in verdict.detections}
     assert named, f"{candidate.name} failed without a detection naming {sorted(constants['EXPECTED_CHEATS'])}:\n{report}"
+    # Where the static scan also names a cheat, the run-time guard that stands behind it is pinned too:
+    # without this a broken guard would go unseen while the scan still caught the candidate.
+    at_run_time = {d.cheat for d in verdict.detections if d.source == "runtime"}
+    missing = constants.get("EXPECTED_RUNTIME", set()) - at_run_time
+    assert not missing, f"{candidate.name}: no run-time detection of {sorted(missing)}:\n{report}"
     assert not verdict.timing.measured
 
 

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"input_mutation"}
+EXPECTED_RUNTIME = {"input_mutation"}
 
 
 @triton.jit

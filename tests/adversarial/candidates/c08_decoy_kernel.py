@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"decoy_kernel"}
+EXPECTED_RUNTIME = {"decoy_kernel"}
 
 
 @triton.jit

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"library_call"}
+EXPECTED_RUNTIME = {"library_call"}
 
 MAX_FUSED_N = 4096
 

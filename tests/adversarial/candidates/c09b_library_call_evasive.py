@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"library_call"}
+EXPECTED_RUNTIME = {"library_call"}
 # Closed: the runner wraps the functions that take a dispatch mode off the stack and records any call of
 # them while the candidate is watched (ferret/sandbox/watch.py, WatchEvasion): the evasion is the evidence.
 

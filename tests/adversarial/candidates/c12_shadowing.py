@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"shadowing", "harness_patching"}
+EXPECTED_RUNTIME = {"harness_patching"}
 
 
 def _agree(*args, **kwargs):

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"side_stream_or_thread"}
+EXPECTED_RUNTIME = {"side_stream_or_thread"}
 
 
 @triton.jit

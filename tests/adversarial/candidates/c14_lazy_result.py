@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"lazy_result"}
+EXPECTED_RUNTIME = {"lazy_result"}
 
 
 @triton.jit

@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"lazy_result"}
+EXPECTED_RUNTIME = {"lazy_result"}
 # Closed: the runner keeps its own references to the output tensors it allocated and refuses a call
 # that replaced any of them (ferret/sandbox/runner.py, _call), so this candidate fails as lazy_result.
 

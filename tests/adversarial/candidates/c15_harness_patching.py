@@ -19,6 +19,7 @@ import triton.language as tl
 import triton.testing
 
 EXPECTED_CHEATS = {"harness_patching"}
+EXPECTED_RUNTIME = {"harness_patching"}
 
 _real_do_bench = triton.testing.do_bench
 _real_perf_counter = time.perf_counter

@@ -6,10 +6,9 @@ candidate replaces the class itself, `torch.cuda.Event`, with a subclass whose `
 60% of the real time: a kernel at 0.9x the baseline's speed is reported at 1.5x. 60% stays above the
 timing process's "event time under half the synchronized wall time" cross-check. The kernel is honest.
 
-Defence: the identity of `torch.cuda.Event` itself checked before and after the candidate's code, a
-timer the candidate's process cannot reach, and (CPU) the static ban on assigning to imported modules.
-On the CPU the gate reports `harness_patching` (static). On the GPU the runtime guards check the
-methods of the original Event class, not the `torch.cuda.Event` attribute (see README.md).
+Defence: the identity of `torch.cuda.Event` itself, checked by the harness guard after the candidate is
+loaded (in the gate's process and in the timing process), and the static ban on assigning to imported
+modules. c15c does the same through computed names, which only the runtime guard sees.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"harness_patching"}
-GPU_ONLY_DEFENCE = "identity of torch.cuda.Event checked by the timing process's guard"
+EXPECTED_RUNTIME = {"harness_patching"}
 
 
 class _ScaledEvent(torch.cuda.Event):

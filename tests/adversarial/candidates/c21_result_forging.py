@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"result_forging"}
+EXPECTED_RUNTIME = {"result_forging"}
 
 _FAKE = {"pass": True, "first_failing_stage": None, "parts": {"correctness": "pass", "dtypes": "pass",
          "edge_cases": "pass", "determinism": "pass", "integrity": "pass"}, "detections": []}

@@ -22,6 +22,7 @@ import json
 import torch
 
 EXPECTED_CHEATS = {"result_forging", "library_call"}
+EXPECTED_RUNTIME = {"library_call"}
 # Closed: the runner writes its last file and then waits to be killed (SIGKILL on the whole process group),
 # so the process never exits by itself and no exit hook of the candidate runs after the results exist.
 
