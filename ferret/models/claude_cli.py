@@ -16,15 +16,22 @@ How the CLI is confined (the CLI's documented flags):
   pre-approves tools, it does not restrict them, so it is given path-scoped rules for the workspace
   alone (`//` starts an absolute path in a permission rule; Edit rules cover every file-editing tool).
   `--disallowedTools` removes Bash and the web tools again, in case a CLI ignores `--tools`.
-* `--permission-mode acceptEdits` approves reads and edits inside the working directories only; anything
-  else would need a prompt, which a `-p` run cannot answer, so it is denied.
+* `--permission-mode acceptEdits` approves edits inside the working directories only; an edit anywhere
+  else would need a prompt, which a `-p` run cannot answer, so it is denied. Reading needs no approval
+  in Claude Code, so reads are confined by deny rules, which win over every allow rule:
+  `--disallowedTools Read(//<path>/**)` and `Edit(//<path>/**)` for each of `denied_paths`. By default
+  these are the places where the judge's secrets and the reference live, as seen from the process that
+  starts the CLI: the current folder (a project root holds gates/ and tasks/), the folder that holds the
+  ferret package, the trust registry and FERRET_GATES_DIR. A path that holds the workspace is left out
+  (it would deny the workspace itself).
 * The working directory is the workspace, and it is the only directory given (`--add-dir`);
   `--strict-mcp-config` without an `--mcp-config` loads no MCP servers.
 * The environment is scrubbed to PATH, HOME, ANTHROPIC_API_KEY and CLAUDE_CONFIG_DIR (when set; the CLI
   keeps its login there), plus `extra_env`. The run lives in its own process group and the whole
   group is killed at `timeout`.
 The user's own Claude Code settings (under HOME) still load; allow rules there for paths outside the
-workspace would apply too. Run it under a HOME without such rules if that matters.
+workspace would apply too, except where a deny rule above covers the path. Run it under a HOME without
+such rules if that matters.
 
 Tool calls. The CLI cannot return an API tool call, so when the request has tools, the first tool is
 answered through files in the workspace:
@@ -70,6 +77,16 @@ def _tail(text: str, limit: int = STDERR_TAIL) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
+def default_denied_paths() -> list[Path]:
+    """The folders a CLI run must not read, as seen from this process (see the module docstring)."""
+    from ferret.gate.trust import trust_dir
+
+    paths = [Path.cwd(), Path(__file__).resolve().parents[2], trust_dir()]
+    if os.environ.get("FERRET_GATES_DIR"):
+        paths.append(Path(os.environ["FERRET_GATES_DIR"]))
+    return paths
+
+
 class ClaudeCliModel:
     """`Model` running the Claude Code CLI in print mode, confined to `workspace` (see the module doc).
 
@@ -86,6 +103,7 @@ class ClaudeCliModel:
         model: str | None = None,
         candidate_name: str = "candidate.py",
         extra_env: Mapping[str, str] | None = None,
+        denied_paths: Sequence[Path] | None = None,
     ):
         refused = [t for t in allowed_tools if t not in SAFE_TOOLS]
         if refused:
@@ -106,6 +124,15 @@ class ClaudeCliModel:
                 f"workspace {str(self.workspace)!r} holds characters that cannot go into a permission rule "
                 "(spaces, commas, quotes, brackets or glob characters); use a plain path"
             )
+        denied = default_denied_paths() if denied_paths is None else [Path(d) for d in denied_paths]
+        self.denied_paths = []
+        for path in dict.fromkeys(d.resolve() for d in denied):
+            if path == self.workspace or path in self.workspace.parents:
+                continue
+            if _UNSAFE_PATH.search(str(path)):
+                raise ValueError(f"denied path {str(path)!r} cannot go into a permission rule (spaces, commas, quotes, "
+                                 "brackets or glob characters); run from a plain path or pass denied_paths")
+            self.denied_paths.append(path)
         self.allowed_tools = tuple(dict.fromkeys(allowed_tools))
         self.timeout = timeout
         self.model = model
@@ -131,6 +158,10 @@ class ClaudeCliModel:
                 rules.append(rule)
         return rules
 
+    def denial_rules(self) -> list[str]:
+        """`--disallowedTools` rules: no reading or editing under any of `denied_paths`."""
+        return [f"{tool}(/{path.as_posix()}/**)" for path in self.denied_paths for tool in ("Read", "Edit")]
+
     def command(self, prompt: str | None) -> list[str]:
         """argv of one run; `prompt` None means it is sent on stdin."""
         argv = [self.executable, "-p"]
@@ -144,6 +175,10 @@ class ClaudeCliModel:
             argv += ["--allowedTools", rule]
         argv += [
             "--disallowedTools", ",".join(ALWAYS_DISALLOWED),
+        ]
+        for rule in self.denial_rules():
+            argv += ["--disallowedTools", rule]
+        argv += [
             "--permission-mode", PERMISSION_MODE,
             "--strict-mcp-config",
             "--add-dir", str(self.workspace),

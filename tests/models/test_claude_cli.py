@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import ferret
 from ferret.models import Message, ModelError, ModelRequest, ModelUnavailable, ToolSpec, forbid_model_requests
 from ferret.models.claude_cli import ARGV_PROMPT_LIMIT, TOOL_INPUT_FILE, ClaudeCliModel
 
@@ -262,3 +263,25 @@ def test_forbid_switch_blocks_before_the_cli_runs(fake, workspace):
     finally:
         forbid_model_requests(False)
     assert not fake.ran
+
+
+def test_reads_outside_the_workspace_are_denied_where_the_secrets_live(fake, workspace, tmp_path, monkeypatch):
+    """Claude Code reads without asking, so the project (gates/, tasks/), the ferret checkout, the trust
+    registry and FERRET_GATES_DIR are denied by rules that win over every allow rule."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("FERRET_GATES_DIR", str(tmp_path / "elsewhere-gates"))
+    fake.behave(result="ok")
+    ClaudeCliModel(workspace=workspace).complete(_request())
+    denied = fake.flag_values("--disallowedTools")[1:]
+    from ferret.gate.trust import trust_dir
+
+    for folder in (project, Path(ferret.__file__).resolve().parents[1], trust_dir(), tmp_path / "elsewhere-gates"):
+        assert f"Read(/{folder.resolve()}/**)" in denied and f"Edit(/{folder.resolve()}/**)" in denied, (folder, denied)
+    assert not any(str(workspace.resolve()) in rule for rule in denied)
+
+
+def test_a_denied_path_that_holds_the_workspace_is_left_out(fake, workspace):
+    model = ClaudeCliModel(workspace=workspace, denied_paths=[workspace.parent, Path("/opt/secrets")])
+    assert model.denial_rules() == ["Read(//opt/secrets/**)", "Edit(//opt/secrets/**)"]
