@@ -137,19 +137,31 @@ def dispatch_command(
 
     def action():
         from ferret.dispatch.dispatcher import Dispatcher
-        from ferret.roles.factory import make_optimizer, make_reviewer, make_test_writer
+        from ferret.models.base import ModelUnavailable
+        from ferret.roles import factory
 
+        def role(option: str, spec: str | None, make):
+            if spec is None:
+                return None
+            try:
+                return make(spec, contract)
+            except (ValueError, ModelUnavailable) as err:
+                raise typer.BadParameter(f"{option} {spec!r}: {err}") from None
+
+        optimizer_role = role("--optimizer", optimizer, factory.make_optimizer)
+        reviewer_role = role("--reviewer", reviewer, factory.make_reviewer)
+        test_writer_role = role("--test-writer", test_writer, factory.make_test_writer)
         dispatcher = Dispatcher(
             contract,
-            optimizer=make_optimizer(optimizer, contract) if optimizer else None,
-            reviewer=make_reviewer(reviewer) if reviewer else None,
+            optimizer=optimizer_role,
+            reviewer=reviewer_role,
             gates_dir=gates_dir,
             runs_dir=runs_dir,
             profile=profile,
             max_rounds=max_rounds,
             progress=_progress,
             proposals_per_round=proposals_per_round,
-            test_writer=make_test_writer(test_writer) if test_writer else None,
+            test_writer=test_writer_role,
         )
         log = dispatcher.run(resume=resume)
         typer.echo("RUN_RESULT " + json.dumps({"run_id": log.run_id, "status": log.status, "stop_reason": log.stop_reason,

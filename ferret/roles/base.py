@@ -87,6 +87,8 @@ class TestWriter(Protocol):
     def propose_cases(self, context: Any) -> Any: ...
 
 
+# Roles that need no model, by the name the command line gives them. A registered class builds itself
+# with `from_contract(contract_path)`; any other name on the command line is a model spec for the LLM role.
 OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {}
 REVIEWERS: dict[str, Callable[..., Reviewer]] = {}
 TEST_WRITERS: dict[str, Callable[..., TestWriter]] = {}

@@ -198,6 +198,14 @@ class TemplateSearchOptimizer:
 
     name = "template-search"
 
+    @classmethod
+    def from_contract(cls, contract_path: Path) -> "TemplateSearchOptimizer":
+        """The search over the contract's own op: `<project>/tasks/<op>/templates`."""
+        from ferret.contract.imports import project_root_of
+        from ferret.contract.load import load_contract
+
+        return cls(project_root_of(contract_path) / "tasks" / load_contract(contract_path).op / "templates")
+
     def __init__(self, template_dir: str | Path, budget: int = 4, seed: int = 0):
         if budget < 1:
             raise ValueError(f"budget must be at least 1, got {budget}")

@@ -63,6 +63,10 @@ class ContractCasesOnly:
 
     name = "contract-cases"
 
+    @classmethod
+    def from_contract(cls, contract_path) -> "ContractCasesOnly":
+        return cls()
+
     def propose_cases(self, context: TestWriterContext) -> CaseAdvice:
         return CaseAdvice(notes="no LLM test-writer was reachable: the gate holds the contract's own cases only")
 

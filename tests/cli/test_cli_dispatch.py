@@ -51,3 +51,49 @@ def test_template_render_writes_a_point_and_refuses_values_outside_the_space(tmp
     for bad in ("head_block=48", "heads=32", "head_block"):
         refused = subprocess.run(command + ["--set", bad], capture_output=True, text=True)
         assert refused.returncode == 2 and "ferret:" in refused.stderr and "Traceback" not in refused.stderr, bad
+
+
+def _dispatch_cli(tmp_path, *options):
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"
+    return subprocess.run(
+        [sys.executable, "-m", "ferret.cli.main", "dispatch", str(REPO / "contracts/rmsnorm.yaml"),
+         "--gates-dir", str(tmp_path / "gates"), "--runs-dir", str(tmp_path / "runs"), "--profile", "cpu", *options],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+    )
+
+
+def test_roles_named_on_the_command_line_are_the_ones_that_run(tmp_path):
+    """--optimizer and --reviewer given model specs (the scripted test model, from files), --test-writer a
+    registered name. The only candidate is wrong and the round budget is spent: an incomplete run (never a
+    success), exit 6, naming its roles."""
+    honest = (REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py").read_text()
+    wrong = honest.replace("\ndef run(", "\ndef _honest_run(") + (
+        "\n\ndef run(inputs, outputs, params, trace=None):\n    _honest_run(inputs, outputs, params, trace)\n"
+        "    outputs[\"y\"].mul_(1.5)\n"
+    )
+    (tmp_path / "optimizer.json").write_text(json.dumps([
+        {"tool_calls": [{"name": "submit_candidate", "input": {"source": wrong, "approach": "scaled", "notes": "try"}}]}
+    ]))
+    (tmp_path / "reviewer.json").write_text(json.dumps([
+        {"tool_calls": [{"name": "submit_review", "input": {"integrity": "pass", "plan": "pass", "findings": [],
+                                                             "recommendation": "fine"}}]}
+    ]))
+    proc = _dispatch_cli(tmp_path, "--optimizer", "scripted:optimizer.json", "--reviewer", "scripted:reviewer.json",
+                         "--test-writer", "contract-cases", "--max-rounds", "1", "--proposals-per-round", "1")
+    assert proc.returncode == 6, proc.stderr[-3000:]
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RUN_RESULT ")).removeprefix("RUN_RESULT "))
+    assert result["status"] == "incomplete" and "maximum" in result["stop_reason"] and result["best"] is None
+    assert (result["optimizer"], result["reviewer"], result["test_writer"]) == (
+        "llm:scripted:optimizer.json", "llm:scripted:reviewer.json", "contract-cases")
+
+
+@pytest.mark.parametrize("option, spec, says", [
+    ("--optimizer", "gemini:x", "template-search"),
+    ("--reviewer", "static-ish", "static"),
+    ("--test-writer", "scripted:missing.json", "cannot read"),
+])
+def test_a_bad_role_is_a_usage_error_naming_the_option(tmp_path, option, spec, says):
+    proc = _dispatch_cli(tmp_path, option, spec)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"{option} {spec!r}" in proc.stderr and says in proc.stderr and "Traceback" not in proc.stderr

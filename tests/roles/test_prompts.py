@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 from ferret.contract.model import Case
 from ferret.integrity.scan import _WORDS
 from ferret.roles.base import OptimizerContext, Proposal, ReviewContext, ReviewFinding, ReviewVerdict, RoundFeedback
+from ferret.roles import prompts
 from ferret.roles.offline import TemplateSearchOptimizer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,10 +28,8 @@ ABI = "run(inputs: dict[str, Tensor], outputs: dict[str, Tensor], params: dict, 
 
 
 def render(role: str, context: dict) -> tuple[str, str]:
-    """(system, user) as ferret.roles.prompts renders them: StrictUndefined, no block trimming."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(AGENTS / role)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, autoescape=False)
-    return (AGENTS / role / "role.md").read_text(), env.get_template("prompt.md.j2").render(**context)
+    """(system, user) exactly as the roles render them."""
+    return prompts.render(AGENTS, role, context)
 
 
 def optimizer_context(history: list[RoundFeedback], **extra) -> OptimizerContext:
@@ -143,12 +142,6 @@ def test_a_missing_variable_is_an_error():
         render("optimizer", context)
 
 
-def test_the_prompts_module_renders_the_same():
-    prompts = pytest.importorskip("ferret.roles.prompts")
-    context = review_context().model_dump()
-    assert prompts.render(AGENTS, "reviewer", context) == render("reviewer", context)
-
-
 def test_first_round_optimizer_prompt():
     _, user = render("optimizer", optimizer_context([]).model_dump())
     assert CONTRACT.read_text().strip() in user and BASELINE.read_text().strip() in user and ABI in user
@@ -191,21 +184,15 @@ def failed_round(tmp_path_factory):
 
 
 def feedback_from(verdict, round: int, approach: str) -> RoundFeedback:
-    """What an optimizer may see of a verdict: per case and stage the metric, its value and its tolerance."""
-    failures = []
-    for variant in verdict.variants:
-        if variant.failure:
-            failures.append(f"{variant.id}: {variant.failure.kind}")
-        for stage in variant.stages:
-            if not stage.passed:
-                where = f" (worst at {stage.worst.named})" if stage.worst else ""
-                failures.append(f"{variant.id}: stage {stage.stage}: {'; '.join(stage.reasons)}{where}")
-    return RoundFeedback(
-        round=round, approach=approach, passed=verdict.passed, first_failing_stage=verdict.first_failing_stage,
-        failures=failures, detections=[f"{d.cheat}: {d.evidence}" for d in verdict.detections],
-        timing={"speedup": verdict.timing.geomean_speedup} if verdict.timing.measured else {},
-        review="integrity pass, plan fail: the mean must divide by N; findings: candidate-1.py:58: divides by N + 1",
-    )
+    """What the dispatcher tells the optimizer of a verdict: its own `_feedback` over the gate's summary."""
+    from ferret.dispatch.dispatcher import _feedback
+    from ferret.dispatch.runlog import CandidateRecord
+    from ferret.gate.judge import summary
+
+    review = ReviewVerdict(integrity="pass", plan="fail", recommendation="the mean must divide by N", reviewer="llm:test",
+                           findings=[ReviewFinding(file="candidate-1.py", line=58, message="divides by N + 1")])
+    return _feedback(CandidateRecord(round=round, index=1, approach=approach, file="candidate-1.py", sha256="0" * 64,
+                                     gate=summary(verdict), gate_passed=verdict.passed, review=review))
 
 
 def test_optimizer_prompt_has_the_feedback_but_no_gate_data(failed_round):
