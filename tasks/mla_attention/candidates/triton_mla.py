@@ -17,7 +17,7 @@ them into probabilities with kernel 3's own log-sum-exp. q_absorbed and q_pe_rop
 Sizing (H200): at 16/32 heads the step is memory bound and every cache byte is read once per head block;
 at 128 heads it is compute bound and head blocks keep the cache re-reads in L2. Kernel 3's block sizes and
 split count come from the point of Ferret's MLA kernel template (tasks/mla_attention/templates) below:
-head_block=16, token_block=32, warps_per_16_heads=2,
+head_block=16, token_block=32, num_warps=4,
 num_stages=2, min_tokens_per_split=256, programs_per_sm=2.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ V_HEAD_DIM = 128
 # Kernel 3's sizing: the template point (see _attention_config).
 HEAD_BLOCK = 16
 TOKEN_BLOCK = 32
-WARPS_PER_16_HEADS = 2
+NUM_WARPS = 4
 NUM_STAGES = 2
 MIN_TOKENS_PER_SPLIT = 256
 PROGRAMS_PER_SM = 2
@@ -457,7 +457,7 @@ def _attention_config(batch: int, heads: int, capacity: int, device: torch.devic
     """Block sizes and split count of kernel 3, from the template point (module constants above)."""
     # tl.dot needs at least 16 rows: fewer heads than 16 are padded up to a block of 16.
     block_h = min(HEAD_BLOCK, max(16, triton.next_power_of_2(heads)))
-    num_warps = max(4, min(16, WARPS_PER_16_HEADS * block_h // 16))
+    num_warps = NUM_WARPS
     block_n = TOKEN_BLOCK
     head_blocks = triton.cdiv(heads, block_h)
     # Each split should cover a few hundred tokens on a GPU, so the merge stays cheap; under the

@@ -29,15 +29,15 @@ PARAMS = ref.DEEPSEEK_V3_PARAMS
 CONSTANTS = {
     "head_block": "HEAD_BLOCK",
     "token_block": "TOKEN_BLOCK",
-    "warps_per_16_heads": "WARPS_PER_16_HEADS",
+    "num_warps": "NUM_WARPS",
     "num_stages": "NUM_STAGES",
     "min_tokens_per_split": "MIN_TOKENS_PER_SPLIT",
     "programs_per_sm": "PROGRAMS_PER_SM",
 }
 # Corners of the space: smallest and largest blocks, shallow and deep pipelines.
 CORNERS = [
-    {"head_block": 64, "token_block": 16, "warps_per_16_heads": 2, "num_stages": 1},
-    {"head_block": 16, "token_block": 64, "warps_per_16_heads": 8, "num_stages": 3},
+    {"head_block": 64, "token_block": 16, "num_warps": 4, "num_stages": 1},
+    {"head_block": 16, "token_block": 64, "num_warps": 16, "num_stages": 3},
 ]
 
 
@@ -99,17 +99,15 @@ def test_sampled_points_compile_and_scan_clean(optimizer):
 @pytest.mark.parametrize(
     "head_block,warps,heads,expected",
     [
-        (32, 4, 128, (32, 8)),  # the default at 128 heads
-        (32, 4, 16, (16, 4)),   # 16 heads: one block of 16
+        (16, 4, 128, (16, 4)),  # the default at 128 heads
+        (32, 8, 16, (16, 8)),   # 16 heads: one block of 16
         (32, 4, 3, (16, 4)),    # fewer than 16 heads are padded to 16 (tl.dot's smallest M)
-        (64, 4, 128, (64, 16)),
-        (64, 2, 40, (64, 8)),   # 40 heads: a block of 64, partly masked
-        (16, 2, 128, (16, 4)),  # warps never drop below 4
-        (64, 8, 128, (64, 16)), # nor exceed 16
+        (64, 16, 128, (64, 16)),
+        (64, 8, 40, (64, 8)),   # 40 heads: a block of 64, partly masked
     ],
 )
 def test_head_block_and_warps_rule(optimizer, tmp_path, head_block, warps, heads, expected):
-    point = {**optimizer.space.default, "head_block": head_block, "warps_per_16_heads": warps}
+    point = {**optimizer.space.default, "head_block": head_block, "num_warps": warps}
     module = _load(optimizer.render(point), tmp_path / "sizing.py")
     config = module._attention_config(batch=2, heads=heads, capacity=100, device=torch.device("cpu"))
     assert (config["BLOCK_H"], config["num_warps"]) == expected
