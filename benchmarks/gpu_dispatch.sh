@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (the `device` tool): the offline loop on a contract at production shapes.
-# `ferret dispatch` with the template-search optimizer and the static reviewer (no LLM is reachable
-# from that machine), then the run folder (every round's candidate, the run log) packed for the trip
+# `ferret dispatch` with the template-search optimizer, the static reviewer and no test-writer adviser
+# (named: no LLM is reachable from that machine), then the run folder (every round's candidate, the run log) packed for the trip
 # back, with the gate's report. Logs and results go to $OUT.
 #   CONTRACT=contracts/mla_attention.yaml MAX_ROUNDS=3 PROPOSALS=2 bash benchmarks/gpu_dispatch.sh
 set -u
@@ -12,9 +12,12 @@ start=$(date +%s)
 # SIGINT before the call's own limit: the run stops as `incomplete (interrupted)` with its log saved.
 timeout -s INT "${DISPATCH_TIMEOUT_S:-530}" python3 -m ferret.cli.main dispatch "${CONTRACT:-contracts/mla_attention.yaml}" --profile gpu --gates-dir /tmp/gates \
   --runs-dir /tmp/runs --max-rounds "${MAX_ROUNDS:-3}" --proposals-per-round "${PROPOSALS:-2}" \
+  --optimizer template-search --reviewer static --test-writer contract-cases \
   > "$out/dispatch-stdout.txt" 2> >(tee "$out/dispatch-progress.log" >&2)
-echo "dispatch exit $? after $(( $(date +%s) - start ))s"
+status=$?
+echo "dispatch exit $status after $(( $(date +%s) - start ))s"
 cat "$out/dispatch-stdout.txt"
 tar -czf "$out/runs.tar.gz" -C /tmp runs
 for f in /tmp/gates/*/report.json; do cp "$f" "$out/report-$(basename "$(dirname "$f")" | cut -c1-12).json"; done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$out/nvidia-smi.csv" 2>&1
+exit "$status"

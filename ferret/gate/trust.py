@@ -33,9 +33,16 @@ def trusted_gates() -> dict[str, dict]:
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text())
-    except ValueError:
-        return {}
+        registry = json.loads(path.read_text())
+    except ValueError as err:
+        registry = err
+    if not isinstance(registry, dict):
+        # Read as empty, every gate would be untrusted and the next record would overwrite the rest.
+        from ferret.gate.lock import GateTampered
+
+        raise GateTampered(path.parent, [f"the trust registry {path} is not a JSON object of gate hashes ({registry}); "
+                                         "restore it, or remove it and rebuild the gates"])
+    return registry
 
 
 def record_gate(gate_hash: str, info: dict) -> None:

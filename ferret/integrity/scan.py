@@ -957,8 +957,7 @@ class _Scanner(ast.NodeVisitor):
         attr = node.attr
         if attr in _ATTR_RULES:
             slug, why = _ATTR_RULES[attr]
-            if not (slug == "nan_wildcard" and self.in_jit):
-                self.add(node, slug, f"uses .{attr}: {why}")
+            self.add(node, slug, f"uses .{attr}: {why}")
         if attr == "nan_to_num" and not self.in_jit:
             self.add(node, "nan_wildcard", "nan_to_num hides NaN in the output (the gate owns the NaN/Inf policy)")
         self._check_persisting_identifier(node, attr)

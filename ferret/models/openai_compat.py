@@ -91,7 +91,7 @@ class OpenAICompatModel:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         try:
-            response = self._client.post(self.url, json=self.build_body(request), headers=headers, timeout=self.timeout)
+            response = self._client.post(self.url, json=self.build_body(request), headers=headers)
         except httpx.TimeoutException as err:
             raise ModelUnavailable(f"{self.name}: {self.url} timed out ({type(err).__name__})") from err
         except httpx.TransportError as err:

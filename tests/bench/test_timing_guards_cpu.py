@@ -64,6 +64,7 @@ def test_output_fingerprint_changes_with_any_byte_and_ignores_dict_order():
     assert _digest(a) != _digest(b)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks how far the timing process gets without a GPU")
 def test_timing_process_imports_everything_it_needs_on_the_candidate_import_path(tmp_path):
     """The timing process runs on the candidate's fixed import path (no project folder, no judge-side
     packages). Here, without a GPU, it must get as far as asking for the device: every import, the

@@ -197,3 +197,17 @@ def test_cli_gate_build_reuses(rmsnorm_gate, rmsnorm_gates_dir):
     result = CliRunner().invoke(app, ["gate", "build", str(RMSNORM_CONTRACT), "--gates-dir", str(rmsnorm_gates_dir), "--profile", "cpu"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(rmsnorm_gate)
+
+
+def test_a_damaged_trust_registry_is_refused_naming_the_file(tmp_path, monkeypatch):
+    from ferret.gate.trust import is_trusted, record_gate
+
+    monkeypatch.setenv("FERRET_TRUST_DIR", str(tmp_path))
+    record_gate("a" * 64, {"op": "rmsnorm"})
+    assert is_trusted("a" * 64)
+    (tmp_path / "trusted_gates.json").write_text('{"truncated": ')
+    with pytest.raises(GateTampered, match="trusted_gates.json"):
+        is_trusted("a" * 64)
+    with pytest.raises(GateTampered):
+        record_gate("b" * 64, {"op": "rmsnorm"})
+    assert (tmp_path / "trusted_gates.json").read_text() == '{"truncated": '  # not overwritten

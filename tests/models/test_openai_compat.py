@@ -161,3 +161,15 @@ def test_forbid_switch_blocks_before_the_transport():
     finally:
         forbid_model_requests(False)
     assert handler.requests == []
+
+
+def test_the_clients_timeouts_reach_the_request_unchanged():
+    """The connect timeout stays short (a dead server is named quickly) while reading may take long: the
+    request must not replace the client's timeouts with one number for all."""
+    handler = Recorder(httpx.Response(200, json=COMPLETION))
+    client = httpx.Client(transport=httpx.MockTransport(handler), timeout=httpx.Timeout(600, connect=30))
+    OpenAICompatModel(BASE, "qwen2.5-coder", client=client).complete(REQUEST)
+    (request,) = handler.requests
+    assert request.extensions["timeout"] == {"connect": 30, "read": 600, "write": 600, "pool": 600}
+    default = OpenAICompatModel(BASE, "qwen2.5-coder", timeout=120)
+    assert (default._client.timeout.connect, default._client.timeout.read) == (30, 120)
