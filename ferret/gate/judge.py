@@ -248,7 +248,7 @@ def _judge_variant(
     golden: dict[str, torch.Tensor],
     status: dict | None,
     tensors_file: Path,
-    inputs_file: Path,
+    input_digests: dict[str, str],
 ) -> VariantResult:
     vid, case, dtype, part = ids
     base = dict(id=vid, case=case, dtype=dtype, part=part)
@@ -303,9 +303,10 @@ def _judge_variant(
         aten_compute=status.get("aten_compute", {}),
         seconds=status.get("seconds"),
     )
-    # The read-only inputs as the candidate left them, checked here from their bytes.
-    originals = load_file(str(inputs_file))
-    changed = [n for n in originals if f"after.{n}" in got and not bitwise_equal(got[f"after.{n}"], originals[n])]
+    # The read-only inputs as the candidate left them, checked here against the content hashes the judge
+    # holds (the gate's manifest; the fresh cases' own), not against the copy in the candidate's folder.
+    changed = [n for n, digest in input_digests.items()
+               if f"after.{n}" in got and tensor_content_sha256(got[f"after.{n}"]) != digest]
     if changed:
         result.passed = False
         result.failure = RunFailure(kind="input_mutated", message=f"read-only inputs {changed} changed during the call")
@@ -421,13 +422,16 @@ def check(
         verify_gate(gate, require_trusted=True)
         results = []
         to_judge = [
-            ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(gate / r.golden_file))) for r in manifest.variants
-        ] + [((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden) for f in fresh]
-        for ids, golden in to_judge:
+            ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(gate / r.golden_file)), r.inputs.content_sha256)
+            for r in manifest.variants
+        ] + [
+            ((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden,
+             {n: tensor_content_sha256(t) for n, t in f.inputs.items()})
+            for f in fresh
+        ]
+        for ids, golden, input_digests in to_judge:
             vid = ids[0]
-            result = _judge_variant(
-                contract, ids, golden(), statuses.get(vid), workdir / "out" / f"{vid}.safetensors", workdir / "in" / f"{vid}.safetensors"
-            )
+            result = _judge_variant(contract, ids, golden(), statuses.get(vid), workdir / "out" / f"{vid}.safetensors", input_digests)
             results.append(result)
             if result.passed:
                 mark = "ok"

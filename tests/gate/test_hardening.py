@@ -180,3 +180,32 @@ def test_a_process_that_stops_after_a_failing_variant_is_restarted_for_the_rest(
     ids = [v.id for v in manifest.variants]
     assert starts == list(range(len(ids)))
     assert list(statuses) == ids and all(s["kind"] == "exception" for s in statuses.values())
+
+
+def test_read_only_inputs_are_checked_against_the_manifests_hashes(gates, tmp_path):
+    """The judge checks the read-only inputs the candidate's process sends back against the content hashes
+    of the gate's manifest, not against the copy in the candidate's own folder (which it could rewrite)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from ferret.contract.load import load_contract
+    from ferret.gate import judge
+
+    _, gate = gates
+    contract = load_contract(CONTRACT)
+    manifest = json.loads((gate / "manifest.json").read_text())
+    record = next(v for v in manifest["variants"] if v["id"] == "typical@float32")
+    inputs = load_file(str(gate / record["inputs"]["file"]))
+    golden = load_file(str(gate / record["golden_file"]))
+    answer = {f"{kind}.y": golden["y"].to(torch.float32).clone() for kind in ("fast0", "fast1", "fast2", "traced")}
+    answer["trace.inv_rms"] = golden["inv_rms"]
+    ids = (record["id"], record["case"], record["dtype"], record["part"])
+
+    def judged(after_x):
+        path = tmp_path / "out.safetensors"
+        save_file({**answer, "after.x": after_x, "after.weight": inputs["weight"]}, str(path))
+        return judge._judge_variant(contract, ids, golden, {"ok": True}, path, record["inputs"]["content_sha256"])
+
+    assert judged(inputs["x"].clone()).failure is None
+    mutated = judged(inputs["x"] * 1.5)
+    assert mutated.failure.kind == "input_mutated" and "['x']" in mutated.failure.message
