@@ -141,13 +141,28 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
     if [c.get("case") for c in raw["cases"]] != [j["case"] for j in jobs]:
         return TimingResult(measured=False, reason=f"timing process returned cases {[c.get('case') for c in raw['cases']]}, "
                             f"not the {[j['case'] for j in jobs]} it was given")
-    for pool, case in zip(pools, raw["cases"]):
+    # The floor and the speedup are computed here, from what the judge knows (the device it sees, the shapes
+    # it drew): the timing process shares its memory with the candidate.
+    peaks = _peaks_seen_by_judge(device)
+    for pool, job_case, case in zip(pools, jobs, raw["cases"]):
         # Every timed call's answer against the reference, computed here on the judge's copy of its input set.
         checked, wrong = check_timed_answers(
             contract_path, contract, pool, Path(case.pop("answers_file")), contract.primary_dtype, read_only
         )
         case["answers_checked"] = checked
         case["flags"] = case["flags"] + wrong
+        case["speedup"] = case["baseline_ms"] / case["candidate_ms"]
+        case["review"] = ([f"speedup {case['speedup']:.1f}x over the baseline is above {guards.SUSPICIOUS_SPEEDUP:g}x: look at it"]
+                          if case["speedup"] > guards.SUSPICIOUS_SPEEDUP else [])
+        case["floor_ms"] = None
+        if peaks is not None:
+            shapes = {n: torch.empty(shape, dtype=getattr(torch, dtype), device="meta") for n, (shape, dtype) in job_case["outputs"].items()}
+            min_bytes = guards.minimum_bytes(pool[0], shapes, read_only)
+            case["floor_ms"] = floor = guards.floor_ms(min_bytes, 0.0, peaks)
+            if case["candidate_ms"] < guards.FLOOR_MARGIN * floor:
+                case["flags"].append(
+                    f"impossible_speed: {case['candidate_ms'] * 1e3:.2f} us is under {guards.FLOOR_MARGIN:g} x the {floor * 1e3:.2f} us "
+                    f"floor ({min_bytes} bytes at the datasheet {peaks['bytes_per_s'] / 1e12:g} TB/s)")
     cases = [CaseTiming(**c) for c in raw["cases"]]
     detections = []
     for c in cases:
@@ -171,6 +186,15 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
         target_met=bool(speedups) and min(speedups) >= contract.speed.min_speedup,
         geomean_speedup=geomean,
     )
+
+
+def _peaks_seen_by_judge(device: str) -> dict | None:
+    """The datasheet peaks of the GPU this (the judge's) process sees; None on the CPU or an unlisted GPU."""
+    import torch
+
+    from ferret.bench import guards
+
+    return guards.peaks_for(torch.cuda.get_device_name(0)) if device == "cuda" and torch.cuda.is_available() else None
 
 
 def _digest(tensors: dict) -> str:
@@ -218,7 +242,6 @@ def _bench_process(job_path: str) -> int:
     device = job.get("device", "cuda")
     on_gpu = device == "cuda"
     device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (guard rehearsal: times are not speedups)"
-    peaks = guards.peaks_for(device_name) if on_gpu else None
 
     def sync():
         if on_gpu:
@@ -326,14 +349,6 @@ def _bench_process(job_path: str) -> int:
                 answers.update({f"slot{j}.set{i}.{n}": t.contiguous().cpu() for n, t in slots["candidate"][j].items()})
         answers_file = Path(job["result"]).parent / f"answers-{case_number}.safetensors"
         save_file(answers, str(answers_file))
-        floor = None
-        if peaks is not None:
-            min_bytes = guards.minimum_bytes(pool[0], slots["candidate"][0], read_only)
-            floor = guards.floor_ms(min_bytes, 0.0, peaks)
-            if med["candidate"] < guards.FLOOR_MARGIN * floor:
-                flags.append(f"impossible_speed: {med['candidate'] * 1e3:.2f} us is under {guards.FLOOR_MARGIN:g} x the "
-                             f"{floor * 1e3:.2f} us floor ({min_bytes} bytes at the datasheet {peaks['bytes_per_s'] / 1e12:g} TB/s)")
-        speedup = med["baseline"] / med["candidate"]
         changed = harness.changed()
         if changed:
             flags.append(f"harness_patching: timing functions replaced by the candidate: {changed}")
@@ -343,18 +358,14 @@ def _bench_process(job_path: str) -> int:
                 "candidate_ms": med["candidate"],
                 "baseline_ms": med["baseline"],
                 "baseline_compiled_ms": med.get("baseline_compiled"),
-                "speedup": speedup,
                 "speedup_vs_compiled": (med["baseline_compiled"] / med["candidate"]) if "baseline_compiled" in med else None,
                 "samples": samples,
                 "compile_error": compile_error,
                 "wall_ms": wall_ms,
-                "floor_ms": floor,
                 "pool_sets": len(pool),
                 "answers_file": str(answers_file),
                 "persisting_l2": l2_state,
                 "flags": flags,
-                "review": [f"speedup {speedup:.1f}x over the baseline is above {guards.SUSPICIOUS_SPEEDUP:g}x: look at it"]
-                if speedup > guards.SUSPICIOUS_SPEEDUP else [],
             }
         )
     Path(job["result"]).write_text(json.dumps({"device": device_name, "cases": results}))

@@ -68,3 +68,15 @@ def test_inputs_rewritten_to_an_answered_set_are_named_by_the_judges_copy(rehear
     assert any(f.startswith("input_mutation: after the timed calls, read-only input") for f in case.flags), case.flags
     assert any(f.startswith("warmup_detection: the answer a timed call left in output slot") for f in case.flags), case.flags
     assert {"input_mutation", "warmup_detection"} <= {d.cheat for d in result.detections}
+
+
+def test_the_floor_is_applied_by_the_judge_from_the_shapes_it_drew(rehearse, monkeypatch):
+    """The floor is computed in the judge's process (the timing process shares memory with the candidate):
+    given a datasheet that no kernel could beat, even the honest candidate's time is impossible."""
+    from ferret.bench import timing
+
+    monkeypatch.setattr(timing, "_peaks_seen_by_judge", lambda device: {"bytes_per_s": 1e3, "flops_per_s": 1e3, "l2_bytes": 0})
+    case = rehearse("honest", None).cases[0]
+    x, weight = 16 * 512 * 2, 512 * 2  # the CPU gate's first case, bfloat16: read once each
+    assert case.floor_ms == pytest.approx((x + weight + x) / 1e3 * 1e3)  # plus y written once; ms
+    assert any(f.startswith("impossible_speed:") for f in case.flags), case.flags
