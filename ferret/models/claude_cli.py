@@ -39,7 +39,7 @@ answered through files in the workspace:
   write the whole candidate to `<workspace>/<candidate_name>` (the caller may have put the starting file
   there) and the tool's other arguments, as one JSON object, to `<workspace>/ferret_tool_input.json`. The
   response holds `ToolCall(name=<first tool>, input={...those arguments, "source": <candidate file>})`.
-  No candidate file after the run is a `ModelError`.
+  No candidate file after the run, or one left as it was before the run, is a `ModelError`.
 * any other tool (the reviewer's `submit_review`): the CLI writes the tool's arguments as JSON to
   `ferret_tool_input.json`, which becomes the call's input.
 If the JSON file is missing or not an object, a JSON object in the CLI's final answer is used instead;
@@ -239,6 +239,10 @@ class ClaudeCliModel:
             raise ModelUnavailable(f"{self.name}: model requests are forbidden in this process (forbid_model_requests)")
         tool_input_path = self.workspace / TOOL_INPUT_FILE
         tool_input_path.unlink(missing_ok=True)
+        # What the candidate file held before the run: a run that leaves it as it was has submitted nothing
+        # (the file would be the caller's starting point, or the previous round's answer).
+        candidate = self.workspace / self.candidate_name
+        before = candidate.read_bytes() if candidate.is_file() and not candidate.is_symlink() else None
         prompt = self.render_prompt(request)
         # Long prompts, and prompts an option parser could take for a flag, go through stdin.
         via_stdin = len(prompt.encode()) > ARGV_PROMPT_LIMIT or prompt.startswith("-")
@@ -249,7 +253,7 @@ class ClaudeCliModel:
                 f"{self._redact(str(data.get('result') or ''))[:500]}"
             )
         text = str(data.get("result") or "")
-        calls = [self._read_tool_call(request.tools[0], text)] if request.tools else []
+        calls = [self._read_tool_call(request.tools[0], text, before)] if request.tools else []
         return ModelResponse(
             text=text,
             tool_calls=calls,
@@ -296,7 +300,7 @@ class ClaudeCliModel:
             raise ModelError(f"{self.name}: the CLI printed no JSON result: {self._redact(_tail(stdout, 500))!r}")
         return data
 
-    def _read_tool_call(self, tool: ToolSpec, answer: str) -> ToolCall:
+    def _read_tool_call(self, tool: ToolSpec, answer: str, candidate_before: bytes | None = None) -> ToolCall:
         arguments = self._read_tool_input()
         if arguments is None:
             arguments = _json_object_in(answer)
@@ -306,6 +310,11 @@ class ClaudeCliModel:
             if candidate.is_symlink() or not candidate.is_file():
                 raise ModelError(
                     f"{self.name}: the CLI wrote no candidate file {self.candidate_name} in the workspace; "
+                    f"its answer: {answer[:300]!r}"
+                )
+            if candidate.read_bytes() == candidate_before:
+                raise ModelError(
+                    f"{self.name}: the CLI left {self.candidate_name} as it was before the run (nothing submitted); "
                     f"its answer: {answer[:300]!r}"
                 )
             return ToolCall(name=tool.name, input={**(arguments or {}), "source": candidate.read_text()})

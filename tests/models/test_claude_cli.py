@@ -285,3 +285,12 @@ def test_reads_outside_the_workspace_are_denied_where_the_secrets_live(fake, wor
 def test_a_denied_path_that_holds_the_workspace_is_left_out(fake, workspace):
     model = ClaudeCliModel(workspace=workspace, denied_paths=[workspace.parent, Path("/opt/secrets")])
     assert model.denial_rules() == ["Read(//opt/secrets/**)", "Edit(//opt/secrets/**)"]
+
+
+def test_a_candidate_file_left_as_it_was_is_not_a_submission(fake, workspace):
+    """The starting file the caller put there (or the previous round's answer) comes back unchanged when
+    the CLI writes nothing: that is no candidate, not a new one under a new approach name."""
+    (workspace / "candidate.py").write_text("# the previous round's answer\n")
+    fake.behave(result="Done.", write={TOOL_INPUT_FILE: json.dumps({"approach": "tiled", "notes": "n"})})
+    with pytest.raises(ModelError, match="as it was before the run"):
+        ClaudeCliModel(workspace=workspace).complete(_request(tools=[SUBMIT]))
