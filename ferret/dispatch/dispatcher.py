@@ -25,6 +25,7 @@ from ferret.gate.judge import check, locate_gate, summary
 from ferret.gate.lock import GateTampered, verify_gate
 from ferret.gate.platform_info import default_profile, versions
 from ferret.gate.scan import scan_candidate
+from ferret.models.base import ModelError, ModelUnavailable
 from ferret.roles.base import OptimizerContext, Optimizer, ReviewContext, Reviewer, RoundFeedback, TestWriter
 from ferret.roles.review import StaticReviewer
 
@@ -287,16 +288,23 @@ class Dispatcher:
         if verdict.timing.measured:
             record.speedup = verdict.timing.geomean_speedup
             record.target_met = verdict.timing.target_met
-        record.review = self.reviewer.review(
-            ReviewContext(
-                op=self.contract.op,
-                candidate_path=str(path),
-                candidate_source=proposal.source,
-                gate_summary=record.gate,
-                static_findings=[d.evidence for d in static],
-                next_plan=proposal.notes,
-            )
+        context = ReviewContext(
+            op=self.contract.op,
+            candidate_path=str(path),
+            candidate_source=proposal.source,
+            gate_summary=record.gate,
+            static_findings=[d.evidence for d in static],
+            next_plan=proposal.notes,
         )
+        try:
+            record.review = self.reviewer.review(context)
+        except (ModelError, ModelUnavailable) as err:
+            # The model failed (after the SDK's own retries): this candidate keeps the static scan's verdict,
+            # which says so, and the run goes on; a static review never counts as an LLM review.
+            static_review = StaticReviewer().review(context)
+            note = f"the LLM reviewer failed ({type(err).__name__}: {str(err)[:300]}); {static_review.recommendation}"
+            record.review = static_review.model_copy(update={"recommendation": note})
+            self.progress(f"round {number}, candidate {index}: {note}")
         outcome = "gate pass" if verdict.passed else f"gate FAIL at {verdict.first_failing_stage or 'integrity/run'}"
         speed = f", speedup {record.speedup:.2f}x" if record.speedup else (", speed not measured" if not record.speed_measured else "")
         self.progress(f"round {number}, candidate {index}: {outcome}{speed}; review integrity {record.review.integrity}")

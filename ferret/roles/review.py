@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
+from ferret.models.base import ModelError
 from ferret.roles.base import ReviewContext, ReviewFinding, ReviewVerdict, register_reviewer
 
 
@@ -46,7 +49,11 @@ class LLMReviewer:
         from ferret.roles.prompts import call_tool
 
         payload = call_tool(self.model, self.agents_dir, "reviewer", "submit_review", context.model_dump())
-        verdict = ReviewVerdict.model_validate({**payload, "reviewer": self.name})
+        try:
+            verdict = ReviewVerdict.model_validate({**payload, "reviewer": self.name})
+        except ValidationError as err:
+            fields = ", ".join(".".join(map(str, e["loc"])) + f": {e['msg']}" for e in err.errors())
+            raise ModelError(f"{self.model.name}: submit_review does not fit the verdict ({fields})") from None
         static = StaticReviewer().review(context)
         if static.integrity == "fail":
             # The static scan's word stands whatever the model says.

@@ -274,3 +274,18 @@ def test_a_resumed_run_keeps_the_gate_contract_with_the_advised_cases(dirs):
     assert resumed.gate_hash == log.gate_hash and resumed.extra_cases == ["cpu:seventeen_rows"]
     assert any(name.startswith("seventeen_rows@") for name in resumed.rounds[1].candidates[0].gate["cases"])
     assert resumed.status == "correct_speed_not_measured"
+
+
+def test_a_failing_llm_reviewer_leaves_the_static_review_and_the_run_goes_on(dirs):
+    """The reviewer's model answers without its tool call (a model error after the SDK's retries): the
+    candidate keeps the static scan's review, which says why, and a static review is not an LLM review."""
+    from ferret.models.testing import ScriptedModel
+    from ferret.roles.review import LLMReviewer
+
+    reviewer = LLMReviewer(ScriptedModel(["I would rather not call the tool."]), REPO / "agents")
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
+    log = _dispatch(dirs, optimizer, reviewer=reviewer).run()
+    review = log.rounds[0].candidates[0].review
+    assert review.reviewer == "static-scan" and review.integrity == "pass"
+    assert review.recommendation.startswith("the LLM reviewer failed (ModelError: scripted answered without calling submit_review")
+    assert log.status == "correct_speed_not_measured" and not log.established.llm_reviewed

@@ -44,3 +44,13 @@ def test_without_a_static_finding_the_models_verdict_stands():
                                               recommendation="compute every head")])
     verdict = LLMReviewer(model, AGENTS).review(_context())
     assert (verdict.integrity, verdict.plan) == ("fail", "fail") and verdict.findings[0].message == "skips heads"
+
+
+def test_a_review_that_does_not_fit_the_verdict_is_a_model_error_naming_the_field():
+    import pytest
+
+    from ferret.models.base import ModelError
+
+    model = ScriptedModel([tool_call_response("submit_review", integrity="probably", plan="pass", findings=[], recommendation="")])
+    with pytest.raises(ModelError, match="integrity"):
+        LLMReviewer(model, AGENTS).review(_context())
