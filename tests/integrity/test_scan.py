@@ -118,6 +118,11 @@ CASES = [
             return t
     """)),
     ("numpy_import", candidate(top="import numpy as np  # ! library_call")),
+    ("contextlib_suppress", candidate(top="import contextlib", pre="""
+        with contextlib.suppress(Exception):  # ! library_call
+            pass
+    """)),
+    ("operator_matmul", candidate(top="import operator", pre="z = operator.matmul(x, x)  # ! library_call")),
     # --- reference_import (10)
     ("import_task_reference", candidate(top="import tasks.rmsnorm.reference  # ! reference_import")),
     ("import_ferret", candidate(top="from ferret.gate import judge  # ! reference_import")),
@@ -132,6 +137,7 @@ CASES = [
                                  pre="caller = inspect.currentframe().f_back  # ! reading_expected")),
     ("eval", candidate(pre='v = eval("1 + 1")  # ! reading_expected')),
     ("import_pathlib", candidate(top="from pathlib import Path  # ! reading_expected")),
+    ("module_file", candidate(pre="here = __file__  # ! reading_expected")),
     # --- shadowing (12)
     ("sys_modules_write", candidate(top="import sys  # ! reading_expected",
                                     pre='sys.modules["torch"] = None  # ! shadowing')),
@@ -245,9 +251,12 @@ CASES = [
     # --- nan_wildcard (7)
     ("nan_fill", candidate(post='y.fill_(float("nan"))  # ! constant_output nan_wildcard')),
     ("math_nan", candidate(pre="bad = math.nan  # ! nan_wildcard")),
+    ("nan_to_num", candidate(post="y.copy_(y.nan_to_num())  # ! nan_wildcard")),
     # --- allocator_reuse (1)
     ("empty_cache", candidate(pre="torch.cuda.empty_cache()  # ! allocator_reuse")),
     ("untyped_storage", candidate(pre="s = y.untyped_storage()  # ! allocator_reuse")),
+    ("legacy_storage", candidate(pre="s = y.storage()  # ! allocator_reuse")),
+    ("storage_swapped", candidate(pre="y.set_(x)  # ! allocator_reuse")),
     # --- whole files
     ("no_run", "import torch  # ! unwritten_output\n\n\ndef forward(x):\n    return x\n"),
     ("run_never_writes", textwrap.dedent('''\
