@@ -11,8 +11,7 @@ from pydantic import ValidationError
 from ferret.contract.model import Contract
 
 
-class ContractError(ValueError):
-    """A contract file that cannot be used. The message names the file and each bad field."""
+from ferret.errors import ContractError
 
 
 def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:

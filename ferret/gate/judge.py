@@ -33,6 +33,7 @@ from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.metrics import StageMetrics, compare_stage
 from ferret.gate.models import PARTS, Detection, GateManifest, PartResult, RunFailure, TimingResult, VariantRecord, VariantResult, Verdict
 from ferret.gate.platform_info import default_profile, device_name, versions
+from ferret.errors import JudgeError
 from ferret.gate.report import append_verdict
 from ferret.sandbox.launch import candidate_environment, hiding_available, run_isolated
 
@@ -44,10 +45,6 @@ def isolation_summary() -> str:
     return base + "; no mount namespace on this machine: golden files are never given to the candidate, but not hidden"
 
 Progress = Callable[[str], None]
-
-
-class JudgeError(RuntimeError):
-    """The judge itself could not do its job (not the candidate's fault)."""
 
 
 def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profile: str, progress: Progress) -> Path:

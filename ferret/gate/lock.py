@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import ferret
+from ferret.errors import GateTampered
 
 REPORT_FILE = "report.json"
 MANIFEST_FILE = "manifest.json"
@@ -16,14 +17,6 @@ UNLOCKED_FILES = frozenset({REPORT_FILE, REPORT_FILE + ".lock", REPORT_FILE + ".
 # The judge's own source: editing any of it changes what a verdict means, so it counts as tampering.
 JUDGE_PACKAGES = ("contract", "gate", "sandbox", "bench")
 
-
-class GateTampered(Exception):
-    """A gate whose bytes no longer match its lock. The message names every offending file."""
-
-    def __init__(self, gate_dir: Path, problems: list[str]):
-        self.gate_dir = gate_dir
-        self.problems = problems
-        super().__init__(f"gate {gate_dir} is tampered:\n  " + "\n  ".join(problems))
 
 
 def sha256_file(path: Path) -> str:
