@@ -9,8 +9,6 @@ import yaml
 from pydantic import ValidationError
 
 from ferret.contract.model import Contract
-
-
 from ferret.errors import ContractError
 
 
