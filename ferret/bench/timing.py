@@ -33,7 +33,7 @@ METHOD = (
 
 
 def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Path, progress: Callable[[str], None],
-                   compare_compiled: bool = True, device: str = "cuda"):
+                   compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None):
     """Time a correct candidate against the baseline in a process of its own; returns a TimingResult.
     torch.compile of the baseline is timed beside them when the contract asks and `compare_compiled`.
 
@@ -41,16 +41,20 @@ def time_candidate(contract_path, contract, manifest, gate: Path, candidate: Pat
     pool, output slots, fingerprints and timed-answers check on a CPU gate's first case, under the Triton
     interpreter, with a plain clock instead of do_bench. Its times are not speedups: the result says
     `measured=False`, and no floor applies.
+
+    The timing process gets `budgets.case_timeout_s` for each timed case and stops at `deadline` (a
+    `time.monotonic()` instant: the check's own deadline).
     """
     workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
     try:
-        return _time_in(workdir, contract_path, contract, manifest, gate, candidate, progress, compare_compiled, device)
+        return _time_in(workdir, contract_path, contract, manifest, gate, candidate, progress, compare_compiled, device,
+                        deadline)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)  # inputs, pools of answers: hundreds of MB at production shapes
 
 
 def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candidate: Path, progress, compare_compiled: bool,
-             device: str):
+             device: str, deadline: float | None):
     from ferret.gate.models import CaseTiming, Detection, TimingResult
 
     import os
@@ -122,16 +126,29 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
     (workdir / "job.json").write_text(json.dumps(job))
     progress(f"timing {len(jobs)} cases against the baseline ({contract.speed.repeats} interleaved rounds)")
     from ferret.gate.judge import hidden_from_candidates
+    from ferret.progress import as_reporter
 
+    reporter = as_reporter(progress)
+    names = [j["case"] for j in jobs]
+
+    def moved(position: object) -> None:
+        if isinstance(position, int) and position < len(names):
+            reporter.step("timing", position, len(names), names[position])
+
+    reporter.step("timing", 0, len(names), "starting the timing process")
     outcome = run_isolated(
         [sys.executable, "-m", "ferret.bench.timing", "job.json"],
         workdir,
         candidate_environment(workdir, interpret=device != "cuda"),
-        contract.budgets.candidate_timeout_s,
+        contract.budgets.case_timeout_s,
         contract.budgets.candidate_memory_mb,
         hide=hidden_from_candidates(gate, Path(contract_path)),
         finished_marker=workdir / "done",
+        deadline=deadline,
+        progress_token=lambda: _current_case(workdir),
+        on_progress=moved,
     )
+    reporter.step("timing", len(names), len(names), "done")
     result_file = workdir / "timing.json"
     if not result_file.exists():
         return TimingResult(measured=False, reason=f"timing process failed: {outcome.kind} {outcome.message} {outcome.stderr_tail[-1500:]}")
@@ -186,6 +203,14 @@ def _time_in(workdir: Path, contract_path, contract, manifest, gate: Path, candi
         target_met=bool(speedups) and min(speedups) >= contract.speed.min_speedup,
         geomean_speedup=geomean,
     )
+
+
+def _current_case(workdir: Path) -> int | None:
+    """The timed case the timing process last said it started (its sign of progress)."""
+    try:
+        return int((workdir / "current").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _peaks_seen_by_judge(device: str) -> dict | None:
@@ -259,6 +284,7 @@ def _bench_process(job_path: str) -> int:
 
     results = []
     for case_number, case in enumerate(job["cases"]):
+        (Path(job["result"]).parent / "current").write_text(str(case_number))  # the judge's sign of progress
         stored = load_file(case["pool_file"])
         pool = [{} for _ in range(case["pool_sets"])]
         for key, tensor in stored.items():

@@ -239,7 +239,17 @@ class Speed(_Strict):
 
 
 class Budgets(_Strict):
-    candidate_timeout_s: float = Field(600, gt=0, description="Wall time for one candidate process.")
+    case_timeout_s: float = Field(
+        300, gt=0,
+        description="Longest a candidate's process may take over one case variant (its first variant also covers "
+        "starting, loading and compiling; the stress run counts as one more). A candidate that goes past it is "
+        "rejected as a timeout there, and the variants after it are reported as not run.",
+    )
+    check_timeout_s: float = Field(
+        3600, gt=0,
+        description="Deadline for a whole check of one candidate: every variant, the stress run and the timing. "
+        "What has not run by then is reported as not run.",
+    )
     candidate_memory_mb: int = Field(16384, gt=0, description="Host memory (RSS) for one candidate process.")
     determinism_repeats: int = Field(3, ge=2, description="Fast-path runs that must agree bitwise.")
     stress_iterations: int = Field(200, ge=1, description="Iterations of the stress stage (GPU only).")
@@ -247,6 +257,22 @@ class Budgets(_Strict):
     proposals_per_round: int = Field(
         4, ge=1, description="Most candidates judged per round (the dispatcher judges the optimizer's first ones)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_timeout(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "candidate_timeout_s" in data:
+            raise ValueError(
+                "candidate_timeout_s was replaced by case_timeout_s (longest time on one case variant) and "
+                "check_timeout_s (deadline of the whole check)"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _case_fits_in_check(self) -> "Budgets":
+        if self.case_timeout_s > self.check_timeout_s:
+            raise ValueError(f"case_timeout_s ({self.case_timeout_s:g}) is longer than check_timeout_s ({self.check_timeout_s:g})")
+        return self
 
 
 class Contract(_Strict):

@@ -17,7 +17,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -31,11 +30,15 @@ from ferret.gate.inputs import draw_inputs, output_specs
 from ferret.gate.scan import scan_candidate
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.metrics import StageMetrics, compare_stage
-from ferret.gate.models import PARTS, Detection, GateManifest, PartResult, RunFailure, TimingResult, VariantRecord, VariantResult, Verdict
+from ferret.gate.models import (
+    PARTS, Detection, GateManifest, PartResult, RunFailure, RunFault, TimingResult, VariantRecord, VariantResult, Verdict,
+)
 from ferret.gate.platform_info import default_profile, device_name, versions
-from ferret.errors import JudgeError
+from ferret.errors import JudgeError, UsageError
 from ferret.gate.report import append_verdict
-from ferret.sandbox.launch import candidate_environment, hiding_available, run_isolated
+from ferret.progress import ProgressLike, Reporter, as_reporter
+from ferret.sandbox.children import run_child, stop_on_signals
+from ferret.sandbox.launch import ProcessOutcome, candidate_environment, hiding_available, run_isolated
 
 
 def isolation_summary() -> str:
@@ -44,7 +47,7 @@ def isolation_summary() -> str:
         return base + "; private mount namespace hiding the gates folder, the trust registry and tasks/"
     return base + "; no mount namespace on this machine: golden files are never given to the candidate, but not hidden"
 
-Progress = Callable[[str], None]
+Progress = Reporter
 
 
 def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profile: str, progress: Progress) -> Path:
@@ -53,7 +56,7 @@ def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profil
     if gate is None:
         progress("no gate for this contract on this machine yet: the test-writer builds one")
         command = [sys.executable, "-m", "ferret.gate.build", str(contract_path), "--gates-dir", str(gates_dir), "--profile", profile]
-        built = subprocess.run(command, stdout=subprocess.PIPE, stderr=None, text=True)
+        built = run_child(command, stdout=subprocess.PIPE, stderr=None, text=True)
         if built.returncode != 0:
             raise JudgeError(f"the test-writer failed to build the gate (exit {built.returncode})")
         gate = Path(built.stdout.strip().splitlines()[-1])
@@ -120,51 +123,35 @@ def hidden_from_candidates(gate: Path, contract_path: Path) -> list[Path]:
     return [gate.parent.resolve(), trust_dir().resolve(), project / "tasks", project / "gates"]
 
 
-def _run_candidate(
-    contract: Contract,
-    manifest: GateManifest,
-    gate: Path,
-    candidate: Path,
-    workdir: Path,
-    device: str,
-    progress: Progress,
-    run_stress: bool = True,
-    fresh: list[FreshVariant] = (),
-    contract_path: Path = Path("."),
-) -> tuple[dict[str, dict], dict | None]:
-    """Run every variant in the candidate's process; restart it after a crash. Returns per-variant status."""
+def _variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str) -> dict:
+    specs = output_specs(contract, case, dtype)
+    return {
+        "id": variant_id,
+        "inputs_file": str(inputs_file),
+        "outputs": {n: [list(shape), str(dt).removeprefix("torch.")] for n, (shape, dt) in specs.items()},
+        "inout": [i.name for i in contract.inputs if i.role == "inout"],
+        "in_only": [i.name for i in contract.inputs if i.role == "in"],
+    }
+
+
+def _write_candidate_job(
+    contract: Contract, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
+    run_stress: bool, fresh: list[FreshVariant],
+) -> list[dict]:
+    """The candidate's folder: its own copy of the candidate, every variant's inputs (never a golden value)
+    and job.json. Returns the variants in the order the runner takes them."""
     (workdir / "in").mkdir(exist_ok=True)
     shutil.copyfile(candidate, workdir / "candidate.py")
     variants = []
-    inout = [i.name for i in contract.inputs if i.role == "inout"]
-    in_only = [i.name for i in contract.inputs if i.role == "in"]
     for record in manifest.variants:
         target = workdir / "in" / f"{record.id}.safetensors"
         _prepare_inputs(contract, gate, record, target)
         case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
-        specs = output_specs(contract, case, record.dtype)
-        variants.append(
-            {
-                "id": record.id,
-                "inputs_file": str(target),
-                "outputs": {n: [list(shape), str(dt).removeprefix("torch.")] for n, (shape, dt) in specs.items()},
-                "inout": inout,
-                "in_only": in_only,
-            }
-        )
+        variants.append(_variant_job(record.id, target, contract, case, record.dtype))
     for item in fresh:
         target = workdir / "in" / f"{item.id}.safetensors"
         save_file(item.inputs, str(target))
-        specs = output_specs(contract, item.case, item.dtype)
-        variants.append(
-            {
-                "id": item.id,
-                "inputs_file": str(target),
-                "outputs": {n: [list(shape), str(dt).removeprefix("torch.")] for n, (shape, dt) in specs.items()},
-                "inout": inout,
-                "in_only": in_only,
-            }
-        )
+        variants.append(_variant_job(item.id, target, contract, item.case, item.dtype))
     stress_index = None
     if device == "cuda" and run_stress:
         sizes = [r.inputs.nbytes for r in manifest.variants]
@@ -181,55 +168,115 @@ def _run_candidate(
         "result_dir": str(workdir / "out"),
     }
     (workdir / "job.json").write_text(json.dumps(job))
-    env = candidate_environment(workdir, interpret=device == "cpu")
-    hidden = hidden_from_candidates(gate, contract_path)
-    statuses: dict[str, dict] = {}
-    start = 0
+    return variants
+
+
+@dataclass
+class CandidateRun:
+    """What the candidate's process left: a status per variant, the stress result, and the fault that
+    ended it early, if one did."""
+
+    statuses: dict[str, dict]
+    stress: dict | None
+    fault: RunFault | None = None
+
+
+def _position(out: Path) -> int | None:
+    """The step the candidate's process last said it started (a variant's index; past the last, the stress run)."""
+    try:
+        return int((out / "current").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _run_candidate(
+    contract: Contract,
+    manifest: GateManifest,
+    gate: Path,
+    candidate: Path,
+    workdir: Path,
+    device: str,
+    progress: Progress,
+    run_stress: bool = True,
+    fresh: list[FreshVariant] = (),
+    contract_path: Path = Path("."),
+    deadline: float | None = None,
+) -> CandidateRun:
+    """Run every variant in one candidate process. A fault that ends the process (a hang, a crash, memory,
+    the check's deadline) is charged to the variant it happened on; the variants after it are not run."""
+    progress = as_reporter(progress)
+    variants = _write_candidate_job(contract, manifest, gate, candidate, workdir, device, run_stress, list(fresh))
+    ids = [v["id"] for v in variants]
     out = workdir / "out"
-    while start < len(variants):
-        progress(f"candidate process: variants {start + 1}..{len(variants)}")
-        outcome = run_isolated(
-            [sys.executable, "-m", "ferret.sandbox.runner", "job.json", "--start", str(start)],
-            workdir,
-            env,
-            contract.budgets.candidate_timeout_s,
-            contract.budgets.candidate_memory_mb,
-            hide=hidden,
-            finished_marker=out / "done",
-        )
-        if (out / "load.json").exists():
-            load_failure = json.loads((out / "load.json").read_text())
-            for v in variants:
-                statuses[v["id"]] = {"ok": False, **load_failure}
-            return statuses, None
-        for v in variants[start:]:
-            status_file = out / f"{v['id']}.json"
-            if status_file.exists():
-                statuses[v["id"]] = json.loads(status_file.read_text())
-        if (out / "done").exists() and outcome.kind == "exited":
-            break
-        current = int((out / "current").read_text()) if (out / "current").exists() else start
-        current = max(current, start)  # the file is the candidate process's: never go back
-        if current < len(variants) and variants[current]["id"] not in statuses:
-            kind = {"timeout": "timeout", "out_of_memory": "out_of_memory"}.get(outcome.kind, "crash")
-            message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
-            statuses[variants[current]["id"]] = {
-                "ok": False,
-                "kind": kind,
-                "message": f"{message}; last output: {outcome.stderr_tail[-800:]}",
-            }
-            progress(f"  {variants[current]['id']}: {kind}: {message}")
-            start = current + 1
-        elif current + 1 < len(variants) and not (out / "done").exists():
-            # It stopped after writing this variant's result (the runner does, when a failing call left the
-            # CUDA context unusable): the variants after it run in a fresh process.
-            progress(f"  the candidate's process stopped after {variants[current]['id']}; restarting at the next variant")
-            start = current + 1
-        else:
-            # Stopped after the variants (stress or teardown): nothing more to run.
-            break
+
+    def moved(position: object) -> None:
+        if isinstance(position, int) and position < len(ids):
+            progress.step("candidate", position, len(ids), ids[position])
+        elif isinstance(position, int):
+            progress.step("candidate", len(ids), len(ids), "stress run")
+
+    progress.step("candidate", 0, len(ids), "starting the candidate's process")
+    outcome = run_isolated(
+        [sys.executable, "-m", "ferret.sandbox.runner", "job.json"],
+        workdir,
+        candidate_environment(workdir, interpret=device == "cpu"),
+        contract.budgets.case_timeout_s,
+        contract.budgets.candidate_memory_mb,
+        hide=hidden_from_candidates(gate, contract_path),
+        finished_marker=out / "done",
+        deadline=deadline,
+        progress_token=lambda: _position(out),
+        on_progress=moved,
+    )
+    progress.step("candidate", len(ids), len(ids), "done")
+    if (out / "load.json").exists():
+        return _load_failed(ids, json.loads((out / "load.json").read_text()))
+    statuses = {vid: json.loads((out / f"{vid}.json").read_text()) for vid in ids if (out / f"{vid}.json").exists()}
     stress = json.loads((out / "stress.json").read_text()) if (out / "stress.json").exists() else None
-    return statuses, stress
+    if (out / "done").exists() and outcome.kind == "exited":
+        return CandidateRun(statuses, stress)
+    return _ended_early(ids, statuses, stress, outcome, _position(out), contract)
+
+
+def _load_failed(ids: list[str], failure: dict) -> CandidateRun:
+    """The candidate could not be loaded: said once, on the first variant; the others were not run."""
+    fault = RunFault(kind="exception", message=failure.get("message", ""), variant=ids[0], not_run=ids[1:])
+    statuses = {ids[0]: {"ok": False, **failure}}
+    statuses |= {vid: _not_run(f"the candidate could not be loaded (see {ids[0]})") for vid in ids[1:]}
+    return CandidateRun(statuses, None, fault)
+
+
+def _not_run(why: str) -> dict:
+    return {"ok": False, "kind": "not_run", "message": f"not run: {why}"}
+
+
+def _ended_early(
+    ids: list[str], statuses: dict[str, dict], stress: dict | None, outcome: ProcessOutcome, position: int | None,
+    contract: Contract,
+) -> CandidateRun:
+    """The candidate's process ended before its last result: name the fault on the step it happened in."""
+    kind = {"timeout": "timeout", "deadline": "timeout", "out_of_memory": "out_of_memory"}.get(outcome.kind, "crash")
+    message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
+    if outcome.kind == "timeout":
+        message += f" (budgets.case_timeout_s is {contract.budgets.case_timeout_s:g})"
+    elif outcome.kind == "deadline":
+        message = f"the check's deadline (budgets.check_timeout_s, {contract.budgets.check_timeout_s:g}s) passed: killed"
+    at = 0 if position is None else position
+    if at >= len(ids):
+        # During the stress run or the teardown: every variant has its result.
+        stress = stress or {"error": f"{kind}: {message}"}
+        return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant="stress"))
+    if ids[at] in statuses:
+        # It wrote this variant's result and stopped (the runner does when a failure left the CUDA context
+        # unusable): that failure is the fault.
+        kind, message = "exception", f"the candidate's process stopped after its failure on {ids[at]} " \
+            f"({statuses[ids[at]].get('kind')}: {statuses[ids[at]].get('message', '')[:300]})"
+    else:
+        where = "while starting or loading the candidate, " if position is None else ""
+        statuses[ids[at]] = {"ok": False, "kind": kind, "message": f"{where}{message}; last output: {outcome.stderr_tail[-800:]}"}
+    rest = ids[at + 1:]
+    statuses |= {vid: _not_run(f"the candidate's process ended at {ids[at]} ({kind})") for vid in rest}
+    return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant=ids[at], not_run=rest))
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -317,6 +364,17 @@ def _judge_variant(
     return result
 
 
+def _case_part(results: list[VariantResult]) -> PartResult:
+    """A part made of case variants: each failure named; variants not run counted once, with the reason."""
+    not_run = [r for r in results if r.failure is not None and r.failure.kind == "not_run"]
+    failed = [r for r in results if not r.passed and r not in not_run and (r.failure is not None or r.first_failing_stage is not None)]
+    detail = [f"{r.id}: {r.failure.kind}: {r.failure.message[:200]}" if r.failure else f"{r.id}: stage {r.first_failing_stage}"
+              for r in failed]
+    if not_run:
+        detail.append(f"{len(not_run)} of {len(results)} variants not run ({not_run[0].failure.message.removeprefix('not run: ')})")
+    return PartResult(status="fail" if failed or not_run else "pass", detail="; ".join(detail) or f"{len(results)} case variants")
+
+
 def _parts(
     results: list[VariantResult], stress: dict | None, device: str, run_stress: bool, detections: list[Detection]
 ) -> dict[str, PartResult]:
@@ -326,15 +384,7 @@ def _parts(
         if not mine:
             parts[part] = PartResult(status="skipped", detail="no such cases in the contract")
             continue
-        failed = [r for r in mine if not r.passed and (r.failure is not None or r.first_failing_stage is not None)]
-        parts[part] = PartResult(
-            status="fail" if failed else "pass",
-            detail="; ".join(
-                f"{r.id}: {r.failure.kind}: {r.failure.message[:200]}" if r.failure else f"{r.id}: stage {r.first_failing_stage}"
-                for r in failed
-            )
-            or f"{len(mine)} case variants",
-        )
+        parts[part] = _case_part(mine)
     ran = [r for r in results if r.failure is None]
     nondet = [r.id for r in ran if not r.repeats_bitwise_equal]
     traced = [r.id for r in ran if not r.traced_equals_fast]
@@ -376,7 +426,7 @@ def check(
     candidate_path: str | Path,
     gates_dir: str | Path = "gates",
     profile: str | None = None,
-    progress: Progress = lambda message: None,
+    progress: ProgressLike = None,
     measure_speed: bool = True,
     run_stress: bool = True,
     compare_compiled: bool = True,
@@ -385,23 +435,34 @@ def check(
 
     `run_stress=False` leaves the stress part out (reported as skipped) and `compare_compiled=False` times
     the candidate against the eager baseline only: the dispatcher's rounds do both to stay quick, and its
-    final acceptance check runs everything.
+    final acceptance check runs everything. `progress` is a reporter, a function of one line, or None (lines
+    go to the `ferret` logger). The whole check after the gate is found has the contract's deadline
+    (`budgets.check_timeout_s`). On SIGINT or SIGTERM (when called from the main thread with the default
+    handlers) every process it started is killed and its folders removed before `Interrupted` is raised.
 
-    Raises ContractError for a bad contract and GateTampered for a gate whose lock does not hold.
+    Raises ContractError for a bad contract, UsageError for a profile this machine cannot run, and
+    GateTampered for a gate whose lock does not hold.
     """
+    with stop_on_signals():
+        return _check(Path(contract_path), Path(candidate_path), Path(gates_dir), profile, as_reporter(progress),
+                      measure_speed, run_stress, compare_compiled)
+
+
+def _check(
+    contract_path: Path, candidate_path: Path, gates_dir: Path, profile: str | None, progress: Reporter,
+    measure_speed: bool, run_stress: bool, compare_compiled: bool,
+) -> tuple[Verdict, Path]:
     started_wall = time.perf_counter()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    contract_path, candidate_path, gates_dir = Path(contract_path), Path(candidate_path), Path(gates_dir)
     contract = load_contract(contract_path)
     if not candidate_path.is_file():
         raise FileNotFoundError(f"{candidate_path}: no such candidate file")
     profile = profile or default_profile()
-    device = "cuda" if profile == "gpu" else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise JudgeError("profile gpu needs a CUDA GPU")
+    device = _device_for(profile)
     gate = locate_gate(contract_path, contract, gates_dir, profile, progress)
     manifest = GateManifest.model_validate(verify_gate(gate, require_trusted=True))
     progress(f"gate {gate.name[:16]}… verified ({len(manifest.files)} files)")
+    deadline = time.monotonic() + contract.budgets.check_timeout_s
 
     static = scan_candidate(candidate_path, contract)
     for finding in static:
@@ -409,60 +470,18 @@ def check(
     fresh = draw_fresh_cases(contract_path, contract, profile, device)
     if fresh:
         progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
-
-    workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
-    try:
-        statuses, stress = _run_candidate(
-            contract, manifest, gate, candidate_path, workdir, device, progress, run_stress, fresh, contract_path
-        )
-        # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
-        verify_gate(gate, require_trusted=True)
-        results = []
-        to_judge = [
-            ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(gate / r.golden_file)), r.inputs.content_sha256)
-            for r in manifest.variants
-        ] + [
-            ((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden,
-             {n: tensor_content_sha256(t) for n, t in f.inputs.items()})
-            for f in fresh
-        ]
-        for ids, golden, input_digests in to_judge:
-            vid = ids[0]
-            result = _judge_variant(contract, ids, golden(), statuses.get(vid), workdir / "out" / f"{vid}.safetensors", input_digests)
-            results.append(result)
-            if result.passed:
-                mark = "ok"
-            elif result.failure:
-                mark = f"FAIL ({result.failure.kind}: {result.failure.message[:160]})"
-            elif result.first_failing_stage:
-                failing = next(st for st in result.stages if st.stage == result.first_failing_stage)
-                mark = f"FAIL at stage {result.first_failing_stage}: {'; '.join(failing.reasons)}"
-            else:
-                mark = "FAIL (not bitwise deterministic)" if not result.repeats_bitwise_equal else "FAIL (traced run differs from the fast path)"
-                if result.repeats_bitwise_equal and result.traced_equals_fast and result.detections:
-                    mark = f"FAIL ({result.detections[0].cheat}: {result.detections[0].evidence[:160]})"
-            progress(f"  {vid}: {mark}")
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
+    run, results = _run_and_judge(contract, contract_path, manifest, gate, candidate_path, device, progress, run_stress,
+                                  fresh, deadline)
     detections = detect.unique(
         static
         + [d for r in results for d in r.detections]
         + detect.hardcoded_cases([r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"])
     )
-    parts = _parts(results, stress, device, run_stress, detections)
+    parts = _parts(results, run.stress, device, run_stress, detections)
     passed = all(p.status != "fail" for p in parts.values())
     first_failing = next((s.name for s in contract.stages if any(r.first_failing_stage == s.name for r in results)), None)
-    if passed and measure_speed and device == "cuda":
-        from ferret.bench.timing import time_candidate
-
-        timing = time_candidate(contract_path, contract, manifest, gate, candidate_path, progress, compare_compiled)
-    elif device != "cuda":
-        timing = TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
-    elif not passed:
-        timing = TimingResult(measured=False, reason="not timed: the candidate is not correct")
-    else:
-        timing = TimingResult(measured=False, reason="speed measurement not requested")
+    timing = _timing(contract_path, contract, manifest, gate, candidate_path, progress, compare_compiled, device,
+                     passed, measure_speed, deadline)
     if timing.detections:
         # A time the guards call impossible or replayed rejects the candidate, however correct it was.
         detections = detect.unique(detections + timing.detections)
@@ -486,11 +505,88 @@ def check(
         versions=versions(),
         seeds={r.id: r.seed for r in manifest.variants} | {f.id: f.seed for f in fresh},
         isolation=isolation_summary(),
+        fault=run.fault,
         started_at=started_at,
         seconds=time.perf_counter() - started_wall,
     )
     append_verdict(gate, verdict)
     return verdict, gate
+
+
+def _device_for(profile: str) -> str:
+    if profile not in ("cpu", "gpu"):
+        raise UsageError(f"profile {profile!r}: expected cpu or gpu")
+    if profile == "gpu" and not torch.cuda.is_available():
+        raise UsageError("profile gpu needs a CUDA GPU, and this machine has none (torch.cuda.is_available() is False); "
+                         "use profile cpu")
+    return "cuda" if profile == "gpu" else "cpu"
+
+
+def _run_and_judge(
+    contract: Contract, contract_path: Path, manifest: GateManifest, gate: Path, candidate_path: Path, device: str,
+    progress: Reporter, run_stress: bool, fresh: list[FreshVariant], deadline: float,
+) -> tuple[CandidateRun, list[VariantResult]]:
+    """The candidate's process over every variant, then each variant judged against its golden stages."""
+    workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
+    try:
+        run = _run_candidate(contract, manifest, gate, candidate_path, workdir, device, progress, run_stress, fresh,
+                             contract_path, deadline)
+        if run.fault is not None:
+            progress(f"the candidate's run ended early on {run.fault.variant}: {run.fault.kind}: {run.fault.message[:300]}"
+                     + (f"; {len(run.fault.not_run)} variants after it not run" if run.fault.not_run else ""))
+        # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
+        verify_gate(gate, require_trusted=True)
+        to_judge = [
+            ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(gate / r.golden_file)), r.inputs.content_sha256)
+            for r in manifest.variants
+        ] + [
+            ((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden,
+             {n: tensor_content_sha256(t) for n, t in f.inputs.items()})
+            for f in fresh
+        ]
+        results = []
+        for ids, golden, input_digests in to_judge:
+            vid = ids[0]
+            result = _judge_variant(contract, ids, golden(), run.statuses.get(vid), workdir / "out" / f"{vid}.safetensors",
+                                    input_digests)
+            results.append(result)
+            if result.failure is None or result.failure.kind != "not_run":
+                progress(f"  {vid}: {_mark(result)}")
+        return run, results
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _mark(result: VariantResult) -> str:
+    """One variant's outcome in a progress line."""
+    if result.passed:
+        return "ok"
+    if result.failure:
+        return f"FAIL ({result.failure.kind}: {result.failure.message[:160]})"
+    if result.first_failing_stage:
+        failing = next(st for st in result.stages if st.stage == result.first_failing_stage)
+        return f"FAIL at stage {result.first_failing_stage}: {'; '.join(failing.reasons)}"
+    if result.repeats_bitwise_equal and result.traced_equals_fast and result.detections:
+        return f"FAIL ({result.detections[0].cheat}: {result.detections[0].evidence[:160]})"
+    return "FAIL (not bitwise deterministic)" if not result.repeats_bitwise_equal else "FAIL (traced run differs from the fast path)"
+
+
+def _timing(
+    contract_path: Path, contract: Contract, manifest: GateManifest, gate: Path, candidate_path: Path, progress: Reporter,
+    compare_compiled: bool, device: str, passed: bool, requested: bool, deadline: float,
+) -> TimingResult:
+    if device != "cuda":
+        return TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
+    if not passed:
+        return TimingResult(measured=False, reason="not timed: the candidate is not correct")
+    if not requested:
+        return TimingResult(measured=False, reason="speed measurement not requested")
+    if time.monotonic() >= deadline:
+        return TimingResult(measured=False, reason="not timed: the check's deadline (budgets.check_timeout_s) passed")
+    from ferret.bench.timing import time_candidate
+
+    return time_candidate(contract_path, contract, manifest, gate, candidate_path, progress, compare_compiled,
+                          deadline=deadline)
 
 
 def summary(verdict: Verdict) -> dict:
@@ -502,6 +598,7 @@ def summary(verdict: Verdict) -> dict:
         "candidate_sha256": verdict.candidate_sha256,
         "parts": {k: v.status for k, v in verdict.parts.items()},
         "detections": [{"cheat": d.cheat, "catalogue": d.catalogue, "evidence": d.evidence[:300]} for d in verdict.detections],
+        "fault": verdict.fault.model_dump(exclude={"not_run"}) | {"not_run": len(verdict.fault.not_run)} if verdict.fault else None,
         "cases": {
             r.id: {
                 "pass": r.passed,

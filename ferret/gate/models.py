@@ -57,13 +57,25 @@ class GateManifest(BaseModel):
     files: dict[str, str] = Field(description="sha256 of every locked file, by path inside the gate.")
 
 
+FailureKind = Literal[
+    "exception", "crash", "timeout", "out_of_memory", "bad_output", "input_mutated", "internal",
+    "thread_left_running", "harness_tampered", "result_missing", "not_run",
+]
+
+
 class RunFailure(BaseModel):
-    kind: Literal[
-        "exception", "crash", "timeout", "out_of_memory", "bad_output", "input_mutated", "internal",
-        "thread_left_running", "harness_tampered", "result_missing",
-    ]
+    kind: FailureKind = Field(description="`not_run`: the variant never ran, because of the verdict's `fault`.")
     message: str
     traceback: str | None = None
+
+
+class RunFault(BaseModel):
+    """What ended the candidate's run early, named once: the variants after it were not run."""
+
+    kind: Literal["exception", "crash", "timeout", "out_of_memory"]
+    message: str
+    variant: str = Field(description="The variant it happened on (`stress` for the stress run).")
+    not_run: list[str] = Field(default_factory=list, description="The variants that did not run because of it.")
 
 
 class VariantResult(BaseModel):
@@ -141,6 +153,10 @@ class Verdict(BaseModel):
     versions: dict[str, str]
     seeds: dict[str, int]
     isolation: str = Field("", description="How the candidate's process was isolated on this machine.")
+    fault: RunFault | None = Field(
+        None, description="What stopped the candidate's run early (a load failure, a hang, a crash, memory, the check's "
+        "deadline); the variants after it are reported as not run."
+    )
     started_at: str
     seconds: float
 

@@ -12,6 +12,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
+
+from ferret.sandbox.children import kill_group, start_group
 
 # Variables a candidate may see. Everything else (API keys, tokens, the user's settings) stays out.
 _PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "TRITON_INTERPRET")
@@ -20,7 +23,7 @@ _PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME"
 @dataclass
 class ProcessOutcome:
     returncode: int | None
-    kind: str  # "exited", "timeout", "out_of_memory", "signal"
+    kind: str  # "exited", "timeout", "deadline", "out_of_memory", "signal"
     message: str
     seconds: float
     stderr_tail: str
@@ -52,7 +55,8 @@ def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
         import shutil
 
         (runtime / "ferret").mkdir(parents=True)
-        shutil.copy2(ferret_package / "__init__.py", runtime / "ferret" / "__init__.py")
+        for module in ("__init__.py", "errors.py"):
+            shutil.copy2(ferret_package / module, runtime / "ferret" / module)
         for package in ("sandbox", "bench"):
             shutil.copytree(ferret_package / package, runtime / "ferret" / package, ignore=shutil.ignore_patterns("__pycache__"))
     installed = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")]
@@ -125,47 +129,30 @@ def hiding_command(args: list[str], hide: list[Path]) -> list[str]:
 
 def run_isolated(
     args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1,
-    hide: list[Path] = (), finished_marker: Path | None = None,
+    hide: list[Path] = (), finished_marker: Path | None = None, deadline: float | None = None,
+    progress_token: Callable[[], object] | None = None, on_progress: Callable[[object], None] | None = None,
 ) -> ProcessOutcome:
-    """Run `args` isolated. With `finished_marker`, the process is killed (the whole group, SIGKILL) as
-    soon as that file appears: the runner writes it after its last result and then waits to be killed."""
+    """Run `args` isolated, in a process group of its own, and return how it ended.
+
+    `timeout_s` is the longest the process may go without progress: with `progress_token` (a function
+    the judge polls, say the variant the process is on) each change of the token starts the clock anew
+    and is passed to `on_progress`; without it, `timeout_s` is the limit of the whole run. `deadline` (a
+    `time.monotonic()` instant) ends the run whatever its progress. With `finished_marker`, the process is
+    killed (the whole group, SIGKILL) as soon as that file appears: the runner writes it after its last
+    result and then waits to be killed. If this process is interrupted meanwhile, the group is killed
+    before the interruption goes on: no candidate process outlives the judge."""
     started = time.perf_counter()
     if hide and hiding_available():
         args = hiding_command(args, list(hide))
     stderr_path = workdir / ".stderr"
     with open(stderr_path, "wb") as stderr:
-        process = subprocess.Popen(
-            args,
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=stderr,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so a kill takes its children too
-        )
-        kind, message, peak = "exited", "", 0.0
-        while True:
-            try:
-                process.wait(timeout=poll_s)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            peak = max(peak, _rss_mb(process.pid))
-            elapsed = time.perf_counter() - started
-            if finished_marker is not None and finished_marker.exists():
-                kind, message = "finished", ""
-            elif elapsed > timeout_s:
-                kind, message = "timeout", f"no result after {timeout_s:.0f}s: killed"
-            elif peak > memory_mb:
-                kind, message = "out_of_memory", f"host memory {peak:.0f} MB over the {memory_mb} MB budget: killed"
-            else:
-                continue
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
-            break
+        process = start_group(args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT)
+        try:
+            kind, message, peak = _watch(process, timeout_s, memory_mb, poll_s, finished_marker, deadline,
+                                         progress_token, on_progress)
+        finally:
+            # Whatever happened (a limit, the finished marker, an interruption of the judge), the whole group goes.
+            kill_group(process)
     returncode = process.returncode
     if kind == "finished":
         kind, returncode = "exited", 0
@@ -175,3 +162,36 @@ def run_isolated(
         message = f"killed by {sig}" + (" (the kernel's OOM killer?)" if sig == "SIGKILL" else "")
     tail = stderr_path.read_bytes()[-4000:].decode(errors="replace")
     return ProcessOutcome(returncode, kind, message, time.perf_counter() - started, tail, peak)
+
+
+def _watch(
+    process: subprocess.Popen, timeout_s: float, memory_mb: int, poll_s: float, finished_marker: Path | None,
+    deadline: float | None, progress_token: Callable[[], object] | None, on_progress: Callable[[object], None] | None,
+) -> tuple[str, str, float]:
+    """Poll `process` until it exits or a limit ends it; returns (kind, message, peak RSS in MB)."""
+    peak = 0.0
+    token = progress_token() if progress_token else None
+    since = time.monotonic()
+    while True:
+        try:
+            process.wait(timeout=poll_s)
+            return "exited", "", peak
+        except subprocess.TimeoutExpired:
+            pass
+        peak = max(peak, _rss_mb(process.pid))
+        now = time.monotonic()
+        if progress_token is not None:
+            latest = progress_token()
+            if latest != token:
+                token, since = latest, now
+                if on_progress is not None:
+                    on_progress(latest)
+        if finished_marker is not None and finished_marker.exists():
+            return "finished", "", peak
+        if deadline is not None and now > deadline:
+            return "deadline", "the check's deadline passed: killed", peak
+        if now - since > timeout_s:
+            what = "no progress for" if progress_token is not None else "no result after"
+            return "timeout", f"{what} {timeout_s:.0f}s: killed", peak
+        if peak > memory_mb:
+            return "out_of_memory", f"host memory {peak:.0f} MB over the {memory_mb} MB budget: killed", peak

@@ -149,10 +149,11 @@ def run(inputs, outputs, params, trace=None):
     assert "hardcoded_cases" in {d.cheat for d in verdict.detections}
 
 
-def test_a_process_that_stops_after_a_failing_variant_is_restarted_for_the_rest(gates, tmp_path, monkeypatch):
+def test_a_process_that_stops_after_a_failing_variant_ends_the_run_naming_that_failure(gates, tmp_path, monkeypatch):
     """On the GPU the runner stops after writing a failing variant's result when the CUDA context is
-    unusable. The variants after it must still run (in a fresh process), not go missing. The candidate's
-    process is stood in for by one that fails its first variant and exits, as the runner does."""
+    unusable. That failure is the run's fault, said once; the variants after it are not run (they are not
+    reported missing, which would read as a forged result), and no new process is started for them. The
+    candidate's process is stood in for by one that fails its first variant and exits, as the runner does."""
     from ferret.contract.load import load_contract
     from ferret.gate import judge
     from ferret.gate.models import GateManifest
@@ -163,23 +164,25 @@ def test_a_process_that_stops_after_a_failing_variant_is_restarted_for_the_rest(
     starts = []
 
     def one_variant_then_exit(args, workdir, *rest, **kwargs):
-        start = int(args[args.index("--start") + 1])
-        starts.append(start)
+        starts.append(args)
         job = json.loads((workdir / "job.json").read_text())
         out = workdir / "out"
         out.mkdir(exist_ok=True)
-        (out / "current").write_text(str(start))
-        (out / f"{job['variants'][start]['id']}.json").write_text(json.dumps({"ok": False, "kind": "exception", "message": "CUDA error"}))
+        (out / "current").write_text("0")
+        (out / f"{job['variants'][0]['id']}.json").write_text(json.dumps({"ok": False, "kind": "exception", "message": "CUDA error"}))
         return ProcessOutcome(returncode=3, kind="exited", message="", seconds=0.1, stderr_tail="", peak_rss_mb=0.0)
 
     monkeypatch.setattr(judge, "run_isolated", one_variant_then_exit)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    statuses, _ = judge._run_candidate(load_contract(CONTRACT), manifest, gate, HONEST, workdir, "cpu", lambda m: None,
-                                       contract_path=CONTRACT)
+    run = judge._run_candidate(load_contract(CONTRACT), manifest, gate, HONEST, workdir, "cpu", lambda m: None,
+                               contract_path=CONTRACT)
     ids = [v.id for v in manifest.variants]
-    assert starts == list(range(len(ids)))
-    assert list(statuses) == ids and all(s["kind"] == "exception" for s in statuses.values())
+    assert len(starts) == 1
+    assert list(run.statuses) == ids
+    assert run.statuses[ids[0]]["kind"] == "exception"
+    assert all(run.statuses[i]["kind"] == "not_run" and ids[0] in run.statuses[i]["message"] for i in ids[1:])
+    assert run.fault.variant == ids[0] and "CUDA error" in run.fault.message and run.fault.not_run == ids[1:]
 
 
 def test_read_only_inputs_are_checked_against_the_manifests_hashes(gates, tmp_path):

@@ -85,7 +85,7 @@ def budget_contract(tmp_path_factory):
     root = tmp_path_factory.mktemp("budget-project")
     path = write_contract(
         root,
-        lambda d: d["budgets"].update(candidate_timeout_s=20, candidate_memory_mb=1500),
+        lambda d: d["budgets"].update(case_timeout_s=20, check_timeout_s=600, candidate_memory_mb=1500),
         name="rmsnorm_budget.yaml",
         link_tasks=True,
     )
@@ -157,20 +157,26 @@ def test_raising_candidate(judge, tmp_path):
     assert verdict.timing.measured is False
 
 
-def test_syntax_error_fails_every_case_at_load(judge, tmp_path):
+def test_syntax_error_is_reported_once_and_nothing_else_runs(judge, tmp_path):
     candidate = _candidate(tmp_path, "syntax", "def run(inputs, outputs, params, trace=None:\n    pass\n", prelude=False)
     verdict = judge(candidate)
     assert not verdict.passed
-    for result in verdict.variants:
-        assert result.failure.kind == "exception"
-        assert "cannot load the candidate" in result.failure.message
-        assert "SyntaxError" in result.failure.message
+    first, *rest = verdict.variants
+    assert first.failure.kind == "exception"
+    assert "cannot load the candidate" in first.failure.message and "SyntaxError" in first.failure.message
+    assert rest and all(r.failure.kind == "not_run" and first.id in r.failure.message for r in rest)
+    assert sum("SyntaxError" in (r.failure.message or "") for r in verdict.variants) == 1, "said once"
+    assert verdict.fault is not None and verdict.fault.kind == "exception" and verdict.fault.variant == first.id
+    assert verdict.fault.not_run == [r.id for r in rest]
+    assert "not run" in verdict.parts["dtypes"].detail and verdict.parts["dtypes"].status == "fail"
+    assert summary(verdict)["fault"]["variant"] == first.id
 
 
 def test_missing_entry_fails_at_load(judge, tmp_path):
     candidate = _candidate(tmp_path, "no_entry", "def forward(inputs, outputs, params, trace=None):\n    pass\n", prelude=False)
     verdict = judge(candidate)
-    assert all(r.failure.kind == "exception" and "cannot load the candidate" in r.failure.message for r in verdict.variants)
+    assert verdict.variants[0].failure.kind == "exception" and "cannot load the candidate" in verdict.variants[0].failure.message
+    assert all(r.failure.kind == "not_run" for r in verdict.variants[1:])
 
 
 CRASH_ON_EDGE = '''
@@ -184,6 +190,23 @@ CRASH_ON_EDGE = '''
 '''
 
 
+def _fault_on_edge(verdict, kind: str):
+    """The fault is charged to the edge variant, said once on the verdict; the variants before it ran and
+    passed, the ones after it were not run (no restart at full budget for each of them)."""
+    results = _by_id(verdict)
+    order = [r.id for r in verdict.variants]
+    after = order[order.index(EDGE) + 1:]
+    assert not verdict.passed
+    assert results[EDGE].failure.kind == kind, results[EDGE].failure
+    assert all(results[v].passed for v in order[: order.index(EDGE)]), summary(verdict)
+    assert after and all(results[v].failure.kind == "not_run" and EDGE in results[v].failure.message for v in after)
+    assert verdict.fault.kind == kind and verdict.fault.variant == EDGE and verdict.fault.not_run == after
+    assert verdict.parts["correctness"].status == "pass"
+    assert verdict.parts["edge_cases"].status == "fail" and EDGE in verdict.parts["edge_cases"].detail
+    assert verdict.parts["fresh_cases"].status == "fail" and "not run" in verdict.parts["fresh_cases"].detail
+    return results[EDGE].failure
+
+
 @pytest.mark.parametrize(
     "crash, expected",
     [
@@ -192,21 +215,13 @@ CRASH_ON_EDGE = '''
     ],
     ids=["exit139", "segfault"],
 )
-def test_crash_is_charged_to_its_case_and_the_rest_is_still_judged(judge, tmp_path, crash, expected):
+def test_crash_is_charged_to_its_case_and_the_rest_is_not_run(judge, tmp_path, crash, expected):
     candidate = _candidate(tmp_path, "crash", CRASH_ON_EDGE.format(crash=crash))
-    verdict = judge(candidate)
-    assert not verdict.passed
-    results = _by_id(verdict)
-    assert results[EDGE].failure.kind == "crash"
-    assert expected in results[EDGE].failure.message
-    # Every other case, before and after the crash, ran in a fresh process and passed.
-    assert all(results[v].passed for v in VARIANTS if v != EDGE), summary(verdict)
-    assert verdict.parts["correctness"].status == "pass"
-    assert verdict.parts["edge_cases"].status == "fail"
-    assert EDGE in verdict.parts["edge_cases"].detail
+    failure = _fault_on_edge(judge(candidate), "crash")
+    assert expected in failure.message
 
 
-def test_hang_is_a_timeout_and_the_rest_is_still_judged(budget_contract, tmp_path):
+def test_hang_is_a_timeout_after_one_case_timeout(budget_contract, tmp_path):
     contract, gates_dir = budget_contract
     candidate = _candidate(tmp_path, "sleeps", '''
         import time
@@ -219,11 +234,48 @@ def test_hang_is_a_timeout_and_the_rest_is_still_judged(budget_contract, tmp_pat
             honest(inputs, outputs, trace)
     ''')
     verdict, _ = _judge(contract, candidate, gates_dir)
-    results = _by_id(verdict)
-    assert not verdict.passed
-    assert results[EDGE].failure.kind == "timeout"
-    assert "20s" in results[EDGE].failure.message
-    assert all(results[v].passed for v in VARIANTS if v != EDGE), summary(verdict)
+    failure = _fault_on_edge(verdict, "timeout")
+    assert "no progress for 20s" in failure.message and "case_timeout_s" in failure.message
+
+
+def test_a_candidate_hanging_on_every_case_costs_one_case_timeout(budget_contract, tmp_path):
+    contract, gates_dir = budget_contract
+    candidate = _candidate(tmp_path, "sleeps_always", '''
+        import time
+
+
+        def run(inputs, outputs, params, trace=None):
+            time.sleep(3600)
+    ''', prelude=False)
+    verdict, _ = _judge(contract, candidate, gates_dir)
+    assert verdict.fault.kind == "timeout" and verdict.fault.variant == VARIANTS[0]
+    assert len(verdict.fault.not_run) == len(verdict.variants) - 1
+    # One 20 s case timeout (from the process's start), not one per variant (15 x 20 s before).
+    assert verdict.seconds < 2.5 * 20, verdict.seconds
+
+
+def test_the_check_deadline_ends_a_slow_candidate(tmp_path):
+    """Each variant makes progress (no case timeout), but the whole check has the contract's deadline."""
+    from ferret.gate.build import build_gate
+
+    contract = write_contract(
+        tmp_path, lambda d: d["budgets"].update(case_timeout_s=15, check_timeout_s=20), name="rmsnorm_slow.yaml", link_tasks=True
+    )
+    build_gate(contract, gates_dir=tmp_path / "gates", profile="cpu")
+    candidate = _candidate(tmp_path, "slow", '''
+        import time
+
+
+        def run(inputs, outputs, params, trace=None):
+            time.sleep(1.0)  # five calls a variant: about 5 s each, 13 variants and 2 fresh ones: over 60 s
+            honest(inputs, outputs, trace)
+    ''')
+    verdict, _ = _judge(contract, candidate, tmp_path / "gates")
+    assert verdict.fault.kind == "timeout"
+    assert "check_timeout_s" in verdict.fault.message and "deadline" in verdict.fault.message
+    assert verdict.fault.not_run, "variants after the deadline are reported as not run"
+    assert verdict.variants[0].passed, "what ran before the deadline is kept"
+    assert verdict.seconds < 20 + 15, verdict.seconds
 
 
 def test_memory_hog_is_out_of_memory(budget_contract, tmp_path):
@@ -245,11 +297,8 @@ def test_memory_hog_is_out_of_memory(budget_contract, tmp_path):
             honest(inputs, outputs, trace)
     ''')
     verdict, _ = _judge(contract, candidate, gates_dir)
-    results = _by_id(verdict)
-    assert not verdict.passed
-    assert results[EDGE].failure.kind == "out_of_memory", results[EDGE].failure
-    assert "1500 MB" in results[EDGE].failure.message
-    assert all(results[v].passed for v in VARIANTS if v != EDGE), summary(verdict)
+    failure = _fault_on_edge(verdict, "out_of_memory")
+    assert "1500 MB" in failure.message
 
 
 # --- candidates that run but compute the wrong thing ---------------------------------------------------

@@ -1,0 +1,106 @@
+"""The processes Ferret starts, and how they end with it.
+
+Every child (a candidate's process, the timing process, the test-writer, a final check) starts in a
+process group of its own, so that one signal reaches it and everything it started (compile workers,
+the candidate's own children). Nothing may outlive a stopped check:
+
+* SIGINT and SIGTERM become `Interrupted` in the main thread (`stop_on_signals`), so every `finally`
+  runs: the child's group is killed and its temporary folder removed on the way out;
+* untrusted children (candidate code) get SIGKILL at once; Ferret's own children (a nested `ferret
+  check`, the test-writer) get SIGTERM first, so they stop their own children and clean up, then SIGKILL;
+* every child is also asked by the kernel to die with its parent (PR_SET_PDEATHSIG), for the one case
+  no handler sees: the judge itself killed with SIGKILL.
+
+Standard library only: the candidate's process imports this package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+from typing import Iterator
+
+from ferret.errors import Interrupted
+
+_PR_SET_PDEATHSIG = 1
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the signal handlers still stop the children
+
+
+def start_group(args: list[str], **popen: object) -> subprocess.Popen:
+    """`subprocess.Popen(args)` in a new session (its own process group) that dies with this process."""
+    return subprocess.Popen(args, start_new_session=True, preexec_fn=_die_with_parent, **popen)  # type: ignore[call-overload]
+
+
+def kill_group(process: subprocess.Popen, grace_s: float = 0.0) -> None:
+    """End `process` and its whole group: SIGTERM and up to `grace_s` to stop by itself, then SIGKILL.
+    Returns once the process is reaped."""
+    if grace_s > 0 and process.poll() is None:
+        _signal_group(process, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    # SIGKILL the group even when its leader has exited: its children may still be running.
+    _signal_group(process, signal.SIGKILL)
+    process.wait()
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_child(args: list[str], grace_s: float = 10.0, **popen: object) -> subprocess.CompletedProcess:
+    """Like `subprocess.run(args, **popen)` for one of Ferret's own commands, in its own process group:
+    if this process is interrupted meanwhile, the child is stopped (SIGTERM, `grace_s`, SIGKILL) before
+    the interruption goes on."""
+    capture = popen.pop("capture_output", False)
+    if capture:
+        popen.setdefault("stdout", subprocess.PIPE)
+        popen.setdefault("stderr", subprocess.PIPE)
+    process = start_group(args, **popen)
+    try:
+        stdout, stderr = process.communicate()
+    except BaseException:
+        kill_group(process, grace_s)
+        raise
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise `Interrupted` (with the signal) in the main thread.
+
+    Handlers the caller installed itself are left alone; outside the main thread nothing is installed
+    (Python allows handlers only there). The previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for signum in _STOP_SIGNALS:
+        current = signal.getsignal(signum)
+        if current in (signal.SIG_DFL, signal.default_int_handler, _raise_interrupted):
+            previous[signum] = current
+            signal.signal(signum, _raise_interrupted)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
