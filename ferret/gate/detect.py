@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ferret.gate.metrics import StageMetrics
 from ferret.gate.models import Detection, VariantResult
 
 # Failure kinds of the candidate's process that are cheats in themselves.
@@ -66,11 +67,39 @@ def from_outputs(result: VariantResult, got: dict[str, torch.Tensor], golden: di
                                evidence="repeated calls on identical inputs gave different bytes (uninitialised reads, races, "
                                "or behaviour that changes after the first calls)"))
     failing = [s for s in result.stages if not s.passed and s.exposed and not s.nonfinite_mismatches]
-    if failing and all(s.cosine is not None and s.cosine > 0.999 for s in failing):
+    if failing and all(_within_rounding(s) for s in failing):
         names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in failing)
         found.append(Detection(cheat="lower_precision", catalogue=[4], source="outputs", variant=result.id,
                                evidence=f"close to the reference but outside the tolerance derived for the contract's dtypes: {names}"))
+    elif failing:
+        found.append(_math_mismatch(result, failing[0]))
     return found
+
+
+# The unit roundoff of fp8 e4m3 (2^-4), the coarsest float format kernels compute in: an error larger than
+# this, relative to the stage's norm, is not something rounding to a narrower format could cause.
+COARSEST_ROUNDOFF = 2.0 ** -4
+
+
+def _within_rounding(stage: StageMetrics) -> bool:
+    """An error a lower precision could explain: the direction kept (cosine above 0.999) and a relative L2
+    error no larger than the coarsest format's roundoff. A scale error keeps the direction but not the norm
+    (the wrong softmax scale of MLA: cosine 0.999, rel_l2 0.69): that is different math, not precision."""
+    return stage.cosine is not None and stage.cosine > 0.999 and stage.rel_l2 is not None and stage.rel_l2 <= COARSEST_ROUNDOFF
+
+
+def _math_mismatch(result: VariantResult, first: StageMetrics) -> Detection:
+    """The first failing stage, with its numbers: the candidate computes something else from there on."""
+    numbers = [f"rel_l2 {first.rel_l2:.3g}" if first.rel_l2 is not None else None,
+               f"cosine {first.cosine:.5f}" if first.cosine is not None else None,
+               f"max_abs_rel_peak {first.max_abs_rel_peak:.3g}" if first.max_abs_rel_peak is not None else None]
+    tolerance = first.tolerance.model_dump(exclude_none=True) if first.tolerance else {}
+    ratio = (f", {first.rel_l2 / tolerance['rel_l2']:.0f}x the tolerance" if first.rel_l2 is not None and tolerance.get("rel_l2")
+             else "")
+    where = f" worst at {first.worst.named or first.worst.index}" if first.worst else ""
+    return Detection(cheat="math_mismatch", catalogue=[], source="outputs", variant=result.id,
+                     evidence=f"stage {first.stage} differs from the contract's math: {', '.join(n for n in numbers if n)}{ratio} "
+                     f"(tolerance {tolerance});{where}; {'; '.join(first.reasons)[:200]}")
 
 
 def hardcoded_cases(frozen: list[VariantResult], fresh: list[VariantResult]) -> list[Detection]:

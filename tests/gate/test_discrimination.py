@@ -44,6 +44,12 @@ def test_mla_simplification_fails_where_it_diverges_and_on_the_output(name, gate
         r.id for r in verdict.variants for s in r.stages if s.stage == "o_heads" and not s.passed
     ]
     assert final_failures, "the final output alone must reject the simplification"
+    # Named as what it is: a math mismatch at its first stage, with the numbers; never a precision cut
+    # (the wrong softmax scale keeps the direction, cosine 0.999, with rel_l2 0.69: far beyond any rounding).
+    first = verdict.first_failing_stage
+    mismatches = [d.evidence for d in verdict.detections if d.cheat == "math_mismatch"]
+    assert any(e.startswith(f"stage {first} differs from the contract's math: rel_l2 ") for e in mismatches), mismatches
+    assert "lower_precision" not in {d.cheat for d in verdict.detections}
     # Every stage before the first failing one is within tolerance on every variant: the gate says
     # where the divergence starts, not just that something is wrong.
     order = [s.name for s in __import__("ferret").load_contract(REPO / "contracts/mla_attention.yaml").stages]
