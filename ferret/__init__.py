@@ -23,6 +23,7 @@ _EXPORTS = {
     "Verdict": "ferret.gate.models",
     "Dispatcher": "ferret.dispatch.dispatcher",
     "RunLog": "ferret.dispatch.runlog",
+    "UsageError": "ferret.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,24 +1,103 @@
 """`ferret` on the command line.
 
-Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge.
-Progress goes to stderr; `ferret check` prints one `GATE_RESULT {json}` line on stdout.
+Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge,
+6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM. Results go to stdout (`ferret check` prints one
+`GATE_RESULT {json}` line, or with --json the bare JSON object); progress and errors go to stderr, a mistake
+of the user's as one line `ferret: ...` (a UsageError), never a traceback.
 """
 
 from __future__ import annotations
 
+import enum
 import json
+import re
+import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import Optional
 
 import typer
+from typer.core import TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Ferret: kernels written by agents, judged by a locked gate.")
+try:  # the click that typer runs on: its own copy since typer 0.2x, else click itself
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer
+    from click import exceptions as click_errors
+_NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())  # click >= 8.2
+
+from ferret.errors import UsageError
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_TAMPERED, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_INCOMPLETE = 6
+
+EXIT_CODES = ("Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge, "
+              "6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM.")
+
+
+def _epilog(stdout: str) -> str:
+    return f"stdout: {stdout}. stderr: progress, and a mistake as one line `ferret: ...`.\n\n{EXIT_CODES}"
+
+
+class _FerretGroup(TyperGroup):
+    """The `ferret` command group: a mistake the option parser finds (an unknown option, a value outside its
+    choices, a missing argument) is one line `ferret: ...` on stderr and exit 2, like every other usage error."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args=args, prog_name=prog_name or "ferret", complete_var=complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args=args, prog_name="ferret", complete_var=complete_var, standalone_mode=False, **extra)
+        except _NO_ARGS_IS_HELP as err:
+            if err.format_message().strip():  # without rich the help is the message; with rich it is printed already
+                err.show()
+            sys.exit(err.exit_code)
+        except click_errors.UsageError as err:
+            where = f" (see `{err.ctx.command_path} --help`)" if err.ctx is not None else ""
+            message = err.format_message().replace("Value error, ", "")  # pydantic's prefix, in typer's choice errors
+            typer.echo(f"ferret: {message}{where}", err=True)
+            sys.exit(EXIT_USAGE)
+        except click_errors.ClickException as err:
+            err.show()
+            sys.exit(err.exit_code)
+        except typer.Abort:
+            typer.echo("ferret: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else EXIT_PASS)
+
+
+app = typer.Typer(
+    cls=_FerretGroup,
+    add_completion=False,
+    no_args_is_help=True,
+    help="Ferret: kernels written by agents, judged by a locked gate.",
+    epilog=_epilog("only results: the gate folder (gate build), one GATE_RESULT {json} line (check), one RUN_RESULT "
+                   "{json} line (dispatch), or with --json just the JSON object"),
+)
 gate_app = typer.Typer(no_args_is_help=True, help="Build and verify locked gates.")
 app.add_typer(gate_app, name="gate")
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_TAMPERED, EXIT_INTERNAL = 0, 1, 2, 3, 4
+
+def _print_version(value: bool) -> None:
+    if value:
+        from ferret import __version__
+
+        typer.echo(f"ferret {__version__}")
+        raise typer.Exit(EXIT_PASS)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Ferret: kernels written by agents, judged by a locked gate."""
+
+
+class Profile(str, enum.Enum):
+    """The case profile: exactly these two, checked by the option parser."""
+
+    cpu = "cpu"
+    gpu = "gpu"
 
 
 def _progress(message: str) -> None:
@@ -27,13 +106,17 @@ def _progress(message: str) -> None:
 
 def _guarded(action):
     """Run `action`, mapping every failure class to its documented exit code and a one-line reason."""
-    from ferret.contract.load import ContractError
-    from ferret.gate.lock import GateTampered
+    from ferret.errors import ContractError, GateTampered, Interrupted
+    from ferret.sandbox.children import stop_on_signals
 
     try:
-        return action()
+        with stop_on_signals():  # SIGINT and SIGTERM raise Interrupted: every `finally` runs, then exit 130 / 143
+            return action()
     except ContractError as err:
         typer.echo(f"ferret: bad contract: {err}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    except UsageError as err:
+        typer.echo(f"ferret: {err}", err=True)
         raise typer.Exit(EXIT_USAGE)
     except FileNotFoundError as err:
         typer.echo(f"ferret: {err}", err=True)
@@ -46,76 +129,123 @@ def _guarded(action):
         raise typer.Exit(EXIT_USAGE)
     except typer.Exit:
         raise
+    except Interrupted as err:
+        typer.echo(f"ferret: interrupted by {signal.Signals(err.signum).name}", err=True)
+        raise typer.Exit(err.exit_code)
     except Exception as err:  # noqa: BLE001 - anything else is the judge's own fault: say so, exit 4
         traceback.print_exc()
         typer.echo(f"ferret: internal error: {type(err).__name__}: {err}", err=True)
         raise typer.Exit(EXIT_INTERNAL)
 
 
-def _profile_option():
-    return typer.Option(None, "--profile", help="Case profile: cpu (small, interpreter) or gpu (production). Default: gpu if a GPU is present.")
+def _profile_option(default: Profile | None = None):
+    return typer.Option(
+        default, "--profile",
+        help="Case profile: cpu (small, interpreter) or gpu (production, needs a CUDA GPU)."
+        + ("" if default else " Default: gpu if a CUDA GPU is present, else cpu."),
+    )
 
 
-@gate_app.command("build")
+def _profile(profile: Profile | None) -> str:
+    """The profile to use: gpu only on a machine with a CUDA GPU (else a UsageError naming --profile)."""
+    from ferret.gate.platform_info import resolve_profile
+
+    return resolve_profile(profile.value if profile is not None else None, option="--profile")
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _contract_argument():
+    return typer.Argument(..., help="contracts/<op>.yaml", dir_okay=False)
+
+
+def _gates_dir_option():
+    return typer.Option(Path("gates"), "--gates-dir", file_okay=False, help="Where gates are built and found.")
+
+
+@gate_app.command("build", epilog=_epilog("the gate folder gates/<hash>"))
 def gate_build(
-    contract: Path = typer.Argument(..., help="contracts/<op>.yaml"),
-    gates_dir: Path = typer.Option(Path("gates"), "--gates-dir"),
-    profile: Optional[str] = _profile_option(),
+    contract: Path = _contract_argument(),
+    gates_dir: Path = _gates_dir_option(),
+    profile: Optional[Profile] = _profile_option(),
 ) -> None:
     """Build (or reuse) the locked gate of a contract: inputs and golden stages from the canonical reference."""
 
     def action():
         from ferret.gate.build import build_gate
-        from ferret.gate.platform_info import default_profile
 
-        gate = build_gate(contract, gates_dir, profile or default_profile(), progress=_progress)
+        gate = build_gate(contract, gates_dir, _profile(profile), progress=_progress)
         typer.echo(str(gate))
 
     _guarded(action)
 
 
-@gate_app.command("verify")
+GATE_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def _is_gate_folder(path: Path) -> bool:
+    """Whether `path` is (or was) a gate: it has a manifest, or, its manifest deleted, it still looks like one
+    (a gates/<hash> name or a cases/ folder); such a folder is verified and reported tampered, not ignored."""
+    return path.is_dir() and ((path / "manifest.json").exists() or bool(GATE_NAME.fullmatch(path.name)) or (path / "cases").is_dir())
+
+
+@gate_app.command("verify", epilog=_epilog("one line `intact: ...` for an intact gate"))
 def gate_verify(gate: Path = typer.Argument(..., help="gates/<hash>")) -> None:
     """Exit 0 if every byte of the gate matches its lock; exit 3 naming each changed, missing or added file."""
 
     def action():
         from ferret.gate.lock import verify_gate
 
-        if not gate.is_dir():
-            raise FileNotFoundError(f"{gate}: no such gate folder")
+        if not gate.exists():
+            raise UsageError(f"{gate} does not exist: gates are folders gates/<hash> made by `ferret gate build`")
+        if not _is_gate_folder(gate):
+            raise UsageError(f"{gate} is not a gate folder (no manifest.json): gates are folders gates/<hash> made by `ferret gate build`")
         manifest = verify_gate(gate)
         typer.echo(f"intact: {gate.name} ({len(manifest['files'])} files, op {manifest['op']}, profile {manifest['profile']})")
 
     _guarded(action)
 
 
-@app.command("check")
+def _json_option():
+    return typer.Option(False, "--json", help="Print only the JSON object on stdout, without its RESULT prefix.")
+
+
+@app.command("check", epilog=_epilog("one line GATE_RESULT {json}, or with --json only the JSON object"))
 def check_command(
-    contract: Path = typer.Argument(..., help="contracts/<op>.yaml"),
+    contract: Path = _contract_argument(),
     candidate: Path = typer.Argument(..., help="A candidate file following the contract's ABI."),
-    gates_dir: Path = typer.Option(Path("gates"), "--gates-dir"),
-    profile: Optional[str] = _profile_option(),
+    gates_dir: Path = _gates_dir_option(),
+    profile: Optional[Profile] = _profile_option(),
     speed: bool = typer.Option(True, "--speed/--no-speed", help="Time a correct candidate against the baseline (GPU)."),
+    json_only: bool = _json_option(),
 ) -> None:
     """Judge a candidate: build or reuse the gate, verify it, run the candidate on inputs only, decide."""
 
     def action():
         from ferret.gate.judge import check, summary
 
-        verdict, gate = check(contract, candidate, gates_dir, profile, progress=_progress, measure_speed=speed)
-        typer.echo("GATE_RESULT " + json.dumps(summary(verdict), default=str))
+        if candidate.is_dir():
+            raise UsageError(f"{candidate} is a folder: CANDIDATE is one Python file following the contract's ABI")
+        if not candidate.exists():
+            raise UsageError(f"{candidate}: no such candidate file")
+        verdict, gate = check(contract, candidate, gates_dir, _profile(profile), progress=_progress, measure_speed=speed)
+        result = json.dumps(summary(verdict), default=str)
+        typer.echo(result if json_only else "GATE_RESULT " + result)
         _progress(f"{'PASS' if verdict.passed else 'FAIL'}; report: {gate / 'report.json'}")
         raise typer.Exit(EXIT_PASS if verdict.passed else EXIT_FAIL)
 
     _guarded(action)
 
 
-EXIT_INCOMPLETE = 6
-
-
-@app.command("dispatch")
+@app.command("dispatch", epilog=_epilog("one line RUN_RESULT {json}, or with --json only the JSON object"))
 def dispatch_command(
-    contract: Path = typer.Argument(..., help="contracts/<op>.yaml"),
+    contract: Optional[Path] = typer.Argument(
+        None, help="contracts/<op>.yaml; left out with --resume, which takes the run's own.", dir_okay=False
+    ),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="template-search, or a model spec: anthropic:MODEL, claude-cli, openai:URL:MODEL. Default: an LLM if one is reachable, else template-search."),
     reviewer: Optional[str] = typer.Option(None, "--reviewer", help="static, or a model spec. Default: an LLM if reachable, else static."),
     test_writer: Optional[str] = typer.Option(
@@ -125,50 +255,72 @@ def dispatch_command(
     proposals_per_round: Optional[int] = typer.Option(
         None, "--proposals-per-round", min=1, help="Overrides the contract's budgets.proposals_per_round."
     ),
-    gates_dir: Path = typer.Option(Path("gates"), "--gates-dir"),
-    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
-    profile: Optional[str] = _profile_option(),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="runs/<id> of an interrupted run to continue."),
+    gates_dir: Path = _gates_dir_option(),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", file_okay=False, help="Where run folders runs/<id> are made."),
+    profile: Optional[Profile] = _profile_option(),
+    resume: Optional[Path] = typer.Option(
+        None, "--resume", help="runs/<id> of an interrupted run to continue (its contract and profile are the run's)."
+    ),
+    json_only: bool = _json_option(),
 ) -> None:
     """Run the loop: test-writer, locked gate, optimizer rounds judged by the gate and reviewed, final check.
 
-    Exit codes: 0 accepted or correct (see the status), 1 rejected, 2 bad contract, 3 gate tampered, 6 incomplete.
+    Exit 0 accepted or correct (see the status), 1 rejected, 6 incomplete (resume it with --resume runs/<id>).
     """
 
     def action():
-        from ferret.dispatch.dispatcher import Dispatcher
+        from ferret.dispatch.dispatcher import Dispatcher, read_run_log, resume_contract
         from ferret.models.base import ModelUnavailable
         from ferret.roles import factory
+
+        if contract is None and resume is None:
+            raise UsageError("dispatch needs CONTRACT (contracts/<op>.yaml) to start a run, or --resume runs/<id> to continue one")
+        if resume is not None:
+            try:
+                log = read_run_log(resume)
+                contract_path = resume_contract(resume, log, contract)
+                if profile is not None and profile.value != log.profile:
+                    raise UsageError(f"{resume} runs with profile {log.profile}: leave out --profile {profile.value}")
+                if log.profile == "gpu" and not _has_cuda():
+                    raise UsageError(f"{resume} runs with profile gpu, which needs a CUDA GPU, and this machine has none "
+                                     "(torch.cuda.is_available() is False)")
+            except UsageError as err:
+                raise UsageError(f"--resume {err}") from None
+        else:
+            contract_path, run_profile = contract, _profile(profile)
+            if not contract_path.is_file():
+                raise UsageError(f"{contract_path}: no such contract file")
 
         def role(option: str, spec: str | None, make):
             if spec is None:
                 return None
             try:
-                return make(spec, contract)
+                return make(spec, contract_path)
             except (ValueError, ModelUnavailable) as err:
                 raise typer.BadParameter(f"{option} {spec!r}: {err}") from None
 
-        optimizer_role = role("--optimizer", optimizer, factory.make_optimizer)
-        reviewer_role = role("--reviewer", reviewer, factory.make_reviewer)
-        test_writer_role = role("--test-writer", test_writer, factory.make_test_writer)
-        dispatcher = Dispatcher(
-            contract,
-            optimizer=optimizer_role,
-            reviewer=reviewer_role,
-            gates_dir=gates_dir,
-            runs_dir=runs_dir,
-            profile=profile,
-            max_rounds=max_rounds,
-            progress=_progress,
-            proposals_per_round=proposals_per_round,
-            test_writer=test_writer_role,
-        )
-        log = dispatcher.run(resume=resume)
-        typer.echo("RUN_RESULT " + json.dumps({"run_id": log.run_id, "status": log.status, "stop_reason": log.stop_reason,
-                                               "optimizer": log.optimizer, "reviewer": log.reviewer,
-                                               "test_writer": log.test_writer, "extra_cases": log.extra_cases,
-                                               "established": log.established.model_dump(),
-                                               "best": log.best.file if log.best else None}))
+        options = {
+            "optimizer": role("--optimizer", optimizer, factory.make_optimizer),
+            "reviewer": role("--reviewer", reviewer, factory.make_reviewer),
+            "test_writer": role("--test-writer", test_writer, factory.make_test_writer),
+            "gates_dir": gates_dir,
+            "max_rounds": max_rounds,
+            "progress": _progress,
+            "proposals_per_round": proposals_per_round,
+        }
+        if resume is not None:
+            dispatcher = Dispatcher.resuming(resume, contract_path, **options)
+        else:
+            dispatcher = Dispatcher(contract_path, runs_dir=runs_dir, profile=run_profile, **options)
+        log = dispatcher.run()
+        result = json.dumps({"run_id": log.run_id, "status": log.status, "stop_reason": log.stop_reason,
+                             "optimizer": log.optimizer, "reviewer": log.reviewer,
+                             "test_writer": log.test_writer, "extra_cases": log.extra_cases,
+                             "established": log.established.model_dump(),
+                             "best": log.best.file if log.best else None})
+        typer.echo(result if json_only else "RUN_RESULT " + result)
+        if dispatcher.interrupted_by is not None:  # the log is saved; the exit code says how the run was stopped
+            raise typer.Exit(128 + dispatcher.interrupted_by)
         if log.status in ("accepted", "correct_speed_not_measured", "correct_static_review_only"):
             raise typer.Exit(EXIT_PASS)
         if "gate tampered" in log.stop_reason:
@@ -192,9 +344,9 @@ def _template_value(text: str, values: list):
     return value
 
 
-@template_app.command("render")
+@template_app.command("render", epilog=_epilog("the candidate's source, or with --out the file written"))
 def template_render(
-    templates: Path = typer.Argument(..., help="tasks/<op>/templates (holding space.yaml)"),
+    templates: Path = typer.Argument(..., help="tasks/<op>/templates (holding space.yaml)", file_okay=False),
     assignments: list[str] = typer.Option([], "--set", help="name=value, changing one parameter of the default point."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the candidate here instead of stdout."),
 ) -> None:
@@ -203,6 +355,9 @@ def template_render(
     def action():
         from ferret.roles.offline import TemplateSearchOptimizer
 
+        if not (templates / "space.yaml").is_file():
+            raise UsageError(f"{templates} holds no space.yaml: TEMPLATES is a folder tasks/<op>/templates with space.yaml "
+                             "and the kernel template")
         optimizer = TemplateSearchOptimizer(templates)
         point = dict(optimizer.space.default)
         for assignment in assignments:
@@ -221,14 +376,16 @@ def template_render(
     _guarded(action)
 
 
-@app.command("calibrate")
+@app.command("calibrate", epilog=_epilog("the tolerance table file written"))
 def calibrate_command(
-    contract: Path = typer.Argument(..., help="contracts/<op>.yaml"),
+    contract: Path = _contract_argument(),
     seeds: int = typer.Option(16, help="Seeds per case drawn to measure the honest error."),
     margin: float = typer.Option(4.0, help="Tolerance = largest honest error x margin."),
     check_seeds: int = typer.Option(8, help="Fresh seeds per case to measure the false-rejection rate."),
-    candidates: list[Path] = typer.Option([], "--candidate", help="Honest candidates whose false-rejection rate is measured."),
-    profile: str = typer.Option("cpu", "--profile"),
+    candidates: list[Path] = typer.Option(
+        [], "--candidate", exists=True, dir_okay=False, help="Honest candidates whose false-rejection rate is measured."
+    ),
+    profile: Profile = _profile_option(Profile.cpu),
 ) -> None:
     """Derive the contract's tolerance table from the error of an honest implementation against float64."""
 
@@ -236,23 +393,27 @@ def calibrate_command(
         from ferret.gate.calibrate import calibrate
 
         path = calibrate(contract, seeds=seeds, margin=margin, check_seeds=check_seeds, candidates=candidates,
-                         profile=profile, progress=_progress)
+                         profile=_profile(profile), progress=_progress)
         typer.echo(str(path))
 
     _guarded(action)
 
 
-@app.command("schema")
-def schema_command(out: Path = typer.Option(Path("contracts/schema"), "--out")) -> None:
+@app.command("schema", epilog=_epilog("the schema files written, one a line"))
+def schema_command(out: Path = typer.Option(Path("contracts/schema"), "--out", file_okay=False)) -> None:
     """Write the JSON schemas of the contract, gate manifest, verdict and report."""
-    from ferret.contract.model import Contract
-    from ferret.gate.models import GateManifest, Report, Verdict
 
-    out.mkdir(parents=True, exist_ok=True)
-    for name, model in (("contract", Contract), ("gate_manifest", GateManifest), ("verdict", Verdict), ("report", Report)):
-        path = out / f"{name}.schema.json"
-        path.write_text(json.dumps(model.model_json_schema(), indent=1, sort_keys=True) + "\n")
-        typer.echo(str(path))
+    def action():
+        from ferret.contract.model import Contract
+        from ferret.gate.models import GateManifest, Report, Verdict
+
+        out.mkdir(parents=True, exist_ok=True)
+        for name, model in (("contract", Contract), ("gate_manifest", GateManifest), ("verdict", Verdict), ("report", Report)):
+            path = out / f"{name}.schema.json"
+            path.write_text(json.dumps(model.model_json_schema(), indent=1, sort_keys=True) + "\n")
+            typer.echo(str(path))
+
+    _guarded(action)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -3,6 +3,7 @@
 
     from ferret.dispatch import Dispatcher
     log = Dispatcher("contracts/rmsnorm.yaml").run()
+    log = Dispatcher.resuming("runs/<id>").run()    # continue an interrupted run
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 import uuid
@@ -21,9 +23,10 @@ import yaml
 from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import load_contract
 from ferret.dispatch.runlog import CandidateRecord, Established, RoundRecord, RunLog
+from ferret.errors import UsageError
 from ferret.gate.judge import check, locate_gate, summary
 from ferret.gate.lock import GateTampered, verify_gate
-from ferret.gate.platform_info import default_profile, versions
+from ferret.gate.platform_info import resolve_profile, versions
 from ferret.gate.scan import scan_candidate
 from ferret.models.base import ModelError, ModelUnavailable
 from ferret.roles.base import OptimizerContext, Optimizer, ReviewContext, Reviewer, RoundFeedback, TestWriter
@@ -65,7 +68,72 @@ def _feedback(record: CandidateRecord) -> RoundFeedback:
     )
 
 
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_run_log(folder: str | Path) -> RunLog:
+    """The log of the run in `folder` (runs/<id>), or a UsageError naming the folder."""
+    folder = Path(folder)
+    path = folder / "run.json"
+    if not path.is_file():
+        raise UsageError(f"{folder} is not a run folder (no run.json): runs are folders runs/<id> made by ferret dispatch")
+    try:
+        return RunLog.model_validate(json.loads(path.read_text()))
+    except ValueError as err:  # JSON or pydantic: not a log this version of ferret wrote
+        first = str(err).strip().splitlines()[0]
+        raise UsageError(f"{folder}: run.json is not a ferret run log ({type(err).__name__}: {first})") from None
+
+
+def resume_contract(folder: str | Path, log: RunLog, contract: str | Path | None = None) -> Path:
+    """The contract to resume the run in `folder` with: `contract` when it is the run's contract (the same
+    sha256 of its text as the log's `contract_sha256`), else the run's own contract file, which must be
+    unchanged since the run started. Every mistake is a UsageError whose message starts with the folder."""
+    folder, original = Path(folder), Path(log.contract_path)
+    short = log.contract_sha256[:12]
+    if contract is not None:
+        contract = Path(contract)
+        if not contract.is_file():
+            raise UsageError(f"{folder}: the contract {contract} to resume it with is not a file")
+        if _sha256_text(contract.read_text()) == log.contract_sha256:
+            return contract
+        if not (original.is_file() and original.resolve() == contract.resolve()):
+            raise UsageError(
+                f"{folder} was started with {original} (sha256 {short}…); {contract} is a different contract: "
+                "start a new run, or resume without naming a contract"
+            )
+    if not original.is_file():
+        raise UsageError(
+            f"{folder} was started with {original} (sha256 {short}…), which is not there any more (a relative path "
+            "is read from the current folder): resume from the folder the run started in, or name that contract"
+        )
+    now = _sha256_text(original.read_text())
+    if now != log.contract_sha256:
+        raise UsageError(
+            f"{folder} was started with {original} (sha256 {short}…), which has changed since (sha256 now {now[:12]}…): "
+            f"start a new run; the contract as the run saw it is {folder / 'contract.yaml'}"
+        )
+    return original
+
+
 class Dispatcher:
+    @classmethod
+    def resuming(cls, run_folder: str | Path, contract: str | Path | None = None, **options) -> Dispatcher:
+        """A dispatcher that continues the interrupted run in `run_folder` (runs/<id>) when `.run()` is called:
+        the contract comes from its run log (`contract`, if given, must be that same contract), the profile
+        too. The other options are the constructor's. Mistakes are UsageErrors naming the folder."""
+        folder = Path(run_folder)
+        log = read_run_log(folder)
+        path = resume_contract(folder, log, contract)
+        profile = options.pop("profile", None)
+        if profile is not None and getattr(profile, "value", profile) != log.profile:
+            raise UsageError(f"{folder} runs with profile {log.profile}, not {getattr(profile, 'value', profile)}: "
+                             "resume it without a profile")
+        options.setdefault("runs_dir", folder.parent)
+        dispatcher = cls(path, profile=log.profile, **options)
+        dispatcher.resume_folder = folder
+        return dispatcher
+
     def __init__(
         self,
         contract: str | Path,
@@ -83,18 +151,20 @@ class Dispatcher:
         self.contract_path = Path(contract)
         self.contract = load_contract(self.contract_path)
         self.contract_text = self.contract_path.read_text()  # what the roles read: the contract as the user wrote it
-        self.profile = profile or default_profile()
+        self.profile = resolve_profile(profile)
         self.gates_dir = Path(gates_dir)
         self.runs_dir = Path(runs_dir)
         self.max_rounds = max_rounds or self.contract.budgets.max_rounds
         self.proposals_per_round = proposals_per_round or self.contract.budgets.proposals_per_round
         if self.max_rounds < 1 or self.proposals_per_round < 1:
-            raise ValueError(f"max_rounds and proposals_per_round must be at least 1, got {self.max_rounds}, {self.proposals_per_round}")
+            raise UsageError(f"max_rounds and proposals_per_round must be at least 1, got {self.max_rounds}, {self.proposals_per_round}")
         self.progress = progress
         self.agents_dir = agents_dir
         self.optimizer = optimizer or self._default_optimizer()
         self.reviewer, self.reviewer_note = (reviewer, "") if reviewer is not None else self._default_reviewer()
         self.test_writer = test_writer or self._default_test_writer()
+        self.resume_folder: Path | None = None  # set by Dispatcher.resuming: what run() continues by default
+        self.interrupted_by: int | None = None  # the signal that stopped the last run(), if one did
 
     # --- role selection ---------------------------------------------------------------------------
     def _default_optimizer(self) -> Optimizer:
@@ -109,9 +179,10 @@ class Dispatcher:
 
         templates = project_root_of(self.contract_path) / "tasks" / self.contract.op / "templates"
         if not templates.is_dir():
-            raise ValueError(
+            raise UsageError(
                 f"no LLM is reachable (no ANTHROPIC_API_KEY, no `claude` on PATH) and {templates} has no kernel "
-                "templates for the offline optimizer"
+                "templates for the offline optimizer: name a model (--optimizer anthropic:MODEL, claude-cli or openai:URL:MODEL), "
+                "or write templates there"
             )
         return TemplateSearchOptimizer(templates)
 
@@ -170,10 +241,19 @@ class Dispatcher:
 
     # --- the run ----------------------------------------------------------------------------------
     def run(self, resume: str | Path | None = None) -> RunLog:
+        """Run the loop; with `resume` (a run folder runs/<id>, or the one given to `Dispatcher.resuming`),
+        continue that run after its last recorded round. A run folder that is not one, or whose contract or
+        profile is not this dispatcher's, is a UsageError raised before anything is written."""
         contract_text = self.contract_text
+        resume = resume if resume is not None else self.resume_folder
         if resume is not None:
             folder = Path(resume)
-            log = RunLog.model_validate(json.loads((folder / "run.json").read_text()))
+            log = read_run_log(folder)
+            if _sha256_text(contract_text) != log.contract_sha256:
+                resume_contract(folder, log, self.contract_path)  # raises, naming both contracts
+                raise UsageError(f"{self.contract_path} changed after this dispatcher read it: start a new run")
+            if self.profile != log.profile:
+                raise UsageError(f"{folder} runs with profile {log.profile}; this dispatcher's profile is {self.profile}")
             self.progress(f"resuming {log.run_id} after round {len(log.rounds)}")
         else:
             run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
@@ -184,7 +264,7 @@ class Dispatcher:
                 run_id=run_id,
                 op=self.contract.op,
                 contract_path=str(self.contract_path),
-                contract_sha256=hashlib.sha256(contract_text.encode()).hexdigest(),
+                contract_sha256=_sha256_text(contract_text),
                 profile=self.profile,
                 optimizer=self.optimizer.name,
                 reviewer=self.reviewer.name,
@@ -192,10 +272,9 @@ class Dispatcher:
                 started_at=_now(),
                 versions=versions(),
             )
-        if hashlib.sha256(contract_text.encode()).hexdigest() != log.contract_sha256:
-            raise ValueError(f"{self.contract_path} changed since run {log.run_id} started: start a new run")
         if resume is not None and log.gate_contract_path:
-            self._use_contract(Path(log.gate_contract_path))
+            # The run's own copy (the path in the log may be relative to another working folder).
+            self._use_contract(folder / Path(log.gate_contract_path).name)
         self.progress(f"run {log.run_id}: optimizer {log.optimizer}, reviewer {log.reviewer}, test-writer {self.test_writer.name}")
         if log.reviewer_note:
             self.progress(log.reviewer_note)
@@ -207,8 +286,11 @@ class Dispatcher:
             self._rounds(log, folder)
         except GateTampered as err:
             log.status, log.stop_reason = "incomplete", f"gate tampered, run aborted: {err}"
-        except KeyboardInterrupt:
-            log.status, log.stop_reason = "incomplete", "interrupted (resume with `ferret dispatch --resume`)"
+        except KeyboardInterrupt as err:  # Ctrl-C, or ferret.errors.Interrupted (SIGINT or SIGTERM)
+            self.interrupted_by = int(getattr(err, "signum", signal.SIGINT))
+            log.status = "incomplete"
+            log.stop_reason = (f"interrupted by {signal.Signals(self.interrupted_by).name} "
+                               f"(resume with `ferret dispatch --resume {folder}`)")
         except Exception as err:  # noqa: BLE001 - an error ends the run as incomplete, never as success
             log.status, log.stop_reason = "incomplete", f"error: {type(err).__name__}: {err}"
         log.ended_at = _now()

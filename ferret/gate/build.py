@@ -35,7 +35,7 @@ from ferret.gate.lock import (
     verify_gate,
 )
 from ferret.gate.models import GateManifest, InputRecord, VariantRecord
-from ferret.gate.platform_info import platform_info, versions
+from ferret.gate.platform_info import platform_info, resolve_profile, versions
 from ferret.gate.trust import is_trusted, record_gate
 
 # Inputs larger than this are not stored: the gate keeps their seed and content hash, and the judge
@@ -95,7 +95,11 @@ def build_gate(
     progress: Progress = lambda message: None,
     reuse: bool = True,
 ) -> Path:
-    """Build (or find, verify and reuse) the gate of a contract; return its folder `gates/<hash>`."""
+    """Build (or find, verify and reuse) the gate of a contract; return its folder `gates/<hash>`.
+
+    A profile other than cpu or gpu, or gpu on a machine without a CUDA GPU, is a UsageError raised
+    before anything is written."""
+    profile = resolve_profile(profile)
     contract_path = Path(contract_path)
     contract = load_contract(contract_path)
     if contract.tolerances is None:

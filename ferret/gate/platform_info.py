@@ -40,3 +40,25 @@ def default_profile() -> str:
     import torch
 
     return "gpu" if torch.cuda.is_available() else "cpu"
+
+
+PROFILES = ("cpu", "gpu")
+
+
+def resolve_profile(profile: str | None, option: str = "profile") -> str:
+    """`profile`, checked: one of PROFILES, and `gpu` only where a CUDA GPU is present; None means the
+    default for this machine. A mistake is a UsageError naming `option` (`--profile` on the command line)."""
+    from ferret.errors import UsageError
+
+    if profile is None:
+        return default_profile()
+    profile = getattr(profile, "value", profile)  # an Enum member of the command line's choice
+    if profile not in PROFILES:
+        raise UsageError(f"{option} {profile!r} is not one of {', '.join(PROFILES)}")
+    if profile == "gpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"{option} gpu needs a CUDA GPU, and this machine has none "
+                             f"(torch.cuda.is_available() is False); use {option} cpu")
+    return profile

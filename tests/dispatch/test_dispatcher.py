@@ -4,6 +4,8 @@ reviewer) and the real gate on the rmsnorm CPU profile."""
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,9 @@ from ferret.roles.base import Proposal, ReviewVerdict
 from ferret.roles.review import StaticReviewer
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+from ferret_testkit import write_contract  # noqa: E402
+
 CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
 HONEST = (REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py").read_text()
 WRONG = HONEST.replace("\ndef run(", "\ndef _honest_run(") + """
@@ -126,10 +131,15 @@ def test_tampering_with_the_gate_between_rounds_aborts_the_run(dirs):
 def test_an_interrupted_run_is_incomplete_and_can_be_resumed(dirs):
     optimizer = ScriptedOptimizer([[Proposal(source=WRONG, approach="first")], KeyboardInterrupt()])
     log = _dispatch(dirs, optimizer, max_rounds=4).run()
-    assert log.status == "incomplete" and log.stop_reason.startswith("interrupted")
     folder = Path(log.rounds[0].candidates[0].file).parents[1]
+    assert log.status == "incomplete"
+    assert log.stop_reason == f"interrupted by SIGINT (resume with `ferret dispatch --resume {folder}`)"
+    # Resumed from the run folder alone: the contract and the profile come from its log.
+    gates, _ = dirs
     resumed_optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
-    resumed = _dispatch(dirs, resumed_optimizer, max_rounds=4).run(resume=folder)
+    dispatcher = Dispatcher.resuming(folder, optimizer=resumed_optimizer, reviewer=StaticReviewer(), gates_dir=gates, max_rounds=4)
+    assert dispatcher.contract_path == CONTRACT and dispatcher.profile == "cpu"
+    resumed = dispatcher.run()
     assert resumed.run_id == log.run_id
     assert [r.round for r in resumed.rounds] == [1, 2]
     assert resumed_optimizer.contexts[0].round == 2 and resumed_optimizer.contexts[0].history[0].approach == "first"
@@ -289,3 +299,57 @@ def test_a_failing_llm_reviewer_leaves_the_static_review_and_the_run_goes_on(dir
     assert review.reviewer == "static-scan" and review.integrity == "pass"
     assert review.recommendation.startswith("the LLM reviewer failed (ModelError: scripted answered without calling submit_review")
     assert log.status == "correct_speed_not_measured" and not log.established.llm_reviewed
+
+
+def test_resume_mistakes_are_usage_errors_that_leave_the_run_alone(dirs, tmp_path):
+    """Each mistake names the run folder and what is wrong, before anything of the run is touched."""
+    import shutil
+
+    from ferret.errors import UsageError
+    from ferret.roles.test_writer import ContractCasesOnly
+
+    gates, runs = dirs
+    log = _dispatch(dirs, ScriptedOptimizer([KeyboardInterrupt()])).run()  # interrupted before round 1: no judging
+    folder = runs / log.run_id
+    before = (folder / "run.json").read_bytes()
+    roles = {"optimizer": ScriptedOptimizer([]), "reviewer": StaticReviewer(), "test_writer": ContractCasesOnly(), "gates_dir": gates}
+
+    with pytest.raises(UsageError, match=re.escape(f"{tmp_path} is not a run folder (no run.json)")):
+        Dispatcher.resuming(tmp_path, **roles)
+    other = write_contract(tmp_path, lambda d: d["budgets"].update(max_rounds=9), name="other.yaml", link_tasks=True)
+    different = re.escape(f"{folder} was started with {CONTRACT} (sha256 {log.contract_sha256[:12]}…); {other} is a different contract")
+    with pytest.raises(UsageError, match=different):
+        Dispatcher.resuming(folder, contract=other, **roles)
+    with pytest.raises(UsageError, match=different):
+        Dispatcher(other, profile="cpu", **roles).run(resume=folder)
+    with pytest.raises(UsageError, match=re.escape(f"{folder} runs with profile cpu, not gpu")):
+        Dispatcher.resuming(folder, profile="gpu", **roles)
+    assert (folder / "run.json").read_bytes() == before
+
+    # The run's own contract file changed since it started (a copy, named in a copy of the run).
+    copy = Path(shutil.copytree(folder, tmp_path / "runs" / folder.name))
+    moved = other.parent / "moved.yaml"  # beside the tolerance table the contract names
+    shutil.copy(CONTRACT, moved)
+    data = json.loads((copy / "run.json").read_text())
+    (copy / "run.json").write_text(json.dumps({**data, "contract_path": str(moved)}))
+    assert Dispatcher.resuming(copy, **roles).contract_path == moved  # unchanged: fine
+    moved.write_text(moved.read_text() + "# edited\n")
+    with pytest.raises(UsageError, match=re.escape(f"{copy} was started with {moved} (sha256") + ".*which has changed since"):
+        Dispatcher.resuming(copy, **roles)
+    moved.unlink()
+    with pytest.raises(UsageError, match=re.escape(f"{copy} was started with {moved} (sha256") + ".*not there any more"):
+        Dispatcher.resuming(copy, **roles)
+
+
+def test_profile_mistakes_are_usage_errors(dirs):
+    import torch
+
+    from ferret.errors import UsageError
+
+    gates, runs = dirs
+    roles = {"optimizer": ScriptedOptimizer([]), "reviewer": StaticReviewer(), "gates_dir": gates, "runs_dir": runs}
+    with pytest.raises(UsageError, match="profile 'foo' is not one of cpu, gpu"):
+        Dispatcher(CONTRACT, profile="foo", **roles)
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageError, match=r"profile gpu needs a CUDA GPU, and this machine has none"):
+            Dispatcher(CONTRACT, profile="gpu", **roles)
