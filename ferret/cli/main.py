@@ -100,8 +100,29 @@ class Profile(str, enum.Enum):
     gpu = "gpu"
 
 
+_REPORTER = None
+
+
+def _reporter():
+    """The command's progress on stderr (ferret.progress.ConsoleReporter): every line with the time since
+    the command started, a live bar on a terminal, a heartbeat line elsewhere."""
+    global _REPORTER
+    if _REPORTER is None:
+        from ferret.progress import ConsoleReporter
+
+        _REPORTER = ConsoleReporter()
+    return _REPORTER
+
+
 def _progress(message: str) -> None:
-    typer.echo(f"ferret: {message}", err=True)
+    _reporter().say(message)
+
+
+def _close_reporter() -> None:
+    global _REPORTER
+    if _REPORTER is not None:
+        _REPORTER.close()
+        _REPORTER = None
 
 
 def _guarded(action):
@@ -111,7 +132,10 @@ def _guarded(action):
 
     try:
         with stop_on_signals():  # SIGINT and SIGTERM raise Interrupted: every `finally` runs, then exit 130 / 143
-            return action()
+            try:
+                return action()
+            finally:
+                _close_reporter()  # the live bar and heartbeat end before the last line is printed
     except ContractError as err:
         typer.echo(f"ferret: bad contract: {err}", err=True)
         raise typer.Exit(EXIT_USAGE)
@@ -178,7 +202,7 @@ def gate_build(
     def action():
         from ferret.gate.build import build_gate
 
-        gate = build_gate(contract, gates_dir, _profile(profile), progress=_progress)
+        gate = build_gate(contract, gates_dir, _profile(profile), progress=_reporter())
         typer.echo(str(gate))
 
     _guarded(action)
@@ -232,7 +256,7 @@ def check_command(
             raise UsageError(f"{candidate} is a folder: CANDIDATE is one Python file following the contract's ABI")
         if not candidate.exists():
             raise UsageError(f"{candidate}: no such candidate file")
-        verdict, gate = check(contract, candidate, gates_dir, _profile(profile), progress=_progress, measure_speed=speed)
+        verdict, gate = check(contract, candidate, gates_dir, _profile(profile), progress=_reporter(), measure_speed=speed)
         result = json.dumps(summary(verdict), default=str)
         typer.echo(result if json_only else "GATE_RESULT " + result)
         _progress(f"{'PASS' if verdict.passed else 'FAIL'}; report: {gate / 'report.json'}")
@@ -305,7 +329,7 @@ def dispatch_command(
             "test_writer": role("--test-writer", test_writer, factory.make_test_writer),
             "gates_dir": gates_dir,
             "max_rounds": max_rounds,
-            "progress": _progress,
+            "progress": _reporter(),
             "proposals_per_round": proposals_per_round,
         }
         if resume is not None:
@@ -393,7 +417,7 @@ def calibrate_command(
         from ferret.gate.calibrate import calibrate
 
         path = calibrate(contract, seeds=seeds, margin=margin, check_seeds=check_seeds, candidates=candidates,
-                         profile=_profile(profile), progress=_progress)
+                         profile=_profile(profile), progress=_reporter())
         typer.echo(str(path))
 
     _guarded(action)

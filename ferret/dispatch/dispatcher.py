@@ -16,7 +16,6 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -24,6 +23,8 @@ from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import load_contract
 from ferret.dispatch.runlog import CandidateRecord, Established, RoundRecord, RunLog
 from ferret.errors import UsageError
+from ferret.progress import ProgressLike, as_reporter
+from ferret.sandbox.children import run_child, stop_on_signals
 from ferret.gate.judge import check, locate_gate, summary
 from ferret.gate.lock import GateTampered, verify_gate
 from ferret.gate.platform_info import resolve_profile, versions
@@ -32,7 +33,6 @@ from ferret.models.base import ModelError, ModelUnavailable
 from ferret.roles.base import OptimizerContext, Optimizer, ReviewContext, Reviewer, RoundFeedback, TestWriter
 from ferret.roles.review import StaticReviewer
 
-Progress = Callable[[str], None]
 REPO_AGENTS = Path(__file__).resolve().parents[2] / "agents"
 
 
@@ -143,7 +143,7 @@ class Dispatcher:
         runs_dir: str | Path = "runs",
         profile: str | None = None,
         max_rounds: int | None = None,
-        progress: Progress = lambda message: None,
+        progress: ProgressLike = None,
         agents_dir: Path = REPO_AGENTS,
         proposals_per_round: int | None = None,
         test_writer: TestWriter | None = None,
@@ -158,7 +158,7 @@ class Dispatcher:
         self.proposals_per_round = proposals_per_round or self.contract.budgets.proposals_per_round
         if self.max_rounds < 1 or self.proposals_per_round < 1:
             raise UsageError(f"max_rounds and proposals_per_round must be at least 1, got {self.max_rounds}, {self.proposals_per_round}")
-        self.progress = progress
+        self.progress = as_reporter(progress)
         self.agents_dir = agents_dir
         self.optimizer = optimizer or self._default_optimizer()
         self.reviewer, self.reviewer_note = (reviewer, "") if reviewer is not None else self._default_reviewer()
@@ -243,7 +243,14 @@ class Dispatcher:
     def run(self, resume: str | Path | None = None) -> RunLog:
         """Run the loop; with `resume` (a run folder runs/<id>, or the one given to `Dispatcher.resuming`),
         continue that run after its last recorded round. A run folder that is not one, or whose contract or
-        profile is not this dispatcher's, is a UsageError raised before anything is written."""
+        profile is not this dispatcher's, is a UsageError raised before anything is written.
+
+        On SIGINT or SIGTERM (from the main thread, with the default handlers) every process the run started
+        is stopped and the log is saved as `incomplete`, with the command that resumes it."""
+        with stop_on_signals():
+            return self._run(resume)
+
+    def _run(self, resume: str | Path | None) -> RunLog:
         contract_text = self.contract_text
         resume = resume if resume is not None else self.resume_folder
         if resume is not None:
@@ -321,15 +328,17 @@ class Dispatcher:
                 must_pivot=must_pivot,
                 round=number,
             )
+            self.progress.step("rounds", number - 1, self.max_rounds, f"round {number}: the optimizer proposes")
             proposals = self.optimizer.propose(context)[: self.proposals_per_round]
             if not proposals:
-                stop = "the optimizer has nothing more to try"
+                stop = "the optimizer has nothing more to try" + self._why_nothing_to_rank(log)
                 break
             record = RoundRecord(round=number, gate_verified=True, pivot_requested=must_pivot)
             round_dir = folder / f"round-{number:02d}"
             round_dir.mkdir(exist_ok=True)
             improved = False
             for index, proposal in enumerate(proposals, 1):
+                self.progress.step("rounds", number - 1, self.max_rounds, f"round {number}: candidate {index}/{len(proposals)}")
                 candidate = self._judge(number, index, proposal, round_dir)
                 record.candidates.append(candidate)
                 score = self._score(candidate)
@@ -343,8 +352,17 @@ class Dispatcher:
                 break
         else:
             stop = f"reached the maximum of {self.max_rounds} rounds"
+        self.progress.step("rounds", self.max_rounds, self.max_rounds)
         log.stop_reason = stop
         self._finish(log)
+
+    def _why_nothing_to_rank(self, log: RunLog) -> str:
+        """Why a search stops after its first correct candidate where speed is not measured."""
+        judged = [c for r in log.rounds for c in r.candidates]
+        if any(c.gate_passed for c in judged) and not any(c.speed_measured for c in judged):
+            reason = "no GPU" if self.profile == "cpu" else "speed was not measured"
+            return f" ({reason}: speed is not measured, so the search has nothing to rank correct candidates by)"
+        return ""
 
     def _judge(self, number: int, index: int, proposal, round_dir: Path) -> CandidateRecord:
         path = round_dir / f"candidate-{index}.py"
@@ -357,7 +375,7 @@ class Dispatcher:
         static = scan_candidate(path, self.contract)
         try:
             # Rounds leave out stress and the torch.compile comparison (the final check runs both).
-            verdict, _ = check(self.contract_path, path, self.gates_dir, self.profile, progress=lambda m: None,
+            verdict, _ = check(self.contract_path, path, self.gates_dir, self.profile, progress=self.progress.quiet(),
                                run_stress=False, compare_compiled=False)
         except GateTampered:
             raise
@@ -435,7 +453,8 @@ class Dispatcher:
         self.progress(f"final acceptance check of {candidate.name} in a fresh process")
         command = [sys.executable, "-m", "ferret.cli.main", "check", str(self.contract_path), str(candidate),
                    "--gates-dir", str(self.gates_dir), "--profile", self.profile]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = run_child(command, stdout=subprocess.PIPE, text=True,
+                         on_stderr_line=lambda line: self.progress(f"final check | {line}"))
         lines = [line for line in done.stdout.splitlines() if line.startswith("GATE_RESULT ")]
         if not lines:
             return {"pass": False, "exit_code": done.returncode, "error": done.stderr[-1000:]}

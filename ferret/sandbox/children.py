@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import threading
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from ferret.errors import Interrupted
 
@@ -37,9 +37,9 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         pass  # not Linux: the signal handlers still stop the children
 
 
-def start_group(args: list[str], **popen: object) -> subprocess.Popen:
+def start_group(args: list[str], **popen: Any) -> subprocess.Popen:
     """`subprocess.Popen(args)` in a new session (its own process group) that dies with this process."""
-    return subprocess.Popen(args, start_new_session=True, preexec_fn=_die_with_parent, **popen)  # type: ignore[call-overload]
+    return subprocess.Popen(args, start_new_session=True, preexec_fn=_die_with_parent, **popen)
 
 
 def kill_group(process: subprocess.Popen, grace_s: float = 0.0) -> None:
@@ -63,21 +63,44 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def run_child(args: list[str], grace_s: float = 10.0, **popen: object) -> subprocess.CompletedProcess:
+def run_child(
+    args: list[str], grace_s: float = 10.0, on_stderr_line: Callable[[str], None] | None = None, **popen: Any
+) -> subprocess.CompletedProcess:
     """Like `subprocess.run(args, **popen)` for one of Ferret's own commands, in its own process group:
     if this process is interrupted meanwhile, the child is stopped (SIGTERM, `grace_s`, SIGKILL) before
-    the interruption goes on."""
-    capture = popen.pop("capture_output", False)
-    if capture:
+    the interruption goes on. With `on_stderr_line`, each line the child writes on stderr is passed on as
+    it comes (text mode), and the whole of it is still returned."""
+    if popen.pop("capture_output", False):
         popen.setdefault("stdout", subprocess.PIPE)
         popen.setdefault("stderr", subprocess.PIPE)
+    if on_stderr_line is not None:
+        popen.update(stderr=subprocess.PIPE, text=True)
     process = start_group(args, **popen)
     try:
-        stdout, stderr = process.communicate()
+        if on_stderr_line is None:
+            stdout, stderr = process.communicate()
+        else:
+            stdout, stderr = _communicate_streaming(process, on_stderr_line)
     except BaseException:
         kill_group(process, grace_s)
         raise
     return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
+def _communicate_streaming(process: subprocess.Popen, on_line: Callable[[str], None]) -> tuple[Any, str]:
+    lines: list[str] = []
+
+    def pump() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            lines.append(line)
+            on_line(line.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, name="ferret-child-stderr", daemon=True)
+    reader.start()
+    stdout = process.stdout.read() if process.stdout is not None else None
+    process.wait()
+    reader.join()
+    return stdout, "".join(lines)
 
 
 def _raise_interrupted(signum: int, _frame: object) -> None:

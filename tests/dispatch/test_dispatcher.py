@@ -75,9 +75,15 @@ def _dispatch(dirs, optimizer, reviewer=None, **kwargs):
 
 def test_correct_on_the_cpu_is_reported_as_speed_not_measured(dirs):
     optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
-    log = _dispatch(dirs, optimizer).run()
+    lines = []
+    log = _dispatch(dirs, optimizer, progress=lines.append).run()
     assert log.status == "correct_speed_not_measured"
-    assert log.stop_reason == "the optimizer has nothing more to try"
+    # The final check's own progress is passed on as it comes, not held until it ends.
+    final = [line for line in lines if line.startswith("final check | ")]
+    assert any("typical@bfloat16: ok" in line for line in final) and any("PASS" in line for line in final), lines
+    # It says why a search stops after its first correct candidate here: there is nothing to rank by.
+    assert log.stop_reason == ("the optimizer has nothing more to try (no GPU: speed is not measured, so the search "
+                               "has nothing to rank correct candidates by)")
     assert log.established.correct and not log.established.speed_measured and not log.established.llm_reviewed
     assert log.established.final_check_passed is True and log.final_check["pass"] is True
     assert log.best.approach == "honest" and Path(log.best.file).read_text() == HONEST
@@ -353,3 +359,14 @@ def test_profile_mistakes_are_usage_errors(dirs):
     if not torch.cuda.is_available():
         with pytest.raises(UsageError, match=r"profile gpu needs a CUDA GPU, and this machine has none"):
             Dispatcher(CONTRACT, profile="gpu", **roles)
+
+
+def test_progress_goes_to_the_ferret_logger_by_default(dirs, caplog):
+    import logging
+
+    optimizer = ScriptedOptimizer([[Proposal(source=WRONG, approach="wrong")], []])
+    with caplog.at_level(logging.INFO, logger="ferret"):
+        log = _dispatch(dirs, optimizer, max_rounds=1).run()
+    messages = [r.getMessage() for r in caplog.records if r.name == "ferret"]
+    assert any(m.startswith(f"run {log.run_id}: optimizer scripted-optimizer") for m in messages), messages
+    assert any("round 1, candidate 1: gate FAIL" in m for m in messages), messages

@@ -558,3 +558,13 @@ def test_every_verdict_is_appended_to_the_report(rmsnorm_gate, tmp_path):
     assert all({k: v for k, v in verdict.seeds.items() if not k.startswith("fresh")} == seeds for verdict in report.verdicts)
     assert all(len([k for k in verdict.seeds if k.startswith("fresh")]) == 2 for verdict in report.verdicts)
     assert seeds["typical@float32"] == 1 and seeds["many_rows_narrow@bfloat16"] == 7
+
+
+def test_progress_goes_to_the_ferret_logger_by_default(rmsnorm_gate, rmsnorm_gates_dir, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="ferret"):
+        check(RMSNORM_CONTRACT, TRITON_RMSNORM, gates_dir=rmsnorm_gates_dir, profile="cpu")
+    messages = [r.getMessage() for r in caplog.records if r.name == "ferret"]
+    assert any(m.startswith(f"gate {rmsnorm_gate.name[:16]}") and "verified" in m for m in messages), messages
+    assert "  typical@bfloat16: ok" in messages

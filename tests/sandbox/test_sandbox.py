@@ -223,12 +223,19 @@ def test_runner_records_a_load_failure(tmp_path, monkeypatch):
     assert not (tmp_path / "out" / "v@float32.json").exists()
 
 
-def test_runner_start_skips_earlier_variants(tmp_path, monkeypatch):
+def test_runner_says_which_step_it_is_on(tmp_path, monkeypatch):
+    """`out/current` is the judge's sign of progress: the variant started last, and past the last variant,
+    the stress run (each new value restarts the judge's per-case clock)."""
     monkeypatch.chdir(tmp_path)
     job = _job(tmp_path, CANDIDATE)
-    runner.main([str(job), "--start", "1"])
-    assert not (tmp_path / "out" / "v@float32.json").exists()
-    assert (tmp_path / "out" / "done").exists()
+    runner.main([str(job)])
+    assert (tmp_path / "out" / "current").read_text() == "0"
+    data = json.loads(job.read_text())
+    data["stress_variant"] = 0
+    job.write_text(json.dumps(data))
+    runner.main([str(job)])
+    assert (tmp_path / "out" / "current").read_text() == "1"
+    assert json.loads((tmp_path / "out" / "stress.json").read_text())["iterations"] == 1
 
 
 def test_content_digest_sees_every_byte():
