@@ -97,9 +97,9 @@ def build_gate(
 ) -> Path:
     """Build (or find, verify and reuse) the gate of a contract; return its folder `gates/<hash>`.
 
-    A profile other than cpu or gpu, or gpu on a machine without a CUDA GPU, is a UsageError raised
-    before anything is written."""
-    profile = resolve_profile(profile)
+    A profile other than cpu or gpu is a UsageError raised before anything is written. A gpu gate can be
+    built without a GPU (its reference then runs on the CPU); only judging with it needs one."""
+    profile = resolve_profile(profile, needs_gpu=False)
     contract_path = Path(contract_path)
     contract = load_contract(contract_path)
     if contract.tolerances is None:

@@ -45,9 +45,10 @@ def default_profile() -> str:
 PROFILES = ("cpu", "gpu")
 
 
-def resolve_profile(profile: str | None, option: str = "profile") -> str:
-    """`profile`, checked: one of PROFILES, and `gpu` only where a CUDA GPU is present; None means the
-    default for this machine. A mistake is a UsageError naming `option` (`--profile` on the command line)."""
+def resolve_profile(profile: str | None, option: str = "profile", needs_gpu: bool = True) -> str:
+    """`profile`, checked: one of PROFILES, and (with `needs_gpu`) `gpu` only where a CUDA GPU is present;
+    None means the default for this machine. A mistake is a UsageError naming `option` (`--profile` on the
+    command line)."""
     from ferret.errors import UsageError
 
     if profile is None:
@@ -55,7 +56,7 @@ def resolve_profile(profile: str | None, option: str = "profile") -> str:
     profile = getattr(profile, "value", profile)  # an Enum member of the command line's choice
     if profile not in PROFILES:
         raise UsageError(f"{option} {profile!r} is not one of {', '.join(PROFILES)}")
-    if profile == "gpu":
+    if profile == "gpu" and needs_gpu:
         import torch
 
         if not torch.cuda.is_available():

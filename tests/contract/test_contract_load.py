@@ -102,10 +102,22 @@ def test_missing_top_level_section(tmp_path):
 
 
 def test_wrong_type_names_value(tmp_path):
-    path = write_contract(tmp_path, lambda d: d["budgets"].update(candidate_timeout_s="soon"))
+    path = write_contract(tmp_path, lambda d: d["budgets"].update(case_timeout_s="soon"))
     message = _error(path)
-    assert f"{path}:{line_of(path, 'candidate_timeout_s: soon')}: budgets.candidate_timeout_s:" in message
+    assert f"{path}:{line_of(path, 'case_timeout_s: soon')}: budgets.case_timeout_s:" in message
     assert "'soon'" in message
+
+
+def test_the_old_timeout_key_says_what_replaced_it(tmp_path):
+    path = write_contract(tmp_path, lambda d: d["budgets"].update(candidate_timeout_s=600))
+    message = _error(path)
+    assert f"{path}:" in message and ": budgets: " in message
+    assert "candidate_timeout_s was replaced by case_timeout_s" in message and "check_timeout_s" in message
+
+
+def test_a_case_timeout_longer_than_the_check_deadline_is_refused(tmp_path):
+    path = write_contract(tmp_path, lambda d: d["budgets"].update(case_timeout_s=600, check_timeout_s=300))
+    assert "case_timeout_s (600) is longer than check_timeout_s (300)" in _error(path)
 
 
 def test_wrong_type_inside_a_list(tmp_path):

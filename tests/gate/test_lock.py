@@ -190,7 +190,7 @@ def test_cli_verify_tampered(rmsnorm_gate, tmp_path):
 def test_cli_verify_missing_folder(tmp_path):
     result = CliRunner().invoke(app, ["gate", "verify", str(tmp_path / "nope")])
     assert result.exit_code == 2
-    assert "no such gate folder" in result.stderr
+    assert "does not exist" in result.stderr
 
 
 def test_cli_gate_build_reuses(rmsnorm_gate, rmsnorm_gates_dir):
