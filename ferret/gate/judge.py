@@ -531,9 +531,6 @@ def _run_and_judge(
     try:
         run = _run_candidate(contract, manifest, gate, candidate_path, workdir, device, progress, run_stress, fresh,
                              contract_path, deadline)
-        if run.fault is not None:
-            progress(f"the candidate's run ended early on {run.fault.variant}: {run.fault.kind}: {run.fault.message[:300]}"
-                     + (f"; {len(run.fault.not_run)} variants after it not run" if run.fault.not_run else ""))
         # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
         verify_gate(gate, require_trusted=True)
         to_judge = [
@@ -552,6 +549,11 @@ def _run_and_judge(
             results.append(result)
             if result.failure is None or result.failure.kind != "not_run":
                 progress(f"  {vid}: {_mark(result)}")
+        if run.fault is not None:
+            # Said once: the variant's own line above already gave the message (except for the stress run).
+            said = "" if run.fault.variant in run.statuses else f": {run.fault.message[:300]}"
+            progress(f"the candidate's run ended at {run.fault.variant} ({run.fault.kind}{said}); "
+                     f"{len(run.fault.not_run)} variants after it not run")
         return run, results
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
