@@ -294,8 +294,6 @@ def dispatch_command(
 
     def action():
         from ferret.dispatch.dispatcher import Dispatcher, read_run_log, resume_contract
-        from ferret.models.base import ModelUnavailable
-        from ferret.roles import factory
 
         if contract is None and resume is None:
             raise UsageError("dispatch needs CONTRACT (contracts/<op>.yaml) to start a run, or --resume runs/<id> to continue one")
@@ -315,18 +313,17 @@ def dispatch_command(
             if not contract_path.is_file():
                 raise UsageError(f"{contract_path}: no such contract file")
 
-        def role(option: str, spec: str | None, make):
-            if spec is None:
-                return None
-            try:
-                return make(spec, contract_path)
-            except (ValueError, ModelUnavailable) as err:
-                raise typer.BadParameter(f"{option} {spec!r}: {err}") from None
+        def role(option: str, spec: str | None, kind: str):
+            """The role the option names (None when left out: the Dispatcher resolves it); a bad spec is a
+            UsageError quoting the option."""
+            from ferret.roles.resolve import resolve_role
+
+            return None if spec is None else resolve_role(kind, spec, contract_path=contract_path, option=option)[0]
 
         options = {
-            "optimizer": role("--optimizer", optimizer, factory.make_optimizer),
-            "reviewer": role("--reviewer", reviewer, factory.make_reviewer),
-            "test_writer": role("--test-writer", test_writer, factory.make_test_writer),
+            "optimizer": role("--optimizer", optimizer, "optimizer"),
+            "reviewer": role("--reviewer", reviewer, "reviewer"),
+            "test_writer": role("--test-writer", test_writer, "test_writer"),
             "gates_dir": gates_dir,
             "max_rounds": max_rounds,
             "progress": _reporter(),

@@ -31,9 +31,8 @@ from ferret.gate.platform_info import resolve_profile, versions
 from ferret.gate.scan import scan_candidate
 from ferret.models.base import ModelError, ModelUnavailable
 from ferret.roles.base import OptimizerContext, Optimizer, ReviewContext, Reviewer, RoundFeedback, TestWriter
+from ferret.roles.prompts import AGENTS_DIR as REPO_AGENTS  # the agents/ folder, by its old name here
 from ferret.roles.review import StaticReviewer
-
-REPO_AGENTS = Path(__file__).resolve().parents[2] / "agents"
 
 
 def _now() -> str:
@@ -167,41 +166,22 @@ class Dispatcher:
         self.interrupted_by: int | None = None  # the signal that stopped the last run(), if one did
 
     # --- role selection ---------------------------------------------------------------------------
+    # Roles not given are made by ferret.roles.resolve, like those named on the command line: an LLM when
+    # one is reachable, else the role that needs no model (the note says why).
     def _default_optimizer(self) -> Optimizer:
-        from ferret.models.registry import available_model
+        from ferret.roles.resolve import resolve_role
 
-        model = available_model(["anthropic", "claude-cli"])
-        if model is not None:
-            from ferret.roles.llm_optimizer import LLMOptimizer
-
-            return LLMOptimizer(model, self.agents_dir)
-        from ferret.roles.offline import TemplateSearchOptimizer
-
-        templates = project_root_of(self.contract_path) / "tasks" / self.contract.op / "templates"
-        if not templates.is_dir():
-            raise UsageError(
-                f"no LLM is reachable (no ANTHROPIC_API_KEY, no `claude` on PATH) and {templates} has no kernel "
-                "templates for the offline optimizer: name a model (--optimizer anthropic:MODEL, claude-cli or openai:URL:MODEL), "
-                "or write templates there"
-            )
-        return TemplateSearchOptimizer(templates)
+        return resolve_role("optimizer", None, contract_path=self.contract_path, agents_dir=self.agents_dir)[0]
 
     def _default_reviewer(self) -> tuple[Reviewer, str]:
-        from ferret.models.registry import available_model
+        from ferret.roles.resolve import resolve_role
 
-        model = available_model(["anthropic", "claude-cli"])
-        if model is not None:
-            from ferret.roles.review import LLMReviewer
-
-            return LLMReviewer(model, self.agents_dir), ""
-        return StaticReviewer(), "no LLM reviewer was reachable (no ANTHROPIC_API_KEY, no `claude` on PATH): static scan only"
+        return resolve_role("reviewer", None, contract_path=self.contract_path, agents_dir=self.agents_dir)
 
     def _default_test_writer(self) -> TestWriter:
-        from ferret.models.registry import available_model
-        from ferret.roles.test_writer import ContractCasesOnly, LLMTestWriter
+        from ferret.roles.resolve import resolve_role
 
-        model = available_model(["anthropic", "claude-cli"])
-        return LLMTestWriter(model, self.agents_dir) if model is not None else ContractCasesOnly()
+        return resolve_role("test_writer", None, contract_path=self.contract_path, agents_dir=self.agents_dir)[0]
 
     def _advise_cases(self, log: RunLog, folder: Path) -> None:
         """Ask the test-writer's adviser for extra cases; add the acceptable ones to the contract the gate is

@@ -17,10 +17,20 @@ import re
 import shutil
 from pathlib import Path
 
-from ferret.models.base import Model, ModelResponse, ModelUnavailable, model_requests_forbidden
+from ferret.models.base import (
+    Model,
+    ModelResponse,
+    ModelUnavailable,
+    model_requests_forbidden,
+)
 
 KINDS = ("anthropic", "claude-cli", "openai", "scripted")
 SPEC_FORMS = "anthropic[:MODEL], claude-cli[:MODEL], openai:BASE_URL:MODEL, scripted:PATH.json"
+
+
+class UnknownModelSpec(ValueError):
+    """A spec of none of the forms (KINDS): a typo, or a name that was meant for something else."""
+
 
 _HOST = re.compile(r"https?://[^/:\s]+")
 _PORT = re.compile(r":\d+(?=[/:]|$)")
@@ -49,7 +59,7 @@ def _split(spec: str) -> tuple[str, str]:
     return kind.strip().lower(), rest.strip()
 
 
-def _scripted(path_text: str, spec: str):
+def _scripted(path_text: str, spec: str) -> Model:
     from ferret.models.testing import ScriptedModel
 
     if not path_text:
@@ -62,7 +72,7 @@ def _scripted(path_text: str, spec: str):
     except ValueError as err:
         raise ValueError(f"model spec {spec!r}: {path} is not JSON: {err}") from err
     if not isinstance(items, list):
-        raise ValueError(f"model spec {spec!r}: {path} must hold a JSON list of responses")
+        raise ValueError(f"model spec {spec!r}: {path} must hold a JSON list of responses")  # noqa: TRY004 - the file's content, not an argument
     name = f"scripted:{path.name}"
     responses = []
     for index, item in enumerate(items, 1):
@@ -71,13 +81,14 @@ def _scripted(path_text: str, spec: str):
         elif isinstance(item, dict):
             responses.append(ModelResponse.model_validate({"model": name, **item}))
         else:
-            raise ValueError(f"model spec {spec!r}: item {index} of {path} is neither a string nor an object")
+            raise ValueError(f"model spec {spec!r}: item {index} of {path} is neither a string nor an object")  # noqa: TRY004
     return ScriptedModel(responses, name=name)
 
 
 def model_from_spec(spec: str) -> Model:
     """The model a spec names. Raises ValueError for a malformed spec, ModelUnavailable when the
-    provider cannot be used here (no API key, no CLI)."""
+    provider cannot be used here (no API key, no CLI); a spec of none of the forms is an UnknownModelSpec,
+    a ValueError."""
     kind, rest = _split(spec)
     if kind == "anthropic":
         from ferret.models.anthropic_model import DEFAULT_MODEL, AnthropicModel
@@ -98,14 +109,14 @@ def model_from_spec(spec: str) -> Model:
         return OpenAICompatModel(base_url=parsed[0], model=parsed[1])
     if kind == "scripted":
         return _scripted(rest, spec)
-    raise ValueError(f"unknown model spec {spec!r}; the forms are {SPEC_FORMS}")
+    raise UnknownModelSpec(f"unknown model spec {spec!r}; the forms are {SPEC_FORMS}")
 
 
 def _usable(spec: str) -> bool:
     """Whether `spec` can answer now, without sending anything. Real providers are unusable while model
     requests are forbidden; an OpenAI-compatible server counts as usable when its spec is well formed
     (it is not probed)."""
-    kind, rest = _split(spec)
+    kind, _ = _split(spec)
     if kind == "scripted":
         return True
     if model_requests_forbidden():
@@ -123,7 +134,7 @@ def available_model(preferred: list[str]) -> Model | None:
     for spec in preferred:
         kind, _ = _split(spec)
         if kind not in KINDS:
-            raise ValueError(f"unknown model spec {spec!r}; the forms are {SPEC_FORMS}")
+            raise UnknownModelSpec(f"unknown model spec {spec!r}; the forms are {SPEC_FORMS}")
         if not _usable(spec):
             continue
         try:

@@ -1,13 +1,27 @@
-"""The three roles as protocols: the test-writer (ferret.gate.build), the optimizer and the reviewer.
+"""The three roles as protocols: the test-writer's case adviser (ferret.gate.build builds the gate), the
+optimizer and the reviewer.
 
-Implementations are registered by name so a run can name them as data (`--optimizer template-search`).
+Implementations that need no model are registered by name so a run can name them as data
+(`--optimizer template-search`); `ferret.roles.resolve.resolve_role` is the one place that makes a role.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Protocol, runtime_checkable
+from collections.abc import Callable
+from pathlib import Path
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypeVar,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from ferret.roles.test_writer import CaseAdvice, TestWriterContext
 
 
 class RoundFeedback(BaseModel):
@@ -80,39 +94,53 @@ class Reviewer(Protocol):
 
 @runtime_checkable
 class TestWriter(Protocol):
-    """The test-writer's adviser: extra cases from the contract (ferret/roles/test_writer.py)."""
+    """The test-writer's case adviser: extra cases from the contract (ferret/roles/test_writer.py)."""
 
     name: str
 
-    def propose_cases(self, context: Any) -> Any: ...
+    def propose_cases(self, context: TestWriterContext) -> CaseAdvice: ...
 
 
-# Roles that need no model, by the name the command line gives them. A registered class builds itself
-# with `from_contract(contract_path)`; any other name on the command line is a model spec for the LLM role.
-OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {}
-REVIEWERS: dict[str, Callable[..., Reviewer]] = {}
-TEST_WRITERS: dict[str, Callable[..., TestWriter]] = {}
+Built_co = TypeVar("Built_co", covariant=True)
 
 
-def register_optimizer(name: str):
-    def decorate(factory):
-        OPTIMIZERS[name] = factory
-        return factory
+class FromContract(Protocol[Built_co]):
+    """A role that needs no model, registered by name: its class builds it from the contract alone."""
+
+    def from_contract(self, contract_path: Path) -> Built_co: ...
+
+
+# Roles that need no model, by the name the command line gives them; any other name is a model spec for
+# the LLM role (ferret.roles.resolve).
+OPTIMIZERS: dict[str, FromContract[Optimizer]] = {}
+REVIEWERS: dict[str, FromContract[Reviewer]] = {}
+TEST_WRITERS: dict[str, FromContract[TestWriter]] = {}
+
+# The class registered is checked to build its role: `from_contract(contract_path) -> the role`.
+OptimizerClass = TypeVar("OptimizerClass", bound=FromContract[Optimizer])
+ReviewerClass = TypeVar("ReviewerClass", bound=FromContract[Reviewer])
+TestWriterClass = TypeVar("TestWriterClass", bound=FromContract[TestWriter])
+
+
+def register_optimizer(name: str) -> Callable[[OptimizerClass], OptimizerClass]:
+    def decorate(role_class: OptimizerClass) -> OptimizerClass:
+        OPTIMIZERS[name] = role_class
+        return role_class
 
     return decorate
 
 
-def register_reviewer(name: str):
-    def decorate(factory):
-        REVIEWERS[name] = factory
-        return factory
+def register_reviewer(name: str) -> Callable[[ReviewerClass], ReviewerClass]:
+    def decorate(role_class: ReviewerClass) -> ReviewerClass:
+        REVIEWERS[name] = role_class
+        return role_class
 
     return decorate
 
 
-def register_test_writer(name: str):
-    def decorate(factory):
-        TEST_WRITERS[name] = factory
-        return factory
+def register_test_writer(name: str) -> Callable[[TestWriterClass], TestWriterClass]:
+    def decorate(role_class: TestWriterClass) -> TestWriterClass:
+        TEST_WRITERS[name] = role_class
+        return role_class
 
     return decorate

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ferret.models.base import Model
 from ferret.roles.base import OptimizerContext, Proposal
 from ferret.roles.prompts import call_tool
 
 
 class LLMOptimizer:
-    def __init__(self, model, agents_dir: Path):
+    """Renders agents/optimizer/prompt.md.j2 and asks the model for one `submit_candidate` tool call."""
+
+    def __init__(self, model: Model, agents_dir: Path):
         self.model = model
         self.agents_dir = agents_dir
         self.name = f"llm:{model.name}"

@@ -31,7 +31,13 @@ import jinja2
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ferret.roles.base import OptimizerContext, Proposal, RoundFeedback, register_optimizer
+from ferret.errors import UsageError
+from ferret.roles.base import (
+    OptimizerContext,
+    Proposal,
+    RoundFeedback,
+    register_optimizer,
+)
 
 SPACE_FILE = "space.yaml"
 
@@ -59,7 +65,7 @@ class TemplateSpace(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> "TemplateSpace":
+    def _consistent(self) -> TemplateSpace:
         names = set(self.parameters)
         for name, values in self.parameters.items():
             if not values:
@@ -159,7 +165,7 @@ def load_space(template_dir: str | Path) -> TemplateSpace:
     path = Path(template_dir) / SPACE_FILE
     data = yaml.safe_load(path.read_text())
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping")
+        raise ValueError(f"{path}: expected a mapping")  # noqa: TRY004 - the file's content, not an argument
     try:
         space = TemplateSpace.model_validate(data)
     except ValidationError as err:
@@ -181,6 +187,23 @@ def available_templates(op_dir: str | Path) -> bool:
     return isinstance(data, dict) and isinstance(data.get("template"), str) and (folder / data["template"]).is_file()
 
 
+def templates_dir_of(contract_path: Path) -> Path:
+    """Where the offline optimizer looks for a contract's templates: `<project>/tasks/<op>/templates`."""
+    from ferret.contract.imports import project_root_of
+    from ferret.contract.load import load_contract
+
+    return project_root_of(contract_path) / "tasks" / load_contract(contract_path).op / "templates"
+
+
+class MissingTemplates(UsageError):
+    """The contract's op has no kernel templates (no `templates/space.yaml`) for the offline optimizer."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        super().__init__(f"{folder} has no kernel templates for the offline optimizer (no {SPACE_FILE}): write templates "
+                         "there, or name a model")
+
+
 def _speedup(feedback: RoundFeedback) -> float | None:
     value = feedback.timing.get("speedup") if feedback.timing else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -199,12 +222,16 @@ class TemplateSearchOptimizer:
     name = "template-search"
 
     @classmethod
-    def from_contract(cls, contract_path: Path) -> "TemplateSearchOptimizer":
-        """The search over the contract's own op: `<project>/tasks/<op>/templates`."""
-        from ferret.contract.imports import project_root_of
-        from ferret.contract.load import load_contract
-
-        return cls(project_root_of(contract_path) / "tasks" / load_contract(contract_path).op / "templates")
+    def from_contract(cls, contract_path: Path) -> TemplateSearchOptimizer:
+        """The search over the contract's own op: `<project>/tasks/<op>/templates`. No templates there is a
+        MissingTemplates; templates that cannot be used are a UsageError naming the folder."""
+        folder = templates_dir_of(contract_path)
+        if not (folder / SPACE_FILE).is_file():
+            raise MissingTemplates(folder)
+        try:
+            return cls(folder)
+        except (ValueError, OSError, yaml.YAMLError, jinja2.TemplateError) as err:
+            raise UsageError(f"the offline optimizer cannot use the templates in {folder}: {err}") from None
 
     def __init__(self, template_dir: str | Path, budget: int = 4, seed: int = 0):
         if budget < 1:

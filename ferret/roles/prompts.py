@@ -1,4 +1,6 @@
-"""Rendering a role's prompt (agents/<role>/prompt.md.j2) and getting its one tool call back."""
+"""Rendering a role's prompt (agents/<role>/prompt.md.j2) and getting its one tool call back.
+
+`AGENTS_DIR` is the repository's `agents/` folder: each role's `role.md`, `prompt.md.j2` and `tool.json`."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from typing import Any
 
 import jinja2
 
-from ferret.models.base import Message, ModelError, ModelRequest, ToolSpec
+from ferret.models.base import Message, Model, ModelError, ModelRequest, ToolSpec
+
+AGENTS_DIR = Path(__file__).resolve().parents[2] / "agents"
 
 
 def render(agents_dir: Path, role: str, context: dict[str, Any]) -> tuple[str, str]:
@@ -19,7 +23,7 @@ def render(agents_dir: Path, role: str, context: dict[str, Any]) -> tuple[str, s
     return system, env.get_template("prompt.md.j2").render(**context)
 
 
-def call_tool(model, agents_dir: Path, role: str, tool: str, context: dict[str, Any]) -> dict[str, Any]:
+def call_tool(model: Model, agents_dir: Path, role: str, tool: str, context: dict[str, Any]) -> dict[str, Any]:
     system, user = render(agents_dir, role, context)
     schema = json.loads((agents_dir / role / "tool.json").read_text())
     request = ModelRequest(

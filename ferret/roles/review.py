@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import ValidationError
 
-from ferret.models.base import ModelError
-from ferret.roles.base import ReviewContext, ReviewFinding, ReviewVerdict, register_reviewer
+from ferret.models.base import Model, ModelError
+from ferret.roles.base import (
+    ReviewContext,
+    ReviewFinding,
+    ReviewVerdict,
+    register_reviewer,
+)
 
 
 @register_reviewer("static")
@@ -15,7 +22,7 @@ class StaticReviewer:
     name = "static-scan"
 
     @classmethod
-    def from_contract(cls, contract_path) -> "StaticReviewer":
+    def from_contract(cls, contract_path: Path) -> StaticReviewer:
         return cls()
 
     def review(self, context: ReviewContext) -> ReviewVerdict:
@@ -40,7 +47,7 @@ class StaticReviewer:
 class LLMReviewer:
     """Renders agents/reviewer/prompt.md.j2 and asks the model for one `submit_review` tool call."""
 
-    def __init__(self, model, agents_dir):
+    def __init__(self, model: Model, agents_dir: Path):
         self.model = model
         self.agents_dir = agents_dir
         self.name = f"llm:{model.name}"

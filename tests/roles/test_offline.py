@@ -19,7 +19,12 @@ from ferret.contract.load import load_contract
 from ferret.gate.scan import shape_constants
 from ferret.integrity.scan import scan_source
 from ferret.roles.base import OPTIMIZERS, Optimizer, OptimizerContext, RoundFeedback
-from ferret.roles.offline import TemplateSearchOptimizer, TemplateSpace, available_templates, load_space
+from ferret.roles.offline import (
+    TemplateSearchOptimizer,
+    TemplateSpace,
+    available_templates,
+    load_space,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "contracts" / "rmsnorm.yaml"

@@ -13,8 +13,15 @@ from safetensors.torch import load_file
 
 from ferret.contract.model import Case
 from ferret.integrity.scan import _WORDS
-from ferret.roles.base import OptimizerContext, Proposal, ReviewContext, ReviewFinding, ReviewVerdict, RoundFeedback
 from ferret.roles import prompts
+from ferret.roles.base import (
+    OptimizerContext,
+    Proposal,
+    ReviewContext,
+    ReviewFinding,
+    ReviewVerdict,
+    RoundFeedback,
+)
 from ferret.roles.offline import TemplateSearchOptimizer
 
 REPO = Path(__file__).resolve().parents[2]

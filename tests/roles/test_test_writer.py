@@ -8,8 +8,15 @@ from pathlib import Path
 from ferret.contract.load import load_contract
 from ferret.models.testing import ScriptedModel, tool_call_response
 from ferret.roles import base
-from ferret.roles import test_writer as writers  # imported as a module: pytest would collect its Test* names
-from ferret.roles.test_writer import CaseAdvice, ContractCasesOnly, LLMTestWriter, merge_cases
+from ferret.roles import (
+    test_writer as writers,  # imported as a module: pytest would collect its Test* names
+)
+from ferret.roles.test_writer import (
+    CaseAdvice,
+    LLMCaseAdviser,
+    NoExtraCases,
+    merge_cases,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = load_contract(REPO / "contracts" / "rmsnorm.yaml")
@@ -66,7 +73,7 @@ def test_the_llm_adviser_asks_for_submit_cases_and_never_shows_a_candidate():
         stage_checks=[{"stage": "inv_rms", "check": "1/sqrt(eps) on an all-zero row", "why": "catches a dropped eps"}],
         notes="one width past a power of two",
     )])
-    writer = LLMTestWriter(model, REPO / "agents")
+    writer = LLMCaseAdviser(model, REPO / "agents")
     assert isinstance(writer, base.TestWriter) and writer.name == "llm:scripted"
     context = writers.TestWriterContext(op="rmsnorm", contract_yaml=(REPO / "contracts/rmsnorm.yaml").read_text(), reference_doc="y = x * rsqrt")
     result = writer.propose_cases(context)
@@ -78,6 +85,6 @@ def test_the_llm_adviser_asks_for_submit_cases_and_never_shows_a_candidate():
 
 
 def test_offline_adviser_proposes_nothing_and_says_so():
-    assert base.TEST_WRITERS["contract-cases"] is ContractCasesOnly
-    result = ContractCasesOnly().propose_cases(writers.TestWriterContext(op="rmsnorm", contract_yaml="", reference_doc=""))
+    assert base.TEST_WRITERS["contract-cases"] is NoExtraCases
+    result = NoExtraCases().propose_cases(writers.TestWriterContext(op="rmsnorm", contract_yaml="", reference_doc=""))
     assert result.cases == [] and "contract's own cases only" in result.notes
