@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     contract = load_contract(contract_path)
     case = next(c for c in contract.cases_for("gpu") if c.name == args.case)
     candidate_file = args.candidate or next((REPO / "tasks" / args.op / "candidates").glob("triton_*.py"))
-    from ferret.bench.timing import load_function
+    from ferret.bench.process import load_function
 
     candidate = load_function(str(candidate_file), contract.candidate_abi.entry, "probe_candidate")
     baseline = load_entry(contract.baseline.entry, project_root_of(contract_path))

@@ -24,7 +24,7 @@ from safetensors.torch import save_file
 from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import ContractError, load_contract
 from ferret.contract.model import Contract
-from ferret.gate.inputs import TORCH_DTYPES, case_variants, draw_inputs, variant_id
+from ferret.gate.inputs import TORCH_DTYPES, case_variants, draw_inputs, tensor_content_sha256, variant_id
 from ferret.gate.lock import (
     MANIFEST_FILE,
     canonical_json,
@@ -43,13 +43,6 @@ from ferret.gate.trust import is_trusted, record_gate
 STORE_INPUTS_MAX_BYTES = 64 << 20
 
 Progress = Callable[[str], None]
-
-
-def tensor_content_sha256(tensor: torch.Tensor) -> str:
-    digest = hashlib.sha256(f"{tensor.dtype}|{list(tensor.shape)}|".encode())
-    flat = tensor.detach().contiguous().cpu().reshape(-1)
-    digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
-    return digest.hexdigest()
 
 
 def build_key(contract: Contract, profile: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ferret import wire
 from ferret.gate.metrics import StageMetrics
 from ferret.gate.models import Detection, VariantResult
 
@@ -22,21 +23,21 @@ def from_failure(result: VariantResult) -> list[Detection]:
     return [Detection(cheat=cheat, catalogue=catalogue, evidence=f"{what}: {result.failure.message[:300]}", source="runtime", variant=result.id)]
 
 
-def from_runtime(result: VariantResult, status: dict, got: dict[str, torch.Tensor], outputs: list[str], backend: str,
-                 bitwise_equal) -> list[Detection]:
+def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[str, torch.Tensor], outputs: list[str],
+                 backend: str, bitwise_equal) -> list[Detection]:
     found = []
-    if status.get("aten_compute"):
-        ops = ", ".join(f"{k} x{v}" for k, v in sorted(status["aten_compute"].items()))
+    if status.aten_compute:
+        ops = ", ".join(f"{k} x{v}" for k, v in sorted(status.aten_compute.items()))
         found.append(Detection(cheat="library_call", catalogue=[9], source="runtime", variant=result.id,
                                evidence=f"PyTorch computed floating-point results while the candidate ran: {ops}"))
-    if status.get("watch_evasion"):
-        calls = ", ".join(f"{k} x{v}" for k, v in sorted(status["watch_evasion"].items()))
+    if status.watch_evasion:
+        calls = ", ".join(f"{k} x{v}" for k, v in sorted(status.watch_evasion.items()))
         found.append(Detection(cheat="library_call", catalogue=[9, 15], source="runtime", variant=result.id,
                                evidence=f"the candidate took the ATen watch off the dispatch stack while it ran: {calls}"))
-    if backend == "triton" and status.get("launches") == 0:
+    if backend == "triton" and status.launches == 0:
         found.append(Detection(cheat="decoy_kernel", catalogue=[8, 9], source="runtime", variant=result.id,
                                evidence="no Triton kernel was launched by the fast path"))
-    noop_same = [n for n in outputs if f"noop.{n}" in got and bitwise_equal(got[f"noop.{n}"], got[f"fast0.{n}"])]
+    noop_same = [n for n in outputs if wire.noop_key(n) in got and bitwise_equal(got[wire.noop_key(n)], got[wire.fast_key(0, n)])]
     if backend == "triton" and noop_same:
         found.append(Detection(cheat="decoy_kernel", catalogue=[8], source="runtime", variant=result.id,
                                evidence=f"with every Triton launch made a no-op, outputs {noop_same} came out bitwise the same: "
@@ -47,7 +48,7 @@ def from_runtime(result: VariantResult, status: dict, got: dict[str, torch.Tenso
 def from_outputs(result: VariantResult, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str]) -> list[Detection]:
     found = []
     for name in outputs:
-        cand = got.get(f"fast0.{name}")
+        cand = got.get(wire.fast_key(0, name))
         ref = golden.get(name)
         if cand is None or ref is None or cand.shape != ref.shape:
             continue

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
+from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 from ferret.contract.model import (
     DTYPE_VARIANT,
@@ -123,3 +126,27 @@ def case_variants(contract: Contract, profile: str) -> list[tuple[Case, str, str
 
 def variant_id(case: Case, dtype: str) -> str:
     return f"{case.name}@{dtype}"
+
+
+def tensor_content_sha256(tensor: torch.Tensor) -> str:
+    """sha256 over a tensor's dtype, shape and bytes: how the gate's manifest pins each input."""
+    digest = hashlib.sha256(f"{tensor.dtype}|{list(tensor.shape)}|".encode())
+    flat = tensor.detach().contiguous().cpu().reshape(-1)
+    digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return digest.hexdigest()
+
+
+def prepare_inputs(contract: Contract, gate: Path, record, target: Path) -> None:
+    """A gate variant's inputs written to `target`: copied from the gate, or (too large to store) drawn
+    again from their seed and checked against the content hashes the manifest holds."""
+    from ferret.errors import JudgeError
+
+    if record.inputs.stored:
+        shutil.copyfile(gate / record.inputs.file, target)
+        return
+    case = next(c for c in contract.cases_for("gpu") + contract.cases_for("cpu") if c.name == record.case)
+    inputs = draw_inputs(contract, case, record.dtype)
+    for name, tensor in inputs.items():
+        if tensor_content_sha256(tensor) != record.inputs.content_sha256[name]:
+            raise JudgeError(f"regenerated input {record.id}/{name} differs from the gate's content hash")
+    save_file(inputs, str(target))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import ferret
 from ferret.errors import GateTampered
+from ferret.gate.trust import is_trusted, trust_dir
 
 REPORT_FILE = "report.json"
 MANIFEST_FILE = "manifest.json"
@@ -91,8 +92,6 @@ def verify_gate(gate_dir: str | Path, expected_hash: str | None = None, require_
     for name in sorted(set(current_judge) - set(manifest.get("judge_sources", {}))):
         problems.append(f"judge source {name}: added since the gate was built")
     if require_trusted and not problems:
-        from ferret.gate.trust import is_trusted, trust_dir
-
         if not is_trusted(digest):
             problems.append(
                 f"gate hash {digest[:16]}… was not recorded by the test-writer in {trust_dir()} (built elsewhere, or forged "

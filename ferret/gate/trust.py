@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from ferret.errors import GateTampered
+
 REGISTRY_FILE = "trusted_gates.json"
 
 
@@ -38,8 +40,6 @@ def trusted_gates() -> dict[str, dict]:
         registry = err
     if not isinstance(registry, dict):
         # Read as empty, every gate would be untrusted and the next record would overwrite the rest.
-        from ferret.gate.lock import GateTampered
-
         raise GateTampered(path.parent, [f"the trust registry {path} is not a JSON object of gate hashes ({registry}); "
                                          "restore it, or remove it and rebuild the gates"])
     return registry

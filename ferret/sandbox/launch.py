@@ -55,7 +55,7 @@ def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
         import shutil
 
         (runtime / "ferret").mkdir(parents=True)
-        for module in ("__init__.py", "errors.py"):
+        for module in ("__init__.py", "errors.py", "wire.py"):
             shutil.copy2(ferret_package / module, runtime / "ferret" / module)
         for package in ("sandbox", "bench"):
             shutil.copytree(ferret_package / package, runtime / "ferret" / package, ignore=shutil.ignore_patterns("__pycache__"))

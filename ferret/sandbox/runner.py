@@ -16,12 +16,14 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 import xxhash
 from safetensors.torch import load_file, save_file
 
+from ferret import wire
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder, WatchEvasion
 
 _DTYPES = {
@@ -59,7 +61,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _fresh_outputs(specs: dict, device: str) -> dict[str, torch.Tensor]:
+def fresh_outputs(specs: dict, device: str) -> dict[str, torch.Tensor]:
     outputs = {}
     for name, (shape, dtype) in specs.items():
         torch_dtype = _DTYPES[dtype]
@@ -89,16 +91,17 @@ def _call(entry, inputs, outputs, params, device: str, guard, trace=None) -> Non
         raise _HarnessTampered(f"the candidate replaced harness functions: {changed}")
 
 
-def run_variant(entry, variant: dict, job: dict, device: str, guard=None, launches=None) -> tuple[dict[str, torch.Tensor], dict]:
+def run_variant(entry, variant: wire.VariantJob, job: wire.CandidateJob, device: str, guard=None, launches=None
+                ) -> tuple[dict[str, torch.Tensor], wire.VariantStatus]:
     """Every run of one variant. Returns the tensors for the judge and what the watches saw."""
-    originals = {k: v.to(device) for k, v in load_file(variant["inputs_file"]).items()}
+    originals = {k: v.to(device) for k, v in load_file(variant.inputs_file).items()}
     before = {k: content_digest(v) for k, v in originals.items()}
-    params = job["params"]
+    params = job.params
     saved: dict[str, torch.Tensor] = {}
-    seen: dict = {}
-    for repeat in range(job["repeats"]):
+    seen = wire.VariantStatus(ok=True)
+    for repeat in range(job.repeats):
         inputs = {k: v.clone() for k, v in originals.items()}
-        outputs = _fresh_outputs(variant["outputs"], device)
+        outputs = fresh_outputs(variant.outputs, device)
         if repeat == 0:
             launches_before = sum(launches.counts.values()) if launches else 0
             recorder = ComputeOpRecorder()
@@ -111,50 +114,50 @@ def run_variant(entry, variant: dict, job: dict, device: str, guard=None, launch
                 finally:
                     if evasion is not None:
                         evasion.armed = False
-            seen["aten_compute"] = dict(recorder.flagged)
-            seen["watch_evasion"] = dict(evasion.calls) if evasion is not None else {}
-            seen["launches"] = sum(launches.counts.values()) - launches_before if launches else None
-            seen["kernels"] = sorted(launches.counts) if launches else []
+            seen.aten_compute = dict(recorder.flagged)
+            seen.watch_evasion = dict(evasion.calls) if evasion is not None else {}
+            seen.launches = sum(launches.counts.values()) - launches_before if launches else None
+            seen.kernels = sorted(launches.counts) if launches else []
         else:
             _call(entry, inputs, outputs, params, device, guard)
         for name, tensor in outputs.items():
-            saved[f"fast{repeat}.{name}"] = tensor
-        for name in variant["inout"]:
-            saved[f"inout{repeat}.{name}"] = inputs[name]
-        mutated = [k for k in variant["in_only"] if content_digest(inputs[k]) != before[k]]
+            saved[wire.fast_key(repeat, name)] = tensor
+        for name in variant.inout:
+            saved[wire.inout_key(repeat, name)] = inputs[name]
+        mutated = [k for k in variant.in_only if content_digest(inputs[k]) != before[k]]
         if mutated:
             raise _InputMutated(f"the candidate modified read-only inputs {mutated}")
         if repeat == 0:
             # The judge checks the read-only inputs itself too, from their bytes after the first call.
-            for name in variant["in_only"]:
+            for name in variant.in_only:
                 if inputs[name].numel() * inputs[name].element_size() <= (16 << 20):
-                    saved[f"after.{name}"] = inputs[name]
+                    saved[wire.after_key(name)] = inputs[name]
     inputs = {k: v.clone() for k, v in originals.items()}
-    outputs = _fresh_outputs(variant["outputs"], device)
+    outputs = fresh_outputs(variant.outputs, device)
     trace: dict = {}
     _call(entry, inputs, outputs, params, device, guard, trace=trace)
     for name, tensor in outputs.items():
-        saved[f"traced.{name}"] = tensor
+        saved[wire.traced_key(name)] = tensor
     for name, value in trace.items():
         if not isinstance(value, torch.Tensor) or type(value) is not torch.Tensor:
             raise _BadOutput(f"trace[{name!r}] is {type(value).__name__}, not a plain torch.Tensor")
-        saved[f"trace.{name}"] = value
+        saved[wire.trace_key(name)] = value
     if launches is not None:
         # The launch check: the same call with every Triton launch turned into a no-op. If the outputs
         # come out the same, the kernels did not produce them.
         inputs = {k: v.clone() for k, v in originals.items()}
-        outputs = _fresh_outputs(variant["outputs"], device)
+        outputs = fresh_outputs(variant.outputs, device)
         launches.noop = True
         try:
             _call(entry, inputs, outputs, params, device, guard)
         except (_HarnessTampered, _ThreadLeft):
             raise
         except Exception as err:  # noqa: BLE001 - a launcher may fail on never-written scratch; that is fine
-            seen["noop_error"] = f"{type(err).__name__}: {err}"[:300]
+            seen.noop_error = f"{type(err).__name__}: {err}"[:300]
         finally:
             launches.noop = False
         for name, tensor in outputs.items():
-            saved[f"noop.{name}"] = tensor
+            saved[wire.noop_key(name)] = tensor
     return {k: v.detach().contiguous().cpu() for k, v in saved.items()}, seen
 
 
@@ -174,16 +177,15 @@ class _HarnessTampered(Exception):
     pass
 
 
-def run_stress(entry, variant: dict, job: dict, device: str) -> dict:
-    originals = {k: v.to(device) for k, v in load_file(variant["inputs_file"]).items()}
-    iterations = job["stress_iterations"]
+def run_stress(entry, variant: wire.VariantJob, job: wire.CandidateJob, device: str) -> wire.StressResult:
+    originals = {k: v.to(device) for k, v in load_file(variant.inputs_file).items()}
     first = None
     drift = 0
     memory_start = torch.cuda.memory_allocated() if device == "cuda" else 0
-    for i in range(iterations):
+    for i in range(job.stress_iterations):
         inputs = {k: v.clone() for k, v in originals.items()}
-        outputs = _fresh_outputs(variant["outputs"], device)
-        entry(inputs, outputs, job["params"])
+        outputs = fresh_outputs(variant.outputs, device)
+        entry(inputs, outputs, job.params)
         digest = "|".join(content_digest(outputs[n]) for n in sorted(outputs))
         if first is None:
             first = digest
@@ -195,75 +197,86 @@ def run_stress(entry, variant: dict, job: dict, device: str) -> dict:
             memory_start = torch.cuda.memory_allocated() if device == "cuda" else 0
     _sync(device)
     memory_end = torch.cuda.memory_allocated() if device == "cuda" else 0
-    return {
-        "variant": variant["id"],
-        "iterations": iterations,
-        "outputs_differing_from_first": drift,
-        "memory_growth_bytes": memory_end - memory_start,
-    }
+    return wire.StressResult(variant=variant.id, iterations=job.stress_iterations, outputs_differing_from_first=drift,
+                             memory_growth_bytes=memory_end - memory_start)
+
+
+# The runner's own refusals, each a failure kind of the wire.
+_REFUSALS = {
+    "_InputMutated": wire.FailureKind.INPUT_MUTATED,
+    "_BadOutput": wire.FailureKind.BAD_OUTPUT,
+    "_ThreadLeft": wire.FailureKind.THREAD_LEFT_RUNNING,
+    "_HarnessTampered": wire.FailureKind.HARNESS_TAMPERED,
+}
+
+
+def _run_one(entry, variant: wire.VariantJob, job: wire.CandidateJob, out: Path, guard, launches) -> wire.VariantStatus:
+    """One variant: its tensors saved, its status returned; whatever the candidate does is a status, not a crash."""
+    started = time.perf_counter()
+    try:
+        tensors, status = run_variant(entry, variant, job, job.device, guard, launches)
+        save_file(tensors, str(out / wire.tensors_file(variant.id)))
+    except (_InputMutated, _BadOutput, _ThreadLeft, _HarnessTampered) as err:
+        status = wire.VariantStatus.failed(_REFUSALS[type(err).__name__], str(err))
+    except torch.cuda.OutOfMemoryError as err:
+        status = wire.VariantStatus.failed(wire.FailureKind.OUT_OF_MEMORY, str(err), traceback.format_exc())
+    except BaseException as err:  # noqa: BLE001 - the candidate's failure is a verdict, not a crash
+        status = wire.VariantStatus.failed(wire.FailureKind.EXCEPTION, f"{type(err).__name__}: {err}", traceback.format_exc())
+    status.seconds = time.perf_counter() - started
+    return status
+
+
+def _load(job: wire.CandidateJob, guard):
+    """The candidate's entry point; any failure to load is the candidate's, reported as the load status."""
+    module = load_candidate(job.candidate)
+    entry = getattr(module, job.entry)
+    changed = guard.changed()
+    if changed:
+        raise _HarnessTampered(f"loading the candidate replaced harness functions: {changed}")
+    return entry
+
+
+def _stress(entry, job: wire.CandidateJob, out: Path) -> None:
+    if job.stress_variant is None:
+        return
+    (out / wire.CURRENT_FILE).write_text(str(len(job.variants)))  # the stress run: one more step of the judge's clock
+    try:
+        result = run_stress(entry, job.variants[job.stress_variant], job, job.device)
+    except BaseException as err:  # noqa: BLE001
+        result = wire.StressResult(error=f"{type(err).__name__}: {err}")
+    (out / wire.STRESS_FILE).write_text(json.dumps(asdict(result)))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ferret.sandbox.runner")
     parser.add_argument("job")
     args = parser.parse_args(argv)
-    job = json.loads(Path(args.job).read_text())
-    out = Path(job["result_dir"])
+    job = wire.CandidateJob.read(Path(args.job))
+    out = Path(job.result_dir)
     out.mkdir(exist_ok=True)
-    device = job["device"]
     launches = LaunchRecorder()
     evasion = WatchEvasion()
     guard = HarnessGuard(sys.modules[__name__], launches, evasion)
     try:
-        module = load_candidate(job["candidate"])
-        entry = getattr(module, job["entry"])
-        changed = guard.changed()
-        if changed:
-            raise _HarnessTampered(f"loading the candidate replaced harness functions: {changed}")
+        entry = _load(job, guard)
     except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
-        kind = "harness_tampered" if isinstance(err, _HarnessTampered) else "exception"
-        (out / "load.json").write_text(
-            json.dumps({"kind": kind, "message": f"cannot load the candidate: {err!r}", "traceback": traceback.format_exc()})
-        )
+        kind = wire.FailureKind.HARNESS_TAMPERED if isinstance(err, _HarnessTampered) else wire.FailureKind.EXCEPTION
+        failed = wire.VariantStatus.failed(kind, f"cannot load the candidate: {err!r}", traceback.format_exc())
+        (out / wire.LOAD_FILE).write_text(failed.to_json())
         return 0
-    for index, variant in enumerate(job["variants"]):
+    for index, variant in enumerate(job.variants):
         # Written first so that, if the process dies inside this variant, the judge knows where; each new
         # value is also the judge's sign of progress (its per-case clock starts again).
-        (out / "current").write_text(str(index))
-        started = time.perf_counter()
-        status: dict = {"ok": True}
-        try:
-            tensors, seen = run_variant(entry, variant, job, device, guard, launches)
-            save_file(tensors, str(out / f"{variant['id']}.safetensors"))
-            status.update(seen)
-        except _InputMutated as err:
-            status = {"ok": False, "kind": "input_mutated", "message": str(err)}
-        except _BadOutput as err:
-            status = {"ok": False, "kind": "bad_output", "message": str(err)}
-        except _ThreadLeft as err:
-            status = {"ok": False, "kind": "thread_left_running", "message": str(err)}
-        except _HarnessTampered as err:
-            status = {"ok": False, "kind": "harness_tampered", "message": str(err)}
-        except torch.cuda.OutOfMemoryError as err:
-            status = {"ok": False, "kind": "out_of_memory", "message": str(err), "traceback": traceback.format_exc()}
-        except BaseException as err:  # noqa: BLE001 - the candidate's failure is a verdict, not a crash
-            status = {"ok": False, "kind": "exception", "message": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
-        status["seconds"] = time.perf_counter() - started
-        (out / f"{variant['id']}.json").write_text(json.dumps(status))
-        if not status["ok"] and device == "cuda":
+        (out / wire.CURRENT_FILE).write_text(str(index))
+        status = _run_one(entry, variant, job, out, guard, launches)
+        (out / wire.status_file(variant.id)).write_text(status.to_json())
+        if not status.ok and job.device == "cuda":
             try:
                 torch.cuda.synchronize()
             except BaseException:  # noqa: BLE001 - a poisoned context: stop here, the judge says why the rest did not run
                 return 3
-    stress_variant = job.get("stress_variant")
-    if stress_variant is not None:
-        (out / "current").write_text(str(len(job["variants"])))  # the stress run: one more step of the judge's clock
-        try:
-            result = run_stress(entry, job["variants"][stress_variant], job, device)
-        except BaseException as err:  # noqa: BLE001
-            result = {"error": f"{type(err).__name__}: {err}"}
-        (out / "stress.json").write_text(json.dumps(result))
-    (out / "done").write_text("ok")
+    _stress(entry, job, out)
+    (out / wire.DONE_FILE).write_text("ok")
     if os.environ.get("FERRET_RUNNER_WAIT_FOR_KILL") == "1":
         # The judge takes the results and kills this process (SIGKILL, the whole group): the process never
         # exits by itself, so no exit hook, finalizer or __del__ of the candidate's runs after the files

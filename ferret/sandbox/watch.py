@@ -148,7 +148,7 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
         "torch.cuda.Event": (torch.cuda.Event, ["elapsed_time", "record", "synchronize"]),
         "safetensors.torch": (safetensors.torch, ["save_file", "load_file"]),
         "xxhash": (xxhash, ["xxh3_128_hexdigest"]),
-        "runner": (runner_module, ["content_digest", "_fresh_outputs", "run_variant", "save_file", "load_file", "_sync",
+        "runner": (runner_module, ["content_digest", "fresh_outputs", "run_variant", "save_file", "load_file", "_sync",
                                    "ComputeOpRecorder", "_call"]),
         "ComputeOpRecorder": (ComputeOpRecorder, ["__torch_dispatch__", "__enter__", "__exit__"]),
     }

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ferret.bench.guards import DATASHEET_PEAKS, FLOOR_MARGIN, floor_ms, input_pool, minimum_bytes, peaks_for
-from ferret.bench.timing import load_function
+from ferret.bench.process import digest, load_function
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,13 +55,11 @@ def test_baseline_is_loaded_by_file_without_an_import_path():
 
 
 def test_output_fingerprint_changes_with_any_byte_and_ignores_dict_order():
-    from ferret.bench.timing import _digest
-
     a = {"y": torch.arange(8, dtype=torch.float32), "z": torch.ones(3, dtype=torch.bfloat16)}
     b = {"z": a["z"].clone(), "y": a["y"].clone()}
-    assert _digest(a) == _digest(b)
+    assert digest(a) == digest(b)
     b["y"][5] = torch.nextafter(b["y"][5], torch.tensor(100.0))
-    assert _digest(a) != _digest(b)
+    assert digest(a) != digest(b)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks how far the timing process gets without a GPU")
@@ -69,18 +67,18 @@ def test_timing_process_imports_everything_it_needs_on_the_candidate_import_path
     """The timing process runs on the candidate's fixed import path (no project folder, no judge-side
     packages). Here, without a GPU, it must get as far as asking for the device: every import, the
     baseline loaded by file and the candidate loaded, for the GPU tests' own contract kept under tests/."""
-    from ferret.bench.timing import time_candidate
-    from ferret.contract.load import load_contract
+    from ferret.contract.task import Task
     from ferret.gate.judge import locate_gate
+    from ferret.gate.timing import time_candidate
     from ferret.gate.lock import verify_gate
     from ferret.gate.models import GateManifest
 
     contract_path = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
-    contract = load_contract(contract_path)
-    gate = locate_gate(contract_path, contract, tmp_path / "gates", "gpu", lambda message: None)
+    task = Task.load(contract_path)
+    gate = locate_gate(contract_path, task.contract, tmp_path / "gates", "gpu", lambda message: None)
     manifest = GateManifest.model_validate(verify_gate(gate))
     candidate = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
-    result = time_candidate(contract_path, contract, manifest, gate, candidate, lambda message: None)
+    result = time_candidate(task, manifest, gate, candidate, lambda message: None)
     assert not result.measured
     assert "Error" in result.reason and "get_device_name" in result.reason, result.reason
     assert "ImportError" not in result.reason and "ModuleNotFoundError" not in result.reason, result.reason
@@ -89,7 +87,7 @@ def test_timing_process_imports_everything_it_needs_on_the_candidate_import_path
 def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
     import tempfile
 
-    from ferret.bench import timing
+    from ferret.gate import timing
 
     made = []
     real_mkdtemp = tempfile.mkdtemp
@@ -98,12 +96,12 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
         made.append(real_mkdtemp(*args, **kwargs))
         return made[-1]
 
-    def failing(workdir, *args):
+    def failing(task, manifest, gate, workdir, device):
         (workdir / "answers-0.safetensors").write_bytes(b"x" * 100)
         raise RuntimeError("the timing process broke")
 
     monkeypatch.setattr(timing.tempfile, "mkdtemp", recording_mkdtemp)
-    monkeypatch.setattr(timing, "_time_in", failing)
+    monkeypatch.setattr(timing, "_prepare_cases", failing)
     with pytest.raises(RuntimeError, match="broke"):
-        timing.time_candidate(None, None, None, tmp_path, tmp_path / "c.py", lambda m: None)
+        timing.time_candidate(None, None, tmp_path, tmp_path / "c.py", lambda m: None)
     assert len(made) == 1 and not Path(made[0]).exists()

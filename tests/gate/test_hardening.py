@@ -154,8 +154,8 @@ def test_a_process_that_stops_after_a_failing_variant_ends_the_run_naming_that_f
     unusable. That failure is the run's fault, said once; the variants after it are not run (they are not
     reported missing, which would read as a forged result), and no new process is started for them. The
     candidate's process is stood in for by one that fails its first variant and exits, as the runner does."""
-    from ferret.contract.load import load_contract
-    from ferret.gate import judge
+    from ferret.contract.task import Task
+    from ferret.gate import candidate_run
     from ferret.gate.models import GateManifest
     from ferret.sandbox.launch import ProcessOutcome
 
@@ -172,16 +172,15 @@ def test_a_process_that_stops_after_a_failing_variant_ends_the_run_naming_that_f
         (out / f"{job['variants'][0]['id']}.json").write_text(json.dumps({"ok": False, "kind": "exception", "message": "CUDA error"}))
         return ProcessOutcome(returncode=3, kind="exited", message="", seconds=0.1, stderr_tail="", peak_rss_mb=0.0)
 
-    monkeypatch.setattr(judge, "run_isolated", one_variant_then_exit)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    run = judge._run_candidate(load_contract(CONTRACT), manifest, gate, HONEST, workdir, "cpu", lambda m: None,
-                               contract_path=CONTRACT)
+    monkeypatch.setattr(candidate_run, "run_isolated", one_variant_then_exit)
+    run = candidate_run.run_candidate(Task.load(CONTRACT), manifest, gate, HONEST, workdir, "cpu", lambda m: None)
     ids = [v.id for v in manifest.variants]
     assert len(starts) == 1
     assert list(run.statuses) == ids
-    assert run.statuses[ids[0]]["kind"] == "exception"
-    assert all(run.statuses[i]["kind"] == "not_run" and ids[0] in run.statuses[i]["message"] for i in ids[1:])
+    assert run.statuses[ids[0]].kind == "exception"
+    assert all(run.statuses[i].kind == "not_run" and ids[0] in run.statuses[i].message for i in ids[1:])
     assert run.fault.variant == ids[0] and "CUDA error" in run.fault.message and run.fault.not_run == ids[1:]
 
 
@@ -192,7 +191,8 @@ def test_read_only_inputs_are_checked_against_the_manifests_hashes(gates, tmp_pa
     from safetensors.torch import load_file, save_file
 
     from ferret.contract.load import load_contract
-    from ferret.gate import judge
+    from ferret.gate import decide
+    from ferret.wire import VariantStatus
 
     _, gate = gates
     contract = load_contract(CONTRACT)
@@ -207,7 +207,7 @@ def test_read_only_inputs_are_checked_against_the_manifests_hashes(gates, tmp_pa
     def judged(after_x):
         path = tmp_path / "out.safetensors"
         save_file({**answer, "after.x": after_x, "after.weight": inputs["weight"]}, str(path))
-        return judge._judge_variant(contract, ids, golden, {"ok": True}, path, record["inputs"]["content_sha256"])
+        return decide.judge_variant(contract, ids, golden, VariantStatus(ok=True), path, record["inputs"]["content_sha256"])
 
     assert judged(inputs["x"].clone()).failure is None
     mutated = judged(inputs["x"] * 1.5)

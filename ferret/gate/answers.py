@@ -12,32 +12,30 @@ process:
   work once timed (cheats.md 17, and 16 when it replays) fails here even where the timing process's own
   fingerprint re-check agrees with it.
 
-Answers file layout (safetensors): `set{i}.{input}` for the floating-point read-only inputs of pool set
-`i` after timing, and `slot{j}.set{i}.{output}` for the answer left in output slot `j` by a timed call on
-set `i`. In-place inputs of every set start from the gate's state, as each timed call on them rewrites
-the same entries.
+Answers file layout (safetensors, keys from `ferret.wire`): `pool_key(i, input)` for the floating-point
+read-only inputs of pool set `i` after timing, and `slot_key(j, i, output)` for the answer left in output
+slot `j` by a timed call on set `i`. In-place inputs of every set start from the gate's state, as each
+timed call on them rewrites the same entries.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 
-_SLOT = re.compile(r"^slot(\d+)\.set(\d+)\.(.+)$")
-_SET = re.compile(r"^set(\d+)\.(.+)$")
+from ferret import wire
+from ferret.contract.task import Task
+from ferret.gate.metrics import bitwise_equal, compare_stage
 
 
-def check_timed_answers(contract_path: Path, contract, pool: list[dict[str, torch.Tensor]], answers_file: Path, dtype: str,
+
+def check_timed_answers(task: Task, pool: list[dict[str, torch.Tensor]], answers_file: Path, dtype: str,
                         read_only: list[str]) -> tuple[int, list[str]]:
     """(answers checked, flags naming each wrong one) for the timed calls on `pool`, the judge's own copy of
     the input sets. A missing or unreadable answers file is itself a flag."""
-    from ferret.contract.imports import load_entry, project_root_of
-    from ferret.gate.judge import bitwise_equal
-    from ferret.gate.metrics import compare_stage
-
+    contract = task.contract
     try:
         answers = load_file(str(answers_file))
     except Exception as err:  # noqa: BLE001 - the file is written in the candidate's process: any damage is a finding
@@ -45,10 +43,10 @@ def check_timed_answers(contract_path: Path, contract, pool: list[dict[str, torc
     flags = []
     slots: list[tuple[int, int, str, torch.Tensor]] = []
     for key, tensor in answers.items():
-        if match := _SLOT.match(key):
-            slots.append((int(match[1]), int(match[2]), match[3], tensor))
-        elif match := _SET.match(key):
-            index, name = int(match[1]), match[2]
+        if slot := wire.parse_slot_key(key):
+            slots.append((*slot, tensor))
+        elif pooled := wire.parse_pool_key(key):
+            index, name = pooled
             if index >= len(pool) or name not in read_only:
                 flags.append(f"warmup_detection: answers name an input set or input the judge never made: {key}")
             elif not bitwise_equal(tensor, pool[index][name]):
@@ -59,7 +57,7 @@ def check_timed_answers(contract_path: Path, contract, pool: list[dict[str, torc
     if not slots or {name for _, _, name, _ in slots} != outputs:
         return 0, flags + ["warmup_detection: the timing process sent back no timed answer for some output"]
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    reference = load_entry(contract.reference.entry, project_root_of(contract_path))
+    reference = task.reference
     golden: dict[int, dict[str, torch.Tensor]] = {}
     checked = 0
     for slot, set_index, name, answer in sorted(slots, key=lambda item: item[:3]):

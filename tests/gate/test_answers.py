@@ -1,4 +1,4 @@
-"""The judge's check of the answers a candidate gave while timed (ferret/bench/answers.py), on the CPU:
+"""The judge's check of the answers a candidate gave while timed (ferret/gate/answers.py), on the CPU:
 the timing process itself needs a GPU, the check does not."""
 
 from pathlib import Path
@@ -7,8 +7,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ferret.bench.answers import check_timed_answers
 from ferret.contract.load import load_contract
+from ferret.contract.task import Task
+from ferret.gate.answers import check_timed_answers
 from ferret.gate.inputs import draw_inputs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def _check(case_files, answers, tmp_path):
     contract, pool, _, read_only = case_files
     path = tmp_path / "answers.safetensors"
     save_file(answers, str(path))
-    return check_timed_answers(CONTRACT_PATH, contract, pool, path, contract.primary_dtype, read_only)
+    return check_timed_answers(Task.load(CONTRACT_PATH), pool, path, contract.primary_dtype, read_only)
 
 
 def test_honest_answers_on_every_input_set_pass(case_files, tmp_path):
@@ -68,7 +69,7 @@ def test_a_cheap_answer_is_named(case_files, tmp_path):
 
 def test_missing_or_empty_answers_are_findings(case_files, tmp_path):
     contract, pool, answers, read_only = case_files
-    checked, flags = check_timed_answers(CONTRACT_PATH, contract, pool, tmp_path / "none.safetensors", "bfloat16", read_only)
+    checked, flags = check_timed_answers(Task.load(CONTRACT_PATH), pool, tmp_path / "none.safetensors", "bfloat16", read_only)
     assert checked == 0 and "missing or unreadable" in flags[0]
     only_inputs = {k: v for k, v in answers.items() if not k.startswith("slot")}
     checked, flags = _check(case_files, only_inputs, tmp_path)

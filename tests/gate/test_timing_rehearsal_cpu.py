@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from timing_cheats import LAZY, REWRITES_INPUTS, SIMPLIFIED, write_cheat
 
-from ferret.bench.timing import time_candidate
-from ferret.contract.load import load_contract
+from ferret.contract.task import Task
 from ferret.gate.judge import locate_gate
 from ferret.gate.lock import verify_gate
 from ferret.gate.models import GateManifest
+from ferret.gate.timing import time_candidate
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
@@ -22,15 +22,15 @@ HONEST = REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
 
 @pytest.fixture(scope="module")
 def rehearse(tmp_path_factory):
-    contract = load_contract(CONTRACT)
-    gate = locate_gate(CONTRACT, contract, tmp_path_factory.mktemp("gates"), "cpu", lambda m: None)
+    task = Task.load(CONTRACT)
+    gate = locate_gate(CONTRACT, task.contract, tmp_path_factory.mktemp("gates"), "cpu", lambda m: None)
     manifest = GateManifest.model_validate(verify_gate(gate))
     folder = tmp_path_factory.mktemp("candidates")
 
     def run_one(name: str, wrapper: str | None):
         # The rehearsal has no correctness runs before it: the switch comes after the warm-up calls.
         path = HONEST if wrapper is None else write_cheat(folder / f"{name}.py", wrapper, after=3)
-        return time_candidate(CONTRACT, contract, manifest, gate, path, lambda m: None, device="cpu")
+        return time_candidate(task, manifest, gate, path, lambda m: None, device="cpu")
 
     return run_one
 
@@ -73,7 +73,7 @@ def test_inputs_rewritten_to_an_answered_set_are_named_by_the_judges_copy(rehear
 def test_the_floor_is_applied_by_the_judge_from_the_shapes_it_drew(rehearse, monkeypatch):
     """The floor is computed in the judge's process (the timing process shares memory with the candidate):
     given a datasheet that no kernel could beat, even the honest candidate's time is impossible."""
-    from ferret.bench import timing
+    from ferret.gate import timing
 
     monkeypatch.setattr(timing, "_peaks_seen_by_judge", lambda device: {"bytes_per_s": 1e3, "flops_per_s": 1e3, "l2_bytes": 0})
     case = rehearse("honest", None).cases[0]

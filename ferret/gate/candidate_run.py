@@ -1,0 +1,194 @@
+"""Running a candidate: its folder (its own copy of the candidate, every variant's inputs, never a golden
+value), one isolated process over every variant (`ferret.sandbox.runner`), and what comes back, validated
+into the wire's records. A fault that ends the process is charged to the variant it happened in; the
+variants after it are not run, and no process is restarted for them."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+from safetensors.torch import save_file
+
+from ferret import wire
+from ferret.contract.model import Case, Contract
+from ferret.contract.task import Task
+from ferret.gate.fresh import FreshVariant
+from ferret.gate.inputs import output_specs, prepare_inputs
+from ferret.gate.isolation import hidden_from_candidates
+from ferret.gate.models import GateManifest, RunFault
+from ferret.progress import ProgressLike, as_reporter
+from ferret.sandbox.launch import ProcessOutcome, candidate_environment, run_isolated
+
+_STATUS = TypeAdapter(wire.VariantStatus)
+_STRESS = TypeAdapter(wire.StressResult)
+
+
+@dataclass
+class CandidateRun:
+    """What the candidate's process left: a status per variant (None where it left none, or one that does
+    not fit the wire), the stress result, and the fault that ended it early, if one did."""
+
+    statuses: dict[str, wire.VariantStatus | None]
+    stress: wire.StressResult | None
+    fault: RunFault | None = None
+
+
+def _variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str) -> wire.VariantJob:
+    specs = output_specs(contract, case, dtype)
+    return wire.VariantJob(
+        id=variant_id,
+        inputs_file=str(inputs_file),
+        outputs={n: (list(shape), str(dt).removeprefix("torch.")) for n, (shape, dt) in specs.items()},
+        inout=[i.name for i in contract.inputs if i.role == "inout"],
+        in_only=[i.name for i in contract.inputs if i.role == "in"],
+    )
+
+
+def write_candidate_job(
+    contract: Contract, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
+    run_stress: bool, fresh: list[FreshVariant],
+) -> wire.CandidateJob:
+    """The candidate's folder and job.json; the variants in the order the runner takes them."""
+    (workdir / "in").mkdir(exist_ok=True)
+    shutil.copyfile(candidate, workdir / "candidate.py")
+    variants = []
+    for record in manifest.variants:
+        target = workdir / "in" / f"{record.id}.safetensors"
+        prepare_inputs(contract, gate, record, target)
+        case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
+        variants.append(_variant_job(record.id, target, contract, case, record.dtype))
+    for item in fresh:
+        target = workdir / "in" / f"{item.id}.safetensors"
+        save_file(item.inputs, str(target))
+        variants.append(_variant_job(item.id, target, contract, item.case, item.dtype))
+    stress_index = None
+    if device == "cuda" and run_stress:
+        sizes = [r.inputs.nbytes for r in manifest.variants]
+        stress_index = max(range(len(sizes)), key=sizes.__getitem__)
+    job = wire.CandidateJob(
+        candidate=str(workdir / "candidate.py"), entry=contract.candidate_abi.entry, device=device,
+        params=dict(contract.params), repeats=contract.budgets.determinism_repeats,
+        stress_iterations=contract.budgets.stress_iterations, stress_variant=stress_index, variants=variants,
+        result_dir=str(workdir / "out"),
+    )
+    job.write(workdir / "job.json")
+    return job
+
+
+def _position(out: Path) -> int | None:
+    """The step the candidate's process last said it started (a variant's index; past the last, the stress run)."""
+    try:
+        return int((out / wire.CURRENT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_status(path: Path) -> wire.VariantStatus | None:
+    """A status file as the wire declares it; None if it is missing or does not fit (the candidate's doing)."""
+    try:
+        return _STATUS.validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return None
+
+
+def run_candidate(
+    task: Task, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
+    progress: ProgressLike = None, run_stress: bool = True, fresh: list[FreshVariant] = (), deadline: float | None = None,
+) -> CandidateRun:
+    """Run every variant in one candidate process. A fault that ends the process (a hang, a crash, memory,
+    the check's deadline) is charged to the variant it happened on; the variants after it are not run."""
+    progress = as_reporter(progress)
+    contract = task.contract
+    job = write_candidate_job(contract, manifest, gate, candidate, workdir, device, run_stress, list(fresh))
+    ids = [v.id for v in job.variants]
+    out = Path(job.result_dir)
+
+    def moved(position: object) -> None:
+        if isinstance(position, int):
+            progress.step("candidate", min(position, len(ids)), len(ids), ids[position] if position < len(ids) else "stress run")
+
+    progress.step("candidate", 0, len(ids), "starting the candidate's process")
+    outcome = run_isolated(
+        [sys.executable, "-m", "ferret.sandbox.runner", "job.json"],
+        workdir,
+        candidate_environment(workdir, interpret=device == "cpu"),
+        contract.budgets.case_timeout_s,
+        contract.budgets.candidate_memory_mb,
+        hide=hidden_from_candidates(gate, task.path),
+        finished_marker=out / wire.DONE_FILE,
+        deadline=deadline,
+        progress_token=lambda: _position(out),
+        on_progress=moved,
+    )
+    progress.step("candidate", len(ids), len(ids), "done")
+    if (out / wire.LOAD_FILE).exists():
+        return _load_failed(ids, read_status(out / wire.LOAD_FILE))
+    statuses = {vid: read_status(out / wire.status_file(vid)) for vid in ids if (out / wire.status_file(vid)).exists()}
+    stress = _read_stress(out / wire.STRESS_FILE)
+    if (out / wire.DONE_FILE).exists() and outcome.kind == "exited":
+        return CandidateRun(statuses, stress)
+    return _ended_early(ids, statuses, stress, outcome, _position(out), contract)
+
+
+def _read_stress(path: Path) -> wire.StressResult | None:
+    if not path.exists():
+        return None
+    try:
+        return _STRESS.validate_json(path.read_bytes())
+    except ValidationError as err:
+        return wire.StressResult(error=f"the stress result does not fit the wire: {str(err)[:200]}")
+
+
+def _not_run(why: str) -> wire.VariantStatus:
+    return wire.VariantStatus.failed(wire.FailureKind.NOT_RUN, f"not run: {why}")
+
+
+def _load_failed(ids: list[str], failure: wire.VariantStatus | None) -> CandidateRun:
+    """The candidate could not be loaded: said once, on the first variant; the others were not run."""
+    failure = failure or wire.VariantStatus.failed(wire.FailureKind.RESULT_MISSING, "the load failure report does not fit the wire")
+    fault = RunFault(kind="exception", message=failure.message, variant=ids[0], not_run=ids[1:])
+    statuses: dict[str, wire.VariantStatus | None] = {ids[0]: failure}
+    statuses |= {vid: _not_run(f"the candidate could not be loaded (see {ids[0]})") for vid in ids[1:]}
+    return CandidateRun(statuses, None, fault)
+
+
+def _fault_of(outcome: ProcessOutcome, contract: Contract) -> tuple[str, str]:
+    """(kind, message) of a process that ended before its last result."""
+    kind = {"timeout": "timeout", "deadline": "timeout", "out_of_memory": "out_of_memory"}.get(outcome.kind, "crash")
+    message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
+    if outcome.kind == "timeout":
+        message += f" (budgets.case_timeout_s is {contract.budgets.case_timeout_s:g})"
+    elif outcome.kind == "deadline":
+        message = f"the check's deadline (budgets.check_timeout_s, {contract.budgets.check_timeout_s:g}s) passed: killed"
+    return kind, message
+
+
+def _ended_early(
+    ids: list[str], statuses: dict[str, wire.VariantStatus | None], stress: wire.StressResult | None,
+    outcome: ProcessOutcome, position: int | None, contract: Contract,
+) -> CandidateRun:
+    """The candidate's process ended before its last result: name the fault on the step it happened in."""
+    kind, message = _fault_of(outcome, contract)
+    at = 0 if position is None else position
+    if at >= len(ids):
+        # During the stress run or the teardown: every variant has its result.
+        stress = stress or wire.StressResult(error=f"{kind}: {message}")
+        return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant="stress"))
+    written = statuses.get(ids[at])
+    if written is not None:
+        # It wrote this variant's result and stopped (the runner does when a failure left the CUDA context
+        # unusable): that failure is the fault.
+        kind = "exception"
+        message = (f"the candidate's process stopped after its failure on {ids[at]} "
+                   f"({written.kind.value if written.kind else 'ok'}: {written.message[:300]})")
+    else:
+        where = "while starting or loading the candidate, " if position is None else ""
+        statuses[ids[at]] = wire.VariantStatus.failed(wire.FailureKind(kind),
+                                                      f"{where}{message}; last output: {outcome.stderr_tail[-800:]}")
+    rest = ids[at + 1:]
+    statuses |= {vid: _not_run(f"the candidate's process ended at {ids[at]} ({kind})") for vid in rest}
+    return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant=ids[at], not_run=rest))

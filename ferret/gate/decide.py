@@ -1,0 +1,166 @@
+"""Deciding: each variant's tensors against its golden stages (every stage, determinism, the read-only
+inputs, the runtime watches' evidence), and the verdict's parts from the variants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from ferret import wire
+from ferret.contract.model import Contract
+from ferret.gate import detect
+from ferret.gate.inputs import tensor_content_sha256
+from ferret.gate.metrics import StageMetrics, bitwise_equal, compare_stage
+from ferret.gate.models import PARTS, Detection, PartResult, RunFailure, VariantResult
+
+
+def judge_variant(
+    contract: Contract,
+    ids: tuple[str, str, str, str],
+    golden: dict[str, torch.Tensor],
+    status: wire.VariantStatus | None,
+    tensors_file: Path,
+    input_digests: dict[str, str],
+) -> VariantResult:
+    vid, case, dtype, part = ids
+    base = dict(id=vid, case=case, dtype=dtype, part=part)
+    missing = None
+    if status is None:
+        missing = "no result for this case: the candidate's process ended the run early (a forged done marker?)"
+    elif status.ok:
+        try:
+            got = load_file(str(tensors_file))
+        except Exception as err:  # noqa: BLE001 - a missing or corrupt result is the candidate's doing
+            missing = f"the result file is missing or unreadable ({type(err).__name__}): written over or deleted by the candidate"
+    if missing is not None:
+        result = VariantResult(**base, passed=False, failure=RunFailure(kind="result_missing", message=missing))
+        result.detections = detect.from_failure(result)
+        return result
+    if not status.ok:
+        failure = RunFailure(kind=(status.kind or wire.FailureKind.EXCEPTION).value, message=status.message, traceback=status.traceback)
+        result = VariantResult(**base, passed=False, failure=failure, seconds=status.seconds)
+        result.detections = detect.from_failure(result)
+        return result
+    outputs = [o.name for o in contract.outputs]
+    inout = [i.name for i in contract.inputs if i.role == "inout"]
+    repeats = contract.budgets.determinism_repeats
+    names = outputs + inout
+    key = {n: (wire.fast_key if n in outputs else wire.inout_key) for n in names}
+    repeats_equal = all(
+        bitwise_equal(got[key[n](0, n)], got[key[n](r, n)]) for n in names for r in range(1, repeats)
+    )
+    traced_equal = all(bitwise_equal(got[wire.fast_key(0, n)], got[wire.traced_key(n)]) for n in outputs)
+    stages: list[StageMetrics] = []
+    # The judge's own arithmetic may use the GPU (large stages); the candidate's process is long gone.
+    compare_device = "cuda" if torch.cuda.is_available() else "cpu"
+    for stage in contract.stages:
+        if stage.name in outputs:
+            value = got[wire.fast_key(0, stage.name)]
+        elif stage.name in inout:
+            value = got[wire.inout_key(0, stage.name)]
+        else:
+            value = got.get(wire.trace_key(stage.name))
+        stages.append(
+            compare_stage(value, golden[stage.name], stage, contract.tolerance(dtype, stage.name), device=compare_device)
+        )
+    first_failing = next((s.stage for s in stages if not s.passed), None)
+    result = VariantResult(
+        **base,
+        passed=first_failing is None and repeats_equal and traced_equal,
+        stages=stages,
+        first_failing_stage=first_failing,
+        repeats_bitwise_equal=repeats_equal,
+        traced_equals_fast=traced_equal,
+        triton_launches=status.launches,
+        kernels=status.kernels,
+        aten_compute=status.aten_compute,
+        seconds=status.seconds,
+    )
+    # The read-only inputs as the candidate left them, checked here against the content hashes the judge
+    # holds (the gate's manifest; the fresh cases' own), not against the copy in the candidate's folder.
+    changed = [n for n, digest in input_digests.items()
+               if wire.after_key(n) in got and tensor_content_sha256(got[wire.after_key(n)]) != digest]
+    if changed:
+        result.passed = False
+        result.failure = RunFailure(kind="input_mutated", message=f"read-only inputs {changed} changed during the call")
+    result.detections = (
+        detect.from_failure(result)
+        + detect.from_runtime(result, status, got, outputs, contract.backend.language, bitwise_equal)
+        + detect.from_outputs(result, got, golden, outputs)
+    )
+    if any(d.source == "runtime" for d in result.detections):
+        result.passed = False
+    return result
+
+
+def case_part(results: list[VariantResult]) -> PartResult:
+    """A part made of case variants: each failure named; variants not run counted once, with the reason."""
+    not_run = [r for r in results if r.failure is not None and r.failure.kind == "not_run"]
+    failed = [r for r in results if not r.passed and r not in not_run and (r.failure is not None or r.first_failing_stage is not None)]
+    detail = [f"{r.id}: {r.failure.kind}: {r.failure.message[:200]}" if r.failure else f"{r.id}: stage {r.first_failing_stage}"
+              for r in failed]
+    if not_run:
+        detail.append(f"{len(not_run)} of {len(results)} variants not run ({not_run[0].failure.message.removeprefix('not run: ')})")
+    return PartResult(status="fail" if failed or not_run else "pass", detail="; ".join(detail) or f"{len(results)} case variants")
+
+
+def parts_of(
+    results: list[VariantResult], stress: wire.StressResult | None, device: str, run_stress: bool, detections: list[Detection]
+) -> dict[str, PartResult]:
+    parts: dict[str, PartResult] = {}
+    for part in ("correctness", "dtypes", "edge_cases", "fresh_cases"):
+        mine = [r for r in results if r.part == part]
+        if not mine:
+            parts[part] = PartResult(status="skipped", detail="no such cases in the contract")
+            continue
+        parts[part] = case_part(mine)
+    ran = [r for r in results if r.failure is None]
+    nondet = [r.id for r in ran if not r.repeats_bitwise_equal]
+    traced = [r.id for r in ran if not r.traced_equals_fast]
+    detail = []
+    if nondet:
+        detail.append(f"repeated fast runs differ bitwise on {nondet}")
+    if traced:
+        detail.append(f"traced run's final outputs differ bitwise from the fast path on {traced}")
+    parts["determinism"] = PartResult(
+        status="fail" if detail or not ran else "pass",
+        detail="; ".join(detail) or (f"{len(ran)} variants bitwise equal over repeats" if ran else "no variant ran"),
+    )
+    integrity = [d for d in detections if d.source in ("static", "runtime")]
+    parts["integrity"] = PartResult(
+        status="fail" if integrity else "pass",
+        detail="; ".join(f"{d.cheat} (cheats.md {d.catalogue}): {d.evidence[:200]}" for d in integrity)
+        or "static scan clean; no library compute, launches checked, harness intact",
+    )
+    if device != "cuda":
+        parts["stress"] = PartResult(status="skipped", detail="needs a GPU")
+    elif not run_stress:
+        parts["stress"] = PartResult(status="skipped", detail="not requested")
+    elif stress is None:
+        parts["stress"] = PartResult(status="fail", detail="the stress run did not complete")
+    elif stress.error is not None:
+        parts["stress"] = PartResult(status="fail", detail=stress.error)
+    else:
+        bad = stress.outputs_differing_from_first > 0 or stress.memory_growth_bytes > 0
+        parts["stress"] = PartResult(
+            status="fail" if bad else "pass",
+            detail=f"{stress.iterations} iterations on {stress.variant}: {stress.outputs_differing_from_first} "
+            f"outputs differed from the first, device memory grew {stress.memory_growth_bytes} bytes",
+        )
+    return {p: parts[p] for p in PARTS}
+
+
+def mark(result: VariantResult) -> str:
+    """One variant's outcome in a progress line."""
+    if result.passed:
+        return "ok"
+    if result.failure:
+        return f"FAIL ({result.failure.kind}: {result.failure.message[:160]})"
+    if result.first_failing_stage:
+        failing = next(st for st in result.stages if st.stage == result.first_failing_stage)
+        return f"FAIL at stage {result.first_failing_stage}: {'; '.join(failing.reasons)}"
+    if result.repeats_bitwise_equal and result.traced_equals_fast and result.detections:
+        return f"FAIL ({result.detections[0].cheat}: {result.detections[0].evidence[:160]})"
+    return "FAIL (not bitwise deterministic)" if not result.repeats_bitwise_equal else "FAIL (traced run differs from the fast path)"

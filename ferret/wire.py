@@ -1,0 +1,256 @@
+"""The two process wires, declared once: judge <-> candidate runner, judge <-> timing process.
+
+Both sides import this module. It is standard library only, so the candidate's and the timing process
+stay light (they never import pydantic or the judge). The sides write these records as JSON files and
+tensors under the keys below in safetensors files; the judge reads everything that comes back as
+untrusted and validates it into these types before use (`ferret.gate.wire_check`).
+
+Candidate runner (`python -m ferret.sandbox.runner job.json`), in its own folder:
+    job.json                  CandidateJob, written by the judge
+    out/current               the step it started last: a variant's index, then len(variants) for stress
+    out/load.json             VariantStatus, when the candidate could not be loaded (nothing else ran)
+    out/<variant>.json        VariantStatus of each variant
+    out/<variant>.safetensors every tensor of the variant, under the keys of `fast_key` ... `after_key`
+    out/stress.json           StressResult (GPU)
+    out/done                  written last; then the runner waits to be killed
+Timing process (`python -m ferret.bench.process job.json`):
+    job.json                  TimingJob
+    current                   the timed case it started last (its index)
+    timing.json               TimingResults
+    answers-<k>.safetensors   case k's input sets and the answers left in its output slots (`pool_key`, `slot_key`)
+    done                      written last; then the process waits to be killed
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+
+class FailureKind(str, Enum):
+    """Why a variant did not give a result. The one list: the runner, the judge and the verdict use it."""
+
+    EXCEPTION = "exception"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    BAD_OUTPUT = "bad_output"
+    INPUT_MUTATED = "input_mutated"
+    INTERNAL = "internal"
+    THREAD_LEFT_RUNNING = "thread_left_running"
+    HARNESS_TAMPERED = "harness_tampered"
+    RESULT_MISSING = "result_missing"
+    NOT_RUN = "not_run"
+
+
+# --- judge -> candidate runner ---------------------------------------------------------------------
+
+OutputSpec = tuple[list[int], str]  # shape, dtype name ("bfloat16", ...)
+
+
+@dataclass(frozen=True)
+class VariantJob:
+    id: str
+    inputs_file: str
+    outputs: dict[str, OutputSpec]
+    inout: list[str]
+    in_only: list[str]
+
+
+@dataclass(frozen=True)
+class CandidateJob:
+    candidate: str
+    entry: str
+    device: str
+    params: dict[str, Any]
+    repeats: int
+    stress_iterations: int
+    stress_variant: int | None
+    variants: list[VariantJob]
+    result_dir: str
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self)))
+
+    @staticmethod
+    def read(path: Path) -> CandidateJob:
+        data = json.loads(path.read_text())
+        variants = [VariantJob(**v) for v in data.pop("variants")]
+        return CandidateJob(variants=variants, **data)
+
+
+# --- candidate runner -> judge ---------------------------------------------------------------------
+
+
+@dataclass
+class VariantStatus:
+    """How one variant went in the candidate's process, and what its watches saw."""
+
+    ok: bool
+    kind: FailureKind | None = None
+    message: str = ""
+    traceback: str | None = None
+    seconds: float | None = None
+    launches: int | None = None
+    kernels: list[str] = field(default_factory=list)
+    aten_compute: dict[str, int] = field(default_factory=dict)
+    watch_evasion: dict[str, int] = field(default_factory=dict)
+    noop_error: str | None = None
+
+    @staticmethod
+    def failed(kind: FailureKind, message: str, traceback: str | None = None) -> VariantStatus:
+        return VariantStatus(ok=False, kind=kind, message=message, traceback=traceback)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["kind"] = self.kind.value if self.kind is not None else None
+        return json.dumps(data)
+
+
+@dataclass
+class StressResult:
+    variant: str = ""
+    iterations: int = 0
+    outputs_differing_from_first: int = 0
+    memory_growth_bytes: int = 0
+    error: str | None = None
+
+
+CURRENT_FILE = "current"
+LOAD_FILE = "load.json"
+DONE_FILE = "done"
+STRESS_FILE = "stress.json"
+
+
+def status_file(variant_id: str) -> str:
+    return f"{variant_id}.json"
+
+
+def tensors_file(variant_id: str) -> str:
+    return f"{variant_id}.safetensors"
+
+
+# Tensor keys of a variant's result file.
+def fast_key(repeat: int, output: str) -> str:
+    """An output of the fast path's `repeat`-th call."""
+    return f"fast{repeat}.{output}"
+
+
+def inout_key(repeat: int, name: str) -> str:
+    """An in-place input (the MLA cache) as the `repeat`-th call left it."""
+    return f"inout{repeat}.{name}"
+
+
+def traced_key(output: str) -> str:
+    """An output of the traced call (it must equal the fast path's bitwise)."""
+    return f"traced.{output}"
+
+
+def trace_key(stage: str) -> str:
+    """An intermediate stage the traced call exposed."""
+    return f"trace.{stage}"
+
+
+def noop_key(output: str) -> str:
+    """An output of the call with every Triton launch made a no-op (it must differ)."""
+    return f"noop.{output}"
+
+
+def after_key(name: str) -> str:
+    """A read-only input as the first call left it (the judge checks its content hash)."""
+    return f"after.{name}"
+
+
+# --- judge <-> timing process ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimingCaseJob:
+    case: str
+    pool_file: str
+    pool_sets: int
+    outputs: dict[str, OutputSpec]
+
+
+@dataclass(frozen=True)
+class TimingJob:
+    candidate: str
+    entry: str
+    baseline_file: str
+    baseline_attr: str
+    compile_baseline: bool
+    device: str
+    params: dict[str, Any]
+    read_only: list[str]
+    repeats: int
+    cases: list[TimingCaseJob]
+    result: str
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self)))
+
+    @staticmethod
+    def read(path: Path) -> TimingJob:
+        data = json.loads(path.read_text())
+        cases = [TimingCaseJob(**c) for c in data.pop("cases")]
+        return TimingJob(cases=cases, **data)
+
+
+@dataclass
+class TimingCaseResult:
+    """One timed case as the timing process saw it; the judge adds the floor, speedups and answer checks."""
+
+    case: str
+    candidate_ms: float
+    baseline_ms: float
+    baseline_compiled_ms: float | None
+    samples: dict[str, list[float]]
+    compile_error: str | None
+    wall_ms: float
+    pool_sets: int
+    answers_file: str
+    persisting_l2: str
+    flags: list[str]
+
+
+@dataclass
+class TimingResults:
+    device: str
+    cases: list[TimingCaseResult]
+
+
+TIMING_RESULT_FILE = "timing.json"
+
+
+def answers_file(case_number: int) -> str:
+    return f"answers-{case_number}.safetensors"
+
+
+def pool_key(set_index: int, name: str) -> str:
+    """Input `name` of the pool's set `set_index` (in the pool file, and again in the answers file)."""
+    return f"set{set_index}.{name}"
+
+
+def parse_pool_key(key: str) -> tuple[int, str] | None:
+    """(set index, input name) of a `pool_key`, or None for any other key."""
+    match = _POOL_KEY.match(key)
+    return (int(match[1]), match[2]) if match else None
+
+
+def slot_key(slot: int, set_index: int, output: str) -> str:
+    """Output `output` as left in output slot `slot` by its last timed call, which answered set `set_index`."""
+    return f"slot{slot}.set{set_index}.{output}"
+
+
+def parse_slot_key(key: str) -> tuple[int, int, str] | None:
+    """(slot, set index, output name) of a `slot_key`, or None for any other key."""
+    match = _SLOT_KEY.match(key)
+    return (int(match[1]), int(match[2]), match[3]) if match else None
+
+
+_POOL_KEY = re.compile(r"^set(\d+)\.(.+)$")
+_SLOT_KEY = re.compile(r"^slot(\d+)\.set(\d+)\.(.+)$")
