@@ -3,6 +3,7 @@ file in the gate and of the judge's own source. Verification recomputes all of i
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from pathlib import Path
@@ -15,9 +16,10 @@ REPORT_FILE = "report.json"
 MANIFEST_FILE = "manifest.json"
 # Files the judge writes beside the locked ones; everything else in a gate folder must be in the manifest.
 UNLOCKED_FILES = frozenset({REPORT_FILE, REPORT_FILE + ".lock", REPORT_FILE + ".tmp"})
-# The judge's own source: editing any of it changes what a verdict means, so it counts as tampering.
-JUDGE_PACKAGES = ("contract", "gate", "sandbox", "bench")
-
+# The judge's own source: editing any of it changes what a verdict means, so it counts as tampering. What
+# it is comes from the code, not from a list kept by hand: every ferret module that these entry points
+# import, directly or not (at module level or inside a function), and the packages holding them.
+JUDGE_ENTRY_POINTS = ("ferret.gate.judge", "ferret.gate.build", "ferret.sandbox.runner", "ferret.bench.process")
 
 
 def sha256_file(path: Path) -> str:
@@ -30,11 +32,52 @@ def sha256_file(path: Path) -> str:
 
 def judge_source_hashes() -> dict[str, str]:
     root = Path(ferret.__file__).resolve().parent
-    hashes = {}
-    for package in JUDGE_PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            hashes[f"ferret/{path.relative_to(root).as_posix()}"] = sha256_file(path)
-    return hashes
+    return {f"ferret/{path.relative_to(root).as_posix()}": sha256_file(path) for path in judge_source_files(root)}
+
+
+def judge_source_files(root: Path) -> list[Path]:
+    """The files of every ferret module the judge's entry points import, found by reading their imports
+    (ast): nothing is imported or run to find them."""
+    seen: set[str] = set()
+    todo = list(JUDGE_ENTRY_POINTS)
+    while todo:
+        module = todo.pop()
+        path = _module_file(root, module)
+        if module in seen or path is None:
+            continue
+        seen.add(module)
+        todo += _ferret_imports(path, module)
+        todo += [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]  # its packages
+    return sorted({p for m in seen if (p := _module_file(root, m)) is not None})
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    if module != "ferret" and not module.startswith("ferret."):
+        return None
+    parts = module.split(".")[1:]
+    if not parts:
+        return root / "__init__.py"
+    relative = Path(*parts)
+    for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _ferret_imports(path: Path, module: str) -> list[str]:
+    """The ferret modules `path` imports: `import ferret.x`, `from ferret.x import y` (y itself when it is a
+    module), and relative imports."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            found += [base] + [f"{base}.{alias.name}" for alias in node.names]
+    return [name for name in found if name == "ferret" or name.startswith("ferret.")]
 
 
 def canonical_json(data: object) -> bytes:
