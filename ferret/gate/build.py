@@ -15,16 +15,23 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors.torch import save_file
 
 from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import ContractError, load_contract
-from ferret.contract.model import Contract
-from ferret.gate.inputs import TORCH_DTYPES, case_variants, draw_inputs, tensor_content_sha256, variant_id
+from ferret.contract.model import Case, Contract
+from ferret.gate.inputs import (
+    TORCH_DTYPES,
+    case_variants,
+    draw_inputs,
+    tensor_content_sha256,
+    variant_id,
+)
 from ferret.gate.lock import (
     MANIFEST_FILE,
     canonical_json,
@@ -94,9 +101,7 @@ def build_gate(
     built without a GPU (its reference then runs on the CPU); only judging with it needs one."""
     profile = resolve_profile(profile, needs_gpu=False)
     contract_path = Path(contract_path)
-    contract = load_contract(contract_path)
-    if contract.tolerances is None:
-        raise ContractError(f"{contract_path}: tolerances: missing; derive them with `ferret calibrate {contract_path}`")
+    contract = _load_calibrated_contract(contract_path)
     gates_dir = Path(gates_dir)
     key = build_key(contract, profile)
     existing = find_gate(gates_dir, key) if reuse else None
@@ -112,88 +117,144 @@ def build_gate(
     validation = _validate_reference(contract, root, progress)
 
     gates_dir.mkdir(parents=True, exist_ok=True)
+    # Everything is written into a hidden folder first and moved into place whole, once locked, so that no
+    # half-built gate ever sits under its hash.
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=gates_dir))
+    build = _Build(contract, profile, key, reference, device, golden_dtype, staging)
     try:
-        variants = []
-        all_variants = case_variants(contract, profile)
-        for number, (case, dtype, part) in enumerate(all_variants, 1):
-            vid = variant_id(case, dtype)
-            started = time.perf_counter()
-            inputs = draw_inputs(contract, case, dtype)
-            folder = staging / "cases" / vid
-            folder.mkdir(parents=True)
-            nbytes = sum(t.numel() * t.element_size() for t in inputs.values())
-            stored = nbytes <= STORE_INPUTS_MAX_BYTES
-            if stored:
-                save_file(inputs, str(folder / "inputs.safetensors"))
-            with torch.no_grad():
-                stages = reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
-            missing = [s.name for s in contract.stages if s.name not in stages]
-            if missing:
-                raise RuntimeError(f"reference {contract.reference.entry} did not return stages {missing}")
-            golden = {s.name: stages[s.name].detach().to("cpu", golden_dtype).contiguous() for s in contract.stages}
-            save_file(golden, str(folder / "golden.safetensors"))
-            variants.append(
-                VariantRecord(
-                    id=vid,
-                    case=case.name,
-                    dtype=dtype,
-                    part=part,
-                    seed=case.seed,
-                    dims=case.dims,
-                    inputs=InputRecord(
-                        stored=stored,
-                        file=f"cases/{vid}/inputs.safetensors" if stored else None,
-                        content_sha256={k: tensor_content_sha256(v) for k, v in inputs.items()},
-                        nbytes=nbytes,
-                    ),
-                    golden_file=f"cases/{vid}/golden.safetensors",
-                )
-            )
-            progress(f"[{number}/{len(all_variants)}] {vid}: golden stages written ({time.perf_counter() - started:.1f}s)")
-
-        contract_data = contract.model_dump(mode="json")
-        (staging / "contract.json").write_bytes(canonical_json(contract_data))
-        manifest = GateManifest(
-            op=contract.op,
-            profile=profile,
-            build_key=key,
-            contract=contract_data,
-            contract_sha256=hashlib.sha256(canonical_json(contract_data)).hexdigest(),
-            platform=platform_info(),
-            versions=versions(),
-            judge_sources=judge_source_hashes(),
-            reference={
-                "entry": contract.reference.entry,
-                "precision": contract.reference.precision,
-                "golden_dtype": contract.reference.golden_dtype,
-                "device": device,
-            },
-            validation=validation,
-            variants=variants,
-            files={name: sha256_file(staging / name) for name in locked_files(staging)},
-        )
-        manifest_bytes = canonical_json(manifest.model_dump(mode="json"))
-        (staging / MANIFEST_FILE).write_bytes(manifest_bytes)
-        digest = gate_hash(manifest_bytes)
-        final = gates_dir / digest
-        for path in staging.rglob("*"):
-            # Read-only, owner only: an accidental write fails loudly, and other users read nothing.
-            path.chmod(0o500 if path.is_dir() else 0o400)
-        if final.exists():
-            shutil.rmtree(staging, onerror=_force_remove)
-        else:
-            staging.chmod(0o700)
-            os.replace(staging, final)
-        verify_gate(final)
-        # Recorded only now, by the process that computed every byte of it (an existing folder of the
-        # same hash holds exactly the manifest just recomputed, so it is recorded too).
-        record_gate(digest, {"op": contract.op, "profile": profile, "build_key": key, "folder": str(final.resolve())})
-        progress(f"gate {digest} locked at {final}")
-        return final
+        variants = _write_variants(build, progress)
+        manifest_bytes = _write_manifest(build, validation, variants)
+        return _lock_into_place(build, gates_dir, manifest_bytes, progress)
     except BaseException:
         shutil.rmtree(staging, onerror=_force_remove)
         raise
+
+
+def _load_calibrated_contract(contract_path: Path) -> Contract:
+    """The contract, which must carry its tolerances: a gate judges by them, and only calibrate makes them."""
+    contract = load_contract(contract_path)
+    if contract.tolerances is None:
+        raise ContractError(f"{contract_path}: tolerances: missing; derive them with `ferret calibrate {contract_path}`")
+    return contract
+
+
+@dataclass(frozen=True)
+class _Build:
+    """What every step of one build shares: the contract and profile, the build key, the canonical reference
+    and where it runs, the dtype its golden values are stored in, and the staging folder written into."""
+
+    contract: Contract
+    profile: str
+    key: str
+    reference: Callable
+    device: str
+    golden_dtype: torch.dtype
+    staging: Path
+
+
+def _write_variants(build: _Build, progress: Progress) -> list[VariantRecord]:
+    """Every case variant of the profile drawn, computed by the reference and written, in order."""
+    variants = []
+    all_variants = case_variants(build.contract, build.profile)
+    for number, (case, dtype, part) in enumerate(all_variants, 1):
+        started = time.perf_counter()
+        record = _write_variant(build, case, dtype, part)
+        variants.append(record)
+        progress(f"[{number}/{len(all_variants)}] {record.id}: golden stages written ({time.perf_counter() - started:.1f}s)")
+    return variants
+
+
+def _write_variant(build: _Build, case: Case, dtype: str, part: str) -> VariantRecord:
+    """One variant's folder `cases/<id>`: its inputs (unless too large: then only their seed and content
+    hash) and the golden value of every stage; and the record of it for the manifest."""
+    vid = variant_id(case, dtype)
+    inputs = draw_inputs(build.contract, case, dtype)
+    folder = build.staging / "cases" / vid
+    folder.mkdir(parents=True)
+    nbytes = sum(t.numel() * t.element_size() for t in inputs.values())
+    stored = nbytes <= STORE_INPUTS_MAX_BYTES
+    if stored:
+        save_file(inputs, str(folder / "inputs.safetensors"))
+    save_file(_golden_stages(build, inputs), str(folder / "golden.safetensors"))
+    return VariantRecord(
+        id=vid,
+        case=case.name,
+        dtype=dtype,
+        part=part,
+        seed=case.seed,
+        dims=case.dims,
+        inputs=InputRecord(
+            stored=stored,
+            file=f"cases/{vid}/inputs.safetensors" if stored else None,
+            content_sha256={k: tensor_content_sha256(v) for k, v in inputs.items()},
+            nbytes=nbytes,
+        ),
+        golden_file=f"cases/{vid}/golden.safetensors",
+    )
+
+
+def _golden_stages(build: _Build, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The reference's value of every stage the contract names, on the CPU in the golden dtype; a stage the
+    reference does not return is an error, not a gap in the gate."""
+    contract = build.contract
+    with torch.no_grad():
+        stages = build.reference({k: v.to(build.device) for k, v in inputs.items()}, dict(contract.params))
+    missing = [s.name for s in contract.stages if s.name not in stages]
+    if missing:
+        raise RuntimeError(f"reference {contract.reference.entry} did not return stages {missing}")
+    return {s.name: stages[s.name].detach().to("cpu", build.golden_dtype).contiguous() for s in contract.stages}
+
+
+def _write_manifest(build: _Build, validation: dict, variants: list[VariantRecord]) -> bytes:
+    """Write contract.json and the manifest (which hashes every file written before it); return the
+    manifest's bytes, whose hash names the gate."""
+    contract, staging = build.contract, build.staging
+    contract_data = contract.model_dump(mode="json")
+    (staging / "contract.json").write_bytes(canonical_json(contract_data))
+    manifest = GateManifest(
+        op=contract.op,
+        profile=build.profile,
+        build_key=build.key,
+        contract=contract_data,
+        contract_sha256=hashlib.sha256(canonical_json(contract_data)).hexdigest(),
+        platform=platform_info(),
+        versions=versions(),
+        judge_sources=judge_source_hashes(),
+        reference={
+            "entry": contract.reference.entry,
+            "precision": contract.reference.precision,
+            "golden_dtype": contract.reference.golden_dtype,
+            "device": build.device,
+        },
+        validation=validation,
+        variants=variants,
+        files={name: sha256_file(staging / name) for name in locked_files(staging)},
+    )
+    manifest_bytes = canonical_json(manifest.model_dump(mode="json"))
+    (staging / MANIFEST_FILE).write_bytes(manifest_bytes)
+    return manifest_bytes
+
+
+def _lock_into_place(build: _Build, gates_dir: Path, manifest_bytes: bytes, progress: Progress) -> Path:
+    """Make the staging folder read-only, move it to `gates/<hash>`, verify it there and record its hash as
+    trusted."""
+    digest = gate_hash(manifest_bytes)
+    final = gates_dir / digest
+    staging = build.staging
+    for path in staging.rglob("*"):
+        # Read-only, owner only: an accidental write fails loudly, and other users read nothing.
+        path.chmod(0o500 if path.is_dir() else 0o400)
+    if final.exists():
+        shutil.rmtree(staging, onerror=_force_remove)
+    else:
+        staging.chmod(0o700)
+        os.replace(staging, final)
+    verify_gate(final)
+    # Recorded only now, by the process that computed every byte of it (an existing folder of the
+    # same hash holds exactly the manifest just recomputed, so it is recorded too).
+    record_gate(digest, {"op": build.contract.op, "profile": build.profile, "build_key": build.key, "folder": str(final.resolve())})
+    progress(f"gate {digest} locked at {final}")
+    return final
 
 
 def _force_remove(func, path, _exc_info):

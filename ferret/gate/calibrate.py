@@ -12,8 +12,9 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.util
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 import yaml
@@ -74,6 +75,8 @@ def calibrate(
     profile: str = "cpu",
     progress: Callable[[str], None] = lambda m: None,
 ) -> Path:
+    """Measure the honest error, derive the tolerance table and the honest candidates' false-rejection
+    rates, write the table to `<op>.tolerances.yaml` beside the contract and return that file."""
     contract_path = Path(contract_path)
     contract = load_contract(contract_path, require_tolerances=False)
     device = "cuda" if profile == "gpu" else "cpu"
@@ -86,72 +89,122 @@ def calibrate(
     honest = {contract.baseline.entry: baseline}
     for path in candidates:
         honest[Path(path).name] = _load_candidate(Path(path), contract.candidate_abi.entry)
+    setup = _Calibration(contract, reference, device, variants)
 
-    worst: dict[str, dict[str, dict[str, float]]] = {d: {s.name: {"rel_l2": 0.0, "max_abs_rel_peak": 0.0, "one_minus_cosine": 0.0} for s in contract.stages} for d in contract.dtypes}
-    exposed: set[str] = set()
-    for number, (case, dtype, _part) in enumerate(variants, 1):
-        for s in range(seeds):
-            seed = CALIBRATION_SEED_BASE + case.seed * 1000 + s
-            inputs = draw_inputs(contract, case, dtype, seed=seed)
-            golden = reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
-            for name, run in honest.items():
-                got = _run_implementation(run, inputs, contract, case, dtype, device)
-                for stage in contract.stages:
-                    if stage.name not in got:
-                        continue
-                    m = compare_stage(got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE)
-                    if m.nonfinite_mismatches:
-                        raise ContractError(f"{name} disagrees with the reference on NaN/Inf at {variant_id(case, dtype)} seed {seed} stage {stage.name}")
-                    exposed.add(stage.name)
-                    w = worst[dtype][stage.name]
-                    w["rel_l2"] = max(w["rel_l2"], m.rel_l2 or 0.0)
-                    w["max_abs_rel_peak"] = max(w["max_abs_rel_peak"], m.max_abs_rel_peak or 0.0)
-                    w["one_minus_cosine"] = max(w["one_minus_cosine"], 1.0 - (m.cosine if m.cosine is not None else 1.0))
-        progress(f"[{number}/{len(variants)}] {variant_id(case, dtype)}: {seeds} seeds measured")
-
+    worst, exposed = _measure_worst_errors(setup, honest, seeds, progress)
     never = [st.name for st in contract.stages if st.name not in exposed]
     if never:
         raise ContractError(f"{contract_path}: stages {never} are exposed by no honest implementation: nothing to calibrate them on")
-    by_dtype: dict[str, dict[str, Tolerance]] = {}
-    for dtype, stages in worst.items():
-        floor = FLOOR_UNITS * FLOAT32_UNIT_ROUNDOFF
-        by_dtype[dtype] = {name: _tolerance_from(w, margin, floor) for name, w in stages.items()}
     date = _dt.date.today().isoformat()
-    table = ToleranceTable(
-        provenance=(
-            f"ferret calibrate, {date}: largest error of the honest implementations ({', '.join(honest)}) against the "
-            f"{contract.reference.precision} reference over {seeds} seeds x {len(variants)} '{profile}' case variants, "
-            f"x margin {margin} (cosine: no tighter than the L2 bound implies), floored at {FLOOR_UNITS:g} float32 rounding units (cosine distance: the floor squared)"
-        ),
-        by_dtype=by_dtype,
-    )
+    table = _tolerance_table(setup, worst, margin, list(honest), seeds, profile, date)
     contract_with_table = contract.model_copy(update={"tolerances": table})
 
     false_rejection: dict[str, dict] = {}
     for path in candidates:
-        run = honest[Path(path).name]
-        runs = rejected = 0
-        failures: list[str] = []
-        for case, dtype, _part in variants:
-            for s in range(check_seeds):
-                seed = CHECK_SEED_BASE + case.seed * 1000 + s
-                inputs = draw_inputs(contract, case, dtype, seed=seed)
-                golden = reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
-                got = _run_implementation(run, inputs, contract, case, dtype, device)
-                runs += 1
-                bad = [
-                    st.name
-                    for st in contract.stages
-                    if st.name in got
-                    and not compare_stage(got[st.name], golden[st.name].cpu(), st, contract_with_table.tolerance(dtype, st.name)).passed
-                ]
-                if bad:
-                    rejected += 1
-                    failures.append(f"{variant_id(case, dtype)} seed {seed}: {bad}")
-        false_rejection[Path(path).name] = {"runs": runs, "rejected": rejected, "rate": rejected / runs if runs else 0.0, "seeds_per_case": check_seeds, "failures": failures[:20]}
-        progress(f"{Path(path).name}: {rejected}/{runs} honest case runs rejected")
+        name = Path(path).name
+        false_rejection[name] = _false_rejection(setup, honest[name], contract_with_table, check_seeds)
+        progress(f"{name}: {false_rejection[name]['rejected']}/{false_rejection[name]['runs']} honest case runs rejected")
 
     table = table.model_copy(update={"false_rejection": false_rejection})
+    return _write_table(contract_path, contract, table, worst, seeds, margin, date)
+
+
+@dataclass(frozen=True)
+class _Calibration:
+    """What every measurement of one calibration shares: the contract as loaded, its float64 reference,
+    the device both run on, and the profile's case variants."""
+
+    contract: Contract
+    reference: Callable
+    device: str
+    variants: list
+
+    def golden(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return self.reference({k: v.to(self.device) for k, v in inputs.items()}, dict(self.contract.params))
+
+
+def _measure_worst_errors(
+    setup: _Calibration, honest: dict, seeds: int, progress: Callable[[str], None]
+) -> tuple[dict[str, dict[str, dict[str, float]]], set[str]]:
+    """(the largest error of any honest implementation, by dtype, stage and metric, over the calibration
+    seeds; the stages some implementation exposes)."""
+    contract = setup.contract
+    worst = {d: {s.name: {"rel_l2": 0.0, "max_abs_rel_peak": 0.0, "one_minus_cosine": 0.0} for s in contract.stages} for d in contract.dtypes}
+    exposed: set[str] = set()
+    for number, (case, dtype, _part) in enumerate(setup.variants, 1):
+        for s in range(seeds):
+            seed = CALIBRATION_SEED_BASE + case.seed * 1000 + s
+            inputs = draw_inputs(contract, case, dtype, seed=seed)
+            golden = setup.golden(inputs)
+            for name, implementation in honest.items():
+                got = _run_implementation(implementation, inputs, contract, case, dtype, setup.device)
+                nonfinite_error = f"{name} disagrees with the reference on NaN/Inf at {variant_id(case, dtype)} seed {seed}"
+                exposed |= _update_worst_errors(worst[dtype], got, golden, contract, nonfinite_error)
+        progress(f"[{number}/{len(setup.variants)}] {variant_id(case, dtype)}: {seeds} seeds measured")
+    return worst, exposed
+
+
+def _update_worst_errors(worst: dict[str, dict[str, float]], got: dict, golden: dict, contract: Contract, nonfinite_error: str) -> set[str]:
+    """Raise each stage's worst error so far to this run's where it is larger; return the stages the run
+    exposed. A NaN or Inf where the reference has none (or the reverse) is no rounding error: no tolerance
+    may absorb it, so it stops the calibration."""
+    exposed = set()
+    for stage in contract.stages:
+        if stage.name not in got:
+            continue
+        m = compare_stage(got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE)
+        if m.nonfinite_mismatches:
+            raise ContractError(f"{nonfinite_error} stage {stage.name}")
+        exposed.add(stage.name)
+        w = worst[stage.name]
+        w["rel_l2"] = max(w["rel_l2"], m.rel_l2 or 0.0)
+        w["max_abs_rel_peak"] = max(w["max_abs_rel_peak"], m.max_abs_rel_peak or 0.0)
+        w["one_minus_cosine"] = max(w["one_minus_cosine"], 1.0 - (m.cosine if m.cosine is not None else 1.0))
+    return exposed
+
+
+def _tolerance_table(setup: _Calibration, worst: dict, margin: float, honest: list[str], seeds: int, profile: str, date: str) -> ToleranceTable:
+    """The table: each worst error times the margin, floored, with the provenance that says so."""
+    contract = setup.contract
+    by_dtype: dict[str, dict[str, Tolerance]] = {}
+    for dtype, stages in worst.items():
+        floor = FLOOR_UNITS * FLOAT32_UNIT_ROUNDOFF
+        by_dtype[dtype] = {name: _tolerance_from(w, margin, floor) for name, w in stages.items()}
+    return ToleranceTable(
+        provenance=(
+            f"ferret calibrate, {date}: largest error of the honest implementations ({', '.join(honest)}) against the "
+            f"{contract.reference.precision} reference over {seeds} seeds x {len(setup.variants)} '{profile}' case variants, "
+            f"x margin {margin} (cosine: no tighter than the L2 bound implies), floored at {FLOOR_UNITS:g} float32 rounding units (cosine distance: the floor squared)"
+        ),
+        by_dtype=by_dtype,
+    )
+
+
+def _false_rejection(setup: _Calibration, implementation, judged: Contract, check_seeds: int) -> dict:
+    """How often the table rejects one honest candidate on fresh seeds (never used for the table): its case
+    runs, the rejected ones, their rate and the first failures."""
+    runs = rejected = 0
+    failures: list[str] = []
+    for case, dtype, _part in setup.variants:
+        for s in range(check_seeds):
+            seed = CHECK_SEED_BASE + case.seed * 1000 + s
+            inputs = draw_inputs(setup.contract, case, dtype, seed=seed)
+            golden = setup.golden(inputs)
+            got = _run_implementation(implementation, inputs, setup.contract, case, dtype, setup.device)
+            runs += 1
+            bad = [
+                st.name
+                for st in setup.contract.stages
+                if st.name in got and not compare_stage(got[st.name], golden[st.name].cpu(), st, judged.tolerance(dtype, st.name)).passed
+            ]
+            if bad:
+                rejected += 1
+                failures.append(f"{variant_id(case, dtype)} seed {seed}: {bad}")
+    return {"runs": runs, "rejected": rejected, "rate": rejected / runs if runs else 0.0, "seeds_per_case": check_seeds, "failures": failures[:20]}
+
+
+def _write_table(contract_path: Path, contract: Contract, table: ToleranceTable, worst: dict, seeds: int, margin: float, date: str) -> Path:
+    """Write `<op>.tolerances.yaml` beside the contract, with the observed honest errors, and return it."""
     out = contract_path.parent / f"{contract.op}.tolerances.yaml"
     header = (
         f"# Generated by `ferret calibrate {contract_path.name} --seeds {seeds} --margin {margin}` on {date}.\n"
