@@ -15,7 +15,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -24,6 +24,9 @@ try:  # the click that typer runs on: its own copy since typer 0.2x, else click 
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover - older typer
     from click import exceptions as click_errors
+if TYPE_CHECKING:
+    from ferret.dispatch.runlog import RunLog
+
 _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())  # click >= 8.2
 
 from ferret.errors import UsageError
@@ -246,6 +249,9 @@ def check_command(
     profile: Optional[Profile] = _profile_option(),
     speed: bool = typer.Option(True, "--speed/--no-speed", help="Time a correct candidate against the baseline (GPU)."),
     json_only: bool = _json_option(),
+    verdict_out: Optional[Path] = typer.Option(
+        None, "--verdict-out", help="Also write the whole verdict (the Verdict schema) as JSON to this file.", dir_okay=False
+    ),
 ) -> None:
     """Judge a candidate: build or reuse the gate, verify it, run the candidate on inputs only, decide."""
 
@@ -257,7 +263,9 @@ def check_command(
         if not candidate.exists():
             raise UsageError(f"{candidate}: no such candidate file")
         verdict, gate = check(contract, candidate, gates_dir, _profile(profile), progress=_reporter(), measure_speed=speed)
-        result = json.dumps(summary(verdict), default=str)
+        if verdict_out is not None:
+            verdict_out.write_text(verdict.model_dump_json(indent=1))
+        result = json.dumps(summary(verdict).as_json(), default=str)
         typer.echo(result if json_only else "GATE_RESULT " + result)
         _progress(f"{'PASS' if verdict.passed else 'FAIL'}; report: {gate / 'report.json'}")
         raise typer.Exit(EXIT_PASS if verdict.passed else EXIT_FAIL)
@@ -293,37 +301,13 @@ def dispatch_command(
     """
 
     def action():
-        from ferret.dispatch.dispatcher import Dispatcher, read_run_log, resume_contract
+        from ferret.dispatch.dispatcher import Dispatcher
 
-        if contract is None and resume is None:
-            raise UsageError("dispatch needs CONTRACT (contracts/<op>.yaml) to start a run, or --resume runs/<id> to continue one")
-        if resume is not None:
-            try:
-                log = read_run_log(resume)
-                contract_path = resume_contract(resume, log, contract)
-                if profile is not None and profile.value != log.profile:
-                    raise UsageError(f"{resume} runs with profile {log.profile}: leave out --profile {profile.value}")
-                if log.profile == "gpu" and not _has_cuda():
-                    raise UsageError(f"{resume} runs with profile gpu, which needs a CUDA GPU, and this machine has none "
-                                     "(torch.cuda.is_available() is False)")
-            except UsageError as err:
-                raise UsageError(f"--resume {err}") from None
-        else:
-            contract_path, run_profile = contract, _profile(profile)
-            if not contract_path.is_file():
-                raise UsageError(f"{contract_path}: no such contract file")
-
-        def role(option: str, spec: str | None, kind: str):
-            """The role the option names (None when left out: the Dispatcher resolves it); a bad spec is a
-            UsageError quoting the option."""
-            from ferret.roles.resolve import resolve_role
-
-            return None if spec is None else resolve_role(kind, spec, contract_path=contract_path, option=option)[0]
-
+        contract_path, run_profile = _dispatch_contract_and_profile(contract, resume, profile)
         options = {
-            "optimizer": role("--optimizer", optimizer, "optimizer"),
-            "reviewer": role("--reviewer", reviewer, "reviewer"),
-            "test_writer": role("--test-writer", test_writer, "test_writer"),
+            "optimizer": _role_named_by("--optimizer", optimizer, "optimizer", contract_path),
+            "reviewer": _role_named_by("--reviewer", reviewer, "reviewer", contract_path),
+            "test_writer": _role_named_by("--test-writer", test_writer, "test_writer", contract_path),
             "gates_dir": gates_dir,
             "max_rounds": max_rounds,
             "progress": _reporter(),
@@ -334,21 +318,67 @@ def dispatch_command(
         else:
             dispatcher = Dispatcher(contract_path, runs_dir=runs_dir, profile=run_profile, **options)
         log = dispatcher.run()
-        result = json.dumps({"run_id": log.run_id, "status": log.status, "stop_reason": log.stop_reason,
-                             "optimizer": log.optimizer, "reviewer": log.reviewer,
-                             "test_writer": log.test_writer, "extra_cases": log.extra_cases,
-                             "established": log.established.model_dump(),
-                             "best": log.best.file if log.best else None})
+        result = _run_result_json(log)
         typer.echo(result if json_only else "RUN_RESULT " + result)
-        if dispatcher.interrupted_by is not None:  # the log is saved; the exit code says how the run was stopped
-            raise typer.Exit(128 + dispatcher.interrupted_by)
-        if log.status in ("accepted", "correct_speed_not_measured", "correct_static_review_only"):
-            raise typer.Exit(EXIT_PASS)
-        if "gate tampered" in log.stop_reason:
-            raise typer.Exit(EXIT_TAMPERED)
-        raise typer.Exit(EXIT_FAIL if log.status == "rejected" else EXIT_INCOMPLETE)
+        raise typer.Exit(_dispatch_exit_code(log))
 
     _guarded(action)
+
+
+def _dispatch_contract_and_profile(contract: Path | None, resume: Path | None, profile: Profile | None) -> tuple[Path, str | None]:
+    """(the contract the run follows, the profile of a new run). A resumed run keeps its own contract and
+    profile (None here: its log has it), so --profile may only repeat it; any mistake is a UsageError."""
+    from ferret.dispatch.dispatcher import read_run_log, resume_contract
+
+    if contract is None and resume is None:
+        raise UsageError("dispatch needs CONTRACT (contracts/<op>.yaml) to start a run, or --resume runs/<id> to continue one")
+    if resume is None:
+        contract_path, run_profile = contract, _profile(profile)
+        if not contract_path.is_file():
+            raise UsageError(f"{contract_path}: no such contract file")
+        return contract_path, run_profile
+    try:
+        log = read_run_log(resume)
+        contract_path = resume_contract(resume, log, contract)
+        if profile is not None and profile.value != log.profile:
+            raise UsageError(f"{resume} runs with profile {log.profile}: leave out --profile {profile.value}")
+        if log.profile == "gpu" and not _has_cuda():
+            raise UsageError(f"{resume} runs with profile gpu, which needs a CUDA GPU, and this machine has none "
+                             "(torch.cuda.is_available() is False)")
+    except UsageError as err:
+        raise UsageError(f"--resume {err}") from None
+    return contract_path, None
+
+
+def _role_named_by(option: str, spec: str | None, kind: str, contract_path: Path):
+    """The role the option names (None when left out: the Dispatcher resolves it); a bad spec is a
+    UsageError quoting the option."""
+    from ferret.roles.resolve import resolve_role
+
+    return None if spec is None else resolve_role(kind, spec, contract_path=contract_path, option=option)[0]
+
+
+def _run_result_json(log: RunLog) -> str:
+    """The RUN_RESULT object: how the run ended, who played each role, and the best candidate's file."""
+    return json.dumps({"run_id": log.run_id, "status": log.status, "stop": log.stop.value if log.stop else None,
+                       "stop_reason": log.stop_reason, "optimizer": log.optimizer, "reviewer": log.reviewer,
+                       "test_writer": log.test_writer, "extra_cases": log.extra_cases,
+                       "established": log.established.model_dump(),
+                       "best": log.best.file if log.best else None})
+
+
+def _dispatch_exit_code(log: RunLog) -> int:
+    """The exit code of a finished or stopped run (the log is saved either way), from its status and its
+    typed stop reason, never from the wording of `stop_reason`."""
+    from ferret.dispatch.runlog import StopReason
+
+    if log.stop == StopReason.INTERRUPTED and log.interrupted_by is not None:  # which signal stopped the run
+        return 128 + log.interrupted_by
+    if log.status in ("accepted", "correct_speed_not_measured", "correct_static_review_only"):
+        return EXIT_PASS
+    if log.stop == StopReason.GATE_TAMPERED:
+        return EXIT_TAMPERED
+    return EXIT_FAIL if log.status == "rejected" else EXIT_INCOMPLETE
 
 
 template_app = typer.Typer(no_args_is_help=True, help="The offline optimizer's kernel templates (tasks/<op>/templates).")

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import yaml
 
-from ferret.contract.imports import load_entry, project_root_of
-from ferret.contract.load import load_contract
-from ferret.dispatch.runlog import CandidateRecord, Established, RoundRecord, RunLog
+from ferret.contract.task import Task
+from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, RoundRecord, RunLog, StopReason
 from ferret.errors import UsageError
 from ferret.progress import ProgressLike, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
-from ferret.gate.judge import check, locate_gate, summary
+from ferret.gate.judge import Judge, summary
+from ferret.gate.models import StageSummary, Verdict, VerdictSummary
 from ferret.gate.lock import GateTampered, verify_gate
 from ferret.gate.platform_info import resolve_profile, versions
 from ferret.gate.scan import scan_candidate
@@ -39,17 +39,23 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _failures(gate: VerdictSummary | None) -> list[str]:
+    """Each failing case and stage with its numbers and tolerance, as the optimizer may see them."""
+    failures = []
+    for case, result in (gate.cases if gate else {}).items():
+        if result.failure:
+            failures.append(f"{case}: {result.failure}: {(result.message or '')[:200]}")
+        for stage, metrics in result.stages.items():
+            if isinstance(metrics, StageSummary) and not metrics.passed:
+                failures.append(f"{case}: stage {stage}: rel_l2 {metrics.rel_l2}, max_abs_rel_peak "
+                                f"{metrics.max_abs_rel_peak}, cosine {metrics.cosine}; tolerance "
+                                f"{metrics.tolerance}; worst at {metrics.worst}")
+    return failures
+
+
 def _feedback(record: CandidateRecord) -> RoundFeedback:
     """The gate's numbers as the optimizer may see them: stage, metric, value, tolerance; never goldens."""
-    failures = []
-    for case, result in record.gate.get("cases", {}).items():
-        if result.get("failure"):
-            failures.append(f"{case}: {result['failure']}: {result.get('message', '')[:200]}")
-        for stage, metrics in result.get("stages", {}).items():
-            if isinstance(metrics, dict) and not metrics.get("pass", True):
-                failures.append(f"{case}: stage {stage}: rel_l2 {metrics.get('rel_l2')}, max_abs_rel_peak "
-                                f"{metrics.get('max_abs_rel_peak')}, cosine {metrics.get('cosine')}; tolerance "
-                                f"{metrics.get('tolerance')}; worst at {metrics.get('worst')}")
+    failures = _failures(record.gate)
     review = ""
     if record.review is not None:
         review = f"integrity {record.review.integrity}, plan {record.review.plan}: {record.review.recommendation}; " + "; ".join(
@@ -59,9 +65,9 @@ def _feedback(record: CandidateRecord) -> RoundFeedback:
         round=record.round,
         approach=record.approach,
         passed=record.gate_passed and (record.review is None or record.review.integrity == "pass"),
-        first_failing_stage=record.gate.get("first_failing_stage"),
+        first_failing_stage=record.gate.first_failing_stage if record.gate else None,
         failures=failures[:40],
-        detections=[f"{d['cheat']}: {d['evidence'][:200]}" for d in record.gate.get("detections", [])],
+        detections=[f"{d.cheat}: {d.evidence[:200]}" for d in (record.gate.detections if record.gate else [])],
         timing={"speedup": record.speedup, "target_met": record.target_met} if record.speed_measured else {},
         review=review,
     )
@@ -147,8 +153,7 @@ class Dispatcher:
         proposals_per_round: int | None = None,
         test_writer: TestWriter | None = None,
     ):
-        self.contract_path = Path(contract)
-        self.contract = load_contract(self.contract_path)
+        self._use_contract(Path(contract))
         self.contract_text = self.contract_path.read_text()  # what the roles read: the contract as the user wrote it
         self.profile = resolve_profile(profile)
         self.gates_dir = Path(gates_dir)
@@ -189,7 +194,7 @@ class Dispatcher:
         from ferret.roles.test_writer import TestWriterContext, merge_cases
 
         log.test_writer = self.test_writer.name
-        reference = load_entry(self.contract.reference.entry, project_root_of(self.contract_path))
+        reference = self.task.reference
         context = TestWriterContext(op=self.contract.op, contract_yaml=self.contract_text, reference_doc=reference.__doc__ or "")
         try:
             advice = self.test_writer.propose_cases(context)
@@ -209,15 +214,16 @@ class Dispatcher:
             return
         target = folder / "gate-contract.yaml"
         # The derived contract lives under runs/: it names the project whose tasks/ its entries import.
-        derived = merged.model_copy(update={"project": str(project_root_of(self.contract_path).resolve())})
+        derived = merged.model_copy(update={"project": str(self.task.project_root.resolve())})
         target.write_text(yaml.safe_dump(derived.model_dump(mode="json", exclude_none=True), sort_keys=False))
         log.extra_cases, log.gate_contract_path = accepted, str(target)
         self._use_contract(target)
         self.progress(f"test-writer: {len(accepted)} extra cases added to the gate: {', '.join(accepted)}")
 
     def _use_contract(self, path: Path) -> None:
-        self.contract_path = path
-        self.contract = load_contract(path)
+        """The contract the gate is built from, loaded once (a Task: the contract, its project, its entries)."""
+        self.task = Task.load(path)
+        self.contract_path, self.contract = self.task.path, self.task.contract
 
     # --- the run ----------------------------------------------------------------------------------
     def run(self, resume: str | Path | None = None) -> RunLog:
@@ -272,23 +278,26 @@ class Dispatcher:
                 log.save(folder)
             self._rounds(log, folder)
         except GateTampered as err:
-            log.status, log.stop_reason = "incomplete", f"gate tampered, run aborted: {err}"
+            log.status, log.stop, log.stop_reason = "incomplete", StopReason.GATE_TAMPERED, f"gate tampered, run aborted: {err}"
         except KeyboardInterrupt as err:  # Ctrl-C, or ferret.errors.Interrupted (SIGINT or SIGTERM)
-            self.interrupted_by = int(getattr(err, "signum", signal.SIGINT))
-            log.status = "incomplete"
+            self.interrupted_by = log.interrupted_by = int(getattr(err, "signum", signal.SIGINT))
+            log.status, log.stop = "incomplete", StopReason.INTERRUPTED
             log.stop_reason = (f"interrupted by {signal.Signals(self.interrupted_by).name} "
                                f"(resume with `ferret dispatch --resume {folder}`)")
         except Exception as err:  # noqa: BLE001 - an error ends the run as incomplete, never as success
-            log.status, log.stop_reason = "incomplete", f"error: {type(err).__name__}: {err}"
+            log.status, log.stop, log.stop_reason = "incomplete", StopReason.ERROR, f"error: {type(err).__name__}: {err}"
         log.ended_at = _now()
         log.save(folder)
         self.progress(f"run {log.run_id}: {log.status} ({log.stop_reason}); log {folder / 'run.json'}")
         return log
 
     def _rounds(self, log: RunLog, folder: Path) -> None:
-        gate = locate_gate(self.contract_path, self.contract, self.gates_dir, self.profile, self.progress)
+        # The judge is made once: the task loaded, the gate found (or built) and verified; each check
+        # verifies the lock again.
+        self.judge = Judge(self.task, self.gates_dir, self.profile, self.progress)
+        gate = self.judge.gate
         log.gate_hash = gate.name
-        baseline_source = Path(load_entry(self.contract.baseline.entry, project_root_of(self.contract_path)).__code__.co_filename).read_text()
+        baseline_source = self.judge.task.baseline_file.read_text()
         pivot_after = 2
         since_progress = 0
         best_score = self._score(log.best) if log.best else None
@@ -311,7 +320,7 @@ class Dispatcher:
             self.progress.step("rounds", number - 1, self.max_rounds, f"round {number}: the optimizer proposes")
             proposals = self.optimizer.propose(context)[: self.proposals_per_round]
             if not proposals:
-                stop = "the optimizer has nothing more to try" + self._why_nothing_to_rank(log)
+                stop = (StopReason.NOTHING_TO_TRY, "the optimizer has nothing more to try" + self._why_nothing_to_rank(log))
                 break
             record = RoundRecord(round=number, gate_verified=True, pivot_requested=must_pivot)
             round_dir = folder / f"round-{number:02d}"
@@ -328,12 +337,12 @@ class Dispatcher:
             log.save(folder)
             since_progress = 0 if improved else since_progress + 1
             if log.best is not None and self._fully_established(log.best):
-                stop = "a candidate passed the gate and the review, and met the speed target"
+                stop = (StopReason.TARGET_MET, "a candidate passed the gate and the review, and met the speed target")
                 break
         else:
-            stop = f"reached the maximum of {self.max_rounds} rounds"
+            stop = (StopReason.MAX_ROUNDS, f"reached the maximum of {self.max_rounds} rounds")
         self.progress.step("rounds", self.max_rounds, self.max_rounds)
-        log.stop_reason = stop
+        log.stop, log.stop_reason = stop
         self._finish(log)
 
     def _why_nothing_to_rank(self, log: RunLog) -> str:
@@ -354,9 +363,10 @@ class Dispatcher:
         self.progress(f"round {number}, candidate {index} ({proposal.approach}): judging")
         static = scan_candidate(path, self.contract)
         try:
-            # Rounds leave out stress and the torch.compile comparison (the final check runs both).
-            verdict, _ = check(self.contract_path, path, self.gates_dir, self.profile, progress=self.progress.quiet(),
-                               run_stress=False, compare_compiled=False)
+            # Rounds leave out stress and the torch.compile comparison (the final check runs both); the static
+            # scan is done once, here, and handed to the judge.
+            verdict = self.judge.check(path, run_stress=False, compare_compiled=False, static=static,
+                                       progress=self.progress.quiet())
         except GateTampered:
             raise
         except Exception as err:  # noqa: BLE001 - the judge failed on this candidate: record, go on
@@ -373,7 +383,7 @@ class Dispatcher:
             candidate_path=str(path),
             candidate_source=proposal.source,
             gate_summary=record.gate,
-            static_findings=[d.evidence for d in static],
+            static_findings=static,
             next_plan=proposal.notes,
         )
         try:
@@ -402,7 +412,7 @@ class Dispatcher:
     def _finish(self, log: RunLog) -> None:
         best = log.best
         if best is None:
-            log.status = "incomplete" if "maximum" in log.stop_reason else "rejected"
+            log.status = "incomplete" if log.stop == StopReason.MAX_ROUNDS else "rejected"
             log.established = Established()
             return
         final = self._final_check(Path(best.file))
@@ -414,9 +424,9 @@ class Dispatcher:
             llm_reviewed=llm,
             speed_measured=best.speed_measured,
             target_met=best.target_met,
-            final_check_passed=final.get("pass"),
+            final_check_passed=final.passed,
         )
-        if not final.get("pass"):
+        if not final.passed:
             log.status = "rejected"
             log.stop_reason += "; the final acceptance check on fresh cases failed"
         elif not best.speed_measured:
@@ -426,19 +436,19 @@ class Dispatcher:
         elif best.target_met:
             log.status = "accepted"
         else:
-            log.status = "incomplete" if "maximum" in log.stop_reason else "rejected"
+            log.status = "incomplete" if log.stop == StopReason.MAX_ROUNDS else "rejected"
 
-    def _final_check(self, candidate: Path) -> dict:
+    def _final_check(self, candidate: Path) -> FinalCheck:
         """The best candidate judged again in a fresh process, on fresh private cases."""
         self.progress(f"final acceptance check of {candidate.name} in a fresh process")
+        verdict_file = candidate.with_name(candidate.stem + ".final-verdict.json")
         command = [sys.executable, "-m", "ferret.cli.main", "check", str(self.contract_path), str(candidate),
-                   "--gates-dir", str(self.gates_dir), "--profile", self.profile]
+                   "--gates-dir", str(self.gates_dir), "--profile", self.profile, "--verdict-out", str(verdict_file)]
         done = run_child(command, stdout=subprocess.PIPE, text=True,
                          on_stderr_line=lambda line: self.progress(f"final check | {line}"))
-        lines = [line for line in done.stdout.splitlines() if line.startswith("GATE_RESULT ")]
-        if not lines:
-            return {"pass": False, "exit_code": done.returncode, "error": done.stderr[-1000:]}
-        result = json.loads(lines[-1].removeprefix("GATE_RESULT "))
+        try:
+            verdict = Verdict.model_validate_json(verdict_file.read_bytes())
+        except (OSError, ValueError) as err:
+            return FinalCheck(passed=False, exit_code=done.returncode, error=f"no verdict ({type(err).__name__}): {done.stderr[-1000:]}")
         # Its timing (with the torch.compile comparison the rounds leave out) is the run's reported speed.
-        return {"pass": bool(result["pass"]) and done.returncode == 0, "exit_code": done.returncode,
-                "parts": result.get("parts"), "timing": result.get("timing"), "seeds_fresh": True}
+        return FinalCheck(passed=verdict.passed and done.returncode == 0, exit_code=done.returncode, verdict=summary(verdict))

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ferret.gate.models import VerdictSummary, passed_field
 from ferret.roles.base import ReviewVerdict
 
 RunStatus = Literal["accepted", "correct_speed_not_measured", "correct_static_review_only", "rejected", "incomplete"]
+
+
+class StopReason(str, Enum):
+    """Why the rounds stopped; `RunLog.stop_reason` says it in words. The CLI maps it (with the status) to
+    its exit code."""
+
+    TARGET_MET = "target_met"
+    NOTHING_TO_TRY = "nothing_to_try"
+    MAX_ROUNDS = "max_rounds"
+    GATE_TAMPERED = "gate_tampered"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
 
 
 class CandidateRecord(BaseModel):
@@ -19,13 +33,24 @@ class CandidateRecord(BaseModel):
     file: str = Field(description="The candidate's source, kept in the run folder.")
     sha256: str
     notes: str = ""
-    gate: dict[str, Any] = Field(default_factory=dict, description="The GATE_RESULT summary of the judge's verdict.")
+    gate: VerdictSummary | None = Field(None, description="The judge's verdict in brief (None if the judge failed).")
     gate_passed: bool = False
     review: ReviewVerdict | None = None
     speedup: float | None = None
     target_met: bool | None = None
     speed_measured: bool = False
     error: str | None = None
+
+
+class FinalCheck(BaseModel):
+    """The best candidate judged again by `ferret check` in a fresh process, on fresh private cases; its
+    verdict comes back as a file (`--verdict-out`), validated, not scraped from its output."""
+
+    passed: bool = passed_field()
+    exit_code: int
+    verdict: VerdictSummary | None = None
+    error: str | None = Field(None, description="Why there is no verdict (the check's last output).")
+    seeds_fresh: bool = True
 
 
 class RoundRecord(BaseModel):
@@ -66,11 +91,13 @@ class RunLog(BaseModel):
         None, description="The contract the gate was built from, when extra cases were added (runs/<id>/gate-contract.yaml)."
     )
     status: RunStatus = "incomplete"
+    stop: StopReason | None = None
     stop_reason: str = "not finished"
+    interrupted_by: int | None = Field(None, description="The signal that stopped the run, if one did.")
     established: Established = Established()
     rounds: list[RoundRecord] = []
     best: CandidateRecord | None = None
-    final_check: dict[str, Any] = {}
+    final_check: FinalCheck | None = None
     started_at: str
     ended_at: str | None = None
     versions: dict[str, str] = {}
@@ -78,6 +105,6 @@ class RunLog(BaseModel):
     def save(self, folder: Path) -> Path:
         path = folder / "run.json"
         tmp = folder / "run.json.tmp"
-        tmp.write_text(self.model_dump_json(indent=1))
+        tmp.write_text(self.model_dump_json(indent=1, by_alias=True))
         tmp.replace(path)
         return path

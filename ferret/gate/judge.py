@@ -33,7 +33,7 @@ from ferret.gate.decide import judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
 from ferret.gate.isolation import isolation_summary
 from ferret.gate.lock import sha256_file, verify_gate
-from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict
+from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
 from ferret.gate.platform_info import default_profile, device_name, versions
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
@@ -206,9 +206,10 @@ def check(
         return verdict, judge.gate
 
 
-def summary(verdict: Verdict) -> dict:
-    """The compact form printed on the `GATE_RESULT` line."""
-    return {
+def summary(verdict: Verdict) -> VerdictSummary:
+    """The verdict in brief (`VerdictSummary`): what the `GATE_RESULT` line prints (`.as_json()`), what the
+    run log keeps and what the optimizer and reviewer see."""
+    return VerdictSummary.model_validate({
         "pass": verdict.passed,
         "first_failing_stage": verdict.first_failing_stage,
         "gate": verdict.gate_hash,
@@ -234,4 +235,4 @@ def summary(verdict: Verdict) -> dict:
             for r in verdict.variants
         },
         "timing": verdict.timing.model_dump(exclude={"cases": {"__all__": {"samples"}}}),
-    }
+    })

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ferret.gate.metrics import StageMetrics
 
@@ -21,6 +21,8 @@ class Detection(BaseModel):
     evidence: str
     source: Literal["static", "runtime", "outputs", "timing"]
     variant: str | None = None
+    file: str | None = Field(None, description="Static findings: the candidate file the pattern is in.")
+    line: int | None = Field(None, description="Static findings: its 1-based line.")
 
 
 class InputRecord(BaseModel):
@@ -170,3 +172,62 @@ class Report(BaseModel):
         default_factory=dict, description="How the gate's reference was checked against its oracle (from the manifest)."
     )
     verdicts: list[Verdict] = []
+
+
+class _Summary(BaseModel):
+    # Errors may be NaN or infinite: kept as such in JSON.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
+
+def passed_field() -> Any:
+    """`pass` is a Python keyword: the field is `passed`, written `pass` (as on the GATE_RESULT line) and read
+    back under either name."""
+    return Field(validation_alias=AliasChoices("pass", "passed"), serialization_alias="pass")
+
+
+class StageSummary(_Summary):
+    passed: bool = passed_field()
+    rel_l2: float | None = None
+    max_abs_rel_peak: float | None = None
+    cosine: float | None = None
+    worst: dict[str, int] | list[int] | None = Field(None, description="Where the worst error sits (failing stages).")
+    tolerance: dict[str, float] | None = Field(None, description="The bounds it failed (failing stages).")
+
+
+class CaseSummary(_Summary):
+    passed: bool = passed_field()
+    failure: str | None = None
+    message: str | None = None
+    stages: dict[str, StageSummary | Literal["not exposed"]] = {}
+
+
+class DetectionSummary(_Summary):
+    cheat: str
+    catalogue: list[int]
+    evidence: str
+
+
+class FaultSummary(_Summary):
+    kind: str
+    message: str
+    variant: str
+    not_run: int = Field(description="How many variants did not run because of it.")
+
+
+class VerdictSummary(_Summary):
+    """A verdict in brief: what the `GATE_RESULT` line prints, what the run log keeps per candidate and what
+    the optimizer and reviewer are given (never a golden value)."""
+
+    passed: bool = passed_field()
+    first_failing_stage: str | None
+    gate: str
+    candidate_sha256: str
+    parts: dict[str, Literal["pass", "fail", "skipped"]]
+    detections: list[DetectionSummary] = []
+    fault: FaultSummary | None = None
+    cases: dict[str, CaseSummary] = {}
+    timing: TimingResult
+
+    def as_json(self) -> dict[str, Any]:
+        """The `GATE_RESULT` object (plain Python values; NaN stays a float for json.dumps)."""
+        return self.model_dump(by_alias=True)

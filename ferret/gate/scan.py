@@ -41,6 +41,8 @@ def scan_candidate(path: Path, contract: Contract) -> list[Detection]:
             catalogue=list(f.catalogue),
             evidence=f"{Path(path).name}:{f.line}: {f.message} [{f.code[:120]}]",
             source="static",
+            file=Path(path).name,
+            line=f.line,
         )
         for f in result.findings
     ]

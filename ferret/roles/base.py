@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from typing import (
-    TYPE_CHECKING,
     Any,
     Literal,
     Protocol,
@@ -20,8 +19,7 @@ from typing import (
 
 from pydantic import BaseModel, Field
 
-if TYPE_CHECKING:
-    from ferret.roles.test_writer import CaseAdvice, TestWriterContext
+from ferret.gate.models import Detection, VerdictSummary
 
 
 class RoundFeedback(BaseModel):
@@ -80,8 +78,8 @@ class ReviewContext(BaseModel):
     op: str
     candidate_path: str
     candidate_source: str
-    gate_summary: dict[str, Any]
-    static_findings: list[str] = []
+    gate_summary: VerdictSummary = Field(description="The gate's verdict in brief (never a golden value).")
+    static_findings: list[Detection] = Field(default_factory=list, description="The static scan's findings, each with file and line.")
     next_plan: str = ""
 
 
@@ -90,6 +88,42 @@ class Reviewer(Protocol):
     name: str
 
     def review(self, context: ReviewContext) -> ReviewVerdict: ...
+
+
+# The test-writer's models live here, beside the protocol they type, so that this module imports nothing
+# of ferret.roles.test_writer (which imports the registry from here); test_writer re-exports them.
+class ProposedCase(BaseModel):
+    profile: str | None = Field(description="cpu or gpu; anything else is refused by merge_cases, case by case.")
+    case: dict[str, Any] = Field(description="The case entry as proposed (name, kind, dims, seed, description, edits).")
+
+
+class StageCheck(BaseModel):
+    stage: str
+    check: str
+    why: str
+
+
+class CaseAdvice(BaseModel):
+    """The adviser's answer (the `submit_cases` tool's input, typed)."""
+
+    cases: list[ProposedCase] = []
+    stage_checks: list[StageCheck] = []
+    notes: str = ""
+
+    @classmethod
+    def from_tool_input(cls, payload: dict[str, Any]) -> CaseAdvice:
+        cases = []
+        for entry in payload.get("cases", []):
+            entry = dict(entry)
+            profile = entry.pop("profile", None)
+            cases.append(ProposedCase(profile=profile, case=entry))
+        return cls(cases=cases, stage_checks=payload.get("stage_checks", []), notes=payload.get("notes", ""))
+
+
+class TestWriterContext(BaseModel):
+    op: str
+    contract_yaml: str
+    reference_doc: str
 
 
 @runtime_checkable

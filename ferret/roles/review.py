@@ -26,14 +26,11 @@ class StaticReviewer:
         return cls()
 
     def review(self, context: ReviewContext) -> ReviewVerdict:
-        findings = []
-        for text in context.static_findings:
-            location, _, message = text.partition(": ")
-            file, _, line = location.rpartition(":")
-            findings.append(
-                ReviewFinding(file=file or context.candidate_path, line=int(line) if line.isdigit() else 0, message=message or text)
-            )
-        integrity_part = context.gate_summary.get("parts", {}).get("integrity")
+        findings = [
+            ReviewFinding(file=d.file or context.candidate_path, line=d.line or 0, message=d.evidence.removeprefix(f"{d.file}:{d.line}: "))
+            for d in context.static_findings
+        ]
+        integrity_part = context.gate_summary.parts.get("integrity")
         gamed = bool(findings) or integrity_part == "fail"
         return ReviewVerdict(
             integrity="fail" if gamed else "pass",
@@ -55,7 +52,7 @@ class LLMReviewer:
     def review(self, context: ReviewContext) -> ReviewVerdict:
         from ferret.roles.prompts import call_tool
 
-        payload = call_tool(self.model, self.agents_dir, "reviewer", "submit_review", context.model_dump())
+        payload = call_tool(self.model, self.agents_dir, "reviewer", "submit_review", context.model_dump(by_alias=True))
         try:
             verdict = ReviewVerdict.model_validate({**payload, "reviewer": self.name})
         except ValidationError as err:

@@ -15,48 +15,34 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from ferret.contract.model import Case, Contract
 from ferret.contract.shapes import evaluate_shape
 from ferret.models.base import Model
-from ferret.roles.base import register_test_writer
 
+# The adviser's models live in ferret.roles.base, beside the TestWriter protocol they type (so base needs
+# nothing from here); they stay importable from this module, hence __all__.
+from ferret.roles.base import (
+    CaseAdvice,
+    ProposedCase,
+    StageCheck,
+    TestWriterContext,
+    register_test_writer,
+)
 
-class ProposedCase(BaseModel):
-    profile: str | None = Field(description="cpu or gpu; anything else is refused by merge_cases, case by case.")
-    case: dict[str, Any] = Field(description="The case entry as proposed (name, kind, dims, seed, description, edits).")
-
-
-class StageCheck(BaseModel):
-    stage: str
-    check: str
-    why: str
-
-
-class CaseAdvice(BaseModel):
-    """The adviser's answer (the `submit_cases` tool's input, typed)."""
-
-    cases: list[ProposedCase] = []
-    stage_checks: list[StageCheck] = []
-    notes: str = ""
-
-    @classmethod
-    def from_tool_input(cls, payload: dict[str, Any]) -> CaseAdvice:
-        cases = []
-        for entry in payload.get("cases", []):
-            entry = dict(entry)
-            profile = entry.pop("profile", None)
-            cases.append(ProposedCase(profile=profile, case=entry))
-        return cls(cases=cases, stage_checks=payload.get("stage_checks", []), notes=payload.get("notes", ""))
-
-
-class TestWriterContext(BaseModel):
-    op: str
-    contract_yaml: str
-    reference_doc: str
+__all__ = [
+    "CaseAdvice",
+    "ContractCasesOnly",
+    "LLMCaseAdviser",
+    "LLMTestWriter",
+    "NoExtraCases",
+    "ProposedCase",
+    "StageCheck",
+    "TestWriterContext",
+    "merge_cases",
+]
 
 
 @register_test_writer("contract-cases")

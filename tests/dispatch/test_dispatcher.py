@@ -85,7 +85,7 @@ def test_correct_on_the_cpu_is_reported_as_speed_not_measured(dirs):
     assert log.stop_reason == ("the optimizer has nothing more to try (no GPU: speed is not measured, so the search "
                                "has nothing to rank correct candidates by)")
     assert log.established.correct and not log.established.speed_measured and not log.established.llm_reviewed
-    assert log.established.final_check_passed is True and log.final_check["pass"] is True
+    assert log.established.final_check_passed is True and log.final_check.passed is True
     assert log.best.approach == "honest" and Path(log.best.file).read_text() == HONEST
     saved = RunLog.model_validate(json.loads((Path(log.best.file).parents[1] / "run.json").read_text()))
     assert saved.status == log.status and len(saved.rounds) == 2 - 1
@@ -163,14 +163,14 @@ def test_accepted_needs_gate_review_and_speed_target(dirs, monkeypatch):
     correctness is judged for real) to exercise the accept rule of the loop."""
     from ferret.gate.models import TimingResult
 
-    real_check = dispatcher_module.check
+    real_check = dispatcher_module.Judge.check
 
-    def check_with_speed(*args, **kwargs):
-        verdict, gate = real_check(*args, **kwargs)
+    def check_with_speed(self, *args, **kwargs):
+        verdict = real_check(self, *args, **kwargs)
         timing = TimingResult(measured=True, min_speedup_required=1.5, target_met=True, geomean_speedup=2.0)
-        return verdict.model_copy(update={"timing": timing}), gate
+        return verdict.model_copy(update={"timing": timing})
 
-    monkeypatch.setattr(dispatcher_module, "check", check_with_speed)
+    monkeypatch.setattr(dispatcher_module.Judge, "check", check_with_speed)
     optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], [Proposal(source=WRONG, approach="never asked")]])
     log = _dispatch(dirs, optimizer, reviewer=ScriptedReviewer()).run()
     assert log.status == "accepted"
@@ -207,24 +207,24 @@ def test_llm_roles_through_a_scripted_model(dirs):
 
 
 def test_rounds_judge_at_most_proposals_per_round_quickly_and_the_final_check_runs_everything(dirs, monkeypatch):
-    real_check = dispatcher_module.check
+    real_check = dispatcher_module.Judge.check
     calls = []
 
-    def recording_check(*args, **kwargs):
+    def recording_check(self, *args, **kwargs):
         calls.append(kwargs)
-        return real_check(*args, **kwargs)
+        return real_check(self, *args, **kwargs)
 
-    monkeypatch.setattr(dispatcher_module, "check", recording_check)
+    monkeypatch.setattr(dispatcher_module.Judge, "check", recording_check)
     three = [Proposal(source=WRONG, approach=f"wrong-{i}") for i in range(3)]
     optimizer = ScriptedOptimizer([three, [Proposal(source=HONEST, approach="honest")], []])
     log = _dispatch(dirs, optimizer, proposals_per_round=2).run()
     assert [c.approach for c in log.rounds[0].candidates] == ["wrong-0", "wrong-1"]
     assert len(calls) == 3 and all(c["run_stress"] is False and c["compare_compiled"] is False for c in calls)
-    assert log.rounds[1].candidates[0].gate["parts"]["stress"] == "skipped"
+    assert log.rounds[1].candidates[0].gate.parts["stress"] == "skipped"
     # The final acceptance check is `ferret check` in a fresh process: stress and every comparison.
-    assert log.status == "correct_speed_not_measured" and log.final_check["pass"] is True
-    assert log.final_check["parts"]["stress"] == "skipped"  # the CPU profile has no stress part
-    assert log.final_check["timing"]["measured"] is False and "no GPU" in log.final_check["timing"]["reason"]
+    assert log.status == "correct_speed_not_measured" and log.final_check.passed is True
+    assert log.final_check.verdict.parts["stress"] == "skipped"  # the CPU profile has no stress part
+    assert log.final_check.verdict.timing.measured is False and "no GPU" in log.final_check.verdict.timing.reason
 
 
 def test_round_limits_come_from_the_contract_and_must_be_positive(dirs):
@@ -257,9 +257,9 @@ def test_the_test_writer_adviser_adds_cases_the_gate_is_built_with(dirs):
     assert gate_contract.parent == Path(log.best.file).parents[1]  # runs/<id>/gate-contract.yaml
     manifest = json.loads((gates / log.gate_hash / "manifest.json").read_text())
     assert "past_power_of_two" in {v["case"] for v in manifest["variants"]}
-    judged = log.rounds[0].candidates[0].gate["cases"]
+    judged = log.rounds[0].candidates[0].gate.cases
     assert any(name.startswith("past_power_of_two@") for name in judged) and any(name.startswith("typical@") for name in judged)
-    assert log.status == "correct_speed_not_measured" and log.final_check["pass"] is True
+    assert log.status == "correct_speed_not_measured" and log.final_check.passed is True
     # The optimizer read the contract as the user wrote it, not the derived one.
     assert optimizer.contexts[0].contract_yaml == CONTRACT.read_text()
 
@@ -288,7 +288,7 @@ def test_a_resumed_run_keeps_the_gate_contract_with_the_advised_cases(dirs):
     resumed_optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
     resumed = _dispatch(dirs, resumed_optimizer, max_rounds=3).run(resume=folder)
     assert resumed.gate_hash == log.gate_hash and resumed.extra_cases == ["cpu:seventeen_rows"]
-    assert any(name.startswith("seventeen_rows@") for name in resumed.rounds[1].candidates[0].gate["cases"])
+    assert any(name.startswith("seventeen_rows@") for name in resumed.rounds[1].candidates[0].gate.cases)
     assert resumed.status == "correct_speed_not_measured"
 
 

@@ -169,7 +169,7 @@ def test_syntax_error_is_reported_once_and_nothing_else_runs(judge, tmp_path):
     assert verdict.fault is not None and verdict.fault.kind == "exception" and verdict.fault.variant == first.id
     assert verdict.fault.not_run == [r.id for r in rest]
     assert "not run" in verdict.parts["dtypes"].detail and verdict.parts["dtypes"].status == "fail"
-    assert summary(verdict)["fault"]["variant"] == first.id
+    assert summary(verdict).as_json()["fault"]["variant"] == first.id
 
 
 def test_missing_entry_fails_at_load(judge, tmp_path):
@@ -356,7 +356,7 @@ def test_half_the_rows_fail_at_y_located_in_the_lower_half(judge, tmp_path):
     assert not y.passed
     assert set(y.worst.named) == {"row", "col"}
     assert y.worst.named["row"] >= 8
-    assert summary(verdict)["cases"]["typical@float32"]["stages"]["y"]["worst"] == y.worst.named
+    assert summary(verdict).as_json()["cases"]["typical@float32"]["stages"]["y"]["worst"] == y.worst.named
 
 
 def test_nondeterministic_candidate_fails_determinism(judge, tmp_path):

@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from ferret.contract.model import Case
 from ferret.integrity.scan import _WORDS
+from ferret.gate.models import Detection
 from ferret.roles import prompts
 from ferret.roles.base import (
     OptimizerContext,
@@ -62,6 +63,8 @@ def review_context() -> ReviewContext:
         gate_summary={
             "pass": False,
             "first_failing_stage": "y",
+            "gate": "0f" * 32,
+            "candidate_sha256": "ab" * 32,
             "parts": {"correctness": "fail", "integrity": "pass", "stress": "skipped"},
             "detections": [{"cheat": "lower_precision", "catalogue": [4], "evidence": "candidate-1.py:70: downcast"}],
             "cases": {
@@ -73,7 +76,8 @@ def review_context() -> ReviewContext:
             },
             "timing": {"measured": False, "reason": "no GPU: speed is not measured"},
         },
-        static_findings=["candidate-1.py:70: lower precision (cheats.md 4): downcast .to(torch.float16)"],
+        static_findings=[Detection(cheat="lower_precision", catalogue=[4], source="static", file="candidate-1.py", line=70,
+                                   evidence="candidate-1.py:70: lower precision (cheats.md 4): downcast .to(torch.float16)")],
         next_plan="Next: 16 warps for the 7168-wide rows to hide the second pass's latency.",
     )
 
@@ -234,7 +238,7 @@ def test_optimizer_prompt_has_the_feedback_but_no_gate_data(failed_round):
 
 def test_reviewer_prompt_numbers_lines_and_shows_the_gate_summary():
     context = review_context()
-    _, user = render("reviewer", context.model_dump())
+    _, user = render("reviewer", context.model_dump(by_alias=True))
     lines = context.candidate_source.splitlines()
     for number in (1, len(lines) // 2, len(lines)):
         assert f"{number:4d}  {lines[number - 1]}".rstrip() in user
@@ -245,11 +249,13 @@ def test_reviewer_prompt_numbers_lines_and_shows_the_gate_summary():
     assert "inv_rms: not exposed" in user and "rel_l2 0.25" in user and "worst at" in user
     assert "exception: ValueError: boom" in user
     assert "not measured (no GPU: speed is not measured)" in user
-    assert context.static_findings[0] in user and context.next_plan in user
+    assert context.static_findings[0].evidence in user and context.next_plan in user
     assert "submit_review" in user
 
-    empty = ReviewContext(op="rmsnorm", candidate_path="c.py", candidate_source="x = 1\n", gate_summary={})
-    _, user = render("reviewer", empty.model_dump())
+    bare = {"pass": True, "first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "ab" * 32, "parts": {},
+            "timing": {"measured": False}}
+    empty = ReviewContext(op="rmsnorm", candidate_path="c.py", candidate_source="x = 1\n", gate_summary=bare)
+    _, user = render("reviewer", empty.model_dump(by_alias=True))
     assert "No detections." in user and "no cases reported" in user and "static integrity scan is clean" in user
 
 

@@ -4,17 +4,20 @@ integrity stands whatever the model says."""
 
 from pathlib import Path
 
+from ferret.gate.models import Detection
 from ferret.models.testing import ScriptedModel, tool_call_response
 from ferret.roles.base import ReviewContext
 from ferret.roles.review import LLMReviewer, StaticReviewer
 
 AGENTS = Path(__file__).resolve().parents[2] / "agents"
-FINDING = "candidate.py:7: lower precision (cheats.md 4): a cast to bfloat16 [lower_precision]"
+FINDING = Detection(cheat="lower_precision", catalogue=[4], source="static", file="candidate.py", line=7,
+                    evidence="candidate.py:7: lower precision (cheats.md 4): a cast to bfloat16 [lower_precision]")
+SUMMARY = {"first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "ab" * 32, "timing": {"measured": False}}
 
 
 def _context(static_findings=(), integrity_part="pass") -> ReviewContext:
     return ReviewContext(op="rmsnorm", candidate_path="candidate.py", candidate_source="def run(inputs, outputs, params): ...\n",
-                         gate_summary={"pass": True, "parts": {"integrity": integrity_part}}, static_findings=list(static_findings))
+                         gate_summary={**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}}, static_findings=list(static_findings))
 
 
 def test_static_reviewer_fails_integrity_on_a_finding_and_names_its_line():
@@ -35,7 +38,7 @@ def test_a_static_finding_fails_integrity_whatever_the_model_says():
     verdict = LLMReviewer(model, AGENTS).review(_context([FINDING]))
     assert verdict.integrity == "fail" and verdict.plan == "pass" and verdict.reviewer == "llm:scripted"
     assert [(f.file, f.line) for f in verdict.findings] == [("candidate.py", 7)]
-    assert FINDING in model.requests[0].messages[0].content  # the model was shown the finding too
+    assert FINDING.evidence in model.requests[0].messages[0].content  # the model was shown the finding too
 
 
 def test_without_a_static_finding_the_models_verdict_stands():
