@@ -16,7 +16,11 @@ import logging
 import sys
 import threading
 import time
-from typing import Callable, TextIO, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 LOGGER = logging.getLogger("ferret")
 
@@ -33,7 +37,7 @@ class Reporter:
     def step(self, task: str, done: int, total: int, label: str = "") -> None:
         """`task` is at `done` of `total`; `label` names what it is on now."""
 
-    def quiet(self) -> "Reporter":
+    def quiet(self) -> Reporter:
         """This reporter without its lines, steps only (a dispatcher's round judges silently but visibly)."""
         return _StepsOnly(self)
 
@@ -41,7 +45,7 @@ class Reporter:
         """Stop any live display or heartbeat."""
 
 
-ProgressLike = Union[Reporter, Callable[[str], None], None]
+ProgressLike = Reporter | Callable[[str], None] | None
 
 
 def as_reporter(progress: ProgressLike) -> Reporter:
@@ -91,7 +95,7 @@ class ConsoleReporter(Reporter):
         self._last_output = self.started
         self._steps: dict[str, tuple[int, int, str, float]] = {}  # task -> (done, total, label, since)
         self._bar = None
-        self._bar_tasks: dict[str, int] = {}
+        self._bar_tasks: dict[str, TaskID] = {}
         self._live = self.console.is_terminal if live is None else live
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import xxhash
@@ -69,7 +69,10 @@ class Clock:
         if self.on_gpu:
             import triton.testing  # imported on the GPU only: the CPU rehearsal never needs it
 
-            return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+            # cast: with return_mode="median" do_bench returns one number; its inferred type also covers the
+            # list that quantiles would give and a None.
+            median = cast(float, triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+            return float(median)
         times = []
         for _ in range(3):
             started = time.perf_counter()

@@ -15,21 +15,22 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from typer.core import TyperGroup
+
+from ferret.errors import UsageError
 
 try:  # the click that typer runs on: its own copy since typer 0.2x, else click itself
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover - older typer
     from click import exceptions as click_errors
 if TYPE_CHECKING:
+    from ferret.contract.model import ProfileName
     from ferret.dispatch.runlog import RunLog
 
 _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())  # click >= 8.2
-
-from ferret.errors import UsageError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_TAMPERED, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_INCOMPLETE = 6
@@ -48,7 +49,9 @@ class _FerretGroup(TyperGroup):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
-            return super().main(args=args, prog_name=prog_name or "ferret", complete_var=complete_var, standalone_mode=False, **extra)
+            return super().main(
+                args=args, prog_name=prog_name or "ferret", complete_var=complete_var, standalone_mode=False, **extra
+            )
         try:
             code = super().main(args=args, prog_name="ferret", complete_var=complete_var, standalone_mode=False, **extra)
         except _NO_ARGS_IS_HELP as err:
@@ -141,28 +144,28 @@ def _guarded(action):
                 _close_reporter()  # the live bar and heartbeat end before the last line is printed
     except ContractError as err:
         typer.echo(f"ferret: bad contract: {err}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from err
     except UsageError as err:
         typer.echo(f"ferret: {err}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from err
     except FileNotFoundError as err:
         typer.echo(f"ferret: {err}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from err
     except GateTampered as err:
         typer.echo(f"ferret: TAMPERED: {err}", err=True)
-        raise typer.Exit(EXIT_TAMPERED)
+        raise typer.Exit(EXIT_TAMPERED) from err
     except typer.BadParameter as err:
         typer.echo(f"ferret: {err}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from err
     except typer.Exit:
         raise
     except Interrupted as err:
         typer.echo(f"ferret: interrupted by {signal.Signals(err.signum).name}", err=True)
-        raise typer.Exit(err.exit_code)
+        raise typer.Exit(err.exit_code) from err
     except Exception as err:  # noqa: BLE001 - anything else is the judge's own fault: say so, exit 4
         traceback.print_exc()
         typer.echo(f"ferret: internal error: {type(err).__name__}: {err}", err=True)
-        raise typer.Exit(EXIT_INTERNAL)
+        raise typer.Exit(EXIT_INTERNAL) from err
 
 
 def _profile_option(default: Profile | None = None):
@@ -173,7 +176,7 @@ def _profile_option(default: Profile | None = None):
     )
 
 
-def _profile(profile: Profile | None) -> str:
+def _profile(profile: Profile | None) -> ProfileName:
     """The profile to use: gpu only on a machine with a CUDA GPU (else a UsageError naming --profile)."""
     from ferret.gate.platform_info import resolve_profile
 
@@ -198,7 +201,7 @@ def _gates_dir_option():
 def gate_build(
     contract: Path = _contract_argument(),
     gates_dir: Path = _gates_dir_option(),
-    profile: Optional[Profile] = _profile_option(),
+    profile: Profile | None = _profile_option(),
 ) -> None:
     """Build (or reuse) the locked gate of a contract: inputs and golden stages from the canonical reference."""
 
@@ -217,7 +220,9 @@ GATE_NAME = re.compile(r"[0-9a-f]{64}")
 def _is_gate_folder(path: Path) -> bool:
     """Whether `path` is (or was) a gate: it has a manifest, or, its manifest deleted, it still looks like one
     (a gates/<hash> name or a cases/ folder); such a folder is verified and reported tampered, not ignored."""
-    return path.is_dir() and ((path / "manifest.json").exists() or bool(GATE_NAME.fullmatch(path.name)) or (path / "cases").is_dir())
+    return path.is_dir() and (
+        (path / "manifest.json").exists() or bool(GATE_NAME.fullmatch(path.name)) or (path / "cases").is_dir()
+    )
 
 
 @gate_app.command("verify", epilog=_epilog("one line `intact: ...` for an intact gate"))
@@ -230,7 +235,9 @@ def gate_verify(gate: Path = typer.Argument(..., help="gates/<hash>")) -> None:
         if not gate.exists():
             raise UsageError(f"{gate} does not exist: gates are folders gates/<hash> made by `ferret gate build`")
         if not _is_gate_folder(gate):
-            raise UsageError(f"{gate} is not a gate folder (no manifest.json): gates are folders gates/<hash> made by `ferret gate build`")
+            raise UsageError(
+                f"{gate} is not a gate folder (no manifest.json): gates are folders gates/<hash> made by `ferret gate build`"
+            )
         manifest = verify_gate(gate)
         typer.echo(f"intact: {gate.name} ({len(manifest['files'])} files, op {manifest['op']}, profile {manifest['profile']})")
 
@@ -246,10 +253,10 @@ def check_command(
     contract: Path = _contract_argument(),
     candidate: Path = typer.Argument(..., help="A candidate file following the contract's ABI."),
     gates_dir: Path = _gates_dir_option(),
-    profile: Optional[Profile] = _profile_option(),
+    profile: Profile | None = _profile_option(),
     speed: bool = typer.Option(True, "--speed/--no-speed", help="Time a correct candidate against the baseline (GPU)."),
     json_only: bool = _json_option(),
-    verdict_out: Optional[Path] = typer.Option(
+    verdict_out: Path | None = typer.Option(
         None, "--verdict-out", help="Also write the whole verdict (the Verdict schema) as JSON to this file.", dir_okay=False
     ),
 ) -> None:
@@ -275,22 +282,32 @@ def check_command(
 
 @app.command("dispatch", epilog=_epilog("one line RUN_RESULT {json}, or with --json only the JSON object"))
 def dispatch_command(
-    contract: Optional[Path] = typer.Argument(
+    contract: Path | None = typer.Argument(
         None, help="contracts/<op>.yaml; left out with --resume, which takes the run's own.", dir_okay=False
     ),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="template-search, or a model spec: anthropic:MODEL, claude-cli, openai:URL:MODEL. Default: an LLM if one is reachable, else template-search."),
-    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="static, or a model spec. Default: an LLM if reachable, else static."),
-    test_writer: Optional[str] = typer.Option(
-        None, "--test-writer", help="contract-cases (no extra cases), or a model spec for the adviser that proposes extra gate cases. Default: an LLM if reachable."
+    optimizer: str | None = typer.Option(
+        None,
+        "--optimizer",
+        help="template-search, or a model spec: anthropic:MODEL, claude-cli, openai:URL:MODEL. "
+        "Default: an LLM if one is reachable, else template-search.",
     ),
-    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1, help="Overrides the contract's budgets.max_rounds."),
-    proposals_per_round: Optional[int] = typer.Option(
+    reviewer: str | None = typer.Option(
+        None, "--reviewer", help="static, or a model spec. Default: an LLM if reachable, else static."
+    ),
+    test_writer: str | None = typer.Option(
+        None,
+        "--test-writer",
+        help="contract-cases (no extra cases), or a model spec for the adviser that proposes extra gate cases. "
+        "Default: an LLM if reachable.",
+    ),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", min=1, help="Overrides the contract's budgets.max_rounds."),
+    proposals_per_round: int | None = typer.Option(
         None, "--proposals-per-round", min=1, help="Overrides the contract's budgets.proposals_per_round."
     ),
     gates_dir: Path = _gates_dir_option(),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", file_okay=False, help="Where run folders runs/<id> are made."),
-    profile: Optional[Profile] = _profile_option(),
-    resume: Optional[Path] = typer.Option(
+    profile: Profile | None = _profile_option(),
+    resume: Path | None = typer.Option(
         None, "--resume", help="runs/<id> of an interrupted run to continue (its contract and profile are the run's)."
     ),
     json_only: bool = _json_option(),
@@ -325,14 +342,18 @@ def dispatch_command(
     _guarded(action)
 
 
-def _dispatch_contract_and_profile(contract: Path | None, resume: Path | None, profile: Profile | None) -> tuple[Path, str | None]:
+def _dispatch_contract_and_profile(
+    contract: Path | None, resume: Path | None, profile: Profile | None
+) -> tuple[Path, str | None]:
     """(the contract the run follows, the profile of a new run). A resumed run keeps its own contract and
     profile (None here: its log has it), so --profile may only repeat it; any mistake is a UsageError."""
     from ferret.dispatch.dispatcher import read_run_log, resume_contract
 
-    if contract is None and resume is None:
-        raise UsageError("dispatch needs CONTRACT (contracts/<op>.yaml) to start a run, or --resume runs/<id> to continue one")
     if resume is None:
+        if contract is None:
+            raise UsageError(
+                "dispatch needs CONTRACT (contracts/<op>.yaml) to start a run, or --resume runs/<id> to continue one"
+            )
         contract_path, run_profile = contract, _profile(profile)
         if not contract_path.is_file():
             raise UsageError(f"{contract_path}: no such contract file")
@@ -399,7 +420,7 @@ def _template_value(text: str, values: list):
 def template_render(
     templates: Path = typer.Argument(..., help="tasks/<op>/templates (holding space.yaml)", file_okay=False),
     assignments: list[str] = typer.Option([], "--set", help="name=value, changing one parameter of the default point."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the candidate here instead of stdout."),
+    out: Path | None = typer.Option(None, "--out", help="Write the candidate here instead of stdout."),
 ) -> None:
     """Render one point of a kernel template as a candidate file (the default point unless --set says otherwise)."""
 
@@ -414,7 +435,9 @@ def template_render(
         for assignment in assignments:
             name, sep, text = assignment.partition("=")
             if not sep or name not in optimizer.space.parameters:
-                raise typer.BadParameter(f"--set {assignment!r}: expected name=value with name one of {list(optimizer.space.parameters)}")
+                raise typer.BadParameter(
+                    f"--set {assignment!r}: expected name=value with name one of {list(optimizer.space.parameters)}"
+                )
             point[name] = _template_value(text, optimizer.space.parameters[name])
         source = optimizer.render(point)
         _progress(f"point {optimizer.approach(point)}")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def project_root_of(contract_path: str | Path) -> Path:

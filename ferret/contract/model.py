@@ -18,6 +18,8 @@ DType = Literal["float64", "float32", "float16", "bfloat16", "int64", "int32", "
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 # The placeholder an input's dtype may take to follow the case's dtype variant (see Contract.dtypes).
 DTYPE_VARIANT = "$dtype"
+# The two case profiles: `cpu` (the Triton interpreter) and `gpu` (production shapes).
+ProfileName = Literal["cpu", "gpu"]
 
 _NAME = r"^[a-z_][a-z0-9_]*$"
 _IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
@@ -37,13 +39,13 @@ class Target(_Strict):
 class Baseline(_Strict):
     entry: str = Field(pattern=_IMPORT_PATH, description="`module:function` following the candidate ABI.")
     description: str = ""
-    compile: bool = Field(True, description="Also time torch.compile of the baseline, reported beside it.")
+    compile: bool = Field(default=True, description="Also time torch.compile of the baseline, reported beside it.")
 
 
 class Validation(_Strict):
     oracle: str = Field(description="The independent implementation the reference was checked against.")
     check: str | None = Field(
-        None,
+        default=None,
         pattern=_IMPORT_PATH,
         description="`module:function` returning a dict with a boolean `passed`; run and recorded at gate build.",
     )
@@ -54,10 +56,10 @@ class Validation(_Strict):
 class Reference(_Strict):
     entry: str = Field(pattern=_IMPORT_PATH, description="`module:function` returning every stage.")
     precision: Literal["float64", "float32"] = Field(
-        "float64", description="Accumulation precision of the canonical reference."
+        default="float64", description="Accumulation precision of the canonical reference."
     )
     golden_dtype: Literal["float64", "float32"] = Field(
-        "float32", description="Dtype golden stage values are stored in inside the gate."
+        default="float32", description="Dtype golden stage values are stored in inside the gate."
     )
     validation: Validation
 
@@ -65,11 +67,11 @@ class Reference(_Strict):
 class Tolerance(_Strict):
     """Bounds on the error of one stage against the reference. Every bound given must hold."""
 
-    rel_l2: float | None = Field(None, gt=0, description="||x - ref|| / ||ref|| over finite entries.")
+    rel_l2: float | None = Field(default=None, gt=0, description="||x - ref|| / ||ref|| over finite entries.")
     max_abs_rel_peak: float | None = Field(
-        None, gt=0, description="max |x - ref| divided by max |ref| (the error relative to the stage's scale)."
+        default=None, gt=0, description="max |x - ref| divided by max |ref| (the error relative to the stage's scale)."
     )
-    cosine_min: float | None = Field(None, gt=-1, le=1, description="Minimum cosine similarity with ref.")
+    cosine_min: float | None = Field(default=None, gt=-1, le=1, description="Minimum cosine similarity with ref.")
 
     @model_validator(mode="after")
     def _at_least_one(self) -> Tolerance:
@@ -94,10 +96,10 @@ class Stage(_Strict):
     computes: str = Field(description="What the stage computes, in words and formulas.")
     shape: list[ShapeExpr] = Field(description="Shape as expressions over the case dims.")
     dims: list[str] | None = Field(
-        None, description="A name per axis (e.g. batch, head, token), used to locate the worst error."
+        default=None, description="A name per axis (e.g. batch, head, token), used to locate the worst error."
     )
     ignore_where_reference: Literal["-inf", "inf", "nan"] | None = Field(
-        None,
+        default=None,
         description="Entries where the reference holds this value are not compared (a defined don't-care "
         "region, such as masked scores); everywhere else the NaN/Inf policy is strict.",
     )
@@ -112,7 +114,7 @@ class Stage(_Strict):
 class Normal(_Strict):
     kind: Literal["normal"] = "normal"
     mean: float = 0.0
-    std: float = Field(1.0, gt=0)
+    std: float = Field(default=1.0, gt=0)
 
 
 class Uniform(_Strict):
@@ -133,9 +135,9 @@ class RowScaledNormal(_Strict):
     """Normal rows, each multiplied by a log-uniform factor: rows of mixed magnitude."""
 
     kind: Literal["row_scaled_normal"] = "row_scaled_normal"
-    std: float = Field(1.0, gt=0)
-    min_scale: float = Field(0.01, gt=0)
-    max_scale: float = Field(100.0, gt=0)
+    std: float = Field(default=1.0, gt=0)
+    min_scale: float = Field(default=0.01, gt=0)
+    max_scale: float = Field(default=100.0, gt=0)
 
 
 class Constant(_Strict):
@@ -149,7 +151,7 @@ class Input(_Strict):
     dtype: DType | Literal["$dtype"]
     distribution: Normal | Uniform | RandInt | RowScaledNormal | Constant = Field(discriminator="kind")
     role: Literal["in", "inout"] = Field(
-        "in", description="`inout` tensors are updated in place; their contents after the call are the stage "
+        default="in", description="`inout` tensors are updated in place; their contents after the call are the stage "
         "of the same name."
     )
 
@@ -195,7 +197,7 @@ class FreshCases(_Strict):
 
     They exist in no file before the check, so a candidate cannot be fitted to them."""
 
-    count: int = Field(2, ge=0, description="Fresh cases per check (primary dtype).")
+    count: int = Field(default=2, ge=0, description="Fresh cases per check (primary dtype).")
     cpu: dict[str, tuple[int, int]] = Field(default_factory=dict, description="dim -> [low, high] inclusive, CPU profile.")
     gpu: dict[str, tuple[int, int]] = Field(default_factory=dict, description="dim -> [low, high] inclusive, GPU profile.")
 
@@ -211,17 +213,19 @@ class FreshCases(_Strict):
 class Cases(_Strict):
     cpu: list[Case] = Field(description="Small profile that runs on the CPU under the Triton interpreter.")
     gpu: list[Case] = Field(description="Real production shapes, run on the GPU.")
-    fresh: FreshCases | None = Field(None, description="Private cases drawn at check time, checked against the live reference.")
+    fresh: FreshCases | None = Field(
+        default=None, description="Private cases drawn at check time, checked against the live reference."
+    )
 
 
 class CandidateAbi(_Strict):
-    entry: str = Field("run", pattern=r"^[A-Za-z_]\w*$", description="Function the candidate module defines.")
+    entry: str = Field(default="run", pattern=r"^[A-Za-z_]\w*$", description="Function the candidate module defines.")
     signature: str = "run(inputs: dict[str, Tensor], outputs: dict[str, Tensor], params: dict, trace: dict | None = None) -> None"
     outputs_preallocated: bool = Field(
-        True, description="The judge allocates the outputs, pre-filled with NaN; the candidate writes into them."
+        default=True, description="The judge allocates the outputs, pre-filled with NaN; the candidate writes into them."
     )
     traced_run: str = Field(
-        "With `trace` a dict, the candidate stores every stage it materializes by name; the traced run "
+        default="With `trace` a dict, the candidate stores every stage it materializes by name; the traced run "
         "must give bitwise the same final outputs as the fast path.",
     )
 
@@ -229,33 +233,33 @@ class CandidateAbi(_Strict):
 class Backend(_Strict):
     language: Literal["triton", "cuda"] = "triton"
     compile_flags: dict[str, Any] = Field(default_factory=dict)
-    interpret_on_cpu: bool = Field(True, description="Run Triton under TRITON_INTERPRET=1 where there is no GPU.")
+    interpret_on_cpu: bool = Field(default=True, description="Run Triton under TRITON_INTERPRET=1 where there is no GPU.")
 
 
 class Speed(_Strict):
     min_speedup: float = Field(gt=0, description="Minimum speedup over the baseline, measured in the same run.")
     cases: list[str] = Field(default_factory=list, description="GPU cases timed; all GPU cases when empty.")
-    repeats: int = Field(5, ge=1, description="Interleaved candidate/baseline do_bench rounds; median taken.")
+    repeats: int = Field(default=5, ge=1, description="Interleaved candidate/baseline do_bench rounds; median taken.")
 
 
 class Budgets(_Strict):
     case_timeout_s: float = Field(
-        300, gt=0,
+        default=300, gt=0,
         description="Longest a candidate's process may take over one case variant (its first variant also covers "
         "starting, loading and compiling; the stress run counts as one more). A candidate that goes past it is "
         "rejected as a timeout there, and the variants after it are reported as not run.",
     )
     check_timeout_s: float = Field(
-        3600, gt=0,
+        default=3600, gt=0,
         description="Deadline for a whole check of one candidate: every variant, the stress run and the timing. "
         "What has not run by then is reported as not run.",
     )
-    candidate_memory_mb: int = Field(16384, gt=0, description="Host memory (RSS) for one candidate process.")
-    determinism_repeats: int = Field(3, ge=2, description="Fast-path runs that must agree bitwise.")
-    stress_iterations: int = Field(200, ge=1, description="Iterations of the stress stage (GPU only).")
-    max_rounds: int = Field(8, ge=1, description="Optimizer rounds (used by the dispatcher).")
+    candidate_memory_mb: int = Field(default=16384, gt=0, description="Host memory (RSS) for one candidate process.")
+    determinism_repeats: int = Field(default=3, ge=2, description="Fast-path runs that must agree bitwise.")
+    stress_iterations: int = Field(default=200, ge=1, description="Iterations of the stress stage (GPU only).")
+    max_rounds: int = Field(default=8, ge=1, description="Optimizer rounds (used by the dispatcher).")
     proposals_per_round: int = Field(
-        4, ge=1, description="Most candidates judged per round (the dispatcher judges the optimizer's first ones)."
+        default=4, ge=1, description="Most candidates judged per round (the dispatcher judges the optimizer's first ones)."
     )
 
     @model_validator(mode="before")
@@ -269,9 +273,11 @@ class Budgets(_Strict):
         return data
 
     @model_validator(mode="after")
-    def _case_fits_in_check(self) -> "Budgets":
+    def _case_fits_in_check(self) -> Budgets:
         if self.case_timeout_s > self.check_timeout_s:
-            raise ValueError(f"case_timeout_s ({self.case_timeout_s:g}) is longer than check_timeout_s ({self.check_timeout_s:g})")
+            raise ValueError(
+                f"case_timeout_s ({self.case_timeout_s:g}) is longer than check_timeout_s ({self.check_timeout_s:g})"
+            )
         return self
 
 
@@ -280,7 +286,7 @@ class Contract(_Strict):
     op: str = Field(pattern=_NAME)
     description: str = ""
     project: str | None = Field(
-        None,
+        default=None,
         description="Absolute folder holding the `tasks` package that the entries name. Written into contracts the "
         "dispatcher derives under runs/; default: the nearest folder above the contract file that holds one.",
     )
@@ -293,7 +299,7 @@ class Contract(_Strict):
     outputs: list[Output]
     stages: list[Stage] = Field(description="The real-math contract, in order; outputs are its last stages.")
     tolerances: ToleranceTable | None = Field(
-        None,
+        default=None,
         description="Per dtype and stage; derived by `ferret calibrate`, never by hand. In YAML either inline or "
         "the name of a file beside the contract (`<op>.tolerances.yaml`), which is what calibrate writes.",
     )
@@ -326,7 +332,7 @@ class Contract(_Strict):
                 if stage not in stage_names:
                     problems.append(f"tolerances.by_dtype.{dtype}.{stage}: no such stage")
         for dtype in self.dtypes if self.tolerances else ():
-            missing = [s for s in stage_names if s not in self.tolerances.by_dtype.get(dtype, {})]
+            missing = [s for s in stage_names if s not in tolerance_table.get(dtype, {})]  # the table is self.tolerances'
             if missing:
                 problems.append(f"tolerances.by_dtype.{dtype}: no tolerance for stages {missing}")
         dims_used = {d for case in self.cases.cpu + self.cases.gpu for d in case.dims}
@@ -381,7 +387,7 @@ class Contract(_Strict):
             raise ValueError(f"contract {self.op!r} has no tolerances yet: run `ferret calibrate` first")
         return self.tolerances.by_dtype[dtype][stage]
 
-    def cases_for(self, profile: Literal["cpu", "gpu"]) -> list[Case]:
+    def cases_for(self, profile: ProfileName) -> list[Case]:
         return list(getattr(self.cases, profile))
 
     @property

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Union
 
-ShapeExpr = Union[int, str]
+ShapeExpr = int | str
 
 _BINARY = {
     ast.Add: operator.add,

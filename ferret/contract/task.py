@@ -4,10 +4,11 @@ dispatcher, the timing) takes a Task instead of a path and re-reads nothing."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import load_contract

@@ -22,17 +22,17 @@ import yaml
 from ferret.contract.task import Task
 from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, RoundRecord, RunLog, StopReason
 from ferret.errors import UsageError
-from ferret.progress import ProgressLike, as_reporter
-from ferret.sandbox.children import run_child, stop_on_signals
 from ferret.gate.judge import Judge, summary
-from ferret.gate.models import StageSummary, Verdict, VerdictSummary
 from ferret.gate.lock import GateTampered, verify_gate
+from ferret.gate.models import StageSummary, Verdict, VerdictSummary
 from ferret.gate.platform_info import resolve_profile, versions
 from ferret.gate.scan import scan_candidate
 from ferret.models.base import ModelError, ModelUnavailable
-from ferret.roles.base import OptimizerContext, Optimizer, ReviewContext, Reviewer, RoundFeedback, TestWriter
+from ferret.progress import ProgressLike, as_reporter
+from ferret.roles.base import Optimizer, OptimizerContext, ReviewContext, Reviewer, RoundFeedback, TestWriter
 from ferret.roles.prompts import AGENTS_DIR as REPO_AGENTS  # the agents/ folder, by its old name here
 from ferret.roles.review import StaticReviewer
+from ferret.sandbox.children import run_child, stop_on_signals
 
 
 def _now() -> str:
@@ -161,7 +161,9 @@ class Dispatcher:
         self.max_rounds = max_rounds or self.contract.budgets.max_rounds
         self.proposals_per_round = proposals_per_round or self.contract.budgets.proposals_per_round
         if self.max_rounds < 1 or self.proposals_per_round < 1:
-            raise UsageError(f"max_rounds and proposals_per_round must be at least 1, got {self.max_rounds}, {self.proposals_per_round}")
+            raise UsageError(
+                f"max_rounds and proposals_per_round must be at least 1, got {self.max_rounds}, {self.proposals_per_round}"
+            )
         self.progress = as_reporter(progress)
         self.agents_dir = agents_dir
         self.optimizer = optimizer or self._default_optimizer()
@@ -268,7 +270,9 @@ class Dispatcher:
         if resume is not None and log.gate_contract_path:
             # The run's own copy (the path in the log may be relative to another working folder).
             self._use_contract(folder / Path(log.gate_contract_path).name)
-        self.progress(f"run {log.run_id}: optimizer {log.optimizer}, reviewer {log.reviewer}, test-writer {self.test_writer.name}")
+        self.progress(
+            f"run {log.run_id}: optimizer {log.optimizer}, reviewer {log.reviewer}, test-writer {self.test_writer.name}"
+        )
         if log.reviewer_note:
             self.progress(log.reviewer_note)
         log.save(folder)
@@ -396,7 +400,10 @@ class Dispatcher:
             record.review = static_review.model_copy(update={"recommendation": note})
             self.progress(f"round {number}, candidate {index}: {note}")
         outcome = "gate pass" if verdict.passed else f"gate FAIL at {verdict.first_failing_stage or 'integrity/run'}"
-        speed = f", speedup {record.speedup:.2f}x" if record.speedup else (", speed not measured" if not record.speed_measured else "")
+        speed = (
+            f", speedup {record.speedup:.2f}x" if record.speedup
+            else (", speed not measured" if not record.speed_measured else "")
+        )
         self.progress(f"round {number}, candidate {index}: {outcome}{speed}; review integrity {record.review.integrity}")
         return record
 
@@ -449,6 +456,8 @@ class Dispatcher:
         try:
             verdict = Verdict.model_validate_json(verdict_file.read_bytes())
         except (OSError, ValueError) as err:
-            return FinalCheck(passed=False, exit_code=done.returncode, error=f"no verdict ({type(err).__name__}): {done.stderr[-1000:]}")
+            return FinalCheck(
+                passed=False, exit_code=done.returncode, error=f"no verdict ({type(err).__name__}): {done.stderr[-1000:]}"
+            )
         # Its timing (with the torch.compile comparison the rounds leave out) is the run's reported speed.
         return FinalCheck(passed=verdict.passed and done.returncode == 0, exit_code=done.returncode, verdict=summary(verdict))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from enum import Enum
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -33,7 +33,7 @@ class CandidateRecord(BaseModel):
     file: str = Field(description="The candidate's source, kept in the run folder.")
     sha256: str
     notes: str = ""
-    gate: VerdictSummary | None = Field(None, description="The judge's verdict in brief (None if the judge failed).")
+    gate: VerdictSummary | None = Field(default=None, description="The judge's verdict in brief (None if the judge failed).")
     gate_passed: bool = False
     review: ReviewVerdict | None = None
     speedup: float | None = None
@@ -49,7 +49,7 @@ class FinalCheck(BaseModel):
     passed: bool = passed_field()
     exit_code: int
     verdict: VerdictSummary | None = None
-    error: str | None = Field(None, description="Why there is no verdict (the check's last output).")
+    error: str | None = Field(default=None, description="Why there is no verdict (the check's last output).")
     seeds_fresh: bool = True
 
 
@@ -82,18 +82,21 @@ class RunLog(BaseModel):
     optimizer: str
     reviewer: str
     reviewer_note: str = ""
-    test_writer: str = Field("contract-cases", description="Who advised the gate's extra cases (`contract-cases`: none).")
+    test_writer: str = Field(default="contract-cases", description="Who advised the gate's extra cases (`contract-cases`: none).")
     test_writer_note: str = ""
     extra_cases: list[str] = Field(default_factory=list, description="Adviser cases added to the gate, as profile:name.")
     rejected_cases: list[str] = Field(default_factory=list, description="Adviser cases refused, each with its reason.")
-    stage_checks: list[dict[str, str]] = Field(default_factory=list, description="Adviser stage checks, recorded for the reviewer.")
+    stage_checks: list[dict[str, str]] = Field(
+        default_factory=list, description="Adviser stage checks, recorded for the reviewer."
+    )
     gate_contract_path: str | None = Field(
-        None, description="The contract the gate was built from, when extra cases were added (runs/<id>/gate-contract.yaml)."
+        default=None,
+        description="The contract the gate was built from, when extra cases were added (runs/<id>/gate-contract.yaml).",
     )
     status: RunStatus = "incomplete"
     stop: StopReason | None = None
     stop_reason: str = "not finished"
-    interrupted_by: int | None = Field(None, description="The signal that stopped the run, if one did.")
+    interrupted_by: int | None = Field(default=None, description="The signal that stopped the run, if one did.")
     established: Established = Established()
     rounds: list[RoundRecord] = []
     best: CandidateRecord | None = None

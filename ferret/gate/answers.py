@@ -30,7 +30,6 @@ from ferret.contract.task import Task
 from ferret.gate.metrics import bitwise_equal, compare_stage
 
 
-
 def check_timed_answers(task: Task, pool: list[dict[str, torch.Tensor]], answers_file: Path, dtype: str,
                         read_only: list[str]) -> tuple[int, list[str]]:
     """(answers checked, flags naming each wrong one) for the timed calls on `pool`, the judge's own copy of

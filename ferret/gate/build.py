@@ -24,7 +24,7 @@ from safetensors.torch import save_file
 
 from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import ContractError, load_contract
-from ferret.contract.model import Case, Contract
+from ferret.contract.model import Case, Contract, ProfileName
 from ferret.gate.inputs import (
     TORCH_DTYPES,
     case_variants,
@@ -41,7 +41,7 @@ from ferret.gate.lock import (
     sha256_file,
     verify_gate,
 )
-from ferret.gate.models import GateManifest, InputRecord, VariantRecord
+from ferret.gate.models import GateManifest, InputRecord, PartName, VariantRecord
 from ferret.gate.platform_info import platform_info, resolve_profile, versions
 from ferret.gate.trust import is_trusted, record_gate
 
@@ -144,7 +144,7 @@ class _Build:
     and where it runs, the dtype its golden values are stored in, and the staging folder written into."""
 
     contract: Contract
-    profile: str
+    profile: ProfileName
     key: str
     reference: Callable
     device: str
@@ -164,7 +164,7 @@ def _write_variants(build: _Build, progress: Progress) -> list[VariantRecord]:
     return variants
 
 
-def _write_variant(build: _Build, case: Case, dtype: str, part: str) -> VariantRecord:
+def _write_variant(build: _Build, case: Case, dtype: str, part: PartName) -> VariantRecord:
     """One variant's folder `cases/<id>`: its inputs (unless too large: then only their seed and content
     hash) and the golden value of every stage; and the record of it for the manifest."""
     vid = variant_id(case, dtype)
@@ -252,7 +252,9 @@ def _lock_into_place(build: _Build, gates_dir: Path, manifest_bytes: bytes, prog
     verify_gate(final)
     # Recorded only now, by the process that computed every byte of it (an existing folder of the
     # same hash holds exactly the manifest just recomputed, so it is recorded too).
-    record_gate(digest, {"op": build.contract.op, "profile": build.profile, "build_key": build.key, "folder": str(final.resolve())})
+    record_gate(
+        digest, {"op": build.contract.op, "profile": build.profile, "build_key": build.key, "folder": str(final.resolve())}
+    )
     progress(f"gate {digest} locked at {final}")
     return final
 
@@ -270,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gates-dir", default="gates")
     parser.add_argument("--profile", choices=("cpu", "gpu"), default="cpu")
     args = parser.parse_args(argv)
-    gate = build_gate(args.contract, args.gates_dir, args.profile, progress=lambda m: print(f"ferret: test-writer: {m}", file=sys.stderr, flush=True))
+    gate = build_gate(
+        args.contract, args.gates_dir, args.profile,
+        progress=lambda m: print(f"ferret: test-writer: {m}", file=sys.stderr, flush=True),
+    )
     print(gate)
     return 0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,8 @@ import yaml
 
 from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import ContractError, load_contract
-from ferret.contract.model import Contract, Tolerance, ToleranceTable
+from ferret.contract.model import Contract, ProfileName, Tolerance, ToleranceTable
+from ferret.errors import UsageError
 from ferret.gate.inputs import case_variants, draw_inputs, output_specs, variant_id
 from ferret.gate.metrics import compare_stage
 
@@ -38,7 +39,9 @@ _PERMISSIVE = Tolerance(rel_l2=float("inf"))
 
 def _run_implementation(run, inputs, contract: Contract, case, dtype: str, device: str):
     inputs = {k: v.to(device).clone() for k, v in inputs.items()}
-    outputs = {n: torch.full(s, float("nan"), dtype=d, device=device) for n, (s, d) in output_specs(contract, case, dtype).items()}
+    outputs = {
+        n: torch.full(s, float("nan"), dtype=d, device=device) for n, (s, d) in output_specs(contract, case, dtype).items()
+    }
     trace: dict = {}
     run(inputs, outputs, dict(contract.params), trace=trace)
     values = dict(trace)
@@ -51,6 +54,8 @@ def _run_implementation(run, inputs, contract: Contract, case, dtype: str, devic
 
 def _load_candidate(path: Path, entry: str):
     spec = importlib.util.spec_from_file_location(f"ferret_calibration_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{path}: not a Python source file, cannot be loaded as a candidate")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, entry)
@@ -71,8 +76,8 @@ def calibrate(
     seeds: int = 16,
     margin: float = 4.0,
     check_seeds: int = 8,
-    candidates: list[Path] = (),
-    profile: str = "cpu",
+    candidates: Sequence[Path] = (),
+    profile: ProfileName = "cpu",
     progress: Callable[[str], None] = lambda m: None,
 ) -> Path:
     """Measure the honest error, derive the tolerance table and the honest candidates' false-rejection
@@ -94,7 +99,9 @@ def calibrate(
     worst, exposed = _measure_worst_errors(setup, honest, seeds, progress)
     never = [st.name for st in contract.stages if st.name not in exposed]
     if never:
-        raise ContractError(f"{contract_path}: stages {never} are exposed by no honest implementation: nothing to calibrate them on")
+        raise ContractError(
+            f"{contract_path}: stages {never} are exposed by no honest implementation: nothing to calibrate them on"
+        )
     date = _dt.date.today().isoformat()
     table = _tolerance_table(setup, worst, margin, list(honest), seeds, profile, date)
     contract_with_table = contract.model_copy(update={"tolerances": table})
@@ -129,7 +136,10 @@ def _measure_worst_errors(
     """(the largest error of any honest implementation, by dtype, stage and metric, over the calibration
     seeds; the stages some implementation exposes)."""
     contract = setup.contract
-    worst = {d: {s.name: {"rel_l2": 0.0, "max_abs_rel_peak": 0.0, "one_minus_cosine": 0.0} for s in contract.stages} for d in contract.dtypes}
+    worst = {
+        d: {s.name: {"rel_l2": 0.0, "max_abs_rel_peak": 0.0, "one_minus_cosine": 0.0} for s in contract.stages}
+        for d in contract.dtypes
+    }
     exposed: set[str] = set()
     for number, (case, dtype, _part) in enumerate(setup.variants, 1):
         for s in range(seeds):
@@ -144,7 +154,9 @@ def _measure_worst_errors(
     return worst, exposed
 
 
-def _update_worst_errors(worst: dict[str, dict[str, float]], got: dict, golden: dict, contract: Contract, nonfinite_error: str) -> set[str]:
+def _update_worst_errors(
+    worst: dict[str, dict[str, float]], got: dict, golden: dict, contract: Contract, nonfinite_error: str
+) -> set[str]:
     """Raise each stage's worst error so far to this run's where it is larger; return the stages the run
     exposed. A NaN or Inf where the reference has none (or the reverse) is no rounding error: no tolerance
     may absorb it, so it stops the calibration."""
@@ -163,7 +175,9 @@ def _update_worst_errors(worst: dict[str, dict[str, float]], got: dict, golden: 
     return exposed
 
 
-def _tolerance_table(setup: _Calibration, worst: dict, margin: float, honest: list[str], seeds: int, profile: str, date: str) -> ToleranceTable:
+def _tolerance_table(
+    setup: _Calibration, worst: dict, margin: float, honest: list[str], seeds: int, profile: str, date: str
+) -> ToleranceTable:
     """The table: each worst error times the margin, floored, with the provenance that says so."""
     contract = setup.contract
     by_dtype: dict[str, dict[str, Tolerance]] = {}
@@ -174,7 +188,8 @@ def _tolerance_table(setup: _Calibration, worst: dict, margin: float, honest: li
         provenance=(
             f"ferret calibrate, {date}: largest error of the honest implementations ({', '.join(honest)}) against the "
             f"{contract.reference.precision} reference over {seeds} seeds x {len(setup.variants)} '{profile}' case variants, "
-            f"x margin {margin} (cosine: no tighter than the L2 bound implies), floored at {FLOOR_UNITS:g} float32 rounding units (cosine distance: the floor squared)"
+            f"x margin {margin} (cosine: no tighter than the L2 bound implies), floored at {FLOOR_UNITS:g} float32 rounding "
+            "units (cosine distance: the floor squared)"
         ),
         by_dtype=by_dtype,
     )
@@ -195,15 +210,21 @@ def _false_rejection(setup: _Calibration, implementation, judged: Contract, chec
             bad = [
                 st.name
                 for st in setup.contract.stages
-                if st.name in got and not compare_stage(got[st.name], golden[st.name].cpu(), st, judged.tolerance(dtype, st.name)).passed
+                if st.name in got
+                and not compare_stage(got[st.name], golden[st.name].cpu(), st, judged.tolerance(dtype, st.name)).passed
             ]
             if bad:
                 rejected += 1
                 failures.append(f"{variant_id(case, dtype)} seed {seed}: {bad}")
-    return {"runs": runs, "rejected": rejected, "rate": rejected / runs if runs else 0.0, "seeds_per_case": check_seeds, "failures": failures[:20]}
+    return {
+        "runs": runs, "rejected": rejected, "rate": rejected / runs if runs else 0.0, "seeds_per_case": check_seeds,
+        "failures": failures[:20],
+    }
 
 
-def _write_table(contract_path: Path, contract: Contract, table: ToleranceTable, worst: dict, seeds: int, margin: float, date: str) -> Path:
+def _write_table(
+    contract_path: Path, contract: Contract, table: ToleranceTable, worst: dict, seeds: int, margin: float, date: str
+) -> Path:
     """Write `<op>.tolerances.yaml` beside the contract, with the observed honest errors, and return it."""
     out = contract_path.parent / f"{contract.op}.tolerances.yaml"
     header = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from ferret.contract.task import Task
 from ferret.gate.fresh import FreshVariant
 from ferret.gate.inputs import output_specs, prepare_inputs
 from ferret.gate.isolation import hidden_from_candidates
-from ferret.gate.models import GateManifest, RunFault
+from ferret.gate.models import FaultKind, GateManifest, RunFault
 from ferret.progress import ProgressLike, as_reporter
 from ferret.sandbox.launch import ProcessOutcome, candidate_environment, run_isolated
 
@@ -97,7 +98,7 @@ def read_status(path: Path) -> wire.VariantStatus | None:
 
 def run_candidate(
     task: Task, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
-    progress: ProgressLike = None, run_stress: bool = True, fresh: list[FreshVariant] = (), deadline: float | None = None,
+    progress: ProgressLike = None, run_stress: bool = True, fresh: Sequence[FreshVariant] = (), deadline: float | None = None,
 ) -> CandidateRun:
     """Run every variant in one candidate process. A fault that ends the process (a hang, a crash, memory,
     the check's deadline) is charged to the variant it happened on; the variants after it are not run."""
@@ -149,16 +150,19 @@ def _not_run(why: str) -> wire.VariantStatus:
 
 def _load_failed(ids: list[str], failure: wire.VariantStatus | None) -> CandidateRun:
     """The candidate could not be loaded: said once, on the first variant; the others were not run."""
-    failure = failure or wire.VariantStatus.failed(wire.FailureKind.RESULT_MISSING, "the load failure report does not fit the wire")
+    failure = failure or wire.VariantStatus.failed(
+        wire.FailureKind.RESULT_MISSING, "the load failure report does not fit the wire"
+    )
     fault = RunFault(kind="exception", message=failure.message, variant=ids[0], not_run=ids[1:])
     statuses: dict[str, wire.VariantStatus | None] = {ids[0]: failure}
     statuses |= {vid: _not_run(f"the candidate could not be loaded (see {ids[0]})") for vid in ids[1:]}
     return CandidateRun(statuses, None, fault)
 
 
-def _fault_of(outcome: ProcessOutcome, contract: Contract) -> tuple[str, str]:
+def _fault_of(outcome: ProcessOutcome, contract: Contract) -> tuple[FaultKind, str]:
     """(kind, message) of a process that ended before its last result."""
-    kind = {"timeout": "timeout", "deadline": "timeout", "out_of_memory": "out_of_memory"}.get(outcome.kind, "crash")
+    kinds: dict[str, FaultKind] = {"timeout": "timeout", "deadline": "timeout", "out_of_memory": "out_of_memory"}
+    kind = kinds.get(outcome.kind, "crash")
     message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
     if outcome.kind == "timeout":
         message += f" (budgets.case_timeout_s is {contract.budgets.case_timeout_s:g})"

@@ -4,6 +4,7 @@ inputs, the runtime watches' evidence), and the verdict's parts from the variant
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import torch
 from safetensors.torch import load_file
@@ -13,36 +14,55 @@ from ferret.contract.model import Contract
 from ferret.gate import detect
 from ferret.gate.inputs import tensor_content_sha256
 from ferret.gate.metrics import StageMetrics, bitwise_equal, compare_stage
-from ferret.gate.models import PARTS, Detection, PartResult, RunFailure, VariantResult
+from ferret.gate.models import PARTS, Detection, PartName, PartResult, RunFailure, VariantResult
+
+VariantIds = tuple[str, str, str, PartName]
+"""A variant's id, case, dtype and part."""
+
+
+class _VariantBase(TypedDict):
+    """The fields every VariantResult of one variant starts from."""
+
+    id: str
+    case: str
+    dtype: str
+    part: PartName
+
+
+def _result_missing(base: _VariantBase, message: str) -> VariantResult:
+    result = VariantResult(**base, passed=False, failure=RunFailure(kind="result_missing", message=message))
+    result.detections = detect.from_failure(result)
+    return result
 
 
 def judge_variant(
     contract: Contract,
-    ids: tuple[str, str, str, str],
+    ids: VariantIds,
     golden: dict[str, torch.Tensor],
     status: wire.VariantStatus | None,
     tensors_file: Path,
     input_digests: dict[str, str],
 ) -> VariantResult:
     vid, case, dtype, part = ids
-    base = dict(id=vid, case=case, dtype=dtype, part=part)
-    missing = None
+    base: _VariantBase = {"id": vid, "case": case, "dtype": dtype, "part": part}
     if status is None:
-        missing = "no result for this case: the candidate's process ended the run early (a forged done marker?)"
-    elif status.ok:
-        try:
-            got = load_file(str(tensors_file))
-        except Exception as err:  # noqa: BLE001 - a missing or corrupt result is the candidate's doing
-            missing = f"the result file is missing or unreadable ({type(err).__name__}): written over or deleted by the candidate"
-    if missing is not None:
-        result = VariantResult(**base, passed=False, failure=RunFailure(kind="result_missing", message=missing))
-        result.detections = detect.from_failure(result)
-        return result
+        return _result_missing(
+            base, "no result for this case: the candidate's process ended the run early (a forged done marker?)"
+        )
     if not status.ok:
-        failure = RunFailure(kind=(status.kind or wire.FailureKind.EXCEPTION).value, message=status.message, traceback=status.traceback)
+        failure = RunFailure(
+            kind=(status.kind or wire.FailureKind.EXCEPTION).value, message=status.message, traceback=status.traceback
+        )
         result = VariantResult(**base, passed=False, failure=failure, seconds=status.seconds)
         result.detections = detect.from_failure(result)
         return result
+    try:
+        got = load_file(str(tensors_file))
+    except Exception as err:  # noqa: BLE001 - a missing or corrupt result is the candidate's doing
+        return _result_missing(
+            base,
+            f"the result file is missing or unreadable ({type(err).__name__}): written over or deleted by the candidate",
+        )
     outputs = [o.name for o in contract.outputs]
     inout = [i.name for i in contract.inputs if i.role == "inout"]
     repeats = contract.budgets.determinism_repeats
@@ -98,11 +118,16 @@ def judge_variant(
 def case_part(results: list[VariantResult]) -> PartResult:
     """A part made of case variants: each failure named; variants not run counted once, with the reason."""
     not_run = [r for r in results if r.failure is not None and r.failure.kind == "not_run"]
-    failed = [r for r in results if not r.passed and r not in not_run and (r.failure is not None or r.first_failing_stage is not None)]
+    failed = [
+        r for r in results
+        if not r.passed and r not in not_run and (r.failure is not None or r.first_failing_stage is not None)
+    ]
     detail = [f"{r.id}: {r.failure.kind}: {r.failure.message[:200]}" if r.failure else f"{r.id}: stage {r.first_failing_stage}"
               for r in failed]
     if not_run:
-        detail.append(f"{len(not_run)} of {len(results)} variants not run ({not_run[0].failure.message.removeprefix('not run: ')})")
+        first = not_run[0].failure
+        assert first is not None  # not_run holds only variants whose failure is `not_run`
+        detail.append(f"{len(not_run)} of {len(results)} variants not run ({first.message.removeprefix('not run: ')})")
     return PartResult(status="fail" if failed or not_run else "pass", detail="; ".join(detail) or f"{len(results)} case variants")
 
 
@@ -163,4 +188,6 @@ def mark(result: VariantResult) -> str:
         return f"FAIL at stage {result.first_failing_stage}: {'; '.join(failing.reasons)}"
     if result.repeats_bitwise_equal and result.traced_equals_fast and result.detections:
         return f"FAIL ({result.detections[0].cheat}: {result.detections[0].evidence[:160]})"
-    return "FAIL (not bitwise deterministic)" if not result.repeats_bitwise_equal else "FAIL (traced run differs from the fast path)"
+    if not result.repeats_bitwise_equal:
+        return "FAIL (not bitwise deterministic)"
+    return "FAIL (traced run differs from the fast path)"

@@ -20,7 +20,8 @@ def from_failure(result: VariantResult) -> list[Detection]:
     if result.failure is None or result.failure.kind not in _FAILURE_CHEATS:
         return []
     cheat, catalogue, what = _FAILURE_CHEATS[result.failure.kind]
-    return [Detection(cheat=cheat, catalogue=catalogue, evidence=f"{what}: {result.failure.message[:300]}", source="runtime", variant=result.id)]
+    return [Detection(cheat=cheat, catalogue=catalogue, evidence=f"{what}: {result.failure.message[:300]}", source="runtime",
+                      variant=result.id)]
 
 
 def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[str, torch.Tensor], outputs: list[str],
@@ -45,7 +46,9 @@ def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[st
     return found
 
 
-def from_outputs(result: VariantResult, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str]) -> list[Detection]:
+def from_outputs(
+    result: VariantResult, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str]
+) -> list[Detection]:
     found = []
     for name in outputs:
         cand = got.get(wire.fast_key(0, name))
@@ -71,7 +74,8 @@ def from_outputs(result: VariantResult, got: dict[str, torch.Tensor], golden: di
     if failing and all(_within_rounding(s) for s in failing):
         names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in failing)
         found.append(Detection(cheat="lower_precision", catalogue=[4], source="outputs", variant=result.id,
-                               evidence=f"close to the reference but outside the tolerance derived for the contract's dtypes: {names}"))
+                               evidence="close to the reference but outside the tolerance derived for the contract's dtypes: "
+                               f"{names}"))
     elif failing:
         found.append(_math_mismatch(result, failing[0]))
     return found
@@ -99,16 +103,17 @@ def _math_mismatch(result: VariantResult, first: StageMetrics) -> Detection:
              else "")
     where = f" worst at {first.worst.named or first.worst.index}" if first.worst else ""
     return Detection(cheat="math_mismatch", catalogue=[], source="outputs", variant=result.id,
-                     evidence=f"stage {first.stage} differs from the contract's math: {', '.join(n for n in numbers if n)}{ratio} "
-                     f"(tolerance {tolerance});{where}; {'; '.join(first.reasons)[:200]}")
+                     evidence=f"stage {first.stage} differs from the contract's math: "
+                     f"{', '.join(n for n in numbers if n)}{ratio} (tolerance {tolerance});{where}; "
+                     f"{'; '.join(first.reasons)[:200]}")
 
 
 def hardcoded_cases(frozen: list[VariantResult], fresh: list[VariantResult]) -> list[Detection]:
     if frozen and fresh and all(r.passed for r in frozen) and any(not r.passed for r in fresh):
         failed = [r.id for r in fresh if not r.passed]
         return [Detection(cheat="hardcoded_cases", catalogue=[5, 16], source="outputs",
-                          evidence=f"every frozen case passes but fresh private cases {failed} fail: the candidate is special-cased "
-                          "to the test cases (or replays results across calls)")]
+                          evidence=f"every frozen case passes but fresh private cases {failed} fail: the candidate is "
+                          "special-cased to the test cases (or replays results across calls)")]
     return []
 
 

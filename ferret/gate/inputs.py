@@ -22,11 +22,13 @@ from ferret.contract.model import (
     Edit,
     Input,
     Normal,
+    ProfileName,
     RandInt,
     RowScaledNormal,
     Uniform,
 )
 from ferret.contract.shapes import evaluate, evaluate_shape
+from ferret.gate.models import PartName
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
@@ -108,13 +110,13 @@ def output_specs(contract: Contract, case: Case, dtype: str) -> dict[str, tuple[
     return {o.name: (evaluate_shape(o.shape, case.dims), resolve_dtype(o.dtype, dtype)) for o in contract.outputs}
 
 
-def case_variants(contract: Contract, profile: str) -> list[tuple[Case, str, str]]:
+def case_variants(contract: Contract, profile: ProfileName) -> list[tuple[Case, str, PartName]]:
     """(case, dtype, verification part) for every run the gate holds.
 
     Correctness cases run in every dtype the contract lists (the primary dtype is the `correctness` part,
     the others the `dtypes` part); edge cases run in the primary dtype.
     """
-    variants = []
+    variants: list[tuple[Case, str, PartName]] = []
     for case in contract.cases_for(profile):
         if case.kind == "edge":
             variants.append((case, contract.primary_dtype, "edge_cases"))

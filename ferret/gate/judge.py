@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -29,7 +30,7 @@ from ferret.errors import JudgeError, UsageError
 from ferret.gate import detect
 from ferret.gate.build import build_key, find_gate
 from ferret.gate.candidate_run import CandidateRun, run_candidate
-from ferret.gate.decide import judge_variant, mark, parts_of
+from ferret.gate.decide import VariantIds, judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
 from ferret.gate.isolation import isolation_summary
 from ferret.gate.lock import sha256_file, verify_gate
@@ -48,7 +49,9 @@ def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profil
     gate = find_gate(gates_dir, build_key(contract, profile))
     if gate is None:
         progress("no gate for this contract on this machine yet: the test-writer builds one")
-        command = [sys.executable, "-m", "ferret.gate.build", str(contract_path), "--gates-dir", str(gates_dir), "--profile", profile]
+        command = [
+            sys.executable, "-m", "ferret.gate.build", str(contract_path), "--gates-dir", str(gates_dir), "--profile", profile
+        ]
         built = run_child(command, stdout=subprocess.PIPE, stderr=None, text=True)
         if built.returncode != 0:
             raise JudgeError(f"the test-writer failed to build the gate (exit {built.returncode})")
@@ -110,7 +113,9 @@ class Judge:
         detections = detect.unique(
             static
             + [d for r in results for d in r.detections]
-            + detect.hardcoded_cases([r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"])
+            + detect.hardcoded_cases(
+                [r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"]
+            )
         )
         parts = parts_of(results, run.stress, self.device, run_stress, detections)
         passed = all(p.status != "fail" for p in parts.values())
@@ -119,12 +124,15 @@ class Judge:
             # A time the guards call impossible or replayed rejects the candidate, however correct it was.
             detections = detect.unique(detections + timing.detections)
             parts["integrity"] = PartResult(
-                status="fail", detail="; ".join(f"{d.cheat} (cheats.md {d.catalogue}): {d.evidence[:200]}" for d in timing.detections)
+                status="fail",
+                detail="; ".join(f"{d.cheat} (cheats.md {d.catalogue}): {d.evidence[:200]}" for d in timing.detections),
             )
             passed = False
         verdict = Verdict(
             passed=passed,
-            first_failing_stage=next((s.name for s in self.contract.stages if any(r.first_failing_stage == s.name for r in results)), None),
+            first_failing_stage=next(
+                (s.name for s in self.contract.stages if any(r.first_failing_stage == s.name for r in results)), None
+            ),
             gate_hash=self.gate.name, op=self.contract.op, profile=self.profile, candidate_path=str(candidate),
             candidate_sha256=sha256_file(candidate), parts=parts, detections=detections, variants=results, timing=timing,
             device=device_name(), versions=versions(),
@@ -143,10 +151,12 @@ class Judge:
                                 fresh, deadline)
             # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
             verify_gate(self.gate, require_trusted=True)
-            to_judge = [
+            # Each variant's ids, its golden stages (loaded when judged) and its inputs' content hashes.
+            to_judge: list[tuple[VariantIds, Callable[[], dict[str, torch.Tensor]], dict[str, str]]] = [
                 ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(self.gate / r.golden_file)), r.inputs.content_sha256)
                 for r in self.manifest.variants
-            ] + [((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh]
+            ]
+            to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
             results = []
             for ids, golden, input_digests in to_judge:
                 result = judge_variant(self.contract, ids, golden(), run.statuses.get(ids[0]),
@@ -216,7 +226,9 @@ def summary(verdict: Verdict) -> VerdictSummary:
         "candidate_sha256": verdict.candidate_sha256,
         "parts": {k: v.status for k, v in verdict.parts.items()},
         "detections": [{"cheat": d.cheat, "catalogue": d.catalogue, "evidence": d.evidence[:300]} for d in verdict.detections],
-        "fault": verdict.fault.model_dump(exclude={"not_run"}) | {"not_run": len(verdict.fault.not_run)} if verdict.fault else None,
+        "fault": (
+            verdict.fault.model_dump(exclude={"not_run"}) | {"not_run": len(verdict.fault.not_run)} if verdict.fault else None
+        ),
         "cases": {
             r.id: {
                 "pass": r.passed,

@@ -101,7 +101,8 @@ def compare_stage(
     index = [int(i) for i in index]
     worst = WorstError(
         index=index,
-        named=dict(zip(stage.dims, index)) if stage.dims else {},
+        # strict=False: an empty stage has no worst entry (index []), so it names no axis.
+        named=dict(zip(stage.dims, index, strict=False)) if stage.dims else {},
         candidate=float(cand.flatten()[flat]) if ref.numel() else 0.0,
         reference=float(ref.flatten()[flat]) if ref.numel() else 0.0,
     )

@@ -21,8 +21,8 @@ class Detection(BaseModel):
     evidence: str
     source: Literal["static", "runtime", "outputs", "timing"]
     variant: str | None = None
-    file: str | None = Field(None, description="Static findings: the candidate file the pattern is in.")
-    line: int | None = Field(None, description="Static findings: its 1-based line.")
+    file: str | None = Field(default=None, description="Static findings: the candidate file the pattern is in.")
+    line: int | None = Field(default=None, description="Static findings: its 1-based line.")
 
 
 class InputRecord(BaseModel):
@@ -71,10 +71,13 @@ class RunFailure(BaseModel):
     traceback: str | None = None
 
 
+FaultKind = Literal["exception", "crash", "timeout", "out_of_memory"]
+
+
 class RunFault(BaseModel):
     """What ended the candidate's run early, named once: the variants after it were not run."""
 
-    kind: Literal["exception", "crash", "timeout", "out_of_memory"]
+    kind: FaultKind
     message: str
     variant: str = Field(description="The variant it happened on (`stress` for the stress run).")
     not_run: list[str] = Field(default_factory=list, description="The variants that did not run because of it.")
@@ -117,7 +120,8 @@ class CaseTiming(BaseModel):
     pool_sets: int | None = None
     persisting_l2: str | None = None
     answers_checked: int | None = Field(
-        None, description="Timed calls whose answer, as left in its output buffer, the judge checked against the reference."
+        default=None,
+        description="Timed calls whose answer, as left in its output buffer, the judge checked against the reference.",
     )
     flags: list[str] = []
     review: list[str] = []
@@ -154,9 +158,9 @@ class Verdict(BaseModel):
     device: str
     versions: dict[str, str]
     seeds: dict[str, int]
-    isolation: str = Field("", description="How the candidate's process was isolated on this machine.")
+    isolation: str = Field(default="", description="How the candidate's process was isolated on this machine.")
     fault: RunFault | None = Field(
-        None, description="What stopped the candidate's run early (a load failure, a hang, a crash, memory, the check's "
+        default=None, description="What stopped the candidate's run early (a load failure, a hang, a crash, memory, the check's "
         "deadline); the variants after it are reported as not run."
     )
     started_at: str
@@ -190,8 +194,8 @@ class StageSummary(_Summary):
     rel_l2: float | None = None
     max_abs_rel_peak: float | None = None
     cosine: float | None = None
-    worst: dict[str, int] | list[int] | None = Field(None, description="Where the worst error sits (failing stages).")
-    tolerance: dict[str, float] | None = Field(None, description="The bounds it failed (failing stages).")
+    worst: dict[str, int] | list[int] | None = Field(default=None, description="Where the worst error sits (failing stages).")
+    tolerance: dict[str, float] | None = Field(default=None, description="The bounds it failed (failing stages).")
 
 
 class CaseSummary(_Summary):

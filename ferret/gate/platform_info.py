@@ -5,6 +5,10 @@ from __future__ import annotations
 import platform
 import sys
 from importlib import metadata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ferret.contract.model import ProfileName
 
 
 def package_version(name: str) -> str:
@@ -36,16 +40,16 @@ def platform_info() -> dict[str, str]:
     return {"system": platform.system(), "machine": platform.machine(), "device": device_name(), "byteorder": sys.byteorder}
 
 
-def default_profile() -> str:
+def default_profile() -> ProfileName:
     import torch
 
     return "gpu" if torch.cuda.is_available() else "cpu"
 
 
-PROFILES = ("cpu", "gpu")
+PROFILES: tuple[ProfileName, ...] = ("cpu", "gpu")
 
 
-def resolve_profile(profile: str | None, option: str = "profile", needs_gpu: bool = True) -> str:
+def resolve_profile(profile: str | None, option: str = "profile", needs_gpu: bool = True) -> ProfileName:
     """`profile`, checked: one of PROFILES, and (with `needs_gpu`) `gpu` only where a CUDA GPU is present;
     None means the default for this machine. A mistake is a UsageError naming `option` (`--profile` on the
     command line)."""

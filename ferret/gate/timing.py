@@ -182,7 +182,8 @@ def _judge_timings(task: Task, cases: list[_Case], raw: wire.TimingResults, devi
     read_only = [i.name for i in contract.inputs if i.role == "in"]
     peaks = _peaks_seen_by_judge(device)
     timings = []
-    for case, result in zip(cases, raw.cases):
+    # One result per case, in order: _run_timing_process refused results whose cases differ from the job's.
+    for case, result in zip(cases, raw.cases, strict=True):
         checked, wrong = check_timed_answers(task, case.pool, Path(result.answers_file), contract.primary_dtype, read_only)
         timings.append(_case_timing(case, result, checked, wrong, peaks, read_only))
     detections = [
@@ -215,13 +216,15 @@ def _case_timing(case: _Case, result: wire.TimingCaseResult, checked: int, wrong
               if speedup > guards.SUSPICIOUS_SPEEDUP else [])
     floor = None
     if peaks is not None:
-        shapes = {n: torch.empty(shape, dtype=getattr(torch, dtype), device="meta") for n, (shape, dtype) in case.job.outputs.items()}
+        shapes = {
+            n: torch.empty(shape, dtype=getattr(torch, dtype), device="meta") for n, (shape, dtype) in case.job.outputs.items()
+        }
         min_bytes = guards.minimum_bytes(case.pool[0], shapes, read_only)
         floor = guards.floor_ms(min_bytes, 0.0, peaks)
         if result.candidate_ms < guards.FLOOR_MARGIN * floor:
             flags.append(
-                f"impossible_speed: {result.candidate_ms * 1e3:.2f} us is under {guards.FLOOR_MARGIN:g} x the {floor * 1e3:.2f} us "
-                f"floor ({min_bytes} bytes at the datasheet {peaks['bytes_per_s'] / 1e12:g} TB/s)")
+                f"impossible_speed: {result.candidate_ms * 1e3:.2f} us is under {guards.FLOOR_MARGIN:g} x the "
+                f"{floor * 1e3:.2f} us floor ({min_bytes} bytes at the datasheet {peaks['bytes_per_s'] / 1e12:g} TB/s)")
     return CaseTiming(
         case=result.case, candidate_ms=result.candidate_ms, baseline_ms=result.baseline_ms,
         baseline_compiled_ms=result.baseline_compiled_ms, speedup=speedup,

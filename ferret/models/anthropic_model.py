@@ -61,7 +61,8 @@ def _redact(text: str, secret: str | None) -> str:
 
 def _status_detail(err: anthropic.APIStatusError) -> str:
     body = err.body if isinstance(err.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    raw_error = body.get("error")
+    error = raw_error if isinstance(raw_error, dict) else {}
     kind = getattr(err, "type", None) or error.get("type")
     message = getattr(err, "api_message", None) or error.get("message") or (err.body if isinstance(err.body, str) else "")
     request_id = getattr(err, "request_id", None)

@@ -55,10 +55,19 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from ferret.models.base import ModelError, ModelRequest, ModelResponse, ModelUnavailable, ToolCall, ToolSpec, model_requests_forbidden
+from ferret.models.base import (
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ModelUnavailable,
+    ToolCall,
+    ToolSpec,
+    model_requests_forbidden,
+)
 
 TOOL_INPUT_FILE = "ferret_tool_input.json"
 PERMISSION_MODE = "acceptEdits"

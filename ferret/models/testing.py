@@ -17,12 +17,13 @@ Neither model leaves the process, so both answer even while `forbid_model_reques
 
 from __future__ import annotations
 
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any
 
 from ferret.models.base import ModelRequest, ModelResponse, ToolCall
 
-ResponseLike = Union[ModelResponse, str]
-ScriptItem = Union[ModelResponse, str, Callable[[ModelRequest], ResponseLike]]
+ResponseLike = ModelResponse | str
+ScriptItem = ModelResponse | str | Callable[[ModelRequest], ResponseLike]
 
 
 class ScriptExhausted(AssertionError):

@@ -43,7 +43,7 @@ class OptimizerContext(BaseModel):
     abi: str
     history: list[RoundFeedback] = []
     tried_approaches: list[str] = []
-    must_pivot: bool = Field(False, description="No progress for N rounds: propose an approach not tried yet.")
+    must_pivot: bool = Field(default=False, description="No progress for N rounds: propose an approach not tried yet.")
     round: int = 1
 
 
@@ -79,7 +79,9 @@ class ReviewContext(BaseModel):
     candidate_path: str
     candidate_source: str
     gate_summary: VerdictSummary = Field(description="The gate's verdict in brief (never a golden value).")
-    static_findings: list[Detection] = Field(default_factory=list, description="The static scan's findings, each with file and line.")
+    static_findings: list[Detection] = Field(
+        default_factory=list, description="The static scan's findings, each with file and line."
+    )
     next_plan: str = ""
 
 

@@ -59,7 +59,7 @@ class TemplateSpace(BaseModel):
     labels: dict[str, str | dict[Any, str]] = Field(
         default_factory=dict, description="parameter -> format string with {} or value -> text ('' leaves it out)."
     )
-    pivot: str = Field("block_policy", description="The parameter that names the approach family, changed on a pivot.")
+    pivot: str = Field(default="block_policy", description="The parameter that names the approach family, changed on a pivot.")
     invariants: str = Field(
         description="What every point keeps (the math, the stages it exposes), quoted in each proposal's plan for the reviewer."
     )

@@ -27,7 +27,9 @@ class StaticReviewer:
 
     def review(self, context: ReviewContext) -> ReviewVerdict:
         findings = [
-            ReviewFinding(file=d.file or context.candidate_path, line=d.line or 0, message=d.evidence.removeprefix(f"{d.file}:{d.line}: "))
+            ReviewFinding(
+                file=d.file or context.candidate_path, line=d.line or 0, message=d.evidence.removeprefix(f"{d.file}:{d.line}: ")
+            )
             for d in context.static_findings
         ]
         integrity_part = context.gate_summary.parts.get("integrity")

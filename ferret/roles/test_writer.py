@@ -121,7 +121,9 @@ def merge_cases(contract: Contract, advice: CaseAdvice) -> tuple[Contract, list[
             continue
         largest = max(_input_bytes(contract, c.dims) for c in contract.cases_for(proposal.profile))
         if size > largest:
-            rejected.append(f"{label}: inputs of {size} bytes, more than the largest {proposal.profile} case of the contract ({largest})")
+            rejected.append(
+                f"{label}: inputs of {size} bytes, more than the largest {proposal.profile} case of the contract ({largest})"
+            )
             continue
         data = merged.model_dump(mode="json")
         data["cases"][proposal.profile] = [c.model_dump(mode="json") for c in existing] + [case.model_dump(mode="json")]

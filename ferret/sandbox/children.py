@@ -22,7 +22,8 @@ import os
 import signal
 import subprocess
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ferret.errors import Interrupted
 

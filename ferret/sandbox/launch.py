@@ -10,9 +10,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ferret.sandbox.children import kill_group, start_group
 
@@ -100,8 +100,10 @@ def hiding_available() -> bool:
             # The same command the candidates get: the file must be gone behind the tmpfs, and the
             # process must have lost the capabilities to unmount it.
             done = subprocess.run(
-                hiding_command(["sh", "-c", f"test ! -e {shlex.quote(str(probe / 'x'))} && ! umount {shlex.quote(str(probe))} 2>/dev/null"],
-                               [probe]),
+                hiding_command(
+                    ["sh", "-c", f"test ! -e {shlex.quote(str(probe / 'x'))} && ! umount {shlex.quote(str(probe))} 2>/dev/null"],
+                    [probe],
+                ),
                 capture_output=True, timeout=20,
             ) if shutil.which("unshare") and shutil.which("setpriv") else None
             _HIDING = done is not None and done.returncode == 0
@@ -129,7 +131,7 @@ def hiding_command(args: list[str], hide: list[Path]) -> list[str]:
 
 def run_isolated(
     args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1,
-    hide: list[Path] = (), finished_marker: Path | None = None, deadline: float | None = None,
+    hide: Sequence[Path] = (), finished_marker: Path | None = None, deadline: float | None = None,
     progress_token: Callable[[], object] | None = None, on_progress: Callable[[object], None] | None = None,
 ) -> ProcessOutcome:
     """Run `args` isolated, in a process group of its own, and return how it ended.

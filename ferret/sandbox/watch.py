@@ -9,6 +9,8 @@ import collections
 import json
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -51,7 +53,7 @@ class LaunchRecorder:
     def __init__(self):
         self.counts: collections.Counter[str] = collections.Counter()
         self.noop = False
-        self.patched: dict[str, object] = {}
+        self.patched: dict[str, tuple[Any, Callable[..., Any]]] = {}  # label -> (patched class, its wrapper run)
         try:
             from triton.runtime.jit import JITFunction
 
