@@ -29,6 +29,7 @@ _OUTER = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # no place of their own in the walk.
 _SHARED = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
 _Fact = TypeVar("_Fact", bound=Callable[..., Any])
+_Node = TypeVar("_Node", bound=ast.AST)
 
 
 class FunctionFacts:
@@ -107,25 +108,30 @@ class ScanContext:
             if isinstance(func, ast.Name) and func.id == "getattr" and getattr_name is not None:
                 base = self.resolve(args[0])
                 return f"{base}.{getattr_name}" if base else None
-            if args and str_value(args[0]) is not None:
+            module = str_value(args[0]) if args else None
+            if module is not None:
                 if isinstance(func, ast.Name) and func.id == "__import__":
-                    return args[0].value.split(".")[0]
+                    return module.split(".")[0]
                 if self.resolve(func) == "importlib.import_module":
-                    return args[0].value
+                    return module
         return None
 
     def scope(self, node: ast.AST) -> Scope:
         """The functions around `node` as the walk found it."""
         return self.scopes[id(node)]
 
-    def nodes_of(self, *types: type) -> list[ast.AST]:
+    def nodes_of(self, *kinds: type[_Node]) -> list[_Node]:
         """The walked nodes of these exact types, in walk order."""
-        if len(types) == 1:
-            return self.by_type.get(types[0], [])
-        key = ("nodes_of", *types)
+        key = ("nodes_of", *kinds)
         if key not in self.memo:
-            found = [n for t in dict.fromkeys(types) for n in self.by_type.get(t, ())]
-            self.memo[key] = sorted(found, key=lambda n: self.order[id(n)])
+            if len(kinds) == 1:
+                found = self.by_type.get(kinds[0], [])
+            else:
+                found = [n for t in dict.fromkeys(kinds) for n in self.by_type.get(t, ())]
+                found.sort(key=lambda n: self.order[id(n)])
+            # by_type is keyed by each node's exact type, so this keeps every node: it only tells the
+            # checker what the list holds.
+            self.memo[key] = [n for n in found if isinstance(n, kinds)]
         return self.memo[key]
 
     def holds_arguments(self, value: ast.AST, fn: FunctionFacts) -> bool:

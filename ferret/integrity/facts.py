@@ -20,7 +20,7 @@ from ferret.integrity.astutil import (
     root_name,
     str_value,
 )
-from ferret.integrity.context import ScanContext, shared
+from ferret.integrity.context import FunctionFacts, ScanContext, shared
 from ferret.integrity.tables import (
     ATTR_RULES,
     CONSTANT_FILLS,
@@ -60,9 +60,11 @@ def call_target(ctx: ScanContext, node: ast.Call) -> CallTarget:
     if isinstance(func, ast.Attribute):
         return CallTarget(None, False, None, func)
     if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "getattr" \
-            and len(func.args) >= 2 and (str_value(func.args[1]) or "").isidentifier():
-        # getattr(x, "softmax")(...) is x.softmax(...)
-        return CallTarget(None, False, None, ast.Attribute(value=func.args[0], attr=func.args[1].value, ctx=ast.Load()))
+            and len(func.args) >= 2:
+        name = str_value(func.args[1]) or ""
+        if name.isidentifier():
+            # getattr(x, "softmax")(...) is x.softmax(...)
+            return CallTarget(None, False, None, ast.Attribute(value=func.args[0], attr=name, ctx=ast.Load()))
     return CallTarget(None, False, None, None)
 
 
@@ -156,7 +158,7 @@ class Store(NamedTuple):
     """One target of an assignment, augmented assignment or `del`."""
 
     stmt: ast.AST  # the statement, which the walk examines for all its targets
-    target: ast.AST  # an Attribute or a Subscript
+    target: ast.Attribute | ast.Subscript
     value: ast.AST | None  # what is stored, where the target receives it whole
     augmented: bool
 
@@ -244,21 +246,20 @@ def subscript_store_kind(ctx: ScanContext, store: Store) -> str | None:
         if root in run.inputs:
             return "input_write"
         return "output_constant" if _is_literal(store.value) else "output_copy"
-    return _container_store_kind(ctx, store) if scope.fn is not None else None
+    return _container_store_kind(ctx, store, scope.fn) if scope.fn is not None else None
 
 
 def _is_literal(value: ast.AST | None) -> bool:
     return isinstance(value, (ast.Constant, ast.UnaryOp)) and const_value(value) is not UNKNOWN
 
 
-def _container_store_kind(ctx: ScanContext, store: Store) -> str | None:
+def _container_store_kind(ctx: ScanContext, store: Store, fn: FunctionFacts) -> str | None:
     base, value = store.target.value, store.value
     if not (isinstance(base, ast.Name) and base.id in ctx.containers):
         return None
     reads_itself = value is not None and any(isinstance(n, ast.Name) and n.id == base.id for n in ast.walk(value))
     if store.augmented or reads_itself:
         return "counter"
-    fn = ctx.scope(store.stmt).fn
     return "argument_kept" if value is not None and ctx.holds_arguments(value, fn) else None
 
 
@@ -291,8 +292,9 @@ def _imported(ctx: ScanContext) -> Iterator[Imported]:
             for i, a in enumerate(node.names):
                 if a.name != "*":
                     yield Imported(node, f"{module}.{a.name}", i + 1, module)
-        elif call_target(ctx, node).builtin == "__import__" and node.args and str_value(node.args[0]) is not None:
-            yield Imported(node, node.args[0].value, 0, None)
+        elif call_target(ctx, node).builtin == "__import__" and node.args \
+                and (name := str_value(node.args[0])) is not None:
+            yield Imported(node, name, 0, None)
 
 
 # -------------------------------------------------------------------------------------------- literals

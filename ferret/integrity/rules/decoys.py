@@ -17,7 +17,7 @@ from ferret.integrity.registry import Hit, rule
 _TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
-def _literal_tests(ctx: ScanContext) -> Iterator[tuple[ast.AST, str, object]]:
+def _literal_tests(ctx: ScanContext) -> Iterator[tuple[ast.If | ast.While | ast.IfExp, str, object]]:
     """(node, keyword, value) for every if, while and conditional expression whose test is built only
     from literals (`False`, `not True`, `1 == 2`)."""
     for node in ctx.nodes_of(ast.If, ast.While, ast.IfExp):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import cast
 
+from ferret.integrity.astutil import str_value
 from ferret.integrity.context import ScanContext
 from ferret.integrity.facts import (
     attribute_store_kind,
@@ -157,7 +159,8 @@ def setattr_tensor_data(ctx: ScanContext) -> Iterator[Hit]:
     """setattr(t, "data", ...): a tensor's data rebound behind the judge's back."""
     for node, name in builtin_calls(ctx, "setattr", "delattr"):
         if setattr_kind(ctx, node) == "tensor_data":
-            yield Hit(node, f"{name}(..., {node.args[1].value!r}, ...): rebinding a tensor's data behind the "
+            # "tensor_data" means the second argument is the string literal "data" or "grad"
+            yield Hit(node, f"{name}(..., {str_value(node.args[1])!r}, ...): rebinding a tensor's data behind the "
                       "judge's back")
 
 
@@ -166,7 +169,8 @@ def output_constant_write(ctx: ScanContext) -> Iterator[Hit]:
     """y[...] = 0.0: a constant written into the output."""
     for store in stores(ctx):
         if subscript_store_kind(ctx, store) == "output_constant":
-            yield Hit(store.target, f"writes the constant {ast.unparse(store.value)} into the output: a constant "
+            value = cast(ast.AST, store.value)  # "output_constant" means a literal value was stored
+            yield Hit(store.target, f"writes the constant {ast.unparse(value)} into the output: a constant "
                       "output passes only where the true output is tiny", via=store.stmt)
 
 

@@ -36,7 +36,8 @@ def _downcast(node: ast.AST, what: str, via: ast.AST | None = None) -> Hit:
 def precision_flag_set(ctx: ScanContext) -> Iterator[Hit]:
     """torch.backends.cuda.matmul.allow_tf32 = True and the other reduced-precision switches."""
     for store in stores(ctx):
-        if attribute_store_kind(ctx, store) == "precision_flag":
+        # attribute_store_kind gives a kind only for an Attribute target; the isinstance lets the checker know
+        if isinstance(store.target, ast.Attribute) and attribute_store_kind(ctx, store) == "precision_flag":
             yield Hit(store.target, f"sets {ast.unparse(store.target)}: {ATTR_RULES[store.target.attr][1]}",
                       via=store.stmt)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import cast
 
 from ferret.integrity.context import ScanContext
 from ferret.integrity.facts import (
@@ -55,8 +56,10 @@ def function_attribute(ctx: ScanContext) -> Iterator[Hit]:
 def setattr_function(ctx: ScanContext) -> Iterator[Hit]:
     """setattr(run, "calls", ...): the same, through setattr."""
     for node, name in builtin_calls(ctx, "setattr", "delattr"):
-        if setattr_kind(ctx, node) == "function":
-            yield Hit(node, f"{name}({node.args[0].id}, ...): an attribute on a function keeps state across calls "
+        obj = node.args[0] if node.args else None
+        # "function" means the first argument is a Name of a module-level function
+        if setattr_kind(ctx, node) == "function" and isinstance(obj, ast.Name):
+            yield Hit(node, f"{name}({obj.id}, ...): an attribute on a function keeps state across calls "
                       "and can count them")
 
 
@@ -74,9 +77,12 @@ def counter_update(ctx: ScanContext) -> Iterator[Hit]:
 def argument_kept(ctx: ScanContext) -> Iterator[Hit]:
     """_last["y"] = y: an argument (or a view of one) kept in a module-level container."""
     for store in stores(ctx):
-        if subscript_store_kind(ctx, store) == "argument_kept":
-            yield Hit(store.target, f"stores {ast.unparse(store.value)} (an argument or a view of it) in the "
-                      f"module-level {store.target.value.id}: state kept across calls can replay an earlier result",
+        base = store.target.value
+        # "argument_kept" means a value was stored into a module-level container named by a Name
+        if subscript_store_kind(ctx, store) == "argument_kept" and isinstance(base, ast.Name):
+            value = cast(ast.AST, store.value)  # the kind is given only where a value is stored
+            yield Hit(store.target, f"stores {ast.unparse(value)} (an argument or a view of it) in the "
+                      f"module-level {base.id}: state kept across calls can replay an earlier result",
                       via=store.stmt)
 
 
@@ -100,7 +106,7 @@ def argument_appended(ctx: ScanContext) -> Iterator[Hit]:
 def module_attribute_patched(ctx: ScanContext) -> Iterator[Hit]:
     """torch.cuda.synchronize = ...: an attribute of an imported module replaced."""
     for store in stores(ctx):
-        if attribute_store_kind(ctx, store) == "module":
+        if isinstance(store.target, ast.Attribute) and attribute_store_kind(ctx, store) == "module":
             full = f"{ctx.resolve(store.target.value)}.{store.target.attr}"
             yield Hit(store.target, f"assigns {shown_path(store.target, full)}: patching an attribute of an imported "
                       "module replaces functions the judge itself calls (timers, synchronize, comparisons)",
@@ -111,7 +117,7 @@ def module_attribute_patched(ctx: ScanContext) -> Iterator[Hit]:
 def interpreter_attribute_replaced(ctx: ScanContext) -> Iterator[Hit]:
     """sys.path = ..., builtins.open = ...: the interpreter's module table, import path or builtins."""
     for store in stores(ctx):
-        if attribute_store_kind(ctx, store) == "interpreter":
+        if isinstance(store.target, ast.Attribute) and attribute_store_kind(ctx, store) == "interpreter":
             full = f"{ctx.resolve(store.target.value)}.{store.target.attr}"
             yield Hit(store.target, f"assigns {shown_path(store.target, full)}: it replaces what the judge's code "
                       "imports or finds in the interpreter", via=store.stmt)
@@ -129,7 +135,8 @@ def timer_method_patched(ctx: ScanContext) -> Iterator[Hit]:
 def _module_state_writes(ctx: ScanContext, kind: str) -> Iterator[Hit]:
     for store in stores(ctx):
         if subscript_store_kind(ctx, store) == kind:
-            shown, base_path = ast.unparse(store.target), ctx.resolve(store.target.value)
+            # these kinds are given only where the base resolves through an import, so the path is a str
+            shown, base_path = ast.unparse(store.target), cast(str, ctx.resolve(store.target.value))
             named = shown if shown.startswith(base_path) else f"{shown} ({base_path})"
             yield Hit(store.target, f"writes {named}: it changes state of an imported module that the judge's code "
                       "relies on", via=store.stmt)
