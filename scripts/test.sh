@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The test command: set up (scripts/setup.sh), then run the whole suite with pytest on the CPU, on two
-# workers (pytest-xdist): most tests wait on candidate processes.
+# The test command: set up (scripts/setup.sh), hold the style and the types of ferret/ (ruff, pyright),
+# then run the whole suite with pytest on the CPU, on two workers (pytest-xdist): most tests wait on
+# candidate processes.
 # GPU tests are marked `gpu` and skipped without a GPU; on the H200 run `python -m pytest -m gpu`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
+echo "== ruff check ferret" >&2
+ruff check ferret
+echo "== pyright (ferret/, settings in pyproject.toml)" >&2
+pyright
 exec python -m pytest -q -n 2 "$@"
