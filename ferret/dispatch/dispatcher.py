@@ -170,7 +170,6 @@ class Dispatcher:
         self.reviewer, self.reviewer_note = (reviewer, "") if reviewer is not None else self._default_reviewer()
         self.test_writer = test_writer or self._default_test_writer()
         self.resume_folder: Path | None = None  # set by Dispatcher.resuming: what run() continues by default
-        self.interrupted_by: int | None = None  # the signal that stopped the last run(), if one did
 
     # --- role selection ---------------------------------------------------------------------------
     # Roles not given are made by ferret.roles.resolve, like those named on the command line: an LLM when
@@ -284,9 +283,9 @@ class Dispatcher:
         except GateTampered as err:
             log.status, log.stop, log.stop_reason = "incomplete", StopReason.GATE_TAMPERED, f"gate tampered, run aborted: {err}"
         except KeyboardInterrupt as err:  # Ctrl-C, or ferret.errors.Interrupted (SIGINT or SIGTERM)
-            self.interrupted_by = log.interrupted_by = int(getattr(err, "signum", signal.SIGINT))
+            log.interrupted_by = int(getattr(err, "signum", signal.SIGINT))
             log.status, log.stop = "incomplete", StopReason.INTERRUPTED
-            log.stop_reason = (f"interrupted by {signal.Signals(self.interrupted_by).name} "
+            log.stop_reason = (f"interrupted by {signal.Signals(log.interrupted_by).name} "
                                f"(resume with `ferret dispatch --resume {folder}`)")
         except Exception as err:  # noqa: BLE001 - an error ends the run as incomplete, never as success
             log.status, log.stop, log.stop_reason = "incomplete", StopReason.ERROR, f"error: {type(err).__name__}: {err}"

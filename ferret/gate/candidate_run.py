@@ -119,7 +119,7 @@ def run_candidate(
         candidate_environment(workdir, interpret=device == "cpu"),
         contract.budgets.case_timeout_s,
         contract.budgets.candidate_memory_mb,
-        hide=hidden_from_candidates(gate, task.path),
+        hide=hidden_from_candidates(gate, task.project_root),
         finished_marker=out / wire.DONE_FILE,
         deadline=deadline,
         progress_token=lambda: _position(out),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ferret.contract.imports import project_root_of
 from ferret.gate.trust import trust_dir
 from ferret.sandbox.launch import hiding_available
 
@@ -16,9 +15,8 @@ def isolation_summary() -> str:
     return base + "; no mount namespace on this machine: golden files are never given to the candidate, but not hidden"
 
 
-def hidden_from_candidates(gate: Path, contract_path: Path) -> list[Path]:
+def hidden_from_candidates(gate: Path, project: Path) -> list[Path]:
     """What a process running candidate code must not see: the gates folder, the trust registry, and the
     project's tasks/ (the reference) and gates/."""
     trust_dir().mkdir(parents=True, exist_ok=True)
-    project = project_root_of(contract_path)
     return [gate.parent.resolve(), trust_dir().resolve(), project / "tasks", project / "gates"]

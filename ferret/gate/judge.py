@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from ferret import wire
 from ferret.contract.model import Contract
 from ferret.contract.task import Task
-from ferret.errors import JudgeError, UsageError
+from ferret.errors import JudgeError
 from ferret.gate import detect
 from ferret.gate.build import build_key, find_gate
 from ferret.gate.candidate_run import CandidateRun, run_candidate
@@ -35,7 +35,7 @@ from ferret.gate.fresh import FreshVariant, draw_fresh_cases
 from ferret.gate.isolation import isolation_summary
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
-from ferret.gate.platform_info import default_profile, device_name, versions
+from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
 from ferret.gate.timing import time_candidate
@@ -60,12 +60,8 @@ def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profil
 
 
 def device_for(profile: str) -> str:
-    if profile not in ("cpu", "gpu"):
-        raise UsageError(f"profile {profile!r}: expected cpu or gpu")
-    if profile == "gpu" and not torch.cuda.is_available():
-        raise UsageError("profile gpu needs a CUDA GPU, and this machine has none (torch.cuda.is_available() is False); "
-                         "use profile cpu")
-    return "cuda" if profile == "gpu" else "cpu"
+    """The device a profile runs on; its checks (cpu or gpu, a GPU present for gpu) are resolve_profile's."""
+    return "cuda" if resolve_profile(profile) == "gpu" else "cpu"
 
 
 class Judge:

@@ -156,7 +156,7 @@ def _run_timing_process(task: Task, gate: Path, workdir: Path, job: wire.TimingJ
         candidate_environment(workdir, interpret=job.device != "cuda"),
         task.contract.budgets.case_timeout_s,
         task.contract.budgets.candidate_memory_mb,
-        hide=hidden_from_candidates(gate, task.path),
+        hide=hidden_from_candidates(gate, task.project_root),
         finished_marker=workdir / wire.DONE_FILE,
         deadline=deadline,
         progress_token=lambda: _current_case(workdir),
