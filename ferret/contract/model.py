@@ -6,11 +6,13 @@ judge do is driven by this data; nothing about an op is hard-coded in the judge.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ferret.contract.shapes import ShapeExpr, check_expression
+from ferret.contract import roofline as _roofline
+from ferret.contract.shapes import ShapeExpr, check_expression, evaluate, evaluate_shape
 
 SCHEMA_VERSION = 1
 
@@ -218,6 +220,34 @@ class Cases(_Strict):
     )
 
 
+class Roofline(_Strict):
+    """The least work any correct kernel does on one case, from which the judge's timing floor is derived:
+    a time under max(bytes / peak bandwidth, flops / peak rate) is impossible.
+
+    Both are expressions: numbers, + - * / // ** and parentheses; names are the case's dims, the contract's
+    numeric top-level params and its inputs (tensors of the case's values); functions sum(t), min(...),
+    max(...), numel(name), nbytes(name). Each is evaluated on every declared case when the contract loads,
+    with every input at the low and then at the high end of its distribution's range (randint and uniform:
+    their bounds; constant: its value; normal and row_scaled_normal: 0 and 1): one that divides by zero,
+    comes out negative or names something unknown is a contract error there."""
+
+    bytes: str = Field(
+        description="Bytes no correct kernel can avoid moving between memory and the chip on one case. Names: "
+        "dims (`B`), numeric params (`kv_lora_rank`), inputs as tensors of the case's values, for elementwise "
+        "arithmetic and reductions (`sum(cache_lens + 1) * 1152`); functions: sum(t); min(...) and max(...) (of "
+        "one tensor: its smallest or largest entry, of several values: elementwise); numel(name) and nbytes(name) "
+        "(an input's or output's element count and size in bytes at the case's dtype variant). Must come out "
+        "finite and >= 0; rounded down to an integer."
+    )
+    flops: str = Field(
+        description="Floating-point operations no correct kernel can avoid on one case (a multiply-add counts 2), "
+        "in the same language as `bytes`."
+    )
+    description: str = Field(
+        default="", description="How the terms were counted: what each stands for, and what is counted as a flop."
+    )
+
+
 class CandidateAbi(_Strict):
     entry: str = Field(default="run", pattern=r"^[A-Za-z_]\w*$", description="Function the candidate module defines.")
     signature: str = "run(inputs: dict[str, Tensor], outputs: dict[str, Tensor], params: dict, trace: dict | None = None) -> None"
@@ -298,6 +328,12 @@ class Contract(_Strict):
     inputs: list[Input]
     outputs: list[Output]
     stages: list[Stage] = Field(description="The real-math contract, in order; outputs are its last stages.")
+    roofline: Roofline | None = Field(
+        default=None,
+        description="The least bytes and flops a correct kernel needs on a case, as expressions over its dims, "
+        "params and input values. Without it the generic count applies: each read-only input read once and "
+        "each output written once, 0 flops (in-place inputs are left out).",
+    )
     tolerances: ToleranceTable | None = Field(
         default=None,
         description="Per dtype and stage; derived by `ferret calibrate`, never by hand. In YAML either inline or "
@@ -360,6 +396,8 @@ class Contract(_Strict):
         unknown_speed_cases = [c for c in self.speed.cases if c not in {g.name for g in self.cases.gpu}]
         if unknown_speed_cases:
             problems.append(f"speed.cases: not GPU cases {unknown_speed_cases}")
+        # The dry run needs every shape to evaluate: only when nothing else is wrong.
+        problems += self._roofline_problems(dims_used, dry_run=not problems)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -374,6 +412,53 @@ class Contract(_Strict):
             yield f"outputs.{o.name}", list(o.shape)
         for s in self.stages:
             yield f"stages.{s.name}", list(s.shape)
+
+    def _roofline_problems(self, dims_used: set[str], dry_run: bool) -> list[str]:
+        if self.roofline is None:
+            return []
+        names = _roofline.Names(
+            dims=frozenset(dims_used),
+            params=frozenset(self.numeric_params()),
+            inputs=frozenset(i.name for i in self.inputs),
+            tensors=frozenset(t.name for t in [*self.inputs, *self.outputs]),
+        )
+        problems = []
+        for field in _roofline.FIELDS:
+            expr = getattr(self.roofline, field)
+            try:
+                _roofline.check_expression(expr, names)
+                if dry_run:
+                    _roofline.dry_run(expr, self._roofline_trials())
+            except ValueError as err:
+                problems.append(f"roofline.{field}: {err}")
+        return problems
+
+    def _roofline_trials(self):
+        """(label, scope) for every declared case and dtype variant, every input at the low end of its range,
+        then at the high end. Edits are left out."""
+        params = self.numeric_params()
+        for profile in ("cpu", "gpu"):
+            for case in self.cases_for(profile):
+                ends = {i.name: _range_ends(i, case.dims) for i in self.inputs}
+                for dtype in self.dtypes:
+                    tensors = self.tensor_specs(case.dims, dtype)
+                    for index, end in enumerate(("low", "high")):
+                        values = _roofline.filled_inputs(tensors, {name: pair[index] for name, pair in ends.items()})
+                        label = f"case {profile}.{case.name}, dtype {dtype}, every input at the {end} end of its range"
+                        yield label, _roofline.Scope(dims=case.dims, params=params, tensors=tensors, values=values)
+
+    def tensor_specs(self, dims: Mapping[str, int], dtype: str) -> dict[str, _roofline.TensorSpec]:
+        """Every input and output of a case: shape from the dims, `$dtype` resolved to `dtype`, role."""
+        specs: dict[str, _roofline.TensorSpec] = {}
+        for t in [*self.inputs, *self.outputs]:
+            role = t.role if isinstance(t, Input) else "out"
+            resolved = dtype if t.dtype == DTYPE_VARIANT else t.dtype
+            specs.setdefault(t.name, _roofline.TensorSpec(evaluate_shape(list(t.shape), dict(dims)), resolved, role))
+        return specs
+
+    def numeric_params(self) -> dict[str, int | float]:
+        """The top-level params that are numbers (what roofline expressions may name)."""
+        return {k: v for k, v in self.params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
     # Convenience accessors used across the gate.
     def stage(self, name: str) -> Stage:
@@ -393,3 +478,15 @@ class Contract(_Strict):
     @property
     def primary_dtype(self) -> str:
         return self.dtypes[0]
+
+
+def _range_ends(spec: Input, dims: dict[str, int]) -> tuple[float, float]:
+    """The two ends of an input's distribution at these dims (0 and 1 for the unbounded normal ones)."""
+    dist = spec.distribution
+    if isinstance(dist, RandInt):
+        return evaluate(dist.low, dims), evaluate(dist.high, dims)
+    if isinstance(dist, Uniform):
+        return dist.low, dist.high
+    if isinstance(dist, Constant):
+        return dist.value, dist.value
+    return 0.0, 1.0
