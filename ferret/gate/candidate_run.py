@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
@@ -36,6 +37,9 @@ class CandidateRun:
     statuses: dict[str, wire.VariantStatus | None]
     stress: wire.StressResult | None
     fault: RunFault | None = None
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    """(phase, seconds) in the judge's clock: the job's folder, the process's start (imports, loading the
+    candidate), each variant part's run, the stress run, the end."""
 
 
 def _variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str) -> wire.VariantJob:
@@ -104,12 +108,16 @@ def run_candidate(
     the check's deadline) is charged to the variant it happened on; the variants after it are not run."""
     progress = as_reporter(progress)
     contract = task.contract
+    started = time.perf_counter()
     job = write_candidate_job(contract, manifest, gate, candidate, workdir, device, run_stress, list(fresh))
     ids = [v.id for v in job.variants]
+    parts = [r.part for r in manifest.variants] + ["fresh_cases"] * len(fresh)
     out = Path(job.result_dir)
+    marks: list[tuple[str, float]] = [("candidate_inputs", started), ("candidate_start", time.perf_counter())]
 
     def moved(position: object) -> None:
-        if isinstance(position, int):
+        if isinstance(position, int) and position >= 0:  # the candidate's process writes it: any int may come
+            marks.append((f"run:{parts[position]}" if position < len(ids) else "stress", time.perf_counter()))
             progress.step("candidate", min(position, len(ids)), len(ids), ids[position] if position < len(ids) else "stress run")
 
     progress.step("candidate", 0, len(ids), "starting the candidate's process")
@@ -126,6 +134,14 @@ def run_candidate(
         on_progress=moved,
     )
     progress.step("candidate", len(ids), len(ids), "done")
+    marks.append(("", time.perf_counter()))
+    run = _outcome(ids, out, outcome, contract)
+    run.phases = [(name, end - begin) for (name, begin), (_, end) in zip(marks, marks[1:], strict=False)]
+    return run
+
+
+def _outcome(ids: list[str], out: Path, outcome: ProcessOutcome, contract: Contract) -> CandidateRun:
+    """What the candidate's process left in `out`, and the fault that ended it early, if one did."""
     if (out / wire.LOAD_FILE).exists():
         return _load_failed(ids, read_status(out / wire.LOAD_FILE))
     statuses = {vid: read_status(out / wire.status_file(vid)) for vid in ids if (out / wire.status_file(vid)).exists()}

@@ -35,6 +35,7 @@ from ferret.gate.fresh import FreshVariant, draw_fresh_cases
 from ferret.gate.isolation import isolation_summary
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
+from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
@@ -69,12 +70,15 @@ class Judge:
     building it, its manifest) is done once here; every check verifies the lock again."""
 
     def __init__(self, task: Task, gates_dir: str | Path = "gates", profile: str | None = None, progress: ProgressLike = None):
+        started = time.perf_counter()
         self.task = task
         self.profile = profile or default_profile()
         self.device = device_for(self.profile)
         self.progress = as_reporter(progress)
         self.gate = locate_gate(task.path, task.contract, Path(gates_dir), self.profile, self.progress)
         self.manifest = GateManifest.model_validate(verify_gate(self.gate, require_trusted=True))
+        # Said once, in the first verdict's phases (`gate_setup`): finding or building the gate, verifying it.
+        self._setup_seconds: float | None = time.perf_counter() - started
 
     @property
     def contract(self) -> Contract:
@@ -96,16 +100,23 @@ class Judge:
         started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         if not candidate.is_file():
             raise FileNotFoundError(f"{candidate}: no such candidate file")
-        verify_gate(self.gate, require_trusted=True)
+        clock = PhaseClock()
+        if self._setup_seconds is not None:
+            clock.add("gate_setup", self._setup_seconds)
+            self._setup_seconds = None
+        with clock.phase("gate_verify"):
+            verify_gate(self.gate, require_trusted=True)
         progress(f"gate {self.gate.name[:16]}… verified ({len(self.manifest.files)} files)")
         deadline = time.monotonic() + self.contract.budgets.check_timeout_s
-        static = scan_candidate(candidate, self.contract) if static is None else static
+        with clock.phase("static_scan"):
+            static = scan_candidate(candidate, self.contract) if static is None else static
         for finding in static:
             progress(f"static scan: {finding.evidence}")
-        fresh = draw_fresh_cases(self.task, self.profile, self.device)
+        with clock.phase("fresh_draw"):
+            fresh = draw_fresh_cases(self.task, self.profile, self.device)
         if fresh:
             progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
-        run, results = self._run_and_judge(candidate, progress, run_stress, fresh, deadline)
+        run, results = self._run_and_judge(candidate, progress, run_stress, fresh, deadline, clock)
         detections = detect.unique(
             static
             + [d for r in results for d in r.detections]
@@ -115,7 +126,7 @@ class Judge:
         )
         parts = parts_of(results, run.stress, self.device, run_stress, detections)
         passed = all(p.status != "fail" for p in parts.values())
-        timing = self._timing(candidate, progress, compare_compiled, passed, measure_speed, deadline)
+        timing = self._timing(candidate, progress, compare_compiled, passed, measure_speed, deadline, clock)
         if timing.detections:
             # A time the guards call impossible or replayed rejects the candidate, however correct it was.
             detections = detect.unique(detections + timing.detections)
@@ -134,19 +145,24 @@ class Judge:
             device=device_name(), versions=versions(),
             seeds={r.id: r.seed for r in self.manifest.variants} | {f.id: f.seed for f in fresh},
             isolation=isolation_summary(), fault=run.fault, started_at=started_at, seconds=time.perf_counter() - started_wall,
+            phases=clock.phases(),
         )
         append_verdict(self.gate, verdict)
+        progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))
         return verdict
 
     def _run_and_judge(self, candidate: Path, progress: Reporter, run_stress: bool, fresh: list[FreshVariant],
-                       deadline: float) -> tuple[CandidateRun, list[VariantResult]]:
+                       deadline: float, clock: PhaseClock) -> tuple[CandidateRun, list[VariantResult]]:
         """The candidate's process over every variant, then each variant judged against its golden stages."""
         workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
         try:
             run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress, run_stress,
                                 fresh, deadline)
+            for name, seconds in run.phases:
+                clock.add(name, seconds)
             # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
-            verify_gate(self.gate, require_trusted=True)
+            with clock.phase("gate_reverify"):
+                verify_gate(self.gate, require_trusted=True)
             # Each variant's ids, its golden stages (loaded when judged) and its inputs' content hashes.
             to_judge: list[tuple[VariantIds, Callable[[], dict[str, torch.Tensor]], dict[str, str]]] = [
                 ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(self.gate / r.golden_file)), r.inputs.content_sha256)
@@ -155,8 +171,9 @@ class Judge:
             to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
             results = []
             for ids, golden, input_digests in to_judge:
-                result = judge_variant(self.contract, ids, golden(), run.statuses.get(ids[0]),
-                                       workdir / "out" / wire.tensors_file(ids[0]), input_digests)
+                with clock.phase(f"compare:{ids[3]}"):
+                    result = judge_variant(self.contract, ids, golden(), run.statuses.get(ids[0]),
+                                           workdir / "out" / wire.tensors_file(ids[0]), input_digests)
                 results.append(result)
                 if result.failure is None or result.failure.kind != "not_run":
                     progress(f"  {ids[0]}: {mark(result)}")
@@ -170,7 +187,7 @@ class Judge:
             shutil.rmtree(workdir, ignore_errors=True)
 
     def _timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, passed: bool, requested: bool,
-                deadline: float) -> TimingResult:
+                deadline: float, clock: PhaseClock) -> TimingResult:
         if self.device != "cuda":
             return TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
         if not passed:
@@ -179,7 +196,12 @@ class Judge:
             return TimingResult(measured=False, reason="speed measurement not requested")
         if time.monotonic() >= deadline:
             return TimingResult(measured=False, reason="not timed: the check's deadline (budgets.check_timeout_s) passed")
-        return time_candidate(self.task, self.manifest, self.gate, candidate, progress, compare_compiled, deadline=deadline)
+        # Its phases (timing_inputs, timing_process, timed_answers) are read from its progress steps.
+        phases = TimingPhases(progress, clock)
+        try:
+            return time_candidate(self.task, self.manifest, self.gate, candidate, phases, compare_compiled, deadline=deadline)
+        finally:
+            phases.close_at_end()
 
 
 def check(

@@ -140,6 +140,13 @@ class TimingResult(BaseModel):
     review: list[str] = Field(default_factory=list, description="Not rejections: things a reviewer should look at.")
 
 
+class PhaseTime(BaseModel):
+    """Wall-clock seconds one phase of a check took in the judge's process (`Verdict.phases`)."""
+
+    name: str = Field(description="e.g. static_scan, fresh_draw, candidate_start, run:correctness, compare:edge_cases.")
+    seconds: float
+
+
 class Verdict(BaseModel):
     """One judgement of one candidate against one gate."""
 
@@ -165,6 +172,9 @@ class Verdict(BaseModel):
     )
     started_at: str
     seconds: float
+    phases: list[PhaseTime] = Field(
+        default_factory=list, description="Where the check's seconds went, phase by phase, in the order they ran."
+    )
 
 
 class Report(BaseModel):
