@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ferret
@@ -28,6 +30,15 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_files(root: Path, names: list[str]) -> dict[str, str]:
+    """sha256 of each file `root / name`, several at once (hashlib lets go of the GIL over large buffers: a
+    GPU gate's golden stages are gigabytes)."""
+    if len(names) < 2:
+        return {name: sha256_file(root / name) for name in names}
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1, len(names))) as pool:
+        return dict(zip(names, pool.map(lambda name: sha256_file(root / name), names), strict=True))
 
 
 def judge_source_hashes() -> dict[str, str]:
@@ -64,12 +75,25 @@ def _module_file(root: Path, module: str) -> Path | None:
     return None
 
 
+# What each source imports, by (module, file, sha256 of its bytes): a file is parsed again only when its
+# content changed, so a process that verifies a gate before every candidate parses the judge's source once.
+_IMPORTS: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+
 def _ferret_imports(path: Path, module: str) -> list[str]:
     """The ferret modules `path` imports: `import ferret.x`, `from ferret.x import y` (y itself when it is a
     module), and relative imports."""
+    source = path.read_bytes()
+    key = (module, str(path), hashlib.sha256(source).hexdigest())
+    if key not in _IMPORTS:
+        _IMPORTS[key] = tuple(_parse_imports(source, path, module))
+    return list(_IMPORTS[key])
+
+
+def _parse_imports(source: bytes, path: Path, module: str) -> list[str]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -117,11 +141,11 @@ def verify_gate(gate_dir: str | Path, expected_hash: str | None = None, require_
     except (ValueError, KeyError, TypeError):
         raise GateTampered(gate_dir, problems + [f"{MANIFEST_FILE}: unreadable"]) from None
     present = set(locked_files(gate_dir))
+    hashed = sha256_files(gate_dir, sorted(present & set(files)))
     for name, want in sorted(files.items()):
-        path = gate_dir / name
         if name not in present:
             problems.append(f"{name}: missing")
-        elif sha256_file(path) != want:
+        elif hashed[name] != want:
             problems.append(f"{name}: changed (sha256 differs from the lock)")
     for name in sorted(present - set(files)):
         problems.append(f"{name}: added after the gate was locked")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -188,6 +189,32 @@ def test_a_module_the_judge_starts_importing_is_locked_from_then_on(tmp_path):
     (root / "gate" / "judge.py").write_text("def f():\n    from ferret import helper\n")
     files = {p.relative_to(root).as_posix() for p in lock.judge_source_files(root)}
     assert "helper.py" in files and "unrelated.py" not in files and "gate/judge.py" in files
+
+
+def test_the_judge_source_is_parsed_again_when_it_changes(tmp_path):
+    """What each module imports is remembered by its content, not its name or time: a check verifies the
+    gate several times and parses the judge's source once, and any edit is read again."""
+    root = tmp_path / "ferret"
+    for name in ("__init__.py", "gate/__init__.py", "helper.py", "hidden.py", "sandbox/runner.py", "bench/process.py",
+                 "gate/build.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("")
+    judge = root / "gate" / "judge.py"
+    judge.write_text("from ferret import helper\n")
+    before = {p.name for p in lock.judge_source_files(root)}
+    assert "helper.py" in before and "hidden.py" not in before
+    assert {p.name for p in lock.judge_source_files(root)} == before
+    stamp = judge.stat()
+    judge.write_text("from ferret import hidden\n")  # as many bytes, and the same modification time
+    os.utime(judge, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    after = {p.name for p in lock.judge_source_files(root)}
+    assert "hidden.py" in after and "helper.py" not in after
+
+
+def test_files_hashed_together_hash_as_one_by_one(rmsnorm_gate):
+    names = locked_files(rmsnorm_gate)
+    assert len(names) > 2
+    assert lock.sha256_files(rmsnorm_gate, names) == {n: lock.sha256_file(rmsnorm_gate / n) for n in names}
 
 
 def test_cli_verify_intact(rmsnorm_gate):

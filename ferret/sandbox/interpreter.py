@@ -1,0 +1,61 @@
+"""The Triton interpreter (CPU profile, `TRITON_INTERPRET=1`) without its repeated set-up work.
+
+Each launch of an interpreted kernel patches `triton.language` to the interpreter's semantics for its grid
+(`GridExecutor.__call__`: `_patch_lang`, undone when the grid ends). Every call of a `@triton.jit` helper
+from inside the kernel patches the same modules again (`InterpretedFunction.__call__`), walking every
+member of `tl`, `tl.core`, `tl.math` and `tl.tensor` with `inspect.getmembers`: with helpers called in
+loops this was about a third of the interpreter's time on MLA's candidate (triton 3.x).
+
+`memoize_language_patch()` skips that repeat inside a grid when the helper sees only language modules
+the grid has already patched; what gets patched, and when it is undone, is unchanged (the skipped patch
+sets the same stateless functions again and was never undone by the interpreter either). It changes
+nothing when the interpreter lacks the functions it expects (another Triton), and nothing on a GPU."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+
+def memoize_language_patch() -> bool:
+    """Install the memo in `triton.runtime.interpreter`; True if installed (now or before)."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    patch = getattr(interpreter, "_patch_lang", None)
+    grid = getattr(interpreter, "GridExecutor", None)
+    scope = getattr(interpreter, "_LangPatchScope", None)
+    tl = getattr(interpreter, "tl", None)
+    if patch is None or grid is None or scope is None or tl is None or not hasattr(tl, "core"):
+        return False
+    if getattr(patch, "ferret_memo", False):
+        return True
+    languages = (tl, tl.core)
+    patched: list[set[int]] = []  # per grid being run (innermost last): ids of the language modules patched
+
+    def languages_of(fn: Any) -> set[int]:
+        return {id(v) for v in fn.__globals__.values() if isinstance(v, types.ModuleType) and any(v is m for m in languages)}
+
+    def memo_patch_lang(fn: Any):
+        seen = languages_of(fn)
+        if patched and seen and seen <= patched[-1]:
+            return scope()  # already patched for this grid: nothing set, nothing to undo
+        result = patch(fn)
+        if patched:
+            patched[-1] |= seen
+        return result
+
+    memo_patch_lang.ferret_memo = True  # type: ignore[attr-defined]
+    run_grid = grid.__call__
+
+    def call(self, *args, **kwargs):
+        patched.append(set())
+        try:
+            return run_grid(self, *args, **kwargs)
+        finally:
+            patched.pop()
+
+    interpreter._patch_lang = memo_patch_lang
+    grid.__call__ = call
+    return True
