@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load, save
 
 from ferret.contract.model import (
     DTYPE_VARIANT,
@@ -28,7 +29,7 @@ from ferret.contract.model import (
     Uniform,
 )
 from ferret.contract.shapes import evaluate, evaluate_shape
-from ferret.gate.models import PartName
+from ferret.gate.models import PartName, VariantRecord
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
@@ -138,17 +139,73 @@ def tensor_content_sha256(tensor: torch.Tensor) -> str:
     return digest.hexdigest()
 
 
-def prepare_inputs(contract: Contract, gate: Path, record, target: Path) -> None:
-    """A gate variant's inputs written to `target`: copied from the gate, or (too large to store) drawn
-    again from their seed and checked against the content hashes the manifest holds."""
-    from ferret.errors import JudgeError
+def inputs_cache_of(gate: Path) -> Path:
+    """Where the judge keeps the inputs of a gate's variants that are too large to store in it, once drawn:
+    beside the gate (a gate folder holds only locked files), under the gates folder that is hidden from
+    every process running candidate code. Each file is checked against the gate's content hashes whenever
+    it is used, so the cache is as good as the lock, never trusted by itself."""
+    return gate.parent / f"{gate.name}.cache"
 
-    if record.inputs.stored:
+
+def prepare_inputs(contract: Contract, gate: Path, record: VariantRecord, target: Path) -> None:
+    """A gate variant's inputs written to `target`: copied from the gate, or (too large to store) from the
+    judge's cache of them, drawn again from their seed the first time. Either way they are checked against
+    the content hashes the manifest holds; a cached file that differs is tampering (GateTampered)."""
+    if record.inputs.stored and record.inputs.file is not None:
         shutil.copyfile(gate / record.inputs.file, target)
         return
-    case = next(c for c in contract.cases_for("gpu") + contract.cases_for("cpu") if c.name == record.case)
+    cached = inputs_cache_of(gate) / f"{record.id}.safetensors"
+    data = _read_cached_inputs(gate, record, cached)
+    if data is None:
+        data = _draw_checked(contract, record)
+        _write_cached_inputs(cached, data)
+    target.write_bytes(data)
+
+
+def _draw_checked(contract: Contract, record: VariantRecord) -> bytes:
+    """The variant's inputs drawn again from their seed, checked against the manifest, serialized."""
+    from ferret.errors import JudgeError
+
+    # The gate's own case: a case of the other profile may have the same name, not the same dims and seed.
+    case = next(c for c in contract.cases_for("gpu") + contract.cases_for("cpu")
+                if c.name == record.case and c.dims == record.dims and c.seed == record.seed)
     inputs = draw_inputs(contract, case, record.dtype)
     for name, tensor in inputs.items():
         if tensor_content_sha256(tensor) != record.inputs.content_sha256[name]:
             raise JudgeError(f"regenerated input {record.id}/{name} differs from the gate's content hash")
-    save_file(inputs, str(target))
+    return save(inputs)
+
+
+def _read_cached_inputs(gate: Path, record: VariantRecord, cached: Path) -> bytes | None:
+    """The cached inputs' bytes if present and equal to the lock's content hashes (read once: what was
+    checked is what is used); None if absent; GateTampered if they differ or cannot be read."""
+    from ferret.errors import GateTampered
+
+    try:
+        data = cached.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        inputs = load(data)
+    except Exception as err:  # noqa: BLE001 - any damage to the file is the finding
+        raise GateTampered(gate, [f"{cached}: unreadable cached inputs ({type(err).__name__}); remove it to draw them "
+                                  "again"]) from None
+    wanted = record.inputs.content_sha256
+    differ = sorted(set(wanted) ^ set(inputs)) + sorted(
+        n for n in set(wanted) & set(inputs) if tensor_content_sha256(inputs[n]) != wanted[n]
+    )
+    if differ:
+        raise GateTampered(gate, [f"{cached}: cached inputs {differ} differ from the gate's content hashes; remove it "
+                                  "to draw them again"])
+    return data
+
+
+def _write_cached_inputs(cached: Path, data: bytes) -> None:
+    """Written whole or not at all (a temporary file moved into place), read-only, by the judge's process
+    before any candidate's process of this check starts."""
+    cached.parent.mkdir(mode=0o700, exist_ok=True)
+    temporary = cached.parent / f".{cached.name}.{os.getpid()}.tmp"
+    temporary.unlink(missing_ok=True)  # left read-only by an earlier process of this id that was killed
+    temporary.write_bytes(data)
+    temporary.chmod(0o400)
+    os.replace(temporary, cached)

@@ -1,0 +1,117 @@
+"""Inputs too large to store in a gate: drawn again from their seed once per gate, kept in the judge's
+cache beside it, and checked against the gate's content hashes every time they are used. A cache that
+differs from the lock is refused as tampering."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, flip_byte  # noqa: E402
+
+import ferret.gate.build as build  # noqa: E402
+import ferret.gate.inputs as inputs  # noqa: E402
+from ferret.contract.task import Task  # noqa: E402
+from ferret.errors import GateTampered  # noqa: E402
+from ferret.gate.isolation import hidden_from_candidates  # noqa: E402
+from ferret.gate.judge import Judge  # noqa: E402
+from ferret.gate.models import GateManifest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def unstored_gate(tmp_path_factory) -> Path:
+    """An rmsnorm gate that stores no inputs (as a GPU gate does for its largest cases)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "STORE_INPUTS_MAX_BYTES", 0)
+        return build.build_gate(RMSNORM_CONTRACT, gates_dir=tmp_path_factory.mktemp("unstored-gates"), profile="cpu")
+
+
+@pytest.fixture
+def gate(unstored_gate, tmp_path) -> Path:
+    """A copy of it with a cache of its own."""
+    return copy_gate(unstored_gate, tmp_path / "gates")
+
+
+def _first(gate: Path):
+    manifest = GateManifest.model_validate_json((gate / "manifest.json").read_text())
+    record = manifest.variants[0]
+    assert not record.inputs.stored and record.inputs.file is None
+    return Task.load(RMSNORM_CONTRACT).contract, record
+
+
+def _cache_of(gate: Path, record) -> Path:
+    return inputs.inputs_cache_of(gate) / f"{record.id}.safetensors"
+
+
+def test_large_inputs_are_drawn_once_per_gate_then_read_from_the_cache(gate, tmp_path, monkeypatch):
+    contract, record = _first(gate)
+    inputs.prepare_inputs(contract, gate, record, tmp_path / "first.safetensors")
+    cached = _cache_of(gate, record)
+    assert cached.is_file() and cached.stat().st_mode & 0o777 == 0o400
+    assert not (gate / cached.name).exists(), "the cache is beside the gate, never inside its lock"
+    drawn = inputs.draw_inputs(contract, next(c for c in contract.cases.cpu if c.name == record.case), record.dtype)
+    first = load_file(str(tmp_path / "first.safetensors"))
+    assert first.keys() == drawn.keys() and all(first[n].equal(drawn[n]) for n in drawn)
+
+    def no_drawing(*args, **kwargs):
+        raise AssertionError("drawn again although the cache holds them")
+
+    monkeypatch.setattr(inputs, "draw_inputs", no_drawing)
+    inputs.prepare_inputs(contract, gate, record, tmp_path / "second.safetensors")
+    assert (tmp_path / "second.safetensors").read_bytes() == (tmp_path / "first.safetensors").read_bytes()
+
+
+def _tampered(gate: Path, tmp_path: Path) -> GateTampered:
+    contract, record = _first(gate)
+    with pytest.raises(GateTampered) as info:
+        inputs.prepare_inputs(contract, gate, record, tmp_path / "target.safetensors")
+    assert str(_cache_of(gate, record)) in str(info.value)
+    assert not (tmp_path / "target.safetensors").exists(), "nothing is handed on from a refused cache"
+    return info.value
+
+
+def test_a_changed_byte_in_the_cache_is_tampering(gate, tmp_path):
+    contract, record = _first(gate)
+    inputs.prepare_inputs(contract, gate, record, tmp_path / "first.safetensors")
+    cached = _cache_of(gate, record)
+    flip_byte(cached, cached.stat().st_size - 1)  # the last byte: tensor data, not the header
+    assert "differ from the gate's content hashes" in str(_tampered(gate, tmp_path))
+
+
+def test_an_unreadable_cache_is_tampering(gate, tmp_path):
+    _, record = _first(gate)
+    cached = _cache_of(gate, record)
+    cached.parent.mkdir()
+    cached.write_bytes(b"not a safetensors file")
+    assert "unreadable cached inputs" in str(_tampered(gate, tmp_path))
+
+
+def test_a_cache_with_an_input_missing_or_added_is_tampering(gate, tmp_path):
+    contract, record = _first(gate)
+    inputs.prepare_inputs(contract, gate, record, tmp_path / "first.safetensors")
+    cached = _cache_of(gate, record)
+    tensors = load_file(str(cached))
+    cached.chmod(0o600)
+    save_file({"x": tensors["x"], "extra": tensors["x"].clone()}, str(cached))
+    problem = str(_tampered(gate, tmp_path))
+    assert "'extra'" in problem and "'weight'" in problem
+
+
+def test_the_cache_is_hidden_from_candidates_with_the_gates_folder(gate):
+    hidden = hidden_from_candidates(gate, RMSNORM_CONTRACT.parents[1])
+    assert any(inputs.inputs_cache_of(gate).resolve().is_relative_to(folder) for folder in hidden)
+
+
+def test_checks_on_a_gate_without_stored_inputs_draw_them_once(gate, monkeypatch):
+    judge = Judge(Task.load(RMSNORM_CONTRACT), gate.parent, "cpu")
+    assert judge.gate == gate
+    assert judge.check(TRITON_RMSNORM, run_stress=False).passed
+    cache = inputs.inputs_cache_of(gate)
+    assert sorted(p.name for p in cache.iterdir()) == sorted(f"{r.id}.safetensors" for r in judge.manifest.variants)
+    # The next check reads them from the cache (the fresh private cases are still drawn anew).
+    monkeypatch.setattr(inputs, "draw_inputs", lambda *a, **k: pytest.fail("drawn again"))
+    assert judge.check(TRITON_RMSNORM, run_stress=False).passed
