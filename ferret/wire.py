@@ -13,9 +13,10 @@ Candidate runner (`python -m ferret.sandbox.runner job.json`), in its own folder
     out/<variant>.safetensors every tensor of the variant, under the keys of `fast_key` ... `after_key`
     out/stress.json           StressResult (GPU)
     out/done                  written last; then the runner waits to be killed
-Timing process (`python -m ferret.bench.process job.json`):
+Timing processes (`python -m ferret.bench.process job.json`), two per check (candidate, reference), each
+in its own folder:
     job.json                  TimingJob
-    current                   the timed case it started last (its index)
+    ready, go, finished       the step protocol (`timing_steps`): one process on the GPU at a time
     timing.json               TimingResults
     answers-<k>.safetensors   case k's input sets and the answers left in its output slots (`pool_key`, `slot_key`)
     done                      written last; then the process waits to be killed
@@ -176,13 +177,20 @@ class TimingCaseJob:
     outputs: dict[str, OutputSpec]
 
 
+CANDIDATE_TIMER = "candidate"
+REFERENCE_TIMER = "reference"
+
+
 @dataclass(frozen=True)
 class TimingJob:
-    candidate: str
+    """One timing process's job. Two run per check, in processes of their own: the candidate's timer loads
+    the candidate and nothing else; the reference timer loads the baseline (and its torch.compile) and never
+    candidate code, so nothing the candidate does can reach the denominator of its speedup."""
+
+    role: str  # CANDIDATE_TIMER or REFERENCE_TIMER
+    source: str  # the file to load: the candidate's copy, or the baseline's
     entry: str
-    baseline_file: str
-    baseline_attr: str
-    compile_baseline: bool
+    compile: bool  # also time torch.compile of the entry (the reference timer only)
     device: str
     params: dict[str, Any]
     read_only: list[str]
@@ -202,25 +210,39 @@ class TimingJob:
 
 @dataclass
 class TimingCaseResult:
-    """One timed case as the timing process saw it; the judge adds the floor, speedups and answer checks."""
+    """One timed case as one timing process saw it; the judge puts both processes' results together and adds
+    the floor, the speedups and the answer checks."""
 
     case: str
-    candidate_ms: float
-    baseline_ms: float
-    baseline_compiled_ms: float | None
-    samples: dict[str, list[float]]
-    compile_error: str | None
-    wall_ms: float
+    samples: dict[str, list[float]]  # implementation -> one time (ms) per round, in round order
+    host_ms: dict[str, float | None]  # implementation -> CPU time to enqueue one call (None: it waits on the GPU)
     pool_sets: int
-    answers_file: str
     persisting_l2: str
     flags: list[str]
+    compile_error: str | None = None
+    wall_ms: float | None = None  # the candidate's synchronized wall time per call
+    answers_file: str | None = None  # the candidate's timed answers
+    kernels: dict[str, float] = field(default_factory=dict)  # kernel name -> device us per call (the candidate's)
+    probes_ms: list[float] = field(default_factory=list)  # the reference timer's interference probe, around each round
 
 
 @dataclass
 class TimingResults:
     device: str
     cases: list[TimingCaseResult]
+
+
+# The step protocol of the two timing processes: only one of them works on the GPU at any time. A process
+# writes the step it is ready for to READY_FILE, waits until the judge writes the same step to GO_FILE, does
+# it, and writes it to FINISHED_FILE. Steps: "<case> <round>" for each round, then "<case> post" (the
+# candidate's checks of its timed calls), in the order of `timing_steps`.
+READY_FILE = "ready"
+GO_FILE = "go"
+FINISHED_FILE = "finished"
+
+
+def timing_steps(cases: int, repeats: int) -> list[str]:
+    return [f"{k} {step}" for k in range(cases) for step in [*map(str, range(repeats)), "post"]]
 
 
 TIMING_RESULT_FILE = "timing.json"

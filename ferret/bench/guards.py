@@ -5,6 +5,8 @@ and the persisting-L2 reset."""
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Callable
 
 import torch
 
@@ -18,6 +20,9 @@ DATASHEET_PEAKS = {
 # A measured time below this fraction of the floor is rejected (the floor itself is already optimistic).
 FLOOR_MARGIN = 0.9
 SUSPICIOUS_SPEEDUP = 10.0
+# A reference round whose interference probe ran this much slower than the check's fastest probe shared the
+# GPU with other work: its times are not used.
+INTERFERENCE_TOLERANCE = 1.15
 
 
 def peaks_for(device_name: str) -> dict | None:
@@ -66,6 +71,37 @@ def input_pool(inputs: dict[str, torch.Tensor], read_only_float: list[str], targ
                 copy[name] = (t.float() + noise * scale).to(t.dtype)
         pool.append(copy)
     return pool
+
+
+def interference_probe(buffer: torch.Tensor, calls: int = 5) -> Callable[[], float]:
+    """A fixed piece of GPU work (one half of `buffer` copied onto the other) whose time, measured with events,
+    is the same every time the GPU is otherwise idle. The reference timer runs it around each of its rounds:
+    a probe slower than the check's fastest means something else ran on the GPU meanwhile (work queued by
+    the candidate's process before it was stopped, or a process it left behind)."""
+    half = buffer.numel() // 2
+    source, target = buffer[:half], buffer[half : 2 * half]
+
+    def probe_ms() -> float:
+        times = []
+        for _ in range(calls):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            target.copy_(source)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
+
+    return probe_ms
+
+
+def interfered_rounds(probes_ms: list[float], tolerance: float = INTERFERENCE_TOLERANCE) -> list[int]:
+    """The rounds (0-based) whose probe, before or after, was slower than `tolerance` x the fastest probe;
+    `probes_ms` holds two probes per round."""
+    if not probes_ms:
+        return []
+    fastest = min(probes_ms)
+    return sorted({i // 2 for i, p in enumerate(probes_ms) if p > tolerance * fastest})
 
 
 def reset_persisting_l2() -> str:

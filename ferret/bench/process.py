@@ -1,14 +1,18 @@
-"""The timing process: candidate and baseline timed side by side (`python -m ferret.bench.process job.json`).
+"""A timing process (`python -m ferret.bench.process job.json`): one side of a speed measurement.
 
-It runs candidate code, so it is started by the judge like the candidate's process (empty folder,
-scrubbed environment, no gates, no `tasks/`), knows no right answer and is trusted with nothing: it
-sends back times, the answers the timed calls left in their output buffers and flags, and the judge
-(`ferret.gate.timing`) checks all of it. Its files are declared in `ferret.wire`.
+Two run per check, each in its own process, started by the judge like a candidate's process (empty folder,
+scrubbed environment, no gates, no `tasks/`): the candidate's timer loads the candidate and nothing else,
+the reference timer the baseline and its torch.compile and never candidate code, so the denominator of a
+speedup is out of the candidate's reach. The judge interleaves their rounds through the step protocol of
+`ferret.wire` (one process on the GPU at a time; the candidate's process is stopped while the reference
+is timed) and checks everything that comes back (`ferret.gate.timing`): these processes know no right
+answer, and the candidate's is trusted with nothing.
 
-Candidate and baseline are timed interleaved in this one process (so clocks, temperature and the
-driver's state are shared), each with `triton.testing.do_bench` (median of many calls, L2 flushed before
-each call); the median over the interleaved rounds is reported. torch.compile of the baseline is timed
-beside them when the job asks for it.
+The clock (`Clock.bench`): before each timed call the L2 is flushed and the GPU is held by a spin kernel at
+least as long as the call's host launch time, so the call's launches are all queued before its start event
+runs: the events measure the GPU's work, not the Python launch time or the host's scheduling, which made
+launch-bound decode cases swing between rounds. Median of many calls per round; the synchronized wall time
+(host time included) is reported beside it and guards against work hidden from the events.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 import xxhash
@@ -56,29 +60,76 @@ def digest(tensors: dict) -> str:
 
 
 class Clock:
-    """How one implementation is timed: do_bench on the GPU, a plain median of three on the CPU rehearsal."""
+    """How one implementation is timed. On the GPU: the L2 flushed, the GPU held by a spin kernel for longer
+    than the call's host launch time, then the call between two events (its launches all queued before its
+    start event runs); median over ~`measure_ms` of calls. On the CPU rehearsal: a plain median of three."""
 
-    def __init__(self, on_gpu: bool):
-        self.on_gpu = on_gpu
+    HOLD_MS = 40.0  # how long the GPU is held while the host launch time is measured
+    MAX_SPIN_MS = 10.0
+
+    def __init__(self, on_gpu: bool, l2_bytes: int = 0, measure_ms: float = 100.0):
+        self.on_gpu, self.measure_ms = on_gpu, measure_ms
+        if on_gpu:
+            self.flush_buffer = torch.empty(max(256 << 20, 4 * l2_bytes), dtype=torch.int8, device="cuda")
+            self.cycles_per_ms = self._spin_cycles_per_ms()
 
     def sync(self) -> None:
         if self.on_gpu:
             torch.cuda.synchronize()
 
-    def bench(self, fn: Callable[[], None]) -> float:
-        if self.on_gpu:
-            import triton.testing  # imported on the GPU only: the CPU rehearsal never needs it
+    @staticmethod
+    def _spin_cycles_per_ms() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1_000_000)  # the first spin also loads the kernel
+        start.record()
+        torch.cuda._sleep(20_000_000)
+        end.record()
+        torch.cuda.synchronize()
+        return 20_000_000 / max(start.elapsed_time(end), 1e-3)
 
-            # cast: with return_mode="median" do_bench returns one number; its inferred type also covers the
-            # list that quantiles would give and a None.
-            median = cast(float, triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-            return float(median)
-        times = []
-        for _ in range(3):
-            started = time.perf_counter()
+    def spin(self, ms: float) -> None:
+        if ms > 0:
+            torch.cuda._sleep(int(self.cycles_per_ms * ms))
+
+    def host_ms(self, fn: Callable[[], None], calls: int = 3) -> float | None:
+        """CPU time to enqueue one call, measured while the GPU is held busy; None when the call waits for
+        the GPU (a host synchronization inside it), where no spin can keep its launches ahead."""
+        if not self.on_gpu:
+            return None
+        self.sync()
+        self.spin(self.HOLD_MS)
+        started = time.perf_counter()
+        for _ in range(calls):
             fn()
-            times.append((time.perf_counter() - started) * 1e3)
-        return statistics.median(times)
+        elapsed_ms = (time.perf_counter() - started) * 1e3
+        self.sync()
+        return None if elapsed_ms >= 0.5 * self.HOLD_MS else elapsed_ms / calls
+
+    def bench(self, fn: Callable[[], None], host_ms: float | None) -> float:
+        if not self.on_gpu:
+            times = []
+            for _ in range(3):
+                started = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - started) * 1e3)
+            return statistics.median(times)
+        spin_ms = 0.0 if host_ms is None else min(1.5 * host_ms + 0.02, self.MAX_SPIN_MS)
+        estimate = self._timed_calls(fn, spin_ms, 3)
+        calls = max(10, min(1000, int(self.measure_ms / max(statistics.median(estimate), 1e-3))))
+        return statistics.median(self._timed_calls(fn, spin_ms, calls))
+
+    def _timed_calls(self, fn: Callable[[], None], spin_ms: float, calls: int) -> list[float]:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        self.sync()
+        for start, end in zip(starts, ends, strict=True):
+            self.flush_buffer.zero_()
+            self.spin(spin_ms)
+            start.record()
+            fn()
+            end.record()
+        self.sync()
+        return [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
 
 
 class Slots:
@@ -126,22 +177,39 @@ def warm_up(slots: dict[str, Slots]) -> str | None:
     return compile_error
 
 
-def interleaved_medians(slots: dict[str, Slots], clock: Clock, repeats: int) -> dict[str, list[float]]:
-    """`repeats` rounds, each timing every implementation once, in turn (persisting L2 reset first)."""
-    samples: dict[str, list[float]] = {k: [] for k in slots}
-    clock.sync()
-    for _ in range(repeats):
-        for name, slot in slots.items():
-            if clock.on_gpu:
-                guards.reset_persisting_l2()
-            clock.sync()
-            samples[name].append(clock.bench(slot.call))
-    return samples
+class Steps:
+    """This process's side of the step protocol (`ferret.wire.timing_steps`): say which step it is ready
+    for, wait for the judge's go, say when it is done. The judge runs one process's step at a time."""
+
+    def __init__(self, folder: Path, poll_s: float = 0.002):
+        self.folder, self.poll_s = folder, poll_s
+
+    def ready(self, step: str) -> None:
+        _write_atomic(self.folder / wire.READY_FILE, step)
+        go = self.folder / wire.GO_FILE
+        while True:
+            try:
+                if go.read_text() == step:
+                    return
+            except OSError:
+                pass
+            time.sleep(self.poll_s)
+
+    def finished(self, step: str) -> None:
+        _write_atomic(self.folder / wire.FINISHED_FILE, step)
 
 
-def wall_clock_flag(candidate: Slots, clock: Clock, event_ms: float) -> tuple[float, list[str]]:
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+def wall_clock_flag(candidate: Slots, clock: Clock, event_ms: float, host_ms: float | None) -> tuple[float, list[str]]:
     """Synchronized wall time per call, with a device-wide synchronize before the clock stops: work hidden on
-    a side stream or in a thread shows up here even if the events missed it."""
+    a side stream or in a thread shows up here even if the events missed it. A call's own launch time is no
+    hidden work: a launch-bound call's wall time is its host time, so the wall time must also exceed 1.5x the
+    host time (measured with the GPU held) to be named."""
     calls = max(10, min(200, int(20.0 / max(event_ms, 1e-3))))
     clock.sync()
     started = time.perf_counter()
@@ -149,9 +217,10 @@ def wall_clock_flag(candidate: Slots, clock: Clock, event_ms: float) -> tuple[fl
         candidate.call()
     clock.sync()
     wall_ms = (time.perf_counter() - started) * 1e3 / calls
-    if clock.on_gpu and event_ms < 0.5 * wall_ms and wall_ms - event_ms > 0.05:
-        return wall_ms, [f"side_stream_or_thread: event time {event_ms * 1e3:.1f} us but synchronized wall time "
-                         f"{wall_ms * 1e3:.1f} us per call"]
+    hidden = event_ms < 0.5 * wall_ms and wall_ms - event_ms > 0.05 and wall_ms > 1.5 * (host_ms or 0.0)
+    if clock.on_gpu and hidden:
+        return wall_ms, [f"side_stream_or_thread: event time {event_ms * 1e3:.1f} us and host launch time "
+                         f"{(host_ms or 0.0) * 1e3:.1f} us, but synchronized wall time {wall_ms * 1e3:.1f} us per call"]
     return wall_ms, []
 
 
@@ -184,50 +253,142 @@ def save_answers(candidate: Slots, float_read_only: list[str], path: Path) -> No
     save_file(answers, str(path))
 
 
-def time_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, implementations: dict, clock: Clock,
-              harness: HarnessGuard) -> wire.TimingCaseResult:
+def kernel_breakdown(call: Callable[[], None], clock: Clock, calls: int = 10) -> dict[str, float]:
+    """Device microseconds per call of each kernel the call launches (torch.profiler, L2 flushed before each
+    call; the flush's own kernels left out). Kernel names are the candidate's text: they inform an optimizer,
+    they never decide anything."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def per_kernel(work: Callable[[], object]) -> dict[str, float]:
+        clock.sync()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                work()
+            clock.sync()
+        totals: dict[str, float] = {}
+        for event in prof.key_averages():
+            device_us = float(getattr(event, "device_time_total", 0.0) or 0.0)
+            if device_us and not event.key.startswith(("aten::", "cuda", "ProfilerStep")):
+                totals[event.key[:120]] = totals.get(event.key[:120], 0.0) + device_us / calls
+        return totals
+
+    flush_only = per_kernel(clock.flush_buffer.zero_)
+
+    def flush_then_call() -> None:
+        clock.flush_buffer.zero_()
+        call()
+
+    kernels = {k: v for k, v in per_kernel(flush_then_call).items() if k not in flush_only}
+    return dict(sorted(kernels.items(), key=lambda item: -item[1])[:20])
+
+
+@dataclass
+class _CaseState:
+    """What a timing process holds for one case between its steps."""
+
+    case: wire.TimingCaseJob
+    number: int
+    slots: dict[str, Slots]
+    fresh_outputs: Callable[[], dict]
+    float_read_only: list[str]
+    host_ms: dict[str, float | None]
+    result: wire.TimingCaseResult
+
+
+def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, implementations: dict,
+                 clock: Clock) -> _CaseState:
+    """Load the case's pool, make the output slots, warm every implementation up and measure its host time."""
     device = job.device
     pool = load_pool(case, device)
-    float_read_only = [n for n in job.read_only if pool[0][n].is_floating_point()]
 
     def fresh_outputs() -> dict:
         return runner_outputs(case.outputs, device)
 
     slots = {name: Slots(fn, pool, fresh_outputs, job.params) for name, fn in implementations.items()}
     compile_error = warm_up(slots)
+    host_ms = {name: clock.host_ms(slot.call) for name, slot in slots.items()}
     l2_state = guards.reset_persisting_l2() if clock.on_gpu else "not applicable on the CPU"
-    samples = interleaved_medians(slots, clock, job.repeats)
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    wall_ms, flags = wall_clock_flag(slots["candidate"], clock, med["candidate"])
-    flags += replay_flags(slots["candidate"], fresh_outputs, clock)
-    answers = Path(job.result).parent / wire.answers_file(number)
-    save_answers(slots["candidate"], float_read_only, answers)
+    result = wire.TimingCaseResult(case=case.case, samples={k: [] for k in slots}, host_ms=host_ms, pool_sets=len(pool),
+                                   persisting_l2=l2_state, flags=[], compile_error=compile_error)
+    float_read_only = [n for n in job.read_only if pool[0][n].is_floating_point()]
+    return _CaseState(case, number, slots, fresh_outputs, float_read_only, host_ms, result)
+
+
+def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | None) -> None:
+    """One round: every implementation of this process timed once (the reference timer probes the GPU for
+    interference before and after)."""
+    if probe is not None:
+        state.result.probes_ms.append(probe())
+    for name, slot in state.slots.items():
+        if clock.on_gpu:
+            guards.reset_persisting_l2()
+        state.result.samples[name].append(clock.bench(slot.call, state.host_ms[name]))
+    if probe is not None:
+        state.result.probes_ms.append(probe())
+
+
+def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, harness: HarnessGuard) -> None:
+    """After the rounds: the candidate's wall time, replayed answers, timed answers saved for the judge, its
+    kernels, and the harness functions it must not have replaced."""
+    candidate = state.slots["candidate"]
+    event_ms = statistics.median(state.result.samples["candidate"])
+    state.result.wall_ms, flags = wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"])
+    flags += replay_flags(candidate, state.fresh_outputs, clock)
+    answers = Path(job.result).parent / wire.answers_file(state.number)
+    save_answers(candidate, state.float_read_only, answers)
+    state.result.answers_file = str(answers)
+    if clock.on_gpu:
+        state.result.kernels = kernel_breakdown(candidate.call, clock)
     changed = harness.changed()
     if changed:
         flags.append(f"harness_patching: timing functions replaced by the candidate: {changed}")
-    return wire.TimingCaseResult(
-        case=case.case, candidate_ms=med["candidate"], baseline_ms=med["baseline"],
-        baseline_compiled_ms=med.get("baseline_compiled"), samples=samples, compile_error=compile_error,
-        wall_ms=wall_ms, pool_sets=len(pool), answers_file=str(answers), persisting_l2=l2_state, flags=flags,
-    )
+    state.result.flags += flags
+
+
+def load_implementations(job: wire.TimingJob) -> dict[str, Callable[..., Any]]:
+    if job.role == wire.CANDIDATE_TIMER:
+        return {"candidate": load_function(job.source, job.entry, "ferret_candidate")}
+    baseline = load_function(job.source, job.entry, "ferret_baseline")
+    implementations = {"baseline": baseline}
+    if job.compile:
+        implementations["baseline_compiled"] = torch.compile(baseline)
+    return implementations
+
+
+def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness: HarnessGuard) -> list[wire.TimingCaseResult]:
+    """Every case's rounds and checks, each step when the judge says go."""
+    steps = Steps(Path(job.result).parent)
+    probe = guards.interference_probe(clock.flush_buffer) if clock.on_gpu and job.role == wire.REFERENCE_TIMER else None
+    results = []
+    for number, case in enumerate(job.cases):
+        state = prepare_case(job, case, number, implementations, clock)
+        for r in range(job.repeats):
+            step = f"{number} {r}"
+            steps.ready(step)
+            time_round(state, clock, probe)
+            clock.sync()
+            steps.finished(step)
+        step = f"{number} post"
+        steps.ready(step)
+        if job.role == wire.CANDIDATE_TIMER:
+            check_candidate_calls(job, state, clock, harness)
+        clock.sync()
+        results.append(state.result)
+        del state  # this case's pool and slots go before the next case's are made
+        steps.finished(step)
+    return results
 
 
 def main(job_path: str) -> int:
     job = wire.TimingJob.read(Path(job_path))
-    baseline = load_function(job.baseline_file, job.baseline_attr, "ferret_baseline")
+    on_gpu = job.device == "cuda"
     # The harness's functions are remembered before the candidate's code runs, and checked after.
     harness = HarnessGuard(sys.modules[__name__], LaunchRecorder())
-    candidate = load_function(job.candidate, job.entry, "ferret_candidate")
-    implementations = {"candidate": candidate, "baseline": baseline}
-    if job.compile_baseline:
-        implementations["baseline_compiled"] = torch.compile(baseline)
-    on_gpu = job.device == "cuda"
+    implementations = load_implementations(job)
     device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (guard rehearsal: times are not speedups)"
+    clock = Clock(on_gpu, guards.l2_bytes_of(job.device))
+    results = run_steps(job, implementations, clock, harness)
     folder = Path(job.result).parent
-    results = []
-    for number, case in enumerate(job.cases):
-        (folder / wire.CURRENT_FILE).write_text(str(number))  # the judge's sign of progress
-        results.append(time_case(job, case, number, implementations, Clock(on_gpu), harness))
     Path(job.result).write_text(json.dumps(asdict(wire.TimingResults(device=device_name, cases=results))))
     (folder / wire.DONE_FILE).write_text("ok")
     if os.environ.get("FERRET_RUNNER_WAIT_FOR_KILL") == "1":

@@ -269,7 +269,12 @@ class Backend(_Strict):
 class Speed(_Strict):
     min_speedup: float = Field(gt=0, description="Minimum speedup over the baseline, measured in the same run.")
     cases: list[str] = Field(default_factory=list, description="GPU cases timed; all GPU cases when empty.")
-    repeats: int = Field(default=5, ge=1, description="Interleaved candidate/baseline do_bench rounds; median taken.")
+    repeats: int = Field(default=5, ge=1, description="Interleaved rounds of candidate and baseline timing; median taken.")
+    max_round_spread: float = Field(
+        default=0.10, gt=0, le=1,
+        description="Most the rounds of one implementation on one case may disagree ((slowest - fastest) / median). "
+        "A case past it is marked unstable and never counts toward the speed target.",
+    )
 
 
 class Budgets(_Strict):

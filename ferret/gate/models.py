@@ -106,17 +106,48 @@ class PartResult(BaseModel):
     detail: str = ""
 
 
+class RooflineWork(BaseModel):
+    """The least work of one timed case: what any correct kernel must move and compute."""
+
+    bytes: int = Field(description="Bytes no correct kernel can avoid moving (the contract's roofline.bytes).")
+    flops: int = Field(description="Floating-point operations it must do (roofline.flops).")
+    source: Literal["contract", "generic"] = Field(
+        description="contract: the contract's roofline; generic: it declares none, so inputs read once and outputs "
+        "written once, 0 flops (in-place inputs left out): a floor that may be far below the real one.")
+    explanation: str = ""
+
+
 class CaseTiming(BaseModel):
     case: str
-    candidate_ms: float
+    candidate_ms: float = Field(description="Median over the kept rounds of the candidate's per-call GPU time.")
     baseline_ms: float
     baseline_compiled_ms: float | None = None
     speedup: float
     speedup_vs_compiled: float | None = None
-    samples: dict[str, list[float]] = {}
+    samples: dict[str, list[float]] = Field(default={}, description="Each implementation's time (ms), one per round.")
+    round_spread: dict[str, float] = Field(
+        default={}, description="(slowest - fastest) / median of each implementation's kept rounds.")
+    unstable: bool = Field(
+        default=False, description="The rounds disagree by more than speed.max_round_spread, or the GPU was shared: "
+        "the case never counts toward the speed target.")
+    unstable_reason: str | None = None
+    interfered_rounds: list[int] = Field(
+        default=[], description="Rounds dropped: the reference timer's interference probe saw other work on the GPU.")
+    host_ms: dict[str, float | None] = Field(
+        default={}, description="CPU time to enqueue one call of each implementation (None: the call waits for the GPU).")
     compile_error: str | None = None
     wall_ms: float | None = None
-    floor_ms: float | None = None
+    floor_ms: float | None = Field(
+        default=None, description="The roofline floor: max(bytes / datasheet bandwidth, flops / datasheet bf16 rate).")
+    fraction_of_floor: float | None = Field(
+        default=None, description="floor_ms / candidate_ms: 1.0 is the physical limit, 0.25 is 4x away from it.")
+    baseline_fraction_of_floor: float | None = None
+    achieved_tb_per_s: float | None = Field(default=None, description="roofline bytes / candidate time, in TB/s.")
+    achieved_tflop_per_s: float | None = Field(default=None, description="roofline flops / candidate time, in TFLOP/s.")
+    roofline: RooflineWork | None = None
+    kernels: dict[str, float] = Field(
+        default={}, description="The candidate's kernels, device us per call (torch.profiler). Names are the candidate's "
+        "own text: they inform an optimizer and never decide a verdict.")
     pool_sets: int | None = None
     persisting_l2: str | None = None
     answers_checked: int | None = Field(
@@ -134,8 +165,12 @@ class TimingResult(BaseModel):
     method: str = ""
     cases: list[CaseTiming] = []
     min_speedup_required: float | None = None
-    target_met: bool | None = None
-    geomean_speedup: float | None = None
+    target_met: bool | None = Field(
+        default=None, description="Every speed case stable and at least min_speedup_required over the baseline.")
+    geomean_speedup: float | None = Field(default=None, description="Geometric mean over the stable cases.")
+    unstable_cases: list[str] = Field(default=[], description="Cases whose rounds disagreed: they do not count.")
+    roofline_source: Literal["contract", "generic"] | None = Field(
+        default=None, description="generic: the contract declares no roofline, so the floor is today's generic count.")
     detections: list[Detection] = Field(default_factory=list, description="Cheats the timing guards saw (reject).")
     review: list[str] = Field(default_factory=list, description="Not rejections: things a reviewer should look at.")
 

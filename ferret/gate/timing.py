@@ -1,10 +1,13 @@
-"""The judge's side of timing: it draws the input pool, starts the timing process (`ferret.bench.process`)
-like a candidate's process, and checks everything that comes back: the answers of the timed calls
-against the reference, the floor, the speedups. The timing process shares its memory with the candidate,
-so nothing it computes about right answers or limits is trusted."""
+"""The judge's side of timing: it draws the input pool, starts the two timing processes
+(`ferret.bench.process`: the candidate's timer, and the reference timer that never loads candidate code),
+conducts their interleaved rounds (`ferret.gate.interleave`), and checks everything that comes back: the
+answers of the timed calls against the reference, the rounds' agreement, the roofline floor, the speedups.
+The candidate's timer shares its memory with the candidate, so nothing it computes about right answers or
+limits is trusted."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import statistics
@@ -19,57 +22,73 @@ from safetensors.torch import load_file, save_file
 
 from ferret import wire
 from ferret.bench import guards
+from ferret.contract.roofline import RooflineCount, count_roofline
 from ferret.contract.task import Task
+from ferret.errors import ContractError
 from ferret.gate.answers import check_timed_answers
 from ferret.gate.inputs import output_specs, prepare_inputs
+from ferret.gate.interleave import TimerFailed, TimerProcess, conduct, start_timer, stop_all, wait_until_done
 from ferret.gate.isolation import hidden_from_candidates
-from ferret.gate.models import CaseTiming, Detection, GateManifest, TimingResult
+from ferret.gate.models import CaseTiming, Detection, GateManifest, RooflineWork, TimingResult
 from ferret.progress import ProgressLike, Reporter, as_reporter
-from ferret.sandbox.launch import candidate_environment, run_isolated
+from ferret.sandbox.launch import candidate_environment
 
 TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18],
                     "harness_patching": [15], "warmup_detection": [17, 16], "input_mutation": [3]}
 
 METHOD = (
-    "triton.testing.do_bench median (L2 flushed before every call, persisting L2 reset), a rotating pool of "
-    "re-randomized input sets larger than 2x L2 (fresh inputs at fresh addresses for every call), candidate and "
-    "baseline interleaved in one process, median over {repeats} rounds; then synchronized wall time, every "
-    "output fingerprinted and re-checked against a synchronous call, every timed answer checked by the judge "
-    "against the reference on its input set, and the datasheet roofline floor"
+    "two timing processes, interleaved round by round by the judge with one on the GPU at a time: the "
+    "candidate's, and a reference process that never loads candidate code (baseline, torch.compile; the "
+    "candidate's process stopped while it runs, an interference probe around each of its rounds). Each call: "
+    "L2 flushed (persisting L2 reset), the GPU held by a spin kernel longer than the call's host launch time, "
+    "then CUDA events around the call; median of ~100 ms of calls per round over a rotating pool of "
+    "re-randomized input sets larger than 2x L2; median over {repeats} rounds, a case unstable when its rounds "
+    "spread more than {spread:.0%}; then synchronized wall time, every output fingerprinted and re-checked "
+    "against a synchronous call, every timed answer checked by the judge against the reference, and the "
+    "roofline floor (datasheet peaks)"
 )
 
 
 @dataclass
 class _Case:
-    """One timed case as the judge prepared it: its job, and the judge's own copy of its input pool."""
+    """One timed case as the judge prepared it: its job, the judge's own copy of its input pool, and the least
+    work any correct kernel does on it (the roofline count, from the judge's own copy of the inputs)."""
 
     job: wire.TimingCaseJob
     pool: list[dict[str, torch.Tensor]]
+    roofline: RooflineCount
 
 
 def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
                    compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None) -> TimingResult:
-    """Time a correct candidate against the baseline in a process of its own; returns a TimingResult.
-    torch.compile of the baseline is timed beside them when the contract asks and `compare_compiled`.
+    """Time a correct candidate against the baseline; returns a TimingResult. torch.compile of the baseline is
+    timed beside them when the contract asks and `compare_compiled`.
 
-    `device="cpu"` is a rehearsal of the guards for tests (the judge never asks for it): the same process,
-    pool, output slots, fingerprints and timed-answers check on a CPU gate's first case, under the Triton
-    interpreter, with a plain clock instead of do_bench. Its times are not speedups: the result says
-    `measured=False`, and no floor applies.
+    `device="cpu"` is a rehearsal of the guards for tests (the judge never asks for it): the same processes,
+    step protocol, pool, output slots, fingerprints and timed-answers check on a CPU gate's first case, under
+    the Triton interpreter, with a plain clock. Its times are not speedups: the result says `measured=False`,
+    and no floor applies.
 
-    The timing process gets `budgets.case_timeout_s` for each timed case and stops at `deadline` (a
-    `time.monotonic()` instant: the check's own deadline).
-    """
+    Each timing process gets `budgets.case_timeout_s` between two of its steps and stops at `deadline` (a
+    `time.monotonic()` instant: the check's own deadline). ContractError when the roofline is shown wrong: a
+    baseline timed under its floor."""
     workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
     try:
         cases = _prepare_cases(task, manifest, gate, workdir, device)
-        job = _write_job(task, candidate, workdir, cases, compare_compiled, device)
-        raw = _run_timing_process(task, gate, workdir, job, as_reporter(progress), deadline)
+        timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
+        raw = _run_timers(task, timers, [c.job.case for c in cases], as_reporter(progress), deadline)
         if isinstance(raw, str):
             return TimingResult(measured=False, reason=raw)
-        return _judge_timings(task, cases, raw, device)
+        changed = [f.name for f, digest in reference_files.items() if _sha256(f) != digest]
+        if changed:
+            return TimingResult(measured=False, reason=f"the reference timer's files were changed while it ran: {changed}")
+        return _judge_timings(task, cases, raw[0], raw[1], device)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)  # inputs, pools of answers: hundreds of MB at production shapes
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
 
 
 def _timed_records(task: Task, manifest: GateManifest, device: str) -> list:
@@ -82,159 +101,256 @@ def _timed_records(task: Task, manifest: GateManifest, device: str) -> list:
 
 
 def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path, device: str) -> list[_Case]:
-    """The pool of input sets of every timed case, drawn here and kept here: the timing process runs
+    """The pool of input sets of every timed case, drawn here and kept here: the candidate's timer runs
     candidate code, which may rewrite the sets it is given, so the judge checks every answer against its copy."""
     contract = task.contract
     read_only = [i.name for i in contract.inputs if i.role == "in"]
     l2_bytes = guards.l2_bytes_of(device)
     generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
     profile = "gpu" if device == "cuda" else "cpu"
+    (workdir / "pools").mkdir()
     cases = []
     for record in _timed_records(task, manifest, device):
         target = workdir / f"{record.id}.safetensors"
         prepare_inputs(contract, gate, record, target)
         inputs = load_file(str(target))
-        pool = guards.input_pool(inputs, [n for n in read_only if inputs[n].is_floating_point()],
-                                 target_bytes=2 * l2_bytes, generator=generator)
-        pool_file = workdir / f"{record.id}.pool.safetensors"
-        save_file({wire.pool_key(i, n): t for i, one_set in enumerate(pool) for n, t in one_set.items()}, str(pool_file))
         target.unlink()
         case = next(c for c in contract.cases_for(profile) if c.name == record.case)
+        try:
+            roofline = count_roofline(contract, case.dims, inputs, record.dtype)
+        except ContractError as err:
+            raise ContractError(f"{task.path}: {err}") from None
+        pool = guards.input_pool(inputs, [n for n in read_only if inputs[n].is_floating_point()],
+                                 target_bytes=2 * l2_bytes, generator=generator)
+        pool_file = workdir / "pools" / f"{record.id}.pool.safetensors"
+        save_file({wire.pool_key(i, n): t for i, one_set in enumerate(pool) for n, t in one_set.items()}, str(pool_file))
         specs = output_specs(contract, case, record.dtype)
         outputs = {n: (list(s), str(d).removeprefix("torch.")) for n, (s, d) in specs.items()}
-        cases.append(_Case(wire.TimingCaseJob(record.case, str(pool_file), len(pool), outputs), pool))
+        cases.append(_Case(wire.TimingCaseJob(record.case, str(pool_file), len(pool), outputs), pool, roofline))
     return cases
 
 
-def _write_job(task: Task, candidate: Path, workdir: Path, cases: list[_Case], compare_compiled: bool,
-               device: str) -> wire.TimingJob:
-    """The timing process's job. Candidate and baseline are copied in: it sees neither the project's tasks/
-    nor the gates (it runs candidate code), and loads the baseline by file, not by module name (a machine may
-    have an unrelated top-level `tasks` package installed). A baseline is one self-contained file."""
+def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: list[_Case], compare_compiled: bool,
+                 device: str) -> tuple[list[TimerProcess], dict[Path, str]]:
+    """The two timing processes' folders and jobs: the candidate's timer gets a copy of the candidate and
+    nothing else, the reference timer a copy of the baseline (loaded by file: a machine may have an unrelated
+    top-level `tasks` package installed; a baseline is one self-contained file). Each gets its own copy of
+    the pools. Returns the timers (candidate's first) and the reference timer's files with their digests."""
     contract = task.contract
-    shutil.copyfile(candidate, workdir / "candidate.py")
-    shutil.copyfile(task.baseline_file, workdir / "baseline.py")
-    job = wire.TimingJob(
-        candidate=str(workdir / "candidate.py"),
-        entry=contract.candidate_abi.entry,
-        baseline_file=str(workdir / "baseline.py"),
-        baseline_attr=task.baseline.__name__,
-        compile_baseline=contract.baseline.compile and compare_compiled and device == "cuda",
-        device=device,
-        params=dict(contract.params),
-        read_only=[i.name for i in contract.inputs if i.role == "in"],
-        repeats=contract.speed.repeats,
-        cases=[c.job for c in cases],
-        result=str(workdir / wire.TIMING_RESULT_FILE),
-    )
-    job.write(workdir / "job.json")
-    return job
+    hidden = hidden_from_candidates(gate, task.project_root)
+    roles = {
+        wire.CANDIDATE_TIMER: (candidate, contract.candidate_abi.entry, False),
+        wire.REFERENCE_TIMER: (task.baseline_file, task.baseline.__name__,
+                               contract.baseline.compile and compare_compiled and device == "cuda"),
+    }
+    timers = []
+    for role, (source, entry, compile_it) in roles.items():
+        folder = workdir / role
+        folder.mkdir()
+        shutil.copyfile(source, folder / "source.py")
+        case_jobs = []
+        for case in cases:
+            own_pool = folder / Path(case.job.pool_file).name
+            shutil.copyfile(case.job.pool_file, own_pool)
+            case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
+        job = wire.TimingJob(
+            role=role, source=str(folder / "source.py"), entry=entry, compile=bool(compile_it), device=device,
+            params=dict(contract.params), read_only=[i.name for i in contract.inputs if i.role == "in"],
+            repeats=contract.speed.repeats, cases=case_jobs, result=str(folder / wire.TIMING_RESULT_FILE),
+        )
+        job.write(folder / "job.json")
+        args = [sys.executable, "-m", "ferret.bench.process", "job.json"]
+        env = candidate_environment(folder, interpret=device != "cuda")
+        if role == wire.REFERENCE_TIMER:
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(_compile_cache(gate))
+        # The candidate's process sees neither the gates (nor the compile cache beside them) nor the reference
+        # timer's folder; the reference timer runs only the project's own baseline, and keeps its compile cache.
+        hide = [*hidden, workdir / wire.REFERENCE_TIMER] if role == wire.CANDIDATE_TIMER else []
+        timers.append(TimerProcess(role, folder, args, env, hide))
+    reference = timers[1].folder
+    files = {f: _sha256(f) for f in (reference / "source.py", reference / "job.json")}
+    return timers, files
 
 
-def _current_case(workdir: Path) -> int | None:
-    """The timed case the timing process last said it started (its sign of progress)."""
+def _compile_cache(gate: Path) -> Path:
+    """Where the reference timer keeps torch.compile's cache between checks: in the gates folder (never shown
+    to a candidate's process), beside the gates, so recompiling the baseline does not cost every check."""
+    folder = gate.parent / ".cache" / "inductor"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter,
+                deadline: float | None) -> tuple[wire.TimingResults, wire.TimingResults] | str:
+    """Both timing processes run and conducted to the end; their results, validated; or why there are none."""
+    budgets, repeats = task.contract.budgets, task.contract.speed.repeats
+    reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds, two processes)")
+    reporter.step("timing", 0, len(names), "starting the timing processes")
+
+    def moved(case: int, what: str) -> None:
+        label = "checking its timed calls" if what == "post" else f"round {int(what) + 1}/{repeats}"
+        reporter.step("timing", case, len(names), f"{names[case]}: {label}")
+
+    for timer in timers:
+        start_timer(timer, budgets.case_timeout_s, budgets.candidate_memory_mb, deadline)
     try:
-        return int((workdir / wire.CURRENT_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _run_timing_process(task: Task, gate: Path, workdir: Path, job: wire.TimingJob, reporter: Reporter,
-                        deadline: float | None) -> wire.TimingResults | str:
-    """The timing process's results, validated; or why there are none."""
-    names = [c.case for c in job.cases]
-
-    def moved(position: object) -> None:
-        if isinstance(position, int) and position < len(names):
-            reporter.step("timing", position, len(names), names[position])
-
-    reporter(f"timing {len(names)} cases against the baseline ({job.repeats} interleaved rounds)")
-    reporter.step("timing", 0, len(names), "starting the timing process")
-    outcome = run_isolated(
-        [sys.executable, "-m", "ferret.bench.process", "job.json"],
-        workdir,
-        candidate_environment(workdir, interpret=job.device != "cuda"),
-        task.contract.budgets.case_timeout_s,
-        task.contract.budgets.candidate_memory_mb,
-        hide=hidden_from_candidates(gate, task.project_root),
-        finished_marker=workdir / wire.DONE_FILE,
-        deadline=deadline,
-        progress_token=lambda: _current_case(workdir),
-        on_progress=moved,
-    )
+        conduct(timers, len(names), repeats, on_step=moved)
+        wait_until_done(timers)
+    except TimerFailed as failed:
+        stop_all(timers)
+        outcome = failed.timer.outcome
+        detail = f"{outcome.kind} {outcome.message} {outcome.stderr_tail[-1500:]}" if outcome else "no outcome"
+        return f"the {failed.timer.role} timing process failed before step {failed.waited_for!r}: {detail}"
+    except BaseException:
+        stop_all(timers)
+        raise
     reporter.step("timing", len(names), len(names), "done")
-    result_file = Path(job.result)
+    results = [_read_results(timer, names) for timer in timers]
+    problems = [r for r in results if isinstance(r, str)]
+    if problems:
+        return "; ".join(str(p) for p in problems)
+    candidate_results, reference_results = results
+    assert not isinstance(candidate_results, str) and not isinstance(reference_results, str)
+    return candidate_results, reference_results
+
+
+def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults | str:
+    result_file = timer.folder / wire.TIMING_RESULT_FILE
+    outcome = timer.outcome
     if not result_file.exists():
-        return f"timing process failed: {outcome.kind} {outcome.message} {outcome.stderr_tail[-1500:]}"
+        detail = f"{outcome.kind} {outcome.message} {outcome.stderr_tail[-1500:]}" if outcome else "no outcome"
+        return f"the {timer.role} timing process failed: {detail}"
     try:
         raw = TypeAdapter(wire.TimingResults).validate_json(result_file.read_text())
     except ValidationError as err:
-        return f"the timing process's results do not fit the wire's TimingResults: {str(err)[:500]}"
+        return f"the {timer.role} timing process's results do not fit the wire's TimingResults: {str(err)[:500]}"
     if [c.case for c in raw.cases] != names:
-        return f"timing process returned cases {[c.case for c in raw.cases]}, not the {names} it was given"
+        return f"the {timer.role} timing process returned cases {[c.case for c in raw.cases]}, not the {names} it was given"
     return raw
 
 
-def _judge_timings(task: Task, cases: list[_Case], raw: wire.TimingResults, device: str) -> TimingResult:
-    """Answers, floor and speedups, computed here from what the judge knows (the device it sees, the shapes
-    it drew): the timing process shares its memory with the candidate."""
+def _judge_timings(task: Task, cases: list[_Case], candidate: wire.TimingResults, reference: wire.TimingResults,
+                   device: str) -> TimingResult:
+    """Answers, rounds, floor and speedups, computed here from what the judge knows (the device it sees, the
+    inputs it drew): the candidate's timer shares its memory with the candidate."""
     contract = task.contract
     read_only = [i.name for i in contract.inputs if i.role == "in"]
     peaks = _peaks_seen_by_judge(device)
     timings = []
-    # One result per case, in order: _run_timing_process refused results whose cases differ from the job's.
-    for case, result in zip(cases, raw.cases, strict=True):
-        checked, wrong = check_timed_answers(task, case.pool, Path(result.answers_file), contract.primary_dtype, read_only)
-        timings.append(_case_timing(case, result, checked, wrong, peaks, read_only))
+    # One result per case, in order: _read_results refused results whose cases differ from the job's.
+    for case, mine, theirs in zip(cases, candidate.cases, reference.cases, strict=True):
+        if mine.answers_file is None:
+            checked, wrong = 0, ["cross_call_caching: the candidate's timer sent back no answers of its timed calls"]
+        else:
+            checked, wrong = check_timed_answers(task, case.pool, Path(mine.answers_file), contract.primary_dtype, read_only)
+        timing = _case_timing(case, mine, theirs, checked, wrong, peaks, contract.speed.max_round_spread)
+        _check_roofline(task, timing)
+        timings.append(timing)
     detections = [
         Detection(cheat=cheat, catalogue=TIMING_CATALOGUE.get(cheat, []), evidence=f"{c.case}: {evidence}", source="timing")
         for c in timings for cheat, _, evidence in (flag.partition(": ") for flag in c.flags)
     ]
-    method = METHOD.format(repeats=contract.speed.repeats)
+    method = METHOD.format(repeats=contract.speed.repeats, spread=contract.speed.max_round_spread)
     if device != "cuda":
         return TimingResult(measured=False, reason="guard rehearsal on the CPU: the guards ran, the times are not speedups",
-                            device=raw.device, method=method, cases=timings, detections=detections)
-    speedups = [c.speedup for c in timings]
+                            device=candidate.device, method=method, cases=timings, detections=detections)
+    return _measured_result(task, candidate.device, method, timings, detections)
+
+
+def _measured_result(task: Task, device_name: str, method: str, timings: list[CaseTiming],
+                     detections: list[Detection]) -> TimingResult:
+    """The speed verdict: only stable cases count toward the target; an unstable one never helps a candidate."""
+    contract = task.contract
+    stable = [c for c in timings if not c.unstable]
+    speedups = [c.speedup for c in stable]
+    unstable = [c.case for c in timings if c.unstable]
     return TimingResult(
         detections=detections,
         review=[f"{c.case}: {r}" for c in timings for r in c.review],
         measured=True,
-        device=raw.device,
+        device=device_name,
         method=method,
         cases=timings,
         min_speedup_required=contract.speed.min_speedup,
-        target_met=bool(speedups) and min(speedups) >= contract.speed.min_speedup,
+        target_met=bool(speedups) and not unstable and min(speedups) >= contract.speed.min_speedup,
         geomean_speedup=statistics.geometric_mean(speedups) if speedups else None,
+        unstable_cases=unstable,
+        roofline_source=timings[0].roofline.source if timings and timings[0].roofline else None,
     )
 
 
-def _case_timing(case: _Case, result: wire.TimingCaseResult, checked: int, wrong: list[str], peaks: dict | None,
-                 read_only: list[str]) -> CaseTiming:
-    speedup = result.baseline_ms / result.candidate_ms
-    flags = list(result.flags) + wrong
+def _kept_rounds(samples: dict[str, list[float]], interfered: list[int]) -> dict[str, list[float]]:
+    return {name: [t for r, t in enumerate(times) if r not in interfered] for name, times in samples.items()}
+
+
+def _spread(times: list[float]) -> float:
+    """(slowest - fastest) / median of the rounds' times: how far the rounds disagree."""
+    return (max(times) - min(times)) / statistics.median(times) if len(times) > 1 else 0.0
+
+
+def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: wire.TimingCaseResult, checked: int,
+                 wrong: list[str], peaks: dict | None, max_spread: float) -> CaseTiming:
+    interfered = guards.interfered_rounds(theirs.probes_ms)
+    rounds = _kept_rounds({**theirs.samples, **mine.samples}, interfered)
+    if not rounds.get("candidate") or not rounds.get("baseline"):
+        rounds = {**theirs.samples, **mine.samples}  # every round interfered: kept for the record, never counted
+    med = {name: statistics.median(times) for name, times in rounds.items() if times}
+    spreads = {name: _spread(times) for name, times in rounds.items() if times}
+    reasons = [f"{name}'s rounds spread {value:.1%}, more than the contract's {max_spread:.0%}"
+               for name, value in spreads.items() if value > max_spread]
+    if interfered:
+        reasons.append(f"the GPU was shared during reference rounds {interfered} (interference probe)")
+    candidate_ms, baseline_ms = med["candidate"], med["baseline"]
+    compiled_ms = med.get("baseline_compiled")
+    speedup = baseline_ms / candidate_ms
     review = ([f"speedup {speedup:.1f}x over the baseline is above {guards.SUSPICIOUS_SPEEDUP:g}x: look at it"]
               if speedup > guards.SUSPICIOUS_SPEEDUP else [])
-    floor = None
-    if peaks is not None:
-        shapes = {
-            n: torch.empty(shape, dtype=getattr(torch, dtype), device="meta") for n, (shape, dtype) in case.job.outputs.items()
-        }
-        min_bytes = guards.minimum_bytes(case.pool[0], shapes, read_only)
-        floor = guards.floor_ms(min_bytes, 0.0, peaks)
-        if result.candidate_ms < guards.FLOOR_MARGIN * floor:
-            flags.append(
-                f"impossible_speed: {result.candidate_ms * 1e3:.2f} us is under {guards.FLOOR_MARGIN:g} x the "
-                f"{floor * 1e3:.2f} us floor ({min_bytes} bytes at the datasheet {peaks['bytes_per_s'] / 1e12:g} TB/s)")
-    return CaseTiming(
-        case=result.case, candidate_ms=result.candidate_ms, baseline_ms=result.baseline_ms,
-        baseline_compiled_ms=result.baseline_compiled_ms, speedup=speedup,
-        speedup_vs_compiled=(result.baseline_compiled_ms / result.candidate_ms) if result.baseline_compiled_ms else None,
-        samples=result.samples, compile_error=result.compile_error, wall_ms=result.wall_ms, floor_ms=floor,
-        pool_sets=result.pool_sets, persisting_l2=result.persisting_l2, answers_checked=checked, flags=flags, review=review,
+    timing = CaseTiming(
+        case=mine.case, candidate_ms=candidate_ms, baseline_ms=baseline_ms, baseline_compiled_ms=compiled_ms,
+        speedup=speedup, speedup_vs_compiled=(compiled_ms / candidate_ms) if compiled_ms else None,
+        samples={**theirs.samples, **mine.samples}, round_spread=spreads, unstable=bool(reasons),
+        unstable_reason="; ".join(reasons) or None, interfered_rounds=interfered, host_ms={**theirs.host_ms, **mine.host_ms},
+        compile_error=theirs.compile_error, wall_ms=mine.wall_ms, pool_sets=mine.pool_sets,
+        persisting_l2=mine.persisting_l2, answers_checked=checked, flags=list(mine.flags) + wrong, review=review,
+        kernels=dict(list(mine.kernels.items())[:20]),
+        roofline=RooflineWork(bytes=case.roofline.bytes, flops=case.roofline.flops, source=case.roofline.source,
+                          explanation=case.roofline.explanation),
     )
+    if peaks is not None:
+        _place_on_roofline(timing, case.roofline, peaks)
+    return timing
+
+
+def _place_on_roofline(timing: CaseTiming, count: RooflineCount, peaks: dict) -> None:
+    """The floor (the larger of bytes / datasheet bandwidth and flops / datasheet bf16 rate), where the
+    candidate stands against it, and the impossible-speed guard."""
+    floor = guards.floor_ms(count.bytes, count.flops, peaks)
+    seconds = timing.candidate_ms * 1e-3
+    timing.floor_ms = floor
+    timing.fraction_of_floor = floor / timing.candidate_ms
+    timing.achieved_tb_per_s = count.bytes / seconds / 1e12
+    timing.achieved_tflop_per_s = count.flops / seconds / 1e12
+    timing.baseline_fraction_of_floor = floor / timing.baseline_ms
+    if timing.candidate_ms < guards.FLOOR_MARGIN * floor:
+        timing.flags.append(
+            f"impossible_speed: {timing.candidate_ms * 1e3:.2f} us is under {guards.FLOOR_MARGIN:g} x the "
+            f"{floor * 1e3:.2f} us floor ({count.bytes:,} bytes at the datasheet {peaks['bytes_per_s'] / 1e12:g} TB/s, "
+            f"{count.flops:,} flops at {peaks['flops_per_s'] / 1e12:g} TFLOP/s; {count.source} roofline)")
+
+
+def _check_roofline(task: Task, timing: CaseTiming) -> None:
+    """The sanity rule of the roofline: the baseline and torch.compile are honest, so one of them under the
+    floor means the contract's roofline is wrong; that is the contract's error, not a cheat to report."""
+    if timing.floor_ms is None:
+        return
+    for name, ms in (("the eager baseline", timing.baseline_ms), ("torch.compile of the baseline", timing.baseline_compiled_ms)):
+        if ms is not None and ms < guards.FLOOR_MARGIN * timing.floor_ms:
+            raise ContractError(
+                f"{task.path}: roofline: {name} took {ms * 1e3:.2f} us on {timing.case}, under {guards.FLOOR_MARGIN:g} x "
+                f"its {timing.floor_ms * 1e3:.2f} us floor: the roofline counts more work than the case needs "
+                f"({timing.roofline.explanation if timing.roofline else ''})")
 
 
 def _peaks_seen_by_judge(device: str) -> dict | None:
     """The datasheet peaks of the GPU this (the judge's) process sees; None on the CPU or an unlisted GPU."""
     return guards.peaks_for(torch.cuda.get_device_name(0)) if device == "cuda" and torch.cuda.is_available() else None
-

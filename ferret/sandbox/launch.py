@@ -133,6 +133,7 @@ def run_isolated(
     args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1,
     hide: Sequence[Path] = (), finished_marker: Path | None = None, deadline: float | None = None,
     progress_token: Callable[[], object] | None = None, on_progress: Callable[[object], None] | None = None,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
 ) -> ProcessOutcome:
     """Run `args` isolated, in a process group of its own, and return how it ended.
 
@@ -142,13 +143,16 @@ def run_isolated(
     `time.monotonic()` instant) ends the run whatever its progress. With `finished_marker`, the process is
     killed (the whole group, SIGKILL) as soon as that file appears: the runner writes it after its last
     result and then waits to be killed. If this process is interrupted meanwhile, the group is killed
-    before the interruption goes on: no candidate process outlives the judge."""
+    before the interruption goes on: no candidate process outlives the judge. `on_start` is given the
+    started process (its group is the process's pid), for a caller that pauses and resumes it."""
     started = time.perf_counter()
     if hide and hiding_available():
         args = hiding_command(args, list(hide))
     stderr_path = workdir / ".stderr"
     with open(stderr_path, "wb") as stderr:
         process = start_group(args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT)
+        if on_start is not None:
+            on_start(process)
         try:
             kind, message, peak = _watch(process, timeout_s, memory_mb, poll_s, finished_marker, deadline,
                                          progress_token, on_progress)

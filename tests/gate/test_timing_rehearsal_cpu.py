@@ -70,13 +70,34 @@ def test_inputs_rewritten_to_an_answered_set_are_named_by_the_judges_copy(rehear
     assert {"input_mutation", "warmup_detection"} <= {d.cheat for d in result.detections}
 
 
-def test_the_floor_is_applied_by_the_judge_from_the_shapes_it_drew(rehearse, monkeypatch):
-    """The floor is computed in the judge's process (the timing process shares memory with the candidate):
-    given a datasheet that no kernel could beat, even the honest candidate's time is impossible."""
+H200 = {"bytes_per_s": 4.8e12, "flops_per_s": 989e12, "l2_bytes": 0}
+
+
+def test_the_floor_is_computed_by_the_judge_from_the_contracts_roofline(rehearse, monkeypatch):
+    """The floor is computed in the judge's process (the timing processes share memory with the candidate), from
+    the contract's roofline on the inputs the judge drew, and every timed case says where it stands."""
+    from ferret.gate import timing
+
+    monkeypatch.setattr(timing, "_peaks_seen_by_judge", lambda device: H200)
+    case = rehearse("honest", None).cases[0]
+    # The CPU gate's first case, M=16, N=512, bfloat16: x read, weight read, y written.
+    moved = 16 * 512 * 2 + 512 * 2 + 16 * 512 * 2  # 33,792 bytes
+    work = 4 * 16 * 512 + 3 * 16  # 32,816 flops
+    assert case.roofline is not None and case.roofline.source == "contract"
+    assert (case.roofline.bytes, case.roofline.flops) == (moved, work)
+    assert case.floor_ms == pytest.approx(moved / 4.8e12 * 1e3)  # memory-bound: bytes set the floor
+    assert case.fraction_of_floor == pytest.approx(case.floor_ms / case.candidate_ms)
+    assert case.achieved_tb_per_s == pytest.approx(moved / (case.candidate_ms * 1e-3) / 1e12)
+    assert case.achieved_tflop_per_s == pytest.approx(work / (case.candidate_ms * 1e-3) / 1e12)
+    assert not any(f.startswith("impossible_speed:") for f in case.flags), case.flags
+
+
+def test_a_baseline_under_the_floor_is_the_contracts_error_not_a_cheat(rehearse, monkeypatch):
+    """The sanity rule: the baseline is honest, so a datasheet (or a roofline) that puts it under its floor
+    makes the roofline wrong, and the check says so as a contract error naming the file and field."""
+    from ferret.errors import ContractError
     from ferret.gate import timing
 
     monkeypatch.setattr(timing, "_peaks_seen_by_judge", lambda device: {"bytes_per_s": 1e3, "flops_per_s": 1e3, "l2_bytes": 0})
-    case = rehearse("honest", None).cases[0]
-    x, weight = 16 * 512 * 2, 512 * 2  # the CPU gate's first case, bfloat16: read once each
-    assert case.floor_ms == pytest.approx((x + weight + x) / 1e3 * 1e3)  # plus y written once; ms
-    assert any(f.startswith("impossible_speed:") for f in case.flags), case.flags
+    with pytest.raises(ContractError, match=r"rmsnorm\.yaml: roofline: the eager baseline took .* under 0\.9 x its"):
+        rehearse("honest", None)

@@ -1,0 +1,128 @@
+"""The judge's conductor of the two timing processes (`ferret.bench.process`): the candidate's timer and the
+reference timer run side by side, each isolated like a candidate's process, and the judge lets exactly one
+of them work on the GPU at a time, step by step (`ferret.wire.timing_steps`), alternating which goes first
+in each round so that slow drifts of the GPU's state fall on both alike.
+
+While the reference timer works, the candidate's whole process group is stopped (SIGSTOP): it cannot
+launch anything meant to slow the baseline down. Work it queued on the GPU before it stopped, or a process
+it left outside its group, is what the reference timer's interference probe looks for.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ferret import wire
+from ferret.sandbox.launch import ProcessOutcome, run_isolated
+
+
+@dataclass
+class TimerProcess:
+    """One timing process as the judge drives it: its folder, the thread that runs and watches it, how it ended."""
+
+    role: str
+    folder: Path
+    args: list[str]
+    env: dict[str, str]
+    hide: Sequence[Path]
+    process: subprocess.Popen | None = None
+    outcome: ProcessOutcome | None = None
+    thread: threading.Thread | None = field(default=None, repr=False)
+
+    def read(self, name: str) -> str | None:
+        try:
+            return (self.folder / name).read_text()
+        except OSError:
+            return None
+
+    def say_go(self, step: str) -> None:
+        partial = self.folder / (wire.GO_FILE + ".partial")
+        partial.write_text(step)
+        os.replace(partial, self.folder / wire.GO_FILE)
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def signal_group(self, signum: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+class TimerFailed(Exception):
+    """A timing process ended, or stopped moving, before the step the judge waited for."""
+
+    def __init__(self, timer: TimerProcess, waited_for: str):
+        self.timer, self.waited_for = timer, waited_for
+        super().__init__(f"the {timer.role} timing process ended before step {waited_for!r}")
+
+
+def start_timer(timer: TimerProcess, timeout_s: float, memory_mb: int, deadline: float | None) -> None:
+    """Run `timer` in a thread of its own (run_isolated watches its limits); returns at once."""
+
+    def remember(process: subprocess.Popen) -> None:
+        timer.process = process
+
+    def run() -> None:
+        timer.outcome = run_isolated(
+            timer.args, timer.folder, timer.env, timeout_s, memory_mb, hide=timer.hide,
+            finished_marker=timer.folder / wire.DONE_FILE, deadline=deadline,
+            progress_token=lambda: timer.read(wire.FINISHED_FILE), on_start=remember,
+        )
+
+    timer.thread = threading.Thread(target=run, name=f"ferret-timer-{timer.role}", daemon=True)
+    timer.thread.start()
+
+
+def _wait_for(timer: TimerProcess, name: str, step: str, poll_s: float) -> None:
+    while timer.read(name) != step:
+        if not timer.running:
+            raise TimerFailed(timer, step)
+        time.sleep(poll_s)
+
+
+def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Callable[[int, str], None] | None = None,
+            poll_s: float = 0.002) -> None:
+    """Drive every step of both processes, one process at a time; raises TimerFailed when one ends early.
+    `timers` holds the candidate's timer first and the reference timer second."""
+    for step in wire.timing_steps(cases, repeats):
+        case, _, what = step.partition(" ")
+        if on_step is not None:
+            on_step(int(case), what)
+        order = timers if what == "post" or int(what) % 2 else list(reversed(timers))
+        for timer in order:
+            _wait_for(timer, wire.READY_FILE, step, poll_s)
+        for timer in order:
+            others = [t for t in timers if t is not timer and t.role == wire.CANDIDATE_TIMER]
+            for other in others:
+                other.signal_group(signal.SIGSTOP)
+            try:
+                timer.say_go(step)
+                _wait_for(timer, wire.FINISHED_FILE, step, poll_s)
+            finally:
+                for other in others:
+                    other.signal_group(signal.SIGCONT)
+
+
+def wait_until_done(timers: list[TimerProcess]) -> None:
+    for timer in timers:
+        if timer.thread is not None:
+            timer.thread.join()
+
+
+def stop_all(timers: list[TimerProcess]) -> None:
+    """Stop every timer that is still running (after a failure of the other): its thread kills the group."""
+    for timer in timers:
+        timer.signal_group(signal.SIGCONT)
+        timer.signal_group(signal.SIGKILL)
+    wait_until_done(timers)

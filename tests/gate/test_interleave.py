@@ -1,0 +1,101 @@
+"""The judge's conductor of the two timing processes (`ferret.gate.interleave`), driven with stand-in timing
+processes that follow the step protocol of `ferret.wire` and log what they do: one process at a time, the
+order alternating round by round, the candidate's process stopped while the reference works, and a process
+that ends early named."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ferret import wire
+from ferret.gate.interleave import TimerFailed, TimerProcess, conduct, start_timer, stop_all, wait_until_done
+
+REPO = Path(__file__).resolve().parents[2]
+
+STAND_IN = textwrap.dedent('''
+    import os, sys, threading, time
+    from pathlib import Path
+    from ferret import wire
+    folder, role, cases, repeats, log, die_at = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5]), sys.argv[6]
+    def write(name, text):
+        (folder / (name + ".partial")).write_text(text)
+        os.replace(folder / (name + ".partial"), folder / name)
+    if role == "candidate":
+        def beat():
+            with open(folder / "heartbeat", "a") as out:
+                while True:
+                    out.write(f"{time.time()}\\n"); out.flush(); time.sleep(0.002)
+        threading.Thread(target=beat, daemon=True).start()
+    for step in wire.timing_steps(cases, repeats):
+        if step == die_at:
+            sys.exit(3)
+        write(wire.READY_FILE, step)
+        while not (folder / wire.GO_FILE).exists() or (folder / wire.GO_FILE).read_text() != step:
+            time.sleep(0.001)
+        began = time.time(); time.sleep(0.06)
+        with open(log, "a") as out:
+            out.write(f"{role} {step.replace(' ', ':')} {began} {time.time()}\\n")
+        write(wire.FINISHED_FILE, step)
+    (folder / wire.DONE_FILE).write_text("ok")
+    time.sleep(60)
+''')
+
+
+def _timers(tmp_path: Path, cases: int, repeats: int, die_at: str = "never") -> tuple[list[TimerProcess], Path]:
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN)
+    log = tmp_path / "log"
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
+    timers = []
+    for role in (wire.CANDIDATE_TIMER, wire.REFERENCE_TIMER):
+        folder = tmp_path / role
+        folder.mkdir()
+        dies = die_at if role == wire.CANDIDATE_TIMER else "never"
+        args = [sys.executable, str(script), str(folder), role, str(cases), str(repeats), str(log), dies]
+        timers.append(TimerProcess(role, folder, args, env, hide=()))
+    return timers, log
+
+
+def _run(timers: list[TimerProcess], cases: int, repeats: int) -> None:
+    for timer in timers:
+        start_timer(timer, timeout_s=30, memory_mb=4096, deadline=time.monotonic() + 60)
+    try:
+        conduct(timers, cases, repeats)
+        wait_until_done(timers)
+    finally:
+        stop_all(timers)
+
+
+def test_one_process_at_a_time_alternating_and_the_candidate_stopped_while_the_reference_works(tmp_path):
+    timers, log = _timers(tmp_path, cases=2, repeats=3)
+    _run(timers, cases=2, repeats=3)
+    entries = [line.split() for line in log.read_text().splitlines()]
+    spans = sorted((float(began), float(ended), role, step) for role, step, began, ended in entries)
+    assert len(spans) == 2 * 2 * (3 + 1)  # two processes, two cases, three rounds and the post step each
+    for (_, first_end, *_), (second_start, *_) in zip(spans, spans[1:]):
+        assert second_start >= first_end, "two timing processes worked at the same time"
+    order = [(step, role) for _, _, role, step in spans]
+    firsts = {step: role for step, role in reversed(order)}  # the role that went first at each step
+    assert firsts["0:0"] == firsts["0:2"] == firsts["1:0"] == wire.REFERENCE_TIMER
+    assert firsts["0:1"] == firsts["1:1"] == wire.CANDIDATE_TIMER
+    beats = [float(t) for t in (tmp_path / wire.CANDIDATE_TIMER / "heartbeat").read_text().split()]
+    reference_spans = [(began, ended) for began, ended, role, _ in spans if role == wire.REFERENCE_TIMER]
+    assert beats, "the candidate's stand-in never ran"
+    # Stopped with its whole group while the reference works: no heartbeat inside a reference step (20 ms of
+    # slack at each end for the signal to land and the step's timestamps to be taken).
+    inside = [b for b in beats for began, ended in reference_spans if began + 0.02 < b < ended - 0.02]
+    assert not inside, f"the candidate's process ran during a reference step: {inside[:3]}"
+
+
+def test_a_timing_process_that_ends_early_is_named_with_the_step_it_never_reached(tmp_path):
+    timers, _ = _timers(tmp_path, cases=1, repeats=3, die_at="0 1")
+    with pytest.raises(TimerFailed) as failure:
+        _run(timers, cases=1, repeats=3)
+    assert failure.value.timer.role == wire.CANDIDATE_TIMER and failure.value.waited_for == "0 1"
+    assert all(not timer.running for timer in timers)

@@ -1,0 +1,76 @@
+"""The judge's reading of the two timing processes' rounds (`ferret.gate.timing`), on literal numbers: medians
+of kept rounds, the spread that marks a case unstable, rounds dropped for interference, the roofline floor
+and where the candidate stands against it, and a target that unstable cases never help to meet."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferret import wire
+from ferret.bench import guards
+from ferret.contract.roofline import RooflineCount
+from ferret.gate import timing
+
+H200 = {"bytes_per_s": 4.8e12, "flops_per_s": 989e12, "l2_bytes": 0}
+
+
+def _case(bytes_: int = 4_800_000, flops: int = 0) -> timing._Case:
+    job = wire.TimingCaseJob("c", "pool", 2, {})
+    return timing._Case(job, [], RooflineCount(bytes=bytes_, flops=flops, source="contract", explanation="literal"))
+
+
+def _sides(candidate: list[float], baseline: list[float], probes: list[float] | None = None):
+    mine = wire.TimingCaseResult(case="c", samples={"candidate": candidate}, host_ms={"candidate": 0.01}, pool_sets=2,
+                                 persisting_l2="", flags=[], wall_ms=candidate[0])
+    theirs = wire.TimingCaseResult(case="c", samples={"baseline": baseline}, host_ms={"baseline": None}, pool_sets=2,
+                                   persisting_l2="", flags=[], probes_ms=probes or [])
+    return mine, theirs
+
+
+def test_medians_speedup_and_place_on_the_roofline():
+    mine, theirs = _sides([0.010, 0.0101, 0.0099], [0.030, 0.0303, 0.0297])
+    result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
+    assert (result.candidate_ms, result.baseline_ms) == (0.010, 0.030)
+    assert result.speedup == pytest.approx(3.0)
+    # 4.8 MB at 4.8 TB/s: a 1 us floor; the candidate's 10 us is a tenth of the way there, at 0.48 TB/s.
+    assert result.floor_ms == pytest.approx(0.001)
+    assert result.fraction_of_floor == pytest.approx(0.1)
+    assert result.achieved_tb_per_s == pytest.approx(0.48)
+    assert result.baseline_fraction_of_floor == pytest.approx(1 / 30)
+    assert result.round_spread["candidate"] == pytest.approx(0.02) and not result.unstable
+
+
+def test_flops_set_the_floor_when_the_work_outweighs_the_bytes():
+    mine, theirs = _sides([1.0], [2.0])
+    result = timing._case_timing(_case(bytes_=4_800_000, flops=989_000_000_000), mine, theirs, 1, [], H200, 0.1)
+    assert result.floor_ms == pytest.approx(1.0)  # 989 GFLOP at 989 TFLOP/s: 1 ms, over the 1 us of bytes
+    assert result.achieved_tflop_per_s == pytest.approx(989.0)
+
+
+def test_rounds_that_disagree_make_the_case_unstable_and_it_never_counts():
+    mine, theirs = _sides([0.010, 0.013, 0.010], [0.030, 0.030, 0.030])
+    result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
+    assert result.unstable and "candidate's rounds spread 30.0%" in (result.unstable_reason or "")
+    steady_mine, steady_theirs = _sides([0.010, 0.010, 0.010], [0.020, 0.020, 0.020])
+    steady = timing._case_timing(_case(), steady_mine, steady_theirs, 3, [], H200, max_spread=0.10)
+    task = type("T", (), {"contract": type("C", (), {"speed": type("S", (), {"min_speedup": 1.2})()})()})()
+    verdict = timing._measured_result(task, "H200", "m", [result, steady], [])  # type: ignore[arg-type]
+    assert verdict.unstable_cases == ["c"] and verdict.target_met is False
+    assert verdict.geomean_speedup == pytest.approx(2.0)  # the steady case alone
+
+
+def test_reference_rounds_with_interference_are_dropped_from_every_side():
+    # Two probes per reference round; round 1's second probe is 40% slow: another process used the GPU.
+    probes = [0.100, 0.101, 0.100, 0.140, 0.100, 0.100]
+    mine, theirs = _sides([0.010, 0.010, 0.010], [0.030, 0.060, 0.030], probes)
+    result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
+    assert result.interfered_rounds == [1]
+    assert result.baseline_ms == 0.030  # the slowed round is out of the median and the spread
+    assert result.unstable and "shared during reference rounds [1]" in (result.unstable_reason or "")
+    assert guards.interfered_rounds([0.1, 0.1, 0.1, 0.1]) == []
+
+
+def test_a_candidate_under_the_floor_is_flagged_impossible():
+    mine, theirs = _sides([0.0008], [0.030])
+    result = timing._case_timing(_case(), mine, theirs, 1, [], H200, max_spread=0.10)
+    assert any(f.startswith("impossible_speed: 0.80 us is under 0.9 x the 1.00 us floor") for f in result.flags), result.flags
