@@ -24,12 +24,12 @@ from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, Rou
 from ferret.errors import UsageError
 from ferret.gate.judge import Judge, summary
 from ferret.gate.lock import GateTampered, verify_gate
-from ferret.gate.models import StageSummary, Verdict, VerdictSummary
+from ferret.gate.models import StageSummary, TimingResult, Verdict, VerdictSummary
 from ferret.gate.platform_info import resolve_profile, versions
 from ferret.gate.scan import scan_candidate
 from ferret.models.base import ModelError, ModelUnavailable
 from ferret.progress import ProgressLike, as_reporter
-from ferret.roles.base import Optimizer, OptimizerContext, ReviewContext, Reviewer, RoundFeedback, TestWriter
+from ferret.roles.base import CaseSpeed, Optimizer, OptimizerContext, ReviewContext, Reviewer, RoundFeedback, TestWriter
 from ferret.roles.prompts import AGENTS_DIR as REPO_AGENTS  # the agents/ folder, by its old name here
 from ferret.roles.review import StaticReviewer
 from ferret.sandbox.children import run_child, stop_on_signals
@@ -69,8 +69,18 @@ def _feedback(record: CandidateRecord) -> RoundFeedback:
         failures=failures[:40],
         detections=[f"{d.cheat}: {d.evidence[:200]}" for d in (record.gate.detections if record.gate else [])],
         timing={"speedup": record.speedup, "target_met": record.target_met} if record.speed_measured else {},
+        speed=[CaseSpeed.of(c) for c in record.gate.timing.cases] if record.gate and record.speed_measured else [],
         review=review,
     )
+
+
+def _floor_text(timing: TimingResult) -> str:
+    """Where a proposal stands against the physical limit, case by case (`, at 31%/12%/48% of the floor`)."""
+    fractions = [c.fraction_of_floor for c in timing.cases if c.fraction_of_floor is not None]
+    if not fractions:
+        return ""
+    generic = " (generic roofline)" if timing.roofline_source == "generic" else ""
+    return f", at {'/'.join(f'{f:.0%}' for f in fractions)} of the floor{generic}"
 
 
 def _sha256_text(text: str) -> str:
@@ -400,7 +410,7 @@ class Dispatcher:
             self.progress(f"round {number}, candidate {index}: {note}")
         outcome = "gate pass" if verdict.passed else f"gate FAIL at {verdict.first_failing_stage or 'integrity/run'}"
         speed = (
-            f", speedup {record.speedup:.2f}x" if record.speedup
+            f", speedup {record.speedup:.2f}x{_floor_text(verdict.timing)}" if record.speedup
             else (", speed not measured" if not record.speed_measured else "")
         )
         self.progress(f"round {number}, candidate {index}: {outcome}{speed}; review integrity {record.review.integrity}")

@@ -19,7 +19,34 @@ from typing import (
 
 from pydantic import BaseModel, Field
 
-from ferret.gate.models import Detection, VerdictSummary
+from ferret.gate.models import CaseTiming, Detection, VerdictSummary
+
+
+class CaseSpeed(BaseModel):
+    """One timed case as the optimizer sees it: how fast against the baseline, how far from the physical
+    limit, and where the candidate's time goes (its kernels, by the profiler: names are its own text)."""
+
+    case: str
+    candidate_us: float
+    speedup: float
+    speedup_vs_compiled: float | None = None
+    floor_us: float | None = None
+    fraction_of_floor: float | None = Field(default=None, description="floor / candidate time: 1.0 is the limit.")
+    achieved_tb_per_s: float | None = None
+    achieved_tflop_per_s: float | None = None
+    unstable: bool = False
+    kernels_us: dict[str, float] = Field(default_factory=dict, description="The candidate's slowest kernels, us per call.")
+
+    @staticmethod
+    def of(timing: CaseTiming, kernels: int = 6) -> CaseSpeed:
+        return CaseSpeed(
+            case=timing.case, candidate_us=timing.candidate_ms * 1e3, speedup=timing.speedup,
+            speedup_vs_compiled=timing.speedup_vs_compiled,
+            floor_us=timing.floor_ms * 1e3 if timing.floor_ms is not None else None,
+            fraction_of_floor=timing.fraction_of_floor, achieved_tb_per_s=timing.achieved_tb_per_s,
+            achieved_tflop_per_s=timing.achieved_tflop_per_s, unstable=timing.unstable,
+            kernels_us=dict(list(timing.kernels.items())[:kernels]),
+        )
 
 
 class RoundFeedback(BaseModel):
@@ -33,6 +60,7 @@ class RoundFeedback(BaseModel):
     failures: list[str] = Field(default_factory=list, description="stage, metric, value, tolerance; or the failure kind")
     detections: list[str] = []
     timing: dict[str, Any] = {}
+    speed: list[CaseSpeed] = Field(default_factory=list, description="Each timed case (GPU runs only).")
     review: str = ""
 
 

@@ -267,3 +267,19 @@ def test_test_writer_prompt_shows_the_contract_and_semantics_but_never_a_candida
     assert "submit_cases" in user and "never see a candidate" in user.lower()
     assert "Golden values come only from running the canonical reference" in system
     assert "def run(" not in user
+
+
+def test_optimizer_prompt_says_where_each_case_stands_against_the_floor_and_which_kernel_costs_most():
+    from ferret.gate.models import CaseTiming
+    from ferret.roles.base import CaseSpeed
+
+    timed = CaseTiming(case="tp8_b32_l8192", candidate_ms=0.1835, baseline_ms=1.2, baseline_compiled_ms=1.1, speedup=6.54,
+                       speedup_vs_compiled=5.99, floor_ms=0.0324, fraction_of_floor=0.1766, achieved_tb_per_s=0.848,
+                       achieved_tflop_per_s=1.42, kernels={"_combine_unabsorb_kernel": 84.9, "_split_kv_attention_kernel": 77.7})
+    speed = CaseSpeed.of(timed)
+    assert (speed.candidate_us, speed.floor_us) == (pytest.approx(183.5), pytest.approx(32.4))
+    history = [RoundFeedback(round=1, approach="split-kv", passed=True, timing={"speedup": 6.54}, speed=[speed])]
+    _, user = render("optimizer", optimizer_context(history).model_dump())
+    assert ("tp8_b32_l8192: 183.5 us, 6.54x the baseline, 5.99x torch.compile; 18% of the roofline floor (32.4 us; "
+            "0.85 TB/s, 1.4 TFLOP/s)") in user
+    assert "`_combine_unabsorb_kernel` 84.9, `_split_kv_attention_kernel` 77.7" in user
