@@ -370,3 +370,17 @@ def test_progress_goes_to_the_ferret_logger_by_default(dirs, caplog):
     messages = [r.getMessage() for r in caplog.records if r.name == "ferret"]
     assert any(m.startswith(f"run {log.run_id}: optimizer scripted-optimizer") for m in messages), messages
     assert any("round 1, candidate 1: gate FAIL" in m for m in messages), messages
+
+
+def test_each_proposal_says_where_it_stands_against_the_floor():
+    from ferret.dispatch.dispatcher import _floor_text
+    from ferret.gate.models import CaseTiming, TimingResult
+
+    def case(name: str, fraction: float | None) -> CaseTiming:
+        return CaseTiming(case=name, candidate_ms=1.0, baseline_ms=2.0, speedup=2.0, fraction_of_floor=fraction)
+
+    timed = TimingResult(measured=True, cases=[case("a", 0.314), case("b", 0.12)], roofline_source="contract")
+    assert _floor_text(timed) == ", at 31%/12% of the floor"
+    generic = TimingResult(measured=True, cases=[case("a", 0.5)], roofline_source="generic")
+    assert _floor_text(generic) == ", at 50% of the floor (generic roofline)"
+    assert _floor_text(TimingResult(measured=True, cases=[case("a", None)])) == ""
