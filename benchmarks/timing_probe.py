@@ -37,6 +37,17 @@ def _kernel_times(profile) -> dict[str, float]:
     return totals
 
 
+def _sleep_cycles_per_ms(torch) -> float:
+    """GPU clock cycles of torch.cuda._sleep per millisecond, measured with events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1_000_000)
+    start.record()
+    torch.cuda._sleep(20_000_000)
+    end.record()
+    torch.cuda.synchronize()
+    return 20_000_000 / start.elapsed_time(end)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--op", default="mla_attention")
@@ -108,6 +119,36 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
         return {k: v / n for k, v in _kernel_times(prof).items()}
 
+    flush_buffer = torch.empty(int(peaks["l2_bytes"] * 4), dtype=torch.int8, device="cuda")
+    cycles_per_ms = _sleep_cycles_per_ms(torch)
+
+    def host_ms_per_call(call, n=10) -> float:
+        """CPU time to enqueue one call while the GPU is held busy (nothing waits on the GPU)."""
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(cycles_per_ms * 200))
+        began = time.perf_counter()
+        for _ in range(n):
+            call()
+        host = (time.perf_counter() - began) * 1e3 / n
+        torch.cuda.synchronize()
+        return host
+
+    def queue_filled_ms(call, host_ms: float, n=200) -> float:
+        """Median event time per call with the launch queue kept ahead of the GPU: flush, then a GPU sleep at
+        least as long as the host's enqueue time, then the timed call (host launch time out of the window)."""
+        sleep = int(cycles_per_ms * (host_ms + 0.02))
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        torch.cuda.synchronize()
+        for i in range(n):
+            flush_buffer.zero_()
+            torch.cuda._sleep(sleep)
+            starts[i].record()
+            call()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
     fns = {"candidate": candidate, "baseline": baseline}
     for fn in fns.values():  # compile and warm up
         fixed(fn)()
@@ -121,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
                 float(triton.testing.do_bench(rotating(fn), warmup=25, rep=100, return_mode="median")))
             measures.setdefault("do_bench one input set", []).append(
                 float(triton.testing.do_bench(fixed(fn), warmup=25, rep=100, return_mode="median")))
+            host = host_ms_per_call(rotating(fn))
+            measures.setdefault("host enqueue ms per call (GPU held)", []).append(host)
+            measures.setdefault("queue-filled events, rotating, flush", []).append(queue_filled_ms(rotating(fn), host))
+            measures.setdefault("round ended (unix s)", []).append(time.time())
             event_ms, wall_ms = back_to_back_ms(rotating(fn))
             measures.setdefault("back-to-back events, rotating, no flush", []).append(event_ms)
             measures.setdefault("back-to-back synchronized wall, rotating", []).append(wall_ms)
