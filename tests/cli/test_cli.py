@@ -89,6 +89,14 @@ def test_check_fail_exits_1_with_per_case_metrics(gate, gates_dir, tmp_path):
     assert "FAIL" in proc.stderr
 
 
+def test_a_roofline_naming_an_unknown_dim_exits_2_naming_file_field_and_line(gates_dir, tmp_path):
+    contract = write_contract(tmp_path, lambda d: d["roofline"].update(bytes="nbytes(x) * Q"))
+    result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert "GATE_RESULT" not in result.stdout and "bad contract" in result.stderr
+    assert f"{contract}:{line_of(contract, 'nbytes(x) * Q')}: roofline.bytes:" in result.stderr and "'Q'" in result.stderr
+
+
 def test_check_failure_kind_in_gate_result(gate, gates_dir, tmp_path):
     candidate = tmp_path / "raises.py"
     candidate.write_text("def run(inputs, outputs, params, trace=None):\n    raise KeyError('ferret-cli-test')\n")
