@@ -151,7 +151,10 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
         case_jobs = []
         for case in cases:
             own_pool = folder / Path(case.job.pool_file).name
-            shutil.copyfile(case.job.pool_file, own_pool)
+            if role == wire.REFERENCE_TIMER:
+                os.link(case.job.pool_file, own_pool)  # the judge's own file: no candidate process sees it
+            else:
+                shutil.copyfile(case.job.pool_file, own_pool)  # a copy the candidate may rewrite; the judge checks its own
             case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
         job = wire.TimingJob(
             role=role, source=str(folder / "source.py"), entry=entry, compile=bool(compile_it), device=device,
