@@ -102,5 +102,14 @@ def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract
         raise ContractError("invalid contract\n  " + "\n  ".join(lines)) from None
 
 
+def tolerance_file(path: str | Path) -> Path | None:
+    """The tolerance table file a contract names (`tolerances: <file>`, beside the contract), or None when
+    its tolerances are inline or absent."""
+    path = Path(path)
+    data, _ = _read_yaml(path)
+    tolerances = data.get("tolerances") if isinstance(data, dict) else None
+    return path.parent / tolerances if isinstance(tolerances, str) else None
+
+
 def contract_json_schema() -> dict[str, Any]:
     return Contract.model_json_schema()

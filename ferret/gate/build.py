@@ -38,10 +38,11 @@ from ferret.gate.lock import (
     gate_hash,
     judge_source_hashes,
     locked_files,
+    project_lock,
     sha256_file,
     verify_gate,
 )
-from ferret.gate.models import GateManifest, InputRecord, PartName, VariantRecord
+from ferret.gate.models import GateManifest, InputRecord, PartName, ProjectLock, VariantRecord
 from ferret.gate.platform_info import platform_info, resolve_profile, versions
 from ferret.gate.trust import is_trusted, record_gate
 
@@ -52,13 +53,19 @@ STORE_INPUTS_MAX_BYTES = 64 << 20
 Progress = Callable[[str], None]
 
 
-def build_key(contract: Contract, profile: str) -> str:
+def build_key(contract_path: Path, contract: Contract, profile: str, project: dict | None = None) -> str:
+    """What determines a gate; a change to any of it (the project's files the judge loads included) means
+    another gate, so that editing the reference, say, gets a fresh gate rather than the old one's.
+    `project` is the contract's `project_lock`, when already computed."""
+    if project is None:
+        project = project_lock(contract_path, contract, project_root_of(contract_path))
     key = {
         "contract": contract.model_dump(mode="json"),
         "profile": profile,
         "platform": platform_info(),
         "versions": versions(),
         "judge": judge_source_hashes(),
+        "project": project,
     }
     return hashlib.sha256(canonical_json(key)).hexdigest()
 
@@ -103,14 +110,15 @@ def build_gate(
     contract_path = Path(contract_path)
     contract = _load_calibrated_contract(contract_path)
     gates_dir = Path(gates_dir)
-    key = build_key(contract, profile)
+    root = project_root_of(contract_path)
+    project = project_lock(contract_path, contract, root)
+    key = build_key(contract_path, contract, profile, project)
     existing = find_gate(gates_dir, key) if reuse else None
     if existing is not None:
         verify_gate(existing, require_trusted=True)
         progress(f"reusing gate {existing}")
         return existing
 
-    root = project_root_of(contract_path)
     reference = load_entry(contract.reference.entry, root)
     device = "cuda" if profile == "gpu" and torch.cuda.is_available() else "cpu"
     golden_dtype = TORCH_DTYPES[contract.reference.golden_dtype]
@@ -120,7 +128,7 @@ def build_gate(
     # Everything is written into a hidden folder first and moved into place whole, once locked, so that no
     # half-built gate ever sits under its hash.
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=gates_dir))
-    build = _Build(contract, profile, key, reference, device, golden_dtype, staging)
+    build = _Build(contract, profile, key, reference, device, golden_dtype, staging, project)
     try:
         variants = _write_variants(build, progress)
         manifest_bytes = _write_manifest(build, validation, variants)
@@ -150,6 +158,7 @@ class _Build:
     device: str
     golden_dtype: torch.dtype
     staging: Path
+    project: dict
 
 
 def _write_variants(build: _Build, progress: Progress) -> list[VariantRecord]:
@@ -220,6 +229,7 @@ def _write_manifest(build: _Build, validation: dict, variants: list[VariantRecor
         platform=platform_info(),
         versions=versions(),
         judge_sources=judge_source_hashes(),
+        project=ProjectLock.model_validate(build.project),
         reference={
             "entry": contract.reference.entry,
             "precision": contract.reference.precision,

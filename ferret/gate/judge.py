@@ -47,7 +47,7 @@ from ferret.sandbox.children import run_child, stop_on_signals
 def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profile: str, progress: ProgressLike) -> Path:
     """The gate for this contract and machine, built by the test-writer's own process if missing."""
     progress = as_reporter(progress)
-    gate = find_gate(gates_dir, build_key(contract, profile))
+    gate = find_gate(gates_dir, build_key(contract_path, contract, profile))
     if gate is None:
         progress("no gate for this contract on this machine yet: the test-writer builds one")
         command = [

@@ -1,5 +1,6 @@
 """The lock: a gate's hash is the sha256 of its manifest, and the manifest holds the sha256 of every
-file in the gate and of the judge's own source. Verification recomputes all of it."""
+file in the gate, of the judge's own source, and of the project's files the judge loads for the gate's
+contract (the task's modules and the tolerance file). Verification recomputes all of it."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import ast
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ferret
+from ferret.contract.load import tolerance_file
+from ferret.contract.model import Contract
 from ferret.errors import GateTampered
 from ferret.gate.trust import is_trusted, trust_dir
 
@@ -49,23 +53,34 @@ def judge_source_hashes() -> dict[str, str]:
 def judge_source_files(root: Path) -> list[Path]:
     """The files of every ferret module the judge's entry points import, found by reading their imports
     (ast): nothing is imported or run to find them."""
+    return _imported_files(JUDGE_ENTRY_POINTS, lambda module: _module_file(root, module))
+
+
+def _imported_files(entry_modules: Iterable[str], locate: Callable[[str], Path | None]) -> list[Path]:
+    """The files of `entry_modules`, of every module they import directly or not (at module level or inside
+    a function) that `locate` finds a file for, and of the packages holding them."""
     seen: set[str] = set()
-    todo = list(JUDGE_ENTRY_POINTS)
+    todo = list(entry_modules)
     while todo:
         module = todo.pop()
-        path = _module_file(root, module)
+        path = locate(module)
         if module in seen or path is None:
             continue
         seen.add(module)
-        todo += _ferret_imports(path, module)
+        todo += _imports(path, module)
         todo += [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]  # its packages
-    return sorted({p for m in seen if (p := _module_file(root, m)) is not None})
+    return sorted({p for m in seen if (p := locate(m)) is not None})
 
 
 def _module_file(root: Path, module: str) -> Path | None:
     if module != "ferret" and not module.startswith("ferret."):
         return None
-    parts = module.split(".")[1:]
+    return _source_of(root, module.split(".")[1:])
+
+
+def _source_of(root: Path, parts: list[str]) -> Path | None:
+    """`root/a/b.py` or `root/a/b/__init__.py` for the parts [a, b] of a module name (`root/__init__.py`
+    for none)."""
     if not parts:
         return root / "__init__.py"
     relative = Path(*parts)
@@ -75,14 +90,48 @@ def _module_file(root: Path, module: str) -> Path | None:
     return None
 
 
+# The project's files the judge loads for a contract. Not a list kept by hand either: the modules the
+# contract's entries name (the reference, which computes golden values, judges fresh cases and timed
+# answers; the baseline, the speedup's denominator; the oracle check, run at build), the project-local
+# modules they import (read from their imports, as for the judge's own source) and the packages holding
+# them; and the contract's tolerance file.
+def contract_entry_modules(contract: Contract) -> list[str]:
+    entries = [contract.reference.entry, contract.baseline.entry, contract.reference.validation.check]
+    return sorted({entry.partition(":")[0] for entry in entries if entry})
+
+
+def project_lock(contract_path: Path, contract: Contract, root: Path) -> dict:
+    """What a gate records of its project at build time (`GateManifest.project`)."""
+    root = root.resolve()
+    tolerances = tolerance_file(contract_path)
+    record = {
+        "root": str(root),
+        "entry_modules": contract_entry_modules(contract),
+        "tolerance_file": None if tolerances is None else os.path.relpath(tolerances.resolve(), root),
+    }
+    return {**record, "files": project_source_hashes(record)}
+
+
+def project_source_hashes(record: dict) -> dict[str, str]:
+    """sha256 of each project file the judge loads, by path relative to the project's root: the modules of
+    `record["entry_modules"]` that lie inside the root and what they import from inside it, and the
+    tolerance file (as it is now: a file gone is left out, and named missing by the verification)."""
+    root = Path(record["root"])
+    files = _imported_files(record["entry_modules"], lambda module: _source_of(root, module.split(".")))
+    names = [os.path.relpath(path, root) for path in files]
+    if record.get("tolerance_file") and (root / record["tolerance_file"]).is_file():
+        names.append(record["tolerance_file"])
+    return sha256_files(root, sorted(set(names)))
+
+
 # What each source imports, by (module, file, sha256 of its bytes): a file is parsed again only when its
 # content changed, so a process that verifies a gate before every candidate parses the judge's source once.
 _IMPORTS: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
 
-def _ferret_imports(path: Path, module: str) -> list[str]:
-    """The ferret modules `path` imports: `import ferret.x`, `from ferret.x import y` (y itself when it is a
-    module), and relative imports."""
+def _imports(path: Path, module: str) -> list[str]:
+    """The modules `path` imports: `import a.x`, `from a.x import y` (y too, in case it is a module), and
+    relative imports, resolved against `module`'s package."""
     source = path.read_bytes()
     key = (module, str(path), hashlib.sha256(source).hexdigest())
     if key not in _IMPORTS:
@@ -101,7 +150,7 @@ def _parse_imports(source: bytes, path: Path, module: str) -> list[str]:
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
             found += [base] + [f"{base}.{alias.name}" for alias in node.names]
-    return [name for name in found if name == "ferret" or name.startswith("ferret.")]
+    return [name for name in found if name]
 
 
 def canonical_json(data: object) -> bytes:
@@ -149,15 +198,8 @@ def verify_gate(gate_dir: str | Path, expected_hash: str | None = None, require_
             problems.append(f"{name}: changed (sha256 differs from the lock)")
     for name in sorted(present - set(files)):
         problems.append(f"{name}: added after the gate was locked")
-    current_judge = judge_source_hashes()
-    for name, want in sorted(manifest.get("judge_sources", {}).items()):
-        have = current_judge.get(name)
-        if have is None:
-            problems.append(f"judge source {name}: missing")
-        elif have != want:
-            problems.append(f"judge source {name}: changed since the gate was built")
-    for name in sorted(set(current_judge) - set(manifest.get("judge_sources", {}))):
-        problems.append(f"judge source {name}: added since the gate was built")
+    problems += _judge_source_problems(manifest.get("judge_sources", {}))
+    problems += _project_problems(manifest.get("project"))
     if require_trusted and not problems:
         if not is_trusted(digest):
             problems.append(
@@ -167,3 +209,40 @@ def verify_gate(gate_dir: str | Path, expected_hash: str | None = None, require_
     if problems:
         raise GateTampered(gate_dir, problems)
     return manifest
+
+
+def _judge_source_problems(recorded: dict[str, str]) -> list[str]:
+    current = judge_source_hashes()
+    problems = []
+    for name, want in sorted(recorded.items()):
+        have = current.get(name)
+        if have is None:
+            problems.append(f"judge source {name}: missing")
+        elif have != want:
+            problems.append(f"judge source {name}: changed since the gate was built")
+    for name in sorted(set(current) - set(recorded)):
+        problems.append(f"judge source {name}: added since the gate was built")
+    return problems
+
+
+REBUILD = "rebuild the gate with `ferret gate build CONTRACT`"
+
+
+def _project_problems(record: object) -> list[str]:
+    """The project's files the judge loads for this gate's contract, against the sha256 recorded at build."""
+    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+        return [f"project files: not recorded (a gate built before the task's files were locked); {REBUILD}"]
+    try:
+        current = project_source_hashes(record)
+    except (OSError, KeyError, TypeError, ValueError, SyntaxError) as err:
+        return [f"project files under {record.get('root')}: unreadable ({type(err).__name__}: {err}); {REBUILD}"]
+    problems = []
+    for name, want in sorted(record["files"].items()):
+        have = current.get(name)
+        if have is None:
+            problems.append(f"project file {name}: missing; {REBUILD}")
+        elif have != want:
+            problems.append(f"project file {name}: changed since the gate was built; {REBUILD}")
+    for name in sorted(set(current) - set(record["files"])):
+        problems.append(f"project file {name}: loaded by the judge now but not when the gate was built; {REBUILD}")
+    return problems

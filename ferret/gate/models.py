@@ -43,16 +43,30 @@ class VariantRecord(BaseModel):
     golden_file: str
 
 
+class ProjectLock(BaseModel):
+    """The project's files the judge loads for the gate's contract, locked with the gate (ferret.gate.lock)."""
+
+    root: str = Field(description="Absolute folder holding the `tasks` package the contract's entries name.")
+    entry_modules: list[str] = Field(
+        description="Modules the contract's entries name: reference, baseline and the oracle check.")
+    tolerance_file: str | None = Field(description="The contract's tolerance table file, relative to root; None when inline.")
+    files: dict[str, str] = Field(
+        description="sha256 by path relative to root: the entry modules, the project-local modules they import "
+        "(read from their imports), the packages holding them, and the tolerance file.")
+
+
 class GateManifest(BaseModel):
     schema_version: Literal[1] = 1
     op: str
     profile: Literal["cpu", "gpu"]
-    build_key: str = Field(description="sha256 of what determines the gate: contract, profile, platform, judge.")
+    build_key: str = Field(
+        description="sha256 of what determines the gate: contract, profile, platform, judge, the project's files.")
     contract: dict[str, Any] = Field(description="The resolved contract, pinned.")
     contract_sha256: str
     platform: dict[str, str]
     versions: dict[str, str]
     judge_sources: dict[str, str]
+    project: ProjectLock
     reference: dict[str, str]
     validation: dict[str, Any] = Field(description="The reference's check against its oracle, run at build time.")
     variants: list[VariantRecord]

@@ -256,3 +256,155 @@ def test_a_damaged_trust_registry_is_refused_naming_the_file(tmp_path, monkeypat
     with pytest.raises(GateTampered):
         record_gate("b" * 64, {"op": "rmsnorm"})
     assert (tmp_path / "trusted_gates.json").read_text() == '{"truncated": '  # not overwritten
+
+
+# --- The project's files the judge loads for a contract (the task's modules, the tolerance file) ------------
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def project_gate(tmp_path_factory):
+    """A copy of the project's rmsnorm task (modules and contract with its tolerance file) and its CPU gate:
+    tests edit the copy's files and put their bytes back."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("project")
+    shutil.copytree(REPO / "tasks" / "rmsnorm", root / "tasks" / "rmsnorm", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "tasks" / "__init__.py", root / "tasks" / "__init__.py")
+    (root / "contracts").mkdir()
+    for name in ("rmsnorm.yaml", "rmsnorm.tolerances.yaml"):
+        shutil.copy(REPO / "contracts" / name, root / "contracts" / name)
+    gate = build_gate(root / "contracts" / "rmsnorm.yaml", gates_dir=root / "gates", profile="cpu")
+    return root, gate
+
+
+def _appended(path: Path, line: str = "# one more line\n"):
+    """Append `line` to `path` for the duration of a with-block."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def edit():
+        before = path.read_bytes()
+        path.write_bytes(before + line.encode())
+        try:
+            yield
+        finally:
+            path.write_bytes(before)
+
+    return edit()
+
+
+def test_the_project_files_the_judge_loads_are_locked(project_gate):
+    root, gate = project_gate
+    project = verify_gate(gate)["project"]
+    assert project["root"] == str(root.resolve())
+    assert project["entry_modules"] == ["tasks.rmsnorm.baseline", "tasks.rmsnorm.reference"]
+    assert project["tolerance_file"] == "contracts/rmsnorm.tolerances.yaml"
+    assert sorted(project["files"]) == [
+        "contracts/rmsnorm.tolerances.yaml", "tasks/__init__.py", "tasks/rmsnorm/__init__.py",
+        "tasks/rmsnorm/baseline.py", "tasks/rmsnorm/reference.py",
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["tasks/rmsnorm/reference.py", "tasks/rmsnorm/baseline.py", "tasks/rmsnorm/__init__.py", "tasks/__init__.py",
+     "contracts/rmsnorm.tolerances.yaml"],
+)
+def test_an_appended_line_in_a_project_file_is_tampering(project_gate, name):
+    root, gate = project_gate
+    with _appended(root / name):
+        problems = _tampered(gate).problems
+        result = CliRunner().invoke(app, ["gate", "verify", str(gate)])
+    assert problems == [f"project file {name}: changed since the gate was built; {lock.REBUILD}"]
+    assert result.exit_code == 3 and f"project file {name}: changed" in result.stderr and "ferret gate build" in result.stderr
+    verify_gate(gate)  # the bytes put back: intact again
+
+
+def test_a_changed_project_file_gets_a_new_gate(project_gate):
+    """The project's files are in the build key: `ferret gate build` after an edit builds a fresh gate (it
+    does not reuse, nor fail on, the old one), and the old one is intact again once the edit is undone."""
+    root, gate = project_gate
+    with _appended(root / "tasks/rmsnorm/reference.py"):
+        rebuilt = build_gate(root / "contracts" / "rmsnorm.yaml", gates_dir=root / "gates", profile="cpu")
+        assert rebuilt != gate
+        verify_gate(rebuilt)
+    verify_gate(gate)
+
+
+def test_a_module_the_reference_starts_importing_is_named(project_gate):
+    root, gate = project_gate
+    helper = root / "tasks" / "rmsnorm" / "helper.py"
+    helper.write_text("EPS = 1e-6\n")
+    try:
+        assert verify_gate(gate)  # not imported by anything the judge loads: not part of the gate
+        with _appended(root / "tasks/rmsnorm/reference.py", "from tasks.rmsnorm import helper  # noqa\n"):
+            problems = _tampered(gate).problems
+    finally:
+        helper.unlink()
+    assert f"project file tasks/rmsnorm/helper.py: loaded by the judge now but not when the gate was built; {lock.REBUILD}" in problems
+    assert "project file tasks/rmsnorm/reference.py: changed since the gate was built; " + lock.REBUILD in problems
+
+
+def test_a_removed_project_file_is_named(project_gate):
+    root, gate = project_gate
+    tolerances = root / "contracts" / "rmsnorm.tolerances.yaml"
+    before = tolerances.read_bytes()
+    tolerances.unlink()
+    try:
+        problems = _tampered(gate).problems
+    finally:
+        tolerances.write_bytes(before)
+    assert problems == [f"project file contracts/rmsnorm.tolerances.yaml: missing; {lock.REBUILD}"]
+
+
+def test_a_manifest_without_the_project_record_is_refused(rmsnorm_gate):
+    manifest = json.loads((rmsnorm_gate / MANIFEST_FILE).read_text())
+    del manifest["project"]
+    assert lock._project_problems(manifest.get("project")) == [
+        f"project files: not recorded (a gate built before the task's files were locked); {lock.REBUILD}"
+    ]
+
+
+def test_the_mla_task_locks_what_its_judge_loads():
+    """Derived from the contract's entries and their imports: the oracle module imports the reference; the
+    input generator of tests/tasks/mla_attention (inputs.py) is loaded by no entry, so it is not the gate's
+    (the judge draws inputs from the contract's own distributions, pinned in contract.json)."""
+    from ferret.contract.load import load_contract
+
+    path = REPO / "contracts" / "mla_attention.yaml"
+    project = lock.project_lock(path, load_contract(path), REPO)
+    assert sorted(project["files"]) == [
+        "contracts/mla_attention.tolerances.yaml", "tasks/__init__.py", "tasks/mla_attention/__init__.py",
+        "tasks/mla_attention/baseline.py", "tasks/mla_attention/oracle.py", "tasks/mla_attention/reference.py",
+    ]
+
+
+@pytest.fixture
+def ferret_copy(tmp_path, monkeypatch):
+    """The judge's source read from a copy of the ferret package (same bytes), so that a test can edit it."""
+    import shutil
+
+    import ferret
+
+    copy = tmp_path / "ferret"
+    shutil.copytree(Path(ferret.__file__).resolve().parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(ferret, "__file__", str(copy / "__init__.py"))
+    return copy
+
+
+def test_an_appended_line_in_the_static_scan_is_tampering(rmsnorm_gate, ferret_copy):
+    verify_gate(rmsnorm_gate)
+    with _appended(ferret_copy / "integrity" / "scan.py"):
+        assert _tampered(rmsnorm_gate).problems == ["judge source ferret/integrity/scan.py: changed since the gate was built"]
+    verify_gate(rmsnorm_gate)
+
+
+@pytest.mark.parametrize("layer", ["dispatch", "roles", "models", "cli"])
+def test_editing_code_the_judge_never_runs_leaves_gates_intact(rmsnorm_gate, project_gate, ferret_copy, layer):
+    files = sorted((ferret_copy / layer).rglob("*.py"))
+    assert files
+    for path in files:
+        path.write_bytes(path.read_bytes() + b"# one more line\n")
+    verify_gate(rmsnorm_gate)
+    verify_gate(project_gate[1])
