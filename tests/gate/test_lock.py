@@ -342,7 +342,8 @@ def test_a_module_the_reference_starts_importing_is_named(project_gate):
             problems = _tampered(gate).problems
     finally:
         helper.unlink()
-    assert f"project file tasks/rmsnorm/helper.py: loaded by the judge now but not when the gate was built; {lock.REBUILD}" in problems
+    added = "project file tasks/rmsnorm/helper.py: loaded by the judge now but not when the gate was built"
+    assert f"{added}; {lock.REBUILD}" in problems
     assert "project file tasks/rmsnorm/reference.py: changed since the gate was built; " + lock.REBUILD in problems
 
 
