@@ -163,7 +163,7 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
         )
         job.write(folder / "job.json")
         args = [sys.executable, "-m", "ferret.bench.process", "job.json"]
-        env = candidate_environment(folder, interpret=device != "cuda")
+        env = candidate_environment(folder, interpret=device != "cuda", runs_candidate=role == wire.CANDIDATE_TIMER)
         if role == wire.REFERENCE_TIMER:
             env["TORCHINDUCTOR_CACHE_DIR"] = str(_compile_cache(gate))
         # The candidate's process sees neither the gates (nor the compile cache beside them) nor the reference

@@ -41,7 +41,11 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
+def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool = True) -> dict[str, str]:
+    """The environment of a process the judge starts in `workdir`. A process that runs candidate code
+    (`runs_candidate`: the runner, the candidate's timer) gets a Triton cache of its own inside `workdir`,
+    discarded with it: what a candidate compiles (or plants) is never read by a later check or by the
+    baseline. A process that runs no candidate code (the reference timer) keeps the judge's cache."""
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
     # The import path is fixed by the judge: a folder holding only a copy of the ferret modules the
     # candidate's process runs, then the installed-package folders of the judge's sys.path. Project folders
@@ -73,9 +77,14 @@ def candidate_environment(workdir: Path, interpret: bool) -> dict[str, str]:
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
-            "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache")),
         }
     )
+    if runs_candidate:
+        cache = workdir / ".triton" / "cache"
+        cache.mkdir(parents=True, exist_ok=True)
+        env["TRITON_CACHE_DIR"] = str(cache)
+    else:
+        env["TRITON_CACHE_DIR"] = os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
     if interpret:
         env["TRITON_INTERPRET"] = "1"
     else:

@@ -245,3 +245,25 @@ def test_content_digest_sees_every_byte():
     assert runner.content_digest(a) != runner.content_digest(b)
     assert runner.content_digest(a) == runner.content_digest(a.clone())
     assert runner.content_digest(torch.zeros(0)) == "empty"
+
+
+def test_a_candidate_process_gets_its_own_triton_cache(tmp_path, monkeypatch):
+    """The Triton cache a candidate's process writes is inside its own folder (thrown away with it), whatever
+    the judge's environment says; a process that runs no candidate code keeps the judge's cache."""
+    shared = tmp_path / "users-shared-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(shared))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = candidate_environment(workdir, interpret=True)
+    own = Path(env["TRITON_CACHE_DIR"])
+    assert own.is_dir() and own.resolve().is_relative_to(workdir.resolve())
+    reference = candidate_environment(tmp_path, interpret=True, runs_candidate=False)
+    assert reference["TRITON_CACHE_DIR"] == str(shared)
+    monkeypatch.delenv("TRITON_CACHE_DIR")
+    user_cache = str(Path.home() / ".triton" / "cache")
+    assert candidate_environment(workdir, interpret=True)["TRITON_CACHE_DIR"] != user_cache
+    # Triton in the candidate's process sees that folder, never the user's.
+    outcome = run_isolated([sys.executable, "-c", "from triton import knobs; print('cache=' + knobs.cache.dir)"],
+                           workdir, env, 120, 4000)
+    assert f"cache={own}" in outcome.stderr_tail, outcome.stderr_tail
+    assert not shared.exists()
