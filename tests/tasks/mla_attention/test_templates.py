@@ -126,10 +126,12 @@ def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, c
     trace = {}
     module.run(copies, outputs, PARAMS, trace=trace)
     golden = ref.reference(inputs, PARAMS)
+    contract = load_contract(REPO / "contracts" / "mla_attention.yaml")
     for stage, expected in golden.items():
         actual = trace[stage].detach().to(torch.float64)
         finite = torch.isfinite(expected)
         assert torch.equal(torch.isfinite(actual), finite), stage
         rel = float((actual[finite] - expected[finite]).norm() / expected[finite].norm())
-        assert rel < 1e-2, (stage, rel)  # bf16 storage of every stage: observed <= 7e-3 (test_candidates.py)
+        limit = contract.tolerance("bfloat16", stage).rel_l2 or 0.0  # the gate's own, calibrated (test_candidates.py)
+        assert rel <= limit, (stage, rel, limit)
     assert torch.equal(outputs["o_heads"], trace["o_heads"])
