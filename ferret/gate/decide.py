@@ -13,7 +13,7 @@ from ferret import wire
 from ferret.contract.model import Contract
 from ferret.gate import detect
 from ferret.gate.inputs import tensor_content_sha256
-from ferret.gate.metrics import StageMetrics, bitwise_equal, compare_stage
+from ferret.gate.metrics import StageMetrics, bitwise_equal, compare_stage, where_different
 from ferret.gate.models import PARTS, Detection, PartName, PartResult, RunFailure, VariantResult
 
 VariantIds = tuple[str, str, str, PartName]
@@ -33,6 +33,19 @@ def _result_missing(base: _VariantBase, message: str) -> VariantResult:
     result = VariantResult(**base, passed=False, failure=RunFailure(kind="result_missing", message=message))
     result.detections = detect.from_failure(result)
     return result
+
+
+def _differences(got: dict[str, torch.Tensor], outputs: list[str], inout: list[str], repeats: int) -> tuple[list[str], list[str]]:
+    """Where, in words, the repeated fast calls differ bitwise from the first (outputs and in-place inputs), and
+    where the traced run's outputs differ from the fast path's: empty lists when they do not."""
+    key = {n: (wire.fast_key if n in outputs else wire.inout_key) for n in outputs + inout}
+    repeat_diffs = [
+        f"{n}: call {r + 1} against call 1: {where_different(got[key[n](0, n)], got[key[n](r, n)])}"
+        for n in key for r in range(1, repeats) if not bitwise_equal(got[key[n](0, n)], got[key[n](r, n)])
+    ]
+    traced_diffs = [f"{n}: {where_different(got[wire.fast_key(0, n)], got[wire.traced_key(n)])}" for n in outputs
+                    if not bitwise_equal(got[wire.fast_key(0, n)], got[wire.traced_key(n)])]
+    return repeat_diffs, traced_diffs
 
 
 def judge_variant(
@@ -65,13 +78,8 @@ def judge_variant(
         )
     outputs = [o.name for o in contract.outputs]
     inout = [i.name for i in contract.inputs if i.role == "inout"]
-    repeats = contract.budgets.determinism_repeats
-    names = outputs + inout
-    key = {n: (wire.fast_key if n in outputs else wire.inout_key) for n in names}
-    repeats_equal = all(
-        bitwise_equal(got[key[n](0, n)], got[key[n](r, n)]) for n in names for r in range(1, repeats)
-    )
-    traced_equal = all(bitwise_equal(got[wire.fast_key(0, n)], got[wire.traced_key(n)]) for n in outputs)
+    repeat_diffs, traced_diffs = _differences(got, outputs, inout, contract.budgets.determinism_repeats)
+    repeats_equal, traced_equal = not repeat_diffs, not traced_diffs
     stages: list[StageMetrics] = []
     # The judge's own arithmetic may use the GPU (large stages); the candidate's process is long gone.
     compare_device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -108,7 +116,7 @@ def judge_variant(
     result.detections = (
         detect.from_failure(result)
         + detect.from_runtime(result, status, got, outputs, contract.backend.language, bitwise_equal)
-        + detect.from_outputs(result, got, golden, outputs)
+        + detect.from_outputs(result, got, golden, outputs, repeat_diffs, traced_diffs)
     )
     if any(d.source == "runtime" for d in result.detections):
         result.passed = False

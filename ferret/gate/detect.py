@@ -1,12 +1,16 @@
-"""Turning evidence into named cheats (shared/reference/cheats.md), so a rejection says what was seen."""
+"""Turning evidence into names, so a rejection says what was seen: the cheats of shared/reference/cheats.md
+(with their numbers) and the plain failures (a math mismatch at its first failing stage, a wrong shape,
+bytes that change over repeats, a fault, a failed stress run), each with its evidence."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
 from ferret import wire
 from ferret.gate.metrics import StageMetrics
-from ferret.gate.models import Detection, VariantResult
+from ferret.gate.models import Detection, PartResult, VariantResult
 
 # Failure kinds of the candidate's process that are cheats in themselves.
 _FAILURE_CHEATS = {
@@ -16,12 +20,28 @@ _FAILURE_CHEATS = {
     "harness_tampered": ("harness_patching", [15], "the harness's own functions were replaced"),
     "result_missing": ("result_forging", [21], "the result channel was tampered with"),
 }
+# Failure kinds that are no cheat in themselves, named by what happened (`not_run` is named by the fault
+# on the variant it happened on).
+_FAILURE_NAMES = {
+    "exception": "the candidate raised",
+    "crash": "the candidate's process crashed",
+    "timeout": "the candidate ran out of time",
+    "out_of_memory": "the candidate ran out of memory",
+    "internal": "the harness failed on this case",
+}
+
+
 def from_failure(result: VariantResult) -> list[Detection]:
-    if result.failure is None or result.failure.kind not in _FAILURE_CHEATS:
+    """A variant that failed to run: the cheat its failure kind is, or else the failure itself (kind and message)."""
+    if result.failure is None or result.failure.kind == "not_run":
         return []
-    cheat, catalogue, what = _FAILURE_CHEATS[result.failure.kind]
-    return [Detection(cheat=cheat, catalogue=catalogue, evidence=f"{what}: {result.failure.message[:300]}", source="runtime",
-                      variant=result.id)]
+    kind, message = result.failure.kind, result.failure.message
+    if kind in _FAILURE_CHEATS:
+        cheat, catalogue, what = _FAILURE_CHEATS[kind]
+        return [Detection(cheat=cheat, catalogue=catalogue, evidence=f"{what}: {message[:300]}", source="runtime",
+                          variant=result.id)]
+    return [Detection(cheat=kind, catalogue=[], source="run", variant=result.id,
+                      evidence=f"{_FAILURE_NAMES.get(kind, kind)} on {result.id}: {message[:400]}")]
 
 
 def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[str, torch.Tensor], outputs: list[str],
@@ -47,9 +67,30 @@ def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[st
 
 
 def from_outputs(
-    result: VariantResult, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str]
+    result: VariantResult, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str],
+    repeat_diffs: Sequence[str] = (), traced_diffs: Sequence[str] = (),
 ) -> list[Detection]:
-    found = []
+    """What the tensors show: poison or constants in an output, bytes that change over repeats or between the
+    traced and the fast run (`repeat_diffs`, `traced_diffs`: where, in words), and the first failing stage."""
+    found, named = _poison_and_constants(result, got, golden, outputs)
+    if result.repeats_bitwise_equal is False:
+        where = f": {'; '.join(repeat_diffs)[:400]}" if repeat_diffs else ""
+        found.append(Detection(cheat="warmup_detection", catalogue=[6, 16, 17], source="outputs", variant=result.id,
+                               evidence=f"repeated calls on identical inputs gave different bytes{where} (uninitialised "
+                               "reads, races, or behaviour that changes after the first calls)"))
+    if result.traced_equals_fast is False:
+        where = f": {'; '.join(traced_diffs)[:400]}" if traced_diffs else ""
+        found.append(Detection(cheat="traced_differs", catalogue=[], source="outputs", variant=result.id,
+                               evidence=f"the traced run's final outputs differ bitwise from the fast path's{where}: the "
+                               "stages it exposes are not checked against what the fast path computes"))
+    return found + _stage_failures(result, named)
+
+
+def _poison_and_constants(
+    result: VariantResult, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str]
+) -> tuple[list[Detection], set[str]]:
+    """NaN/Inf where the reference is finite, and constant outputs; with the outputs they name."""
+    found, named = [], set()
     for name in outputs:
         cand = got.get(wire.fast_key(0, name))
         ref = golden.get(name)
@@ -58,26 +99,34 @@ def from_outputs(
         cand64, ref64 = cand.double(), ref.double()
         poisoned = int((~torch.isfinite(cand64) & torch.isfinite(ref64)).sum())
         if poisoned:
+            named.add(name)
             found.append(Detection(
                 cheat="unwritten_output", catalogue=[1, 6, 7], source="outputs", variant=result.id,
                 evidence=f"{name}: {poisoned} of {ref.numel()} entries are NaN/Inf where the reference is finite (entries "
                 "left as the judge's NaN poison, garbage from a reused or uninitialised buffer, or NaN used as a wildcard)"))
         finite = torch.isfinite(ref64) & torch.isfinite(cand64)
         if finite.sum() > 1 and float(ref64[finite].std()) > 0 and float(cand64[finite].std()) == 0:
+            named.add(name)
             found.append(Detection(cheat="constant_output", catalogue=[2], source="outputs", variant=result.id,
                                    evidence=f"{name}: every entry is {float(cand64[finite][0])!r} while the reference varies"))
-    if result.repeats_bitwise_equal is False:
-        found.append(Detection(cheat="warmup_detection", catalogue=[6, 16, 17], source="outputs", variant=result.id,
-                               evidence="repeated calls on identical inputs gave different bytes (uninitialised reads, races, "
-                               "or behaviour that changes after the first calls)"))
-    failing = [s for s in result.stages if not s.passed and s.exposed and not s.nonfinite_mismatches]
-    if failing and all(_within_rounding(s) for s in failing):
-        names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in failing)
+    return found, named
+
+
+def _stage_failures(result: VariantResult, named: set[str]) -> list[Detection]:
+    """Failing stages: a precision cut when every finite miss is within rounding; and the first failing stage
+    that nothing above named, as a math mismatch (or a wrong shape) with its numbers."""
+    failing = [s for s in result.stages if not s.passed and s.exposed]
+    close = [s for s in failing if not s.nonfinite_mismatches]
+    found = []
+    if close and all(_within_rounding(s) for s in close):
+        names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in close)
         found.append(Detection(cheat="lower_precision", catalogue=[4], source="outputs", variant=result.id,
                                evidence="close to the reference but outside the tolerance derived for the contract's dtypes: "
                                f"{names}"))
-    elif failing:
-        found.append(_math_mismatch(result, failing[0]))
+        named = named | {s.stage for s in close}
+    unexplained = [s for s in failing if s.stage not in named]
+    if unexplained:
+        found.append(_math_mismatch(result, unexplained[0]))
     return found
 
 
@@ -94,18 +143,51 @@ def _within_rounding(stage: StageMetrics) -> bool:
 
 
 def _math_mismatch(result: VariantResult, first: StageMetrics) -> Detection:
-    """The first failing stage, with its numbers: the candidate computes something else from there on."""
+    """The first failing stage, with its numbers and tolerance: the candidate computes something else from there
+    on. No numbers at all: its tensor has the wrong shape (or is not a real tensor)."""
+    reasons = "; ".join(first.reasons)[:300]
+    if first.rel_l2 is None and first.cosine is None and not first.nonfinite_mismatches:
+        return Detection(cheat="wrong_shape", catalogue=[], source="outputs", variant=result.id,
+                         evidence=f"stage {first.stage}: {reasons}")
     numbers = [f"rel_l2 {first.rel_l2:.3g}" if first.rel_l2 is not None else None,
                f"cosine {first.cosine:.5f}" if first.cosine is not None else None,
-               f"max_abs_rel_peak {first.max_abs_rel_peak:.3g}" if first.max_abs_rel_peak is not None else None]
+               f"max_abs_rel_peak {first.max_abs_rel_peak:.3g}" if first.max_abs_rel_peak is not None else None,
+               f"{first.nonfinite_mismatches} NaN/Inf mismatches" if first.nonfinite_mismatches else None]
     tolerance = first.tolerance.model_dump(exclude_none=True) if first.tolerance else {}
     ratio = (f", {first.rel_l2 / tolerance['rel_l2']:.0f}x the tolerance" if first.rel_l2 is not None and tolerance.get("rel_l2")
              else "")
     where = f" worst at {first.worst.named or first.worst.index}" if first.worst else ""
     return Detection(cheat="math_mismatch", catalogue=[], source="outputs", variant=result.id,
                      evidence=f"stage {first.stage} differs from the contract's math: "
-                     f"{', '.join(n for n in numbers if n)}{ratio} (tolerance {tolerance});{where}; "
-                     f"{'; '.join(first.reasons)[:200]}")
+                     f"{', '.join(n for n in numbers if n)}{ratio} (tolerance {tolerance});{where}; {reasons}")
+
+
+def from_stress(stress: wire.StressResult | None) -> list[Detection]:
+    """A failed stress run (GPU): what went wrong in it, with its numbers."""
+    if stress is None:
+        return [Detection(cheat="stress_failed", catalogue=[], source="run", evidence="the stress run did not complete")]
+    if stress.error is not None:
+        return [Detection(cheat="stress_failed", catalogue=[], source="run", variant=stress.variant or None,
+                          evidence=f"the stress run failed: {stress.error[:400]}")]
+    found = []
+    if stress.outputs_differing_from_first > 0:
+        found.append(Detection(
+            cheat="stress_drift", catalogue=[6, 16], source="outputs", variant=stress.variant or None,
+            evidence=f"{stress.outputs_differing_from_first} of {stress.iterations} calls on {stress.variant} gave outputs "
+            "that differ from the first call's (races, uninitialised reads, or state kept across calls)"))
+    if stress.memory_growth_bytes > 0:
+        found.append(Detection(
+            cheat="memory_growth", catalogue=[], source="run", variant=stress.variant or None,
+            evidence=f"device memory grew {stress.memory_growth_bytes} bytes over {stress.iterations} calls on "
+            f"{stress.variant}"))
+    return found
+
+
+def unnamed(parts: dict[str, PartResult]) -> list[Detection]:
+    """The last resort for a rejection nothing above named (a bug of the judge: the tests forbid it): the
+    failing parts and their detail, so that no rejection is silent."""
+    failing = "; ".join(f"{name}: {part.detail[:200]}" for name, part in parts.items() if part.status == "fail")
+    return [Detection(cheat="unnamed_rejection", catalogue=[], source="run", evidence=f"failing parts: {failing}")]
 
 
 def hardcoded_cases(frozen: list[VariantResult], fresh: list[VariantResult]) -> list[Detection]:

@@ -125,6 +125,8 @@ class Judge:
             )
         )
         parts = parts_of(results, run.stress, self.device, run_stress, detections)
+        if parts["stress"].status == "fail":
+            detections = detect.unique(detections + detect.from_stress(run.stress))
         passed = all(p.status != "fail" for p in parts.values())
         timing = self._timing(candidate, progress, compare_compiled, passed, measure_speed, deadline, clock)
         if timing.detections:
@@ -135,6 +137,8 @@ class Judge:
                 detail="; ".join(f"{d.cheat} (cheats.md {d.catalogue}): {d.evidence[:200]}" for d in timing.detections),
             )
             passed = False
+        if not passed and not detections:
+            detections = detect.unnamed(parts)  # never expected: every rejection path names what it saw
         verdict = Verdict(
             passed=passed,
             first_failing_stage=next(

@@ -132,3 +132,22 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
     return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+def where_different(a: torch.Tensor, b: torch.Tensor) -> str:
+    """Where two tensors' bytes differ, in words: how many entries, and the first one's index and values."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return f"{a.dtype} {list(a.shape)} against {b.dtype} {list(b.shape)}"
+    n = a.numel()
+    if n == 0:
+        return "no entries differ"
+    bytes_a = a.detach().cpu().contiguous().reshape(-1).view(torch.uint8).reshape(n, -1)
+    bytes_b = b.detach().cpu().contiguous().reshape(-1).view(torch.uint8).reshape(n, -1)
+    differ = (bytes_a != bytes_b).any(dim=1)
+    count = int(differ.sum())
+    if count == 0:
+        return "no entries differ"
+    first = int(differ.nonzero()[0, 0])
+    index = [int(i) for i in torch.unravel_index(torch.tensor(first), a.shape)] if a.dim() else []
+    values = (a.reshape(-1)[first].item(), b.reshape(-1)[first].item())
+    return f"{count} of {n} entries differ, first at {index} ({values[0]!r} against {values[1]!r})"

@@ -14,12 +14,19 @@ PARTS: tuple[PartName, ...] = ("correctness", "dtypes", "edge_cases", "fresh_cas
 
 
 class Detection(BaseModel):
-    """A named way of cheating that the gate saw evidence of (cheats.md numbering)."""
+    """What the gate saw, named: a way of cheating (cheats.md numbering) or a plain failure with its evidence.
+    Every failing verdict carries at least one; a passing verdict none."""
 
-    cheat: str = Field(description="Slug of the cheat, e.g. library_call, decoy_kernel, hardcoded_cases.")
-    catalogue: list[int] = Field(description="Entries of shared/reference/cheats.md this evidence points to.")
+    cheat: str = Field(
+        description="Slug of what was seen: a cheat (library_call, decoy_kernel, hardcoded_cases, ...) or a plain "
+        "failure (math_mismatch, wrong_shape, traced_differs, exception, crash, timeout, out_of_memory, stress_drift, "
+        "memory_growth, stress_failed).")
+    catalogue: list[int] = Field(
+        description="Entries of shared/reference/cheats.md this evidence points to (empty for a plain failure).")
     evidence: str
-    source: Literal["static", "runtime", "outputs", "timing"]
+    source: Literal["static", "runtime", "outputs", "timing", "run"] = Field(
+        description="static: the scan; runtime: a watch in the candidate's process; outputs: the judge's comparison "
+        "of its tensors; timing: the timing guards; run: how the candidate's run went (a fault, the stress run).")
     variant: str | None = None
     file: str | None = Field(default=None, description="Static findings: the candidate file the pattern is in.")
     line: int | None = Field(default=None, description="Static findings: its 1-based line.")

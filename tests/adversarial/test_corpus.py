@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from ferret_testkit import REPO, RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, flip_byte  # noqa: E402
+from ferret_testkit import REPO, RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, flip_byte, unnamed_rejection  # noqa: E402
 
 from ferret.gate.build import build_gate  # noqa: E402
 from ferret.gate.judge import check  # noqa: E402
@@ -126,6 +126,14 @@ def test_cheat_fails_and_is_named(candidate, judged, request):
     missing = constants.get("EXPECTED_RUNTIME", set()) - at_run_time
     assert not missing, f"{candidate.name}: no run-time detection of {sorted(missing)}:\n{report}"
     assert not verdict.timing.measured
+
+
+def test_every_rejection_of_the_corpus_names_what_it_saw(all_judged):
+    """The README's promise over every verdict of the shared pass: a rejection lists at least one detection
+    (not the judge's last resort), a pass lists none. A new rejection path that forgets to name what it saw
+    fails here as soon as a corpus candidate takes it."""
+    broken = {name: unnamed_rejection(verdict) for name, (verdict, _) in all_judged.items() if unnamed_rejection(verdict)}
+    assert not broken, broken
 
 
 @pytest.mark.parametrize("op", sorted(HONEST))

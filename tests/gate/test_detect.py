@@ -1,12 +1,16 @@
 """Evidence turned into names: a small error in the right direction reads as a precision cut, a large one
-(or one in the wrong direction) as a math mismatch at its first failing stage, with its numbers."""
+(or one in the wrong direction) as a math mismatch at its first failing stage, with its numbers; and every
+other way to fail (a wrong shape, bytes that change, a fault, a failed stress run) is named too."""
 
 from __future__ import annotations
 
+import pytest
+
+from ferret import wire
 from ferret.contract.model import Tolerance
-from ferret.gate.detect import COARSEST_ROUNDOFF, from_outputs
+from ferret.gate.detect import COARSEST_ROUNDOFF, from_failure, from_outputs, from_stress, unnamed
 from ferret.gate.metrics import StageMetrics
-from ferret.gate.models import VariantResult
+from ferret.gate.models import PartResult, RunFailure, VariantResult
 
 
 def _result(*stages: StageMetrics) -> VariantResult:
@@ -50,3 +54,60 @@ def test_a_wrong_direction_is_a_math_mismatch_at_the_first_failing_stage():
 
 def test_a_passing_variant_names_nothing():
     assert _cheats(_result(_stage("y", True, 1e-3, 0.99999))) == {}
+
+
+# --- every rejection path names what it saw -----------------------------------------------------------------
+
+
+def test_a_nan_where_the_reference_is_finite_or_back_is_named_at_the_first_failing_stage():
+    stage = StageMetrics(stage="y", passed=False, rel_l2=0.0, cosine=1.0, nonfinite_mismatches=3,
+                         reasons=["3 NaN/Inf mismatches"], tolerance=Tolerance(rel_l2=0.0236))
+    found = _cheats(_result(stage))
+    assert set(found) == {"math_mismatch"} and "3 NaN/Inf mismatches" in found["math_mismatch"]
+
+
+def test_a_stage_of_the_wrong_shape_is_named_so():
+    stage = StageMetrics(stage="inv_rms", passed=False, reasons=["shape [1] != expected [16]"], tolerance=Tolerance(rel_l2=0.1))
+    assert _cheats(_result(stage)) == {"wrong_shape": "stage inv_rms: shape [1] != expected [16]"}
+
+
+def test_repeats_and_traced_runs_that_differ_say_where():
+    result = _result(_stage("y", True, 1e-3, 0.99999))
+    result.repeats_bitwise_equal = result.traced_equals_fast = False
+    found = {d.cheat: d.evidence for d in from_outputs(result, {}, {}, [], ["y: call 3 against call 1: 2 of 8 entries differ"],
+                                                        ["y: 1 of 8 entries differ, first at [0, 0]"])}
+    assert "y: call 3 against call 1: 2 of 8 entries differ" in found["warmup_detection"]
+    assert "first at [0, 0]" in found["traced_differs"]
+
+
+@pytest.mark.parametrize("kind", ["exception", "crash", "timeout", "out_of_memory", "internal"])
+def test_a_failure_to_run_is_named_by_its_kind_and_message(kind):
+    result = VariantResult(id="edge@bfloat16", case="edge", dtype="bfloat16", part="edge_cases", passed=False,
+                           failure=RunFailure(kind=kind, message="what the process said"))
+    (found,) = from_failure(result)
+    assert (found.cheat, found.source, found.variant) == (kind, "run", "edge@bfloat16")
+    assert found.evidence.endswith("on edge@bfloat16: what the process said")
+
+
+def test_a_variant_not_run_is_named_by_the_fault_not_by_itself():
+    result = VariantResult(id="b@bfloat16", case="b", dtype="bfloat16", part="correctness", passed=False,
+                           failure=RunFailure(kind="not_run", message="not run: the candidate's process ended at a"))
+    assert from_failure(result) == []
+
+
+def test_a_failed_stress_run_is_named_with_its_numbers():
+    drift = wire.StressResult(variant="big@bfloat16", iterations=200, outputs_differing_from_first=3, memory_growth_bytes=4096)
+    assert {d.cheat: d.evidence for d in from_stress(drift)} == {
+        "stress_drift": "3 of 200 calls on big@bfloat16 gave outputs that differ from the first call's (races, uninitialised "
+        "reads, or state kept across calls)",
+        "memory_growth": "device memory grew 4096 bytes over 200 calls on big@bfloat16",
+    }
+    assert [d.cheat for d in from_stress(wire.StressResult(error="crash: exited with code 139"))] == ["stress_failed"]
+    assert "did not complete" in from_stress(None)[0].evidence
+    assert from_stress(wire.StressResult(variant="big@bfloat16", iterations=200)) == []
+
+
+def test_the_last_resort_names_the_failing_parts():
+    (found,) = unnamed({"correctness": PartResult(status="fail", detail="typical@bfloat16: stage y"),
+                        "dtypes": PartResult(status="pass")})
+    assert found.cheat == "unnamed_rejection" and found.evidence == "failing parts: correctness: typical@bfloat16: stage y"

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from ferret_testkit import RMSNORM_BASELINE, RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, write_contract  # noqa: E402
+from ferret_testkit import (  # noqa: E402
+    RMSNORM_BASELINE, RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, unnamed_rejection, write_contract,
+)
 
 from ferret.gate.judge import check, summary  # noqa: E402
 from ferret.gate.lock import verify_gate  # noqa: E402
@@ -58,7 +60,16 @@ def _judge(contract: Path, candidate: Path, gates_dir: Path):
     fresh = [r.id for r in verdict.variants if r.part == "fresh_cases"]
     assert frozen == VARIANTS, "a verdict has a result for every variant"
     assert fresh == ["fresh1@bfloat16", "fresh2@bfloat16"], "and for the fresh private cases drawn for this check"
+    # Every rejection names what it saw (and a pass names nothing): held for every verdict of this module.
+    assert unnamed_rejection(verdict) is None, unnamed_rejection(verdict)
     return verdict, gate
+
+
+def _named(verdict, cheat: str, variant: str | None = None):
+    """The first detection of `cheat` (on `variant`, if given): it must be there."""
+    found = [d for d in verdict.detections if d.cheat == cheat and (variant is None or d.variant == variant)]
+    assert found, [(d.cheat, d.variant, d.evidence[:120]) for d in verdict.detections]
+    return found[0]
 
 
 def _by_id(verdict):
@@ -155,6 +166,8 @@ def test_raising_candidate(judge, tmp_path):
         assert verdict.parts[part].status == "fail"
     assert "deliberate failure" in verdict.parts["correctness"].detail
     assert verdict.timing.measured is False
+    raised = _named(verdict, "exception", VARIANTS[0])
+    assert raised.source == "run" and raised.catalogue == [] and "deliberate failure" in raised.evidence
 
 
 def test_syntax_error_is_reported_once_and_nothing_else_runs(judge, tmp_path):
@@ -170,6 +183,7 @@ def test_syntax_error_is_reported_once_and_nothing_else_runs(judge, tmp_path):
     assert verdict.fault.not_run == [r.id for r in rest]
     assert "not run" in verdict.parts["dtypes"].detail and verdict.parts["dtypes"].status == "fail"
     assert summary(verdict).as_json()["fault"]["variant"] == first.id
+    assert "SyntaxError" in _named(verdict, "exception", first.id).evidence
 
 
 def test_missing_entry_fails_at_load(judge, tmp_path):
@@ -177,6 +191,7 @@ def test_missing_entry_fails_at_load(judge, tmp_path):
     verdict = judge(candidate)
     assert verdict.variants[0].failure.kind == "exception" and "cannot load the candidate" in verdict.variants[0].failure.message
     assert all(r.failure.kind == "not_run" for r in verdict.variants[1:])
+    assert "cannot load the candidate" in _named(verdict, "exception", VARIANTS[0]).evidence
 
 
 CRASH_ON_EDGE = '''
@@ -204,6 +219,8 @@ def _fault_on_edge(verdict, kind: str):
     assert verdict.parts["correctness"].status == "pass"
     assert verdict.parts["edge_cases"].status == "fail" and EDGE in verdict.parts["edge_cases"].detail
     assert verdict.parts["fresh_cases"].status == "fail" and "not run" in verdict.parts["fresh_cases"].detail
+    fault = _named(verdict, kind, EDGE)
+    assert fault.source == "run" and results[EDGE].failure.message[:100] in fault.evidence
     return results[EDGE].failure
 
 
@@ -250,6 +267,7 @@ def test_a_candidate_hanging_on_every_case_costs_one_case_timeout(budget_contrac
     verdict, _ = _judge(contract, candidate, gates_dir)
     assert verdict.fault.kind == "timeout" and verdict.fault.variant == VARIANTS[0]
     assert len(verdict.fault.not_run) == len(verdict.variants) - 1
+    assert "case_timeout_s" in _named(verdict, "timeout", VARIANTS[0]).evidence
     # One 20 s case timeout (from the process's start), not one per variant (15 x 20 s before).
     assert verdict.seconds < 2.5 * 20, verdict.seconds
 
@@ -275,6 +293,7 @@ def test_the_check_deadline_ends_a_slow_candidate(tmp_path):
     assert "check_timeout_s" in verdict.fault.message and "deadline" in verdict.fault.message
     assert verdict.fault.not_run, "variants after the deadline are reported as not run"
     assert verdict.variants[0].passed, "what ran before the deadline is kept"
+    assert "check_timeout_s" in _named(verdict, "timeout", verdict.fault.variant).evidence
     assert verdict.seconds < 20 + 15, verdict.seconds
 
 
@@ -318,6 +337,7 @@ def test_unwritten_output_shows_as_nan(judge, tmp_path):
         assert not inv_rms.exposed
         assert y.nonfinite_mismatches > 0
         assert any("NaN/Inf" in reason for reason in y.reasons)
+    assert _named(verdict, "unwritten_output", VARIANTS[0]).evidence.startswith("y: ")
 
 
 def test_zeros_fail(judge, tmp_path):
@@ -335,6 +355,7 @@ def test_zeros_fail(judge, tmp_path):
         assert verdict.parts[part].status == "fail"
     # Zeros are deterministic: that part is not what catches them.
     assert verdict.parts["determinism"].status == "pass"
+    assert _named(verdict, "constant_output", "typical@bfloat16").evidence == "y: every entry is 0.0 while the reference varies"
 
 
 def test_half_the_rows_fail_at_y_located_in_the_lower_half(judge, tmp_path):
@@ -357,6 +378,10 @@ def test_half_the_rows_fail_at_y_located_in_the_lower_half(judge, tmp_path):
     assert set(y.worst.named) == {"row", "col"}
     assert y.worst.named["row"] >= 8
     assert summary(verdict).as_json()["cases"]["typical@float32"]["stages"]["y"]["worst"] == y.worst.named
+    # Named at its first failing stage, with its numbers and the tolerance it missed.
+    mismatch = _named(verdict, "math_mismatch", "typical@float32").evidence
+    assert mismatch.startswith("stage y differs from the contract's math: rel_l2 "), mismatch
+    assert "tolerance {" in mismatch and "'rel_l2'" in mismatch and "worst at {" in mismatch, mismatch
 
 
 def test_nondeterministic_candidate_fails_determinism(judge, tmp_path):
@@ -384,6 +409,9 @@ def test_nondeterministic_candidate_fails_determinism(judge, tmp_path):
         assert verdict.parts[part].status == "pass", (part, verdict.parts[part].detail)
     assert verdict.first_failing_stage is None
     assert not _by_id(verdict)["typical@float32"].repeats_bitwise_equal
+    # Which calls differed, and where.
+    differ = _named(verdict, "warmup_detection", "typical@float32").evidence
+    assert "y: call 2 against call 1: " in differ and "entries differ, first at [" in differ, differ
 
 
 def test_traced_run_differing_from_fast_run_fails(judge, tmp_path):
@@ -401,6 +429,8 @@ def test_traced_run_differing_from_fast_run_fails(judge, tmp_path):
     for result in verdict.variants:
         assert result.traced_equals_fast is False and result.repeats_bitwise_equal is True
         assert result.first_failing_stage is None
+    traced = _named(verdict, "traced_differs", VARIANTS[0]).evidence
+    assert "y: 1 of " in traced and "entries differ, first at [0, 0]" in traced, traced
     for part in ("correctness", "dtypes", "edge_cases"):
         assert verdict.parts[part].status == "pass"
 
@@ -416,6 +446,7 @@ def test_input_mutation_is_caught(judge, tmp_path):
     for result in verdict.variants:
         assert result.failure.kind == "input_mutated"
         assert "weight" in result.failure.message
+    assert _named(verdict, "input_mutation", VARIANTS[0]).catalogue == [3]
 
 
 def test_tensor_subclass_in_trace_is_bad_output(judge, tmp_path):
@@ -434,6 +465,7 @@ def test_tensor_subclass_in_trace_is_bad_output(judge, tmp_path):
     for result in verdict.variants:
         assert result.failure.kind == "bad_output"
         assert "Sneaky" in result.failure.message and "inv_rms" in result.failure.message
+    assert _named(verdict, "lazy_result").catalogue == [14]
 
 
 def test_non_tensor_in_trace_is_bad_output(judge, tmp_path):
@@ -445,6 +477,41 @@ def test_non_tensor_in_trace_is_bad_output(judge, tmp_path):
     ''')
     verdict = judge(candidate)
     assert all(r.failure and r.failure.kind == "bad_output" for r in verdict.variants)
+
+
+def test_a_traced_stage_of_the_wrong_shape_is_named_a_wrong_shape(judge, tmp_path):
+    candidate = _candidate(tmp_path, "trace_shape", '''
+        def run(inputs, outputs, params, trace=None):
+            honest(inputs, outputs, trace)
+            if trace is not None:
+                trace["inv_rms"] = trace["inv_rms"][:1]
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed and verdict.first_failing_stage == "inv_rms"
+    wrong = _named(verdict, "wrong_shape")
+    assert wrong.evidence.startswith("stage inv_rms: shape [1] != expected ["), wrong.evidence
+    assert "math_mismatch" not in {d.cheat for d in verdict.detections}
+
+
+def test_a_finite_answer_where_the_reference_is_nan_is_a_named_math_mismatch(judge, tmp_path):
+    """Right on every finite case; on the inf/NaN edge case it writes zeros in the rows where the reference has
+    NaN (with a fill, which the ATen watch allows). No NaN poison is left (that would be unwritten_output): the
+    first failing stage is named with its count of NaN/Inf mismatches."""
+    candidate = _candidate(tmp_path, "nan_rows_zeroed", '''
+        import math
+
+
+        def run(inputs, outputs, params, trace=None):
+            honest(inputs, outputs, trace)
+            x = inputs["x"]
+            if tuple(x.shape) == (4, 257) and math.isinf(x[1, 7].item()):
+                outputs["y"][1:3].fill_(0.0)
+    ''')
+    verdict = judge(candidate)
+    assert not verdict.passed
+    assert [r.id for r in verdict.variants if not r.passed] == ["inf_and_nan@bfloat16"]
+    mismatch = _named(verdict, "math_mismatch", "inf_and_nan@bfloat16").evidence
+    assert "NaN/Inf mismatches" in mismatch, mismatch
 
 
 # --- isolation ---------------------------------------------------------------------------------------
