@@ -409,3 +409,14 @@ def test_editing_code_the_judge_never_runs_leaves_gates_intact(rmsnorm_gate, pro
         path.write_bytes(path.read_bytes() + b"# one more line\n")
     verify_gate(rmsnorm_gate)
     verify_gate(project_gate[1])
+
+
+def test_a_task_importing_ferret_does_not_pull_ferret_into_the_project_files(tmp_path):
+    """ferret's modules are the judge's source, locked (or not: the CLI) as such, never as task files."""
+    for name, text in {"tasks/__init__.py": "", "tasks/op/__init__.py": "", "tasks/op/helper.py": "",
+                       "tasks/op/reference.py": "import ferret.cli.main\nfrom tasks.op import helper\n",
+                       "ferret/__init__.py": "", "ferret/cli/__init__.py": "", "ferret/cli/main.py": ""}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    files = lock.project_source_hashes({"root": str(tmp_path), "entry_modules": ["tasks.op.reference"]})
+    assert sorted(files) == ["tasks/__init__.py", "tasks/op/__init__.py", "tasks/op/helper.py", "tasks/op/reference.py"]
