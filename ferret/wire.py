@@ -46,6 +46,11 @@ class FailureKind(str, Enum):
     HARNESS_TAMPERED = "harness_tampered"
     RESULT_MISSING = "result_missing"
     NOT_RUN = "not_run"
+    # Refused by the sandbox's audit hooks (`ferret.sandbox.audit`) in a process that runs candidate code.
+    PROCESS_SPAWNED = "process_spawned"
+    READ_REFUSED = "file_read_refused"
+    WRITE_REFUSED = "file_write_refused"
+    NATIVE_LOAD_REFUSED = "native_load_refused"
 
 
 # --- judge -> candidate runner ---------------------------------------------------------------------

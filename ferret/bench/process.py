@@ -36,6 +36,7 @@ from safetensors.torch import load_file, save_file
 
 from ferret import wire
 from ferret.bench import guards
+from ferret.sandbox import audit
 from ferret.sandbox.runner import fresh_outputs as runner_outputs
 from ferret.sandbox.watch import HarnessGuard, LaunchRecorder
 
@@ -327,9 +328,10 @@ def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | Non
         state.result.probes_ms.append(probe())
 
 
-def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, harness: HarnessGuard) -> None:
+def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, harness: HarnessGuard,
+                          sandbox: audit.Sandbox | None = None) -> None:
     """After the rounds: the candidate's wall time, replayed answers, timed answers saved for the judge, its
-    kernels, and the harness functions it must not have replaced."""
+    kernels, the harness functions it must not have replaced, and anything the sandbox refused it."""
     candidate = state.slots["candidate"]
     event_ms = statistics.median(state.result.samples["candidate"])
     state.result.wall_ms, flags = wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"])
@@ -342,6 +344,9 @@ def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, 
     changed = harness.changed()
     if changed:
         flags.append(f"harness_patching: timing functions replaced by the candidate: {changed}")
+    refused = audit.first_refusal(sandbox)
+    if refused is not None:
+        flags.append(f"{audit.CHEAT_OF[refused[0]]}: {refused[0].value}: {refused[1]}")
     state.result.flags += flags
 
 
@@ -355,7 +360,8 @@ def load_implementations(job: wire.TimingJob) -> dict[str, Callable[..., Any]]:
     return implementations
 
 
-def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness: HarnessGuard) -> list[wire.TimingCaseResult]:
+def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness: HarnessGuard,
+              sandbox: audit.Sandbox | None = None) -> list[wire.TimingCaseResult]:
     """Every case's rounds and checks, each step when the judge says go."""
     steps = Steps(Path(job.result).parent)
     probe = guards.interference_probe(clock.flush_buffer) if clock.on_gpu and job.role == wire.REFERENCE_TIMER else None
@@ -371,7 +377,7 @@ def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness:
         step = f"{number} post"
         steps.ready(step)
         if job.role == wire.CANDIDATE_TIMER:
-            check_candidate_calls(job, state, clock, harness)
+            check_candidate_calls(job, state, clock, harness, sandbox)
         clock.sync()
         results.append(state.result)
         del state  # this case's pool and slots go before the next case's are made
@@ -384,10 +390,13 @@ def main(job_path: str) -> int:
     on_gpu = job.device == "cuda"
     # The harness's functions are remembered before the candidate's code runs, and checked after.
     harness = HarnessGuard(sys.modules[__name__], LaunchRecorder())
+    # The candidate's timer runs candidate code: the sandbox's audit hook first (ferret/sandbox/audit.py). The
+    # reference timer runs only the baseline and torch.compile, which starts compiler processes of its own.
+    sandbox = audit.install_if_asked(Path(job.result).parent) if job.role == wire.CANDIDATE_TIMER else None
     implementations = load_implementations(job)
     device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (guard rehearsal: times are not speedups)"
     clock = Clock(on_gpu, guards.l2_bytes_of(job.device))
-    results = run_steps(job, implementations, clock, harness)
+    results = run_steps(job, implementations, clock, harness, sandbox)
     folder = Path(job.result).parent
     Path(job.result).write_text(json.dumps(asdict(wire.TimingResults(device=device_name, cases=results))))
     (folder / wire.DONE_FILE).write_text("ok")

@@ -19,6 +19,11 @@ _FAILURE_CHEATS = {
     "thread_left_running": ("side_stream_or_thread", [13], "work left running in a background thread"),
     "harness_tampered": ("harness_patching", [15], "the harness's own functions were replaced"),
     "result_missing": ("result_forging", [21], "the result channel was tampered with"),
+    # Refused by the sandbox's audit hooks (ferret/sandbox/audit.py).
+    "process_spawned": ("side_stream_or_thread", [13, 21], "the candidate started a process (work outside the watched one)"),
+    "file_read_refused": ("reading_expected", [10, 11], "the candidate read a file outside its folder and the runtime"),
+    "file_write_refused": ("gate_tampering", [20, 21], "the candidate wrote a file outside its own folder"),
+    "native_load_refused": ("library_call", [9], "the candidate loaded a native library outside the runtime"),
 }
 # Failure kinds that are no cheat in themselves, named by what happened (`not_run` is named by the fault
 # on the variant it happened on).

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferret.sandbox import audit
 from ferret.sandbox.children import kill_group, start_group
 
 # Variables a candidate may see. Everything else (API keys, tokens, the user's settings) stays out.
@@ -45,7 +46,8 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
     """The environment of a process the judge starts in `workdir`. A process that runs candidate code
     (`runs_candidate`: the runner, the candidate's timer) gets a Triton cache of its own inside `workdir`,
     discarded with it: what a candidate compiles (or plants) is never read by a later check or by the
-    baseline. A process that runs no candidate code (the reference timer) keeps the judge's cache."""
+    baseline; and it is told to install the sandbox's audit hooks (`ferret.sandbox.audit`). A process that runs
+    no candidate code (the reference timer) keeps the judge's cache and has no hooks."""
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
     # The import path is fixed by the judge: a folder holding only a copy of the ferret modules the
     # candidate's process runs, then the installed-package folders of the judge's sys.path. Project folders
@@ -83,6 +85,7 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
         cache = workdir / ".triton" / "cache"
         cache.mkdir(parents=True, exist_ok=True)
         env["TRITON_CACHE_DIR"] = str(cache)
+        env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
     else:
         env["TRITON_CACHE_DIR"] = os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
     if interpret:

@@ -24,6 +24,7 @@ import xxhash
 from safetensors.torch import load_file, save_file
 
 from ferret import wire
+from ferret.sandbox import audit
 from ferret.sandbox.interpreter import memoize_language_patch
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder, WatchEvasion
 
@@ -211,8 +212,11 @@ _REFUSALS = {
 }
 
 
-def _run_one(entry, variant: wire.VariantJob, job: wire.CandidateJob, out: Path, guard, launches) -> wire.VariantStatus:
-    """One variant: its tensors saved, its status returned; whatever the candidate does is a status, not a crash."""
+def _run_one(entry, variant: wire.VariantJob, job: wire.CandidateJob, out: Path, guard, launches,
+             sandbox: audit.Sandbox | None = None) -> wire.VariantStatus:
+    """One variant: its tensors saved, its status returned; whatever the candidate does is a status, not a crash.
+    Anything the sandbox refused meanwhile fails the variant under its own kind, even if the candidate caught
+    the refusal."""
     started = time.perf_counter()
     try:
         tensors, status = run_variant(entry, variant, job, job.device, guard, launches)
@@ -223,6 +227,9 @@ def _run_one(entry, variant: wire.VariantJob, job: wire.CandidateJob, out: Path,
         status = wire.VariantStatus.failed(wire.FailureKind.OUT_OF_MEMORY, str(err), traceback.format_exc())
     except BaseException as err:  # noqa: BLE001 - the candidate's failure is a verdict, not a crash
         status = wire.VariantStatus.failed(wire.FailureKind.EXCEPTION, f"{type(err).__name__}: {err}", traceback.format_exc())
+    refused = audit.first_refusal(sandbox)
+    if refused is not None:
+        status = wire.VariantStatus.failed(*refused, status.traceback)
     status.seconds = time.perf_counter() - started
     return status
 
@@ -237,7 +244,23 @@ def _load(job: wire.CandidateJob, guard):
     return entry
 
 
-def _stress(entry, job: wire.CandidateJob, out: Path) -> None:
+def _load_or_status(job: wire.CandidateJob, guard, sandbox: audit.Sandbox | None):
+    """(the entry point, None), or (None, the load's failure status): any failure to load is the candidate's,
+    and anything the sandbox refused while loading is named by its kind."""
+    try:
+        entry, failed = _load(job, guard), None
+    except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
+        kind = wire.FailureKind.HARNESS_TAMPERED if isinstance(err, _HarnessTampered) else wire.FailureKind.EXCEPTION
+        entry, failed = None, wire.VariantStatus.failed(kind, f"cannot load the candidate: {err!r}", traceback.format_exc())
+    refused = audit.first_refusal(sandbox)
+    if refused is not None:
+        kind, message = refused
+        failed = wire.VariantStatus.failed(kind, f"while loading the candidate, {message}",
+                                           failed.traceback if failed is not None else None)
+    return entry, failed
+
+
+def _stress(entry, job: wire.CandidateJob, out: Path, sandbox: audit.Sandbox | None = None) -> None:
     if job.stress_variant is None:
         return
     (out / wire.CURRENT_FILE).write_text(str(len(job.variants)))  # the stress run: one more step of the judge's clock
@@ -245,6 +268,9 @@ def _stress(entry, job: wire.CandidateJob, out: Path) -> None:
         result = run_stress(entry, job.variants[job.stress_variant], job, job.device)
     except BaseException as err:  # noqa: BLE001
         result = wire.StressResult(error=f"{type(err).__name__}: {err}")
+    refused = audit.first_refusal(sandbox)
+    if refused is not None:
+        result = wire.StressResult(error=f"{refused[0].value}: {refused[1]}")
     (out / wire.STRESS_FILE).write_text(json.dumps(asdict(result)))
 
 
@@ -260,25 +286,25 @@ def main(argv: list[str] | None = None) -> int:
     launches = LaunchRecorder()
     evasion = WatchEvasion()
     guard = HarnessGuard(sys.modules[__name__], launches, evasion)
-    try:
-        entry = _load(job, guard)
-    except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
-        kind = wire.FailureKind.HARNESS_TAMPERED if isinstance(err, _HarnessTampered) else wire.FailureKind.EXCEPTION
-        failed = wire.VariantStatus.failed(kind, f"cannot load the candidate: {err!r}", traceback.format_exc())
+    # From here on, for the life of the process: no process started, no file read or written outside the
+    # allow-lists, no foreign native library (ferret/sandbox/audit.py). The harness has loaded what it needs.
+    sandbox = audit.install_if_asked(Path.cwd())
+    entry, failed = _load_or_status(job, guard, sandbox)
+    if failed is not None:
         (out / wire.LOAD_FILE).write_text(failed.to_json())
         return 0
     for index, variant in enumerate(job.variants):
         # Written first so that, if the process dies inside this variant, the judge knows where; each new
         # value is also the judge's sign of progress (its per-case clock starts again).
         (out / wire.CURRENT_FILE).write_text(str(index))
-        status = _run_one(entry, variant, job, out, guard, launches)
+        status = _run_one(entry, variant, job, out, guard, launches, sandbox)
         (out / wire.status_file(variant.id)).write_text(status.to_json())
         if not status.ok and job.device == "cuda":
             try:
                 torch.cuda.synchronize()
             except BaseException:  # noqa: BLE001 - a poisoned context: stop here, the judge says why the rest did not run
                 return 3
-    _stress(entry, job, out)
+    _stress(entry, job, out, sandbox)
     (out / wire.DONE_FILE).write_text("ok")
     if os.environ.get("FERRET_RUNNER_WAIT_FOR_KILL") == "1":
         # The judge takes the results and kills this process (SIGKILL, the whole group): the process never

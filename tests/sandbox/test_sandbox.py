@@ -257,8 +257,9 @@ def test_a_candidate_process_gets_its_own_triton_cache(tmp_path, monkeypatch):
     env = candidate_environment(workdir, interpret=True)
     own = Path(env["TRITON_CACHE_DIR"])
     assert own.is_dir() and own.resolve().is_relative_to(workdir.resolve())
+    assert env["FERRET_SANDBOX_AUDIT"] == "1"  # and it installs the audit hooks (ferret/sandbox/audit.py)
     reference = candidate_environment(tmp_path, interpret=True, runs_candidate=False)
-    assert reference["TRITON_CACHE_DIR"] == str(shared)
+    assert reference["TRITON_CACHE_DIR"] == str(shared) and "FERRET_SANDBOX_AUDIT" not in reference
     monkeypatch.delenv("TRITON_CACHE_DIR")
     user_cache = str(Path.home() / ".triton" / "cache")
     assert candidate_environment(workdir, interpret=True)["TRITON_CACHE_DIR"] != user_cache
