@@ -101,3 +101,32 @@ def test_a_baseline_under_the_floor_is_the_contracts_error_not_a_cheat(rehearse,
     monkeypatch.setattr(timing, "_peaks_seen_by_judge", lambda device: {"bytes_per_s": 1e3, "flops_per_s": 1e3, "l2_bytes": 0})
     with pytest.raises(ContractError, match=r"rmsnorm\.yaml: roofline: the eager baseline took .* under 0\.9 x its"):
         rehearse("honest", None)
+
+
+ESCAPES_WHEN_TIMED = '''
+
+import itertools
+import os
+
+_CALLS = itertools.count(1)
+
+
+def run(inputs, outputs, params, trace=None):
+    """Honest, but once past the warm-up (in the timing process) it writes a file beside its folder and
+    swallows the refusal."""
+    if next(_CALLS) > {after}:
+        try:
+            with open(os.path.join(os.path.dirname(os.getcwd()), "planted-by-the-timed-candidate"), "w") as handle:
+                handle.write("x")
+        except OSError:
+            pass
+    _honest_run(inputs, outputs, params, trace)
+'''
+
+
+def test_a_write_outside_its_folder_in_the_timing_process_is_flagged(rehearse):
+    """The candidate's timer runs under the same audit hooks as the runner: the refused write is a flag, named."""
+    result = rehearse("escapes", ESCAPES_WHEN_TIMED)
+    flags = result.cases[0].flags
+    assert any(f.startswith("gate_tampering: file_write_refused: the sandbox refused open for writing") for f in flags), flags
+    assert "gate_tampering" in {d.cheat for d in result.detections}
