@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ferret.gate.trust import trust_dir
+from ferret.sandbox import audit
 from ferret.sandbox.launch import hiding_available
 
 
 def isolation_summary() -> str:
     base = "own process, empty working folder, scrubbed environment, fixed import path, timeout, RSS watchdog"
+    base += ("; audit hooks refusing process creation, file access and native loads outside allow-lists"
+             if audit.wanted() else "; audit hooks OFF (FERRET_SANDBOX_AUDIT=0 in the judge's environment)")
     if hiding_available():
         return base + "; private mount namespace hiding the gates folder, the trust registry and tasks/"
     return base + "; no mount namespace on this machine: golden files are never given to the candidate, but not hidden"

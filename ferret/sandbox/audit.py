@@ -205,6 +205,14 @@ def make_hook(policy: Policy, sandbox: Sandbox):
 ENABLE = "FERRET_SANDBOX_AUDIT"  # set by `candidate_environment` for a process that runs candidate code
 
 
+def wanted() -> bool:
+    """Whether the judge installs the hooks in the processes that run candidate code: always, unless the
+    judge's own environment says FERRET_SANDBOX_AUDIT=0 (for tests of the layers beneath it, such as the
+    mount namespace or the process-group kill, which must hold on their own; the verdict's `isolation`
+    says when the hooks were off)."""
+    return os.environ.get(ENABLE, "1") != "0"
+
+
 def install_if_asked(own: Path) -> Sandbox | None:
     """The hook, in a process the judge started to run candidate code (its environment says so); None
     elsewhere (a test calling the runner's main in its own process)."""

@@ -85,7 +85,8 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
         cache = workdir / ".triton" / "cache"
         cache.mkdir(parents=True, exist_ok=True)
         env["TRITON_CACHE_DIR"] = str(cache)
-        env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
+        if audit.wanted():
+            env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
     else:
         env["TRITON_CACHE_DIR"] = os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
     if interpret:

@@ -164,3 +164,17 @@ def test_each_refusal_is_named_the_same_by_the_judge_and_the_timing_process():
 
     for kind, cheat in audit.CHEAT_OF.items():
         assert _FAILURE_CHEATS[kind.value][0] == cheat
+
+
+def test_the_hooks_are_on_unless_the_judges_environment_turns_them_off_and_the_verdict_says_which(tmp_path, monkeypatch):
+    from ferret.gate.isolation import isolation_summary
+    from ferret.sandbox import audit
+    from ferret.sandbox.launch import candidate_environment
+
+    monkeypatch.delenv(audit.ENABLE, raising=False)
+    assert candidate_environment(tmp_path / "a", interpret=True)[audit.ENABLE] == "1"
+    assert audit.ENABLE not in candidate_environment(tmp_path / "b", interpret=True, runs_candidate=False)
+    assert "audit hooks refusing process creation" in isolation_summary()
+    monkeypatch.setenv(audit.ENABLE, "0")
+    assert audit.ENABLE not in candidate_environment(tmp_path / "c", interpret=True)
+    assert "audit hooks OFF (FERRET_SANDBOX_AUDIT=0" in isolation_summary()
