@@ -212,12 +212,35 @@ class FreshCases(_Strict):
         return self
 
 
+class BatchInvariance(_Strict):
+    """Opt-in: a request's output must not depend on which other requests share its batch."""
+
+    dim: str = Field(
+        description="The batch dim (a case dim). The judge runs the profile's first correctness case's first and last "
+        "requests alone (this dim = 1, sliced from the case's inputs along every input and output axis whose shape "
+        "entry is exactly this dim, in-place inputs included; inputs without it passed unchanged) and requires their "
+        "outputs and in-place inputs to be bitwise equal to the same rows of the full batch (part batch_invariance).")
+
+
 class Cases(_Strict):
     cpu: list[Case] = Field(description="Small profile that runs on the CPU under the Triton interpreter.")
     gpu: list[Case] = Field(description="Real production shapes, run on the GPU.")
     fresh: FreshCases | None = Field(
         default=None, description="Private cases drawn at check time, checked against the live reference."
     )
+    batch_invariance: BatchInvariance | None = Field(
+        default=None, description="Off by default: when set, the verdict's part batch_invariance checks it."
+    )
+
+    @model_validator(mode="after")
+    def _batch_dim(self) -> Cases:
+        if self.batch_invariance is not None:
+            dim = self.batch_invariance.dim
+            for profile in ("cpu", "gpu"):
+                first = next((c for c in getattr(self, profile) if c.kind == "correctness"), None)
+                if first is None or dim not in first.dims:
+                    raise ValueError(f"batch_invariance.dim {dim!r} is not a dim of the first {profile} correctness case")
+        return self
 
 
 class Roofline(_Strict):

@@ -18,6 +18,7 @@ from safetensors.torch import save_file
 from ferret import wire
 from ferret.contract.model import Case, Contract
 from ferret.contract.task import Task
+from ferret.gate.batch import BatchRequest
 from ferret.gate.fresh import FreshVariant
 from ferret.gate.inputs import output_specs, prepare_inputs
 from ferret.gate.isolation import hidden_from_candidates
@@ -55,7 +56,7 @@ def _variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: C
 
 def write_candidate_job(
     contract: Contract, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
-    run_stress: bool, fresh: list[FreshVariant],
+    run_stress: bool, fresh: list[FreshVariant], batch: Sequence[BatchRequest] = (),
 ) -> wire.CandidateJob:
     """The candidate's folder and job.json; the variants in the order the runner takes them."""
     (workdir / "in").mkdir(exist_ok=True)
@@ -66,7 +67,7 @@ def write_candidate_job(
         prepare_inputs(contract, gate, record, target)
         case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
         variants.append(_variant_job(record.id, target, contract, case, record.dtype))
-    for item in fresh:
+    for item in [*fresh, *batch]:
         target = workdir / "in" / f"{item.id}.safetensors"
         save_file(item.inputs, str(target))
         variants.append(_variant_job(item.id, target, contract, item.case, item.dtype))
@@ -103,15 +104,16 @@ def read_status(path: Path) -> wire.VariantStatus | None:
 def run_candidate(
     task: Task, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
     progress: ProgressLike = None, run_stress: bool = True, fresh: Sequence[FreshVariant] = (), deadline: float | None = None,
+    batch: Sequence[BatchRequest] = (),
 ) -> CandidateRun:
     """Run every variant in one candidate process. A fault that ends the process (a hang, a crash, memory,
     the check's deadline) is charged to the variant it happened on; the variants after it are not run."""
     progress = as_reporter(progress)
     contract = task.contract
     started = time.perf_counter()
-    job = write_candidate_job(contract, manifest, gate, candidate, workdir, device, run_stress, list(fresh))
+    job = write_candidate_job(contract, manifest, gate, candidate, workdir, device, run_stress, list(fresh), batch)
     ids = [v.id for v in job.variants]
-    parts = [r.part for r in manifest.variants] + ["fresh_cases"] * len(fresh)
+    parts = [r.part for r in manifest.variants] + ["fresh_cases"] * len(fresh) + ["batch_invariance"] * len(batch)
     out = Path(job.result_dir)
     marks: list[tuple[str, float]] = [("candidate_inputs", started), ("candidate_start", time.perf_counter())]
 

@@ -140,9 +140,12 @@ def case_part(results: list[VariantResult]) -> PartResult:
 
 
 def parts_of(
-    results: list[VariantResult], stress: wire.StressResult | None, device: str, run_stress: bool, detections: list[Detection]
+    results: list[VariantResult], stress: wire.StressResult | None, device: str, run_stress: bool, detections: list[Detection],
+    batch: PartResult | None = None,
 ) -> dict[str, PartResult]:
-    parts: dict[str, PartResult] = {}
+    parts: dict[str, PartResult] = {
+        "batch_invariance": batch or PartResult(status="skipped", detail="not asked for by the contract")
+    }
     for part in ("correctness", "dtypes", "edge_cases", "fresh_cases"):
         mine = [r for r in results if r.part == part]
         if not mine:

@@ -28,6 +28,7 @@ from ferret.contract.model import Contract
 from ferret.contract.task import Task
 from ferret.errors import JudgeError
 from ferret.gate import detect
+from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
 from ferret.gate.candidate_run import CandidateRun, run_candidate
 from ferret.gate.decide import VariantIds, judge_variant, mark, parts_of
@@ -116,15 +117,19 @@ class Judge:
             fresh = draw_fresh_cases(self.task, self.profile, self.device)
         if fresh:
             progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
-        run, results = self._run_and_judge(candidate, progress, run_stress, fresh, deadline, clock)
+        with clock.phase("batch_inputs"):
+            batch = batch_requests(self.contract, self.manifest, self.gate)
+        run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh, batch,
+                                                                      deadline, clock)
         detections = detect.unique(
             static
+            + batch_found
             + [d for r in results for d in r.detections]
             + detect.hardcoded_cases(
                 [r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"]
             )
         )
-        parts = parts_of(results, run.stress, self.device, run_stress, detections)
+        parts = parts_of(results, run.stress, self.device, run_stress, detections, batch_part)
         if parts["stress"].status == "fail":
             detections = detect.unique(detections + detect.from_stress(run.stress))
         passed = all(p.status != "fail" for p in parts.values())
@@ -155,13 +160,16 @@ class Judge:
         progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))
         return verdict
 
-    def _run_and_judge(self, candidate: Path, progress: Reporter, run_stress: bool, fresh: list[FreshVariant],
-                       deadline: float, clock: PhaseClock) -> tuple[CandidateRun, list[VariantResult]]:
-        """The candidate's process over every variant, then each variant judged against its golden stages."""
+    def _run_and_judge(
+        self, candidate: Path, progress: Reporter, run_stress: bool, fresh: list[FreshVariant], batch: list[BatchRequest],
+        deadline: float, clock: PhaseClock,
+    ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
+        """The candidate's process over every variant, then each variant judged against its golden stages, and
+        the requests run alone against their rows of the full batch (batch invariance)."""
         workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
         try:
             run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress, run_stress,
-                                fresh, deadline)
+                                fresh, deadline, batch)
             for name, seconds in run.phases:
                 clock.add(name, seconds)
             # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
@@ -181,12 +189,16 @@ class Judge:
                 results.append(result)
                 if result.failure is None or result.failure.kind != "not_run":
                     progress(f"  {ids[0]}: {mark(result)}")
+            with clock.phase("compare:batch_invariance"):
+                batch_verdict = judge_batch(self.contract, batch, run.statuses, workdir / "out")
+            if batch:
+                progress(f"  batch invariance: {batch_verdict[0].status} ({batch_verdict[0].detail[:200]})")
             if run.fault is not None:
                 # Said once: the variant's own line above already gave the message (except for the stress run).
                 said = "" if run.fault.variant in run.statuses else f": {run.fault.message[:300]}"
                 progress(f"the candidate's run ended at {run.fault.variant} ({run.fault.kind}{said}); "
                          f"{len(run.fault.not_run)} variants after it not run")
-            return run, results
+            return run, results, batch_verdict
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 

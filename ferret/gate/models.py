@@ -9,8 +9,10 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ferret.gate.metrics import StageMetrics
 
-PartName = Literal["correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "integrity", "stress"]
-PARTS: tuple[PartName, ...] = ("correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "integrity", "stress")
+PartName = Literal["correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "batch_invariance", "integrity", "stress"]
+PARTS: tuple[PartName, ...] = (
+    "correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "batch_invariance", "integrity", "stress"
+)
 
 
 class Detection(BaseModel):
@@ -20,7 +22,7 @@ class Detection(BaseModel):
     cheat: str = Field(
         description="Slug of what was seen: a cheat (library_call, decoy_kernel, hardcoded_cases, ...) or a plain "
         "failure (math_mismatch, wrong_shape, traced_differs, exception, crash, timeout, out_of_memory, stress_drift, "
-        "memory_growth, stress_failed).")
+        "memory_growth, stress_failed, batch_variant: a request's output alone differs from its rows in the batch).")
     catalogue: list[int] = Field(
         description="Entries of shared/reference/cheats.md this evidence points to (empty for a plain failure).")
     evidence: str
