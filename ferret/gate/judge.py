@@ -117,8 +117,10 @@ class Judge:
             fresh = draw_fresh_cases(self.task, self.profile, self.device)
         if fresh:
             progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
-        with clock.phase("batch_inputs"):
-            batch = batch_requests(self.contract, self.manifest, self.gate)
+        batch: list[BatchRequest] = []
+        if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for the part
+            with clock.phase("batch_inputs"):
+                batch = batch_requests(self.contract, self.manifest, self.gate)
         run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh, batch,
                                                                       deadline, clock)
         detections = detect.unique(
@@ -189,8 +191,11 @@ class Judge:
                 results.append(result)
                 if result.failure is None or result.failure.kind != "not_run":
                     progress(f"  {ids[0]}: {mark(result)}")
-            with clock.phase("compare:batch_invariance"):
-                batch_verdict = judge_batch(self.contract, batch, run.statuses, workdir / "out")
+            if batch:
+                with clock.phase("compare:batch_invariance"):
+                    batch_verdict = judge_batch(self.contract, batch, run.statuses, workdir / "out")
+            else:
+                batch_verdict = judge_batch(self.contract, batch, run.statuses, workdir / "out")  # skipped: no work
             if batch:
                 progress(f"  batch invariance: {batch_verdict[0].status} ({batch_verdict[0].detail[:200]})")
             if run.fault is not None:
