@@ -25,6 +25,7 @@ in its own folder:
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -244,6 +245,13 @@ class TimingResults:
 READY_FILE = "ready"
 GO_FILE = "go"
 FINISHED_FILE = "finished"
+
+
+def write_step(path: Path, step: str) -> None:
+    """Write a step file whole (a temporary name, then a rename): the other side never reads half a step."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(step)
+    os.replace(partial, path)
 
 
 def timing_steps(cases: int, repeats: int) -> list[str]:

@@ -1,5 +1,6 @@
 """What makes a timing hard to fool, as plain functions the timing process uses (and tests can reach
-without a GPU): a pool of re-randomized inputs larger than L2, the roofline floor from datasheet peaks,
+without a GPU): a pool of re-randomized inputs larger than L2, the floor from datasheet peaks (the work
+counted by `ferret.contract.roofline`),
 and the persisting-L2 reset."""
 
 from __future__ import annotations
@@ -40,13 +41,6 @@ def l2_bytes_of(device: str) -> int:
     # Without a visible device here the timing process reports the failure itself, with its own message.
     peaks = peaks_for(torch.cuda.get_device_name(0)) if torch.cuda.is_available() else None
     return peaks["l2_bytes"] if peaks else 64 << 20
-
-
-def minimum_bytes(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], read_only: list[str]) -> int:
-    """Each read-only input read once and each output written once: bytes no correct kernel can avoid.
-    In-place (inout) tensors are left out: a kernel may touch only part of them (a cache append)."""
-    moved = sum(inputs[n].numel() * inputs[n].element_size() for n in read_only)
-    return moved + sum(t.numel() * t.element_size() for t in outputs.values())
 
 
 def floor_ms(min_bytes: int, min_flops: float, peaks: dict) -> float:

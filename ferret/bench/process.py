@@ -186,7 +186,7 @@ class Steps:
         self.folder, self.poll_s = folder, poll_s
 
     def ready(self, step: str) -> None:
-        _write_atomic(self.folder / wire.READY_FILE, step)
+        wire.write_step(self.folder / wire.READY_FILE, step)
         go = self.folder / wire.GO_FILE
         while True:
             try:
@@ -197,13 +197,7 @@ class Steps:
             time.sleep(self.poll_s)
 
     def finished(self, step: str) -> None:
-        _write_atomic(self.folder / wire.FINISHED_FILE, step)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    os.replace(partial, path)
+        wire.write_step(self.folder / wire.FINISHED_FILE, step)
 
 
 def wall_clock_flag(candidate: Slots, clock: Clock, event_ms: float, host_ms: float | None) -> tuple[float, list[str]]:

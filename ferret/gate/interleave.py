@@ -43,9 +43,7 @@ class TimerProcess:
             return None
 
     def say_go(self, step: str) -> None:
-        partial = self.folder / (wire.GO_FILE + ".partial")
-        partial.write_text(step)
-        os.replace(partial, self.folder / wire.GO_FILE)
+        wire.write_step(self.folder / wire.GO_FILE, step)
 
     @property
     def running(self) -> bool:

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ferret.bench.guards import DATASHEET_PEAKS, FLOOR_MARGIN, floor_ms, input_pool, minimum_bytes, peaks_for
+from ferret.bench.guards import DATASHEET_PEAKS, FLOOR_MARGIN, floor_ms, input_pool, peaks_for
 from ferret.bench.process import digest, load_function
+from ferret.contract.roofline import TensorSpec, generic_count
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,10 +35,11 @@ def test_pool_has_at_least_two_sets_and_at_most_the_cap():
 
 
 def test_floor_counts_read_only_inputs_and_outputs_at_datasheet_bandwidth():
-    inputs = {"x": torch.zeros(4096, 7168, dtype=torch.bfloat16), "cache": torch.zeros(1 << 20, dtype=torch.bfloat16)}
-    outputs = {"y": torch.zeros(4096, 7168, dtype=torch.bfloat16)}
-    moved = minimum_bytes(inputs, outputs, read_only=["x"])  # the in-place cache is not counted
-    assert moved == 2 * 4096 * 7168 * 2
+    tensors = {"x": TensorSpec((4096, 7168), "bfloat16", "in"), "cache": TensorSpec((1 << 20,), "bfloat16", "inout"),
+               "y": TensorSpec((4096, 7168), "bfloat16", "out")}
+    count = generic_count(tensors)  # the in-place cache is not counted
+    moved = count.bytes
+    assert (moved, count.flops, count.source) == (2 * 4096 * 7168 * 2, 0, "generic")
     peaks = peaks_for("NVIDIA H200")
     assert peaks is DATASHEET_PEAKS["H200"] and peaks_for("Some CPU") is None
     floor = floor_ms(moved, 0.0, peaks)
@@ -69,9 +71,9 @@ def test_timing_process_imports_everything_it_needs_on_the_candidate_import_path
     baseline loaded by file and the candidate loaded, for the GPU tests' own contract kept under tests/."""
     from ferret.contract.task import Task
     from ferret.gate.judge import locate_gate
-    from ferret.gate.timing import time_candidate
     from ferret.gate.lock import verify_gate
     from ferret.gate.models import GateManifest
+    from ferret.gate.timing import time_candidate
 
     contract_path = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
     task = Task.load(contract_path)

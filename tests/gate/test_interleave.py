@@ -24,8 +24,7 @@ STAND_IN = textwrap.dedent('''
     from ferret import wire
     folder, role, cases, repeats, log, die_at = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5]), sys.argv[6]
     def write(name, text):
-        (folder / (name + ".partial")).write_text(text)
-        os.replace(folder / (name + ".partial"), folder / name)
+        wire.write_step(folder / name, text)
     if role == "candidate":
         def beat():
             with open(folder / "heartbeat", "a") as out:
@@ -78,7 +77,7 @@ def test_one_process_at_a_time_alternating_and_the_candidate_stopped_while_the_r
     entries = [line.split() for line in log.read_text().splitlines()]
     spans = sorted((float(began), float(ended), role, step) for role, step, began, ended in entries)
     assert len(spans) == 2 * 2 * (3 + 1)  # two processes, two cases, three rounds and the post step each
-    for (_, first_end, *_), (second_start, *_) in zip(spans, spans[1:]):
+    for (_, first_end, *_), (second_start, *_) in zip(spans, spans[1:], strict=False):
         assert second_start >= first_end, "two timing processes worked at the same time"
     order = [(step, role) for _, _, role, step in spans]
     firsts = {step: role for step, role in reversed(order)}  # the role that went first at each step
