@@ -60,19 +60,31 @@ def digest(tensors: dict) -> str:
     return hasher.hexdigest()
 
 
+def spin_before_call_ms(host_ms: float | None, flush_ms: float, max_ms: float) -> float:
+    """How long to spin the GPU before a timed call: the flush (already queued) and the spin together must
+    outlast 1.5x the call's host launch time, so all of its launches are queued before its start event runs.
+    None (a call that waits for the GPU) gets no spin: nothing can be queued ahead of a host synchronization."""
+    if host_ms is None:
+        return 0.0
+    return min(max(1.5 * host_ms + 0.02 - flush_ms, 0.0), max_ms)
+
+
 class Clock:
-    """How one implementation is timed. On the GPU: the L2 flushed, the GPU held by a spin kernel for longer
-    than the call's host launch time, then the call between two events (its launches all queued before its
-    start event runs); median over ~`measure_ms` of calls. On the CPU rehearsal: a plain median of three."""
+    """How one implementation is timed. On the GPU: the L2 flushed, the GPU held by a spin kernel so that flush
+    and spin outlast the call's host launch time, then the call between two events (its launches all queued
+    before its start event runs); median over ~`measure_ms` of calls (10 to MAX_CALLS). On the CPU
+    rehearsal: a plain median of three."""
 
     HOLD_MS = 40.0  # how long the GPU is held while the host launch time is measured
     MAX_SPIN_MS = 10.0
+    MAX_CALLS = 300  # per round: a median of hundreds of calls is as steady as one of thousands, and cheaper
 
     def __init__(self, on_gpu: bool, l2_bytes: int = 0, measure_ms: float = 100.0):
         self.on_gpu, self.measure_ms = on_gpu, measure_ms
         if on_gpu:
             self.flush_buffer = torch.empty(max(256 << 20, 4 * l2_bytes), dtype=torch.int8, device="cuda")
             self.cycles_per_ms = self._spin_cycles_per_ms()
+            self.flush_ms = self._flush_ms()
 
     def sync(self) -> None:
         if self.on_gpu:
@@ -87,6 +99,18 @@ class Clock:
         end.record()
         torch.cuda.synchronize()
         return 20_000_000 / max(start.elapsed_time(end), 1e-3)
+
+    def _flush_ms(self) -> float:
+        """GPU time of one L2 flush: it runs before the spin, so it holds the GPU too."""
+        times = []
+        for _ in range(5):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            self.flush_buffer.zero_()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return min(times)
 
     def spin(self, ms: float) -> None:
         if ms > 0:
@@ -114,9 +138,9 @@ class Clock:
                 fn()
                 times.append((time.perf_counter() - started) * 1e3)
             return statistics.median(times)
-        spin_ms = 0.0 if host_ms is None else min(1.5 * host_ms + 0.02, self.MAX_SPIN_MS)
+        spin_ms = spin_before_call_ms(host_ms, self.flush_ms, self.MAX_SPIN_MS)
         estimate = self._timed_calls(fn, spin_ms, 3)
-        calls = max(10, min(1000, int(self.measure_ms / max(statistics.median(estimate), 1e-3))))
+        calls = max(10, min(self.MAX_CALLS, int(self.measure_ms / max(statistics.median(estimate), 1e-3))))
         return statistics.median(self._timed_calls(fn, spin_ms, calls))
 
     def _timed_calls(self, fn: Callable[[], None], spin_ms: float, calls: int) -> list[float]:

@@ -90,16 +90,24 @@ def _wait_for(timer: TimerProcess, name: str, step: str, poll_s: float) -> None:
 
 
 def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Callable[[int, str], None] | None = None,
-            poll_s: float = 0.002) -> None:
+            poll_s: float = 0.002) -> dict[str, float]:
     """Drive every step of both processes, one process at a time; raises TimerFailed when one ends early.
-    `timers` holds the candidate's timer first and the reference timer second."""
+    `timers` holds the candidate's timer first and the reference timer second.
+
+    Returns where the processes' time went, on the judge's clock: `setup` (waiting until both are ready for
+    a step: starting, loading the pools, warming up, torch.compile of the baseline), `rounds` (the timed
+    rounds) and `post` (the checks after each case's rounds)."""
+    seconds = {"setup": 0.0, "rounds": 0.0, "post": 0.0}
     for step in wire.timing_steps(cases, repeats):
         case, _, what = step.partition(" ")
         if on_step is not None:
             on_step(int(case), what)
         order = timers if what == "post" or int(what) % 2 else list(reversed(timers))
+        started = time.perf_counter()
         for timer in order:
             _wait_for(timer, wire.READY_FILE, step, poll_s)
+        ready = time.perf_counter()
+        seconds["setup"] += ready - started
         for timer in order:
             others = [t for t in timers if t is not timer and t.role == wire.CANDIDATE_TIMER]
             for other in others:
@@ -110,6 +118,8 @@ def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Calla
             finally:
                 for other in others:
                     other.signal_group(signal.SIGCONT)
+        seconds["post" if what == "post" else "rounds"] += time.perf_counter() - ready
+    return {name: round(value, 3) for name, value in seconds.items()}
 
 
 def wait_until_done(timers: list[TimerProcess]) -> None:

@@ -197,6 +197,11 @@ class TimingResult(BaseModel):
         default=None, description="generic: the contract declares no roofline, so the floor is today's generic count.")
     detections: list[Detection] = Field(default_factory=list, description="Cheats the timing guards saw (reject).")
     review: list[str] = Field(default_factory=list, description="Not rejections: things a reviewer should look at.")
+    process_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Where the timing processes' time went, on the judge's clock: setup (starting, loading the "
+        "pools, warming up, torch.compile of the baseline), rounds (the timed rounds), post (the checks after each "
+        "case's rounds).")
 
 
 class PhaseTime(BaseModel):

@@ -40,8 +40,8 @@ METHOD = (
     "two timing processes, interleaved round by round by the judge with one on the GPU at a time: the "
     "candidate's, and a reference process that never loads candidate code (baseline, torch.compile; the "
     "candidate's process stopped while it runs, an interference probe around each of its rounds). Each call: "
-    "L2 flushed (persisting L2 reset), the GPU held by a spin kernel longer than the call's host launch time, "
-    "then CUDA events around the call; median of ~100 ms of calls per round over a rotating pool of "
+    "L2 flushed (persisting L2 reset), the flush and a spin kernel holding the GPU for 1.5x the call's host "
+    "launch time, then CUDA events around the call; median of ~100 ms of calls (at most 300) per round over a rotating pool of "
     "re-randomized input sets larger than 2x L2; median over {repeats} rounds, a case unstable when its rounds "
     "spread more than {spread:.0%}; then synchronized wall time, every output fingerprinted and re-checked "
     "against a synchronous call, every timed answer checked by the judge against the reference, and the "
@@ -82,7 +82,9 @@ def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Pa
         changed = [f.name for f, digest in reference_files.items() if _sha256(f) != digest]
         if changed:
             return TimingResult(measured=False, reason=f"the reference timer's files were changed while it ran: {changed}")
-        return _judge_timings(task, cases, raw[0], raw[1], device)
+        result = _judge_timings(task, cases, raw[0], raw[1], device)
+        result.process_seconds = raw[2]
+        return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)  # inputs, pools of answers: hundreds of MB at production shapes
 
@@ -184,8 +186,9 @@ def _compile_cache(gate: Path) -> Path:
 
 
 def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter,
-                deadline: float | None) -> tuple[wire.TimingResults, wire.TimingResults] | str:
-    """Both timing processes run and conducted to the end; their results, validated; or why there are none."""
+                deadline: float | None) -> tuple[wire.TimingResults, wire.TimingResults, dict[str, float]] | str:
+    """Both timing processes run and conducted to the end; their results, validated, and where their time
+    went; or why there are none."""
     budgets, repeats = task.contract.budgets, task.contract.speed.repeats
     reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds, two processes)")
     reporter.step("timing", 0, len(names), "starting the timing processes")
@@ -197,7 +200,7 @@ def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], report
     for timer in timers:
         start_timer(timer, budgets.case_timeout_s, budgets.candidate_memory_mb, deadline)
     try:
-        conduct(timers, len(names), repeats, on_step=moved)
+        seconds = conduct(timers, len(names), repeats, on_step=moved)
         wait_until_done(timers)
     except TimerFailed as failed:
         stop_all(timers)
@@ -214,7 +217,7 @@ def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], report
         return "; ".join(str(p) for p in problems)
     candidate_results, reference_results = results
     assert not isinstance(candidate_results, str) and not isinstance(reference_results, str)
-    return candidate_results, reference_results
+    return candidate_results, reference_results, seconds
 
 
 def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults | str:

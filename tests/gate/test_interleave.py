@@ -31,6 +31,7 @@ STAND_IN = textwrap.dedent('''
                 while True:
                     out.write(f"{time.time()}\\n"); out.flush(); time.sleep(0.002)
         threading.Thread(target=beat, daemon=True).start()
+    time.sleep(0.3)  # a process's set-up before its first step (loading, warming up)
     for step in wire.timing_steps(cases, repeats):
         if step == die_at:
             sys.exit(3)
@@ -61,14 +62,15 @@ def _timers(tmp_path: Path, cases: int, repeats: int, die_at: str = "never") -> 
     return timers, log
 
 
-def _run(timers: list[TimerProcess], cases: int, repeats: int) -> None:
+def _run(timers: list[TimerProcess], cases: int, repeats: int) -> dict[str, float]:
     for timer in timers:
         start_timer(timer, timeout_s=30, memory_mb=4096, deadline=time.monotonic() + 60)
     try:
-        conduct(timers, cases, repeats)
+        seconds = conduct(timers, cases, repeats)
         wait_until_done(timers)
     finally:
         stop_all(timers)
+    return seconds
 
 
 def test_one_process_at_a_time_alternating_and_the_candidate_stopped_while_the_reference_works(tmp_path):
@@ -98,3 +100,13 @@ def test_a_timing_process_that_ends_early_is_named_with_the_step_it_never_reache
         _run(timers, cases=1, repeats=3)
     assert failure.value.timer.role == wire.CANDIDATE_TIMER and failure.value.waited_for == "0 1"
     assert all(not timer.running for timer in timers)
+
+
+def test_the_conductor_says_where_the_processes_time_went(tmp_path):
+    timers, _ = _timers(tmp_path, cases=2, repeats=3)
+    seconds = _run(timers, cases=2, repeats=3)
+    # Each stand-in sleeps 0.3 s before its first step and 0.06 s in each step; one process at a time.
+    assert seconds["setup"] >= 0.3
+    assert seconds["rounds"] >= 2 * 2 * 3 * 0.06
+    assert seconds["post"] >= 2 * 2 * 0.06
+    assert seconds["post"] < seconds["rounds"]

@@ -43,6 +43,8 @@ def test_honest_candidate_rehearses_clean_and_every_timed_answer_is_checked(rehe
     assert case.pool_sets == 2 and case.answers_checked == case.pool_sets + 1
     assert case.flags == [] and result.detections == []
     assert case.floor_ms is None  # no datasheet floor on the CPU
+    # where the timing processes' time went, on the judge's clock: set-up (start, imports) is never free
+    assert set(result.process_seconds) == {"setup", "rounds", "post"} and result.process_seconds["setup"] > 0
 
 
 def test_a_candidate_that_leaves_old_answers_is_named_twice(rehearse):
