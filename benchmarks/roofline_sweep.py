@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ def grid(contract) -> list:
     return cases
 
 
-def sweep_op(op: str, rounds: int) -> list[dict]:
+def sweep_op(op: str, rounds: int, deadline: float, log: Path | None) -> list[dict]:
     import torch
 
     from ferret.bench import guards
@@ -64,6 +65,9 @@ def sweep_op(op: str, rounds: int) -> list[dict]:
     dtype = contract.primary_dtype
     rows = []
     for case in grid(contract):
+        if time.monotonic() > deadline:
+            print(f"{op} {case.name}: not timed (out of time)", file=sys.stderr)
+            continue
         inputs = draw_inputs(contract, case, dtype)
         work = count_roofline(contract, case.dims, inputs, dtype)
         floor_ms = guards.floor_ms(work.bytes, work.flops, peaks)
@@ -91,6 +95,9 @@ def sweep_op(op: str, rounds: int) -> list[dict]:
                      "round_spread": {k: (max(v) - min(v)) / statistics.median(v) for k, v in samples.items()}})
         del pool, slots
         torch.cuda.empty_cache()
+        if log is not None:  # each row kept as it comes: a call cut short keeps what it measured
+            with log.open("a") as out:
+                out.write(json.dumps(rows[-1]) + "\n")
         print(f"{op} {case.name}: {rows[-1]['candidate_us']:.1f} us, floor {rows[-1]['floor_us']:.1f} us "
               f"({rows[-1]['fraction_of_floor']:.0%})", file=sys.stderr)
     return rows
@@ -118,12 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", nargs="+", default=list(CANDIDATES))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--budget-s", type=float, default=1e9, help="no new case is started after this many seconds")
     args = parser.parse_args(argv)
 
     import torch
     import triton
 
-    rows = [row for op in args.ops for row in sweep_op(op, args.rounds)]
+    deadline = time.monotonic() + args.budget_s
+    log = None
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        log = args.out / "roofline-sweep.jsonl"
+    rows = [row for op in args.ops for row in sweep_op(op, args.rounds, deadline, log)]
     text = markdown(rows)
     print(text)
     if args.out:

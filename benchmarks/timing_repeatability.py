@@ -1,12 +1,23 @@
-"""Are the judge's timings repeatable? The same candidate timed by the judge several times, each time with
-fresh timing processes (the candidate's and the reference's), on every speed case of every contract.
+"""Are the judge's timings repeatable, and how long does a check take? The same honest candidate judged by
+`ferret check` several times, each check its own process (and so its own timing processes), on every speed
+case of every contract.
 
-    python benchmarks/timing_repeatability.py [--ops rmsnorm softmax rope mla_attention] [--checks 3] [--out DIR]
+    python benchmarks/timing_repeatability.py run [--ops mla_attention rmsnorm softmax rope] [--checks 3]
+        [--gates-dir DIR] [--out DIR] [--budget-s 540]          # on the GPU machine
+    python benchmarks/timing_repeatability.py table checks.jsonl   # anywhere: the tables from what came back
 
-For each case it prints the candidate's, the eager baseline's and torch.compile's median of each check and the
-speedups, and the largest disagreement between checks, against the issue's limit (5%, or 0.5 us, whichever is
-larger). It uses `ferret.gate.timing.time_candidate`, the judge's own timing (two processes, interleaved
-rounds, answers checked), on the op's locked GPU gate (built first when missing). GPU only; not a test.
+`run` judges each op's committed honest candidate (benchmarks/honest_candidates.py): first with the gate
+not built yet when the gates folder has none (the cold check: the test-writer builds the gate), then
+`--checks` times with the gate warm. Every check is appended to `checks.jsonl` in `--out` as soon as it
+ends (the verdict, the wall time, the exit code, the progress tail): a call cut short keeps what it
+measured. A check that would not end inside `--budget-s` (estimated from the last check of the same op)
+is not started.
+
+`table` prints, for every op and speed case, the candidate's, the eager baseline's and torch.compile's
+median of each check and the speedups, with the largest disagreement between checks against the issue's
+limit (5%, or 0.5 us, whichever is larger), whether any check marked the case unstable, and the fraction of
+the roofline floor; then each check's wall time and where it went (`Verdict.phases`, and the timing
+processes' setup, rounds and post). GPU for `run`; not a test.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import argparse
 import datetime as dt
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,98 +37,147 @@ sys.path.insert(0, str(REPO))
 from honest_candidates import CANDIDATES  # noqa: E402 - beside this script, on sys.path when run as a file
 
 LIMIT_FRACTION, LIMIT_MS = 0.05, 0.0005
+FIRST_GUESS_S = {"mla_attention": 150.0}  # a cold check's length before any was seen (H200, 2026-11-30: 134 s)
 
 
-def _disagreement(values: list[float]) -> tuple[float, bool]:
-    """(max - min) / min of the checks' values, and whether it is within the limit."""
+def one_check(op: str, gates_dir: Path, timeout_s: float) -> dict:
+    """`ferret check` of the op's honest candidate in a process of its own; its verdict and how long it took."""
+    verdict_file = Path(f"/tmp/ferret-verdict-{op}-{time.time_ns()}.json")
+    command = [sys.executable, "-m", "ferret.cli.main", "check", str(REPO / "contracts" / f"{op}.yaml"),
+               str(REPO / CANDIDATES[op]), "--gates-dir", str(gates_dir), "--verdict-out", str(verdict_file), "--json"]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+        exit_code, stderr = done.returncode, done.stderr
+    except subprocess.TimeoutExpired as expired:
+        raw = expired.stderr or ""
+        exit_code, stderr = None, raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    seconds = time.perf_counter() - started
+    verdict = json.loads(verdict_file.read_text()) if verdict_file.exists() else None
+    if verdict is not None:
+        verdict.pop("variants", None)  # per-variant metrics: large, and not what this benchmark reads
+    return {"op": op, "seconds": round(seconds, 1), "exit": exit_code, "stderr_tail": stderr[-3000:], "verdict": verdict}
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    import triton
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "checks.jsonl"
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": device,
+            "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]},
+            "command": "python benchmarks/timing_repeatability.py " + " ".join(sys.argv[1:])}
+    with log.open("a") as out:
+        out.write(json.dumps({"meta": meta}) + "\n")
+    began = time.monotonic()
+    for op in args.ops:
+        estimate, warm, index = FIRST_GUESS_S.get(op, 120.0), 0, 0
+        while warm < args.checks and index <= args.checks:
+            left = args.budget_s - (time.monotonic() - began)
+            if left < 1.15 * estimate:
+                print(f"{op}: check {index} not started ({left:.0f} s left, a check takes ~{estimate:.0f} s)", flush=True)
+                break
+            gates_before = set(args.gates_dir.glob("*")) if args.gates_dir.exists() else set()
+            record = one_check(op, args.gates_dir, timeout_s=left)
+            cold = bool(set(args.gates_dir.glob("*")) - gates_before)  # the check built this op's gate
+            record.update(index=index, cold=cold)
+            warm, index = warm + (not cold), index + 1
+            estimate = record["seconds"] if not cold else estimate * 0.7
+            with log.open("a") as out:
+                out.write(json.dumps(record) + "\n")
+            print(f"{op}: check {record['index']}{' (cold gate)' if cold else ''}: exit {record['exit']} in "
+                  f"{record['seconds']} s; {summary_line(record)}", flush=True)
+    return 0
+
+
+def summary_line(record: dict) -> str:
+    verdict = record["verdict"]
+    if verdict is None:
+        return "no verdict: " + record["stderr_tail"][-300:].replace("\n", " | ")
+    timing = verdict["timing"]
+    cases = "; ".join(f"{c['case']} {c['candidate_ms'] * 1e3:.1f}/{c['baseline_ms'] * 1e3:.1f}/"
+                      f"{(c.get('baseline_compiled_ms') or 0) * 1e3:.1f} us" + (" UNSTABLE" if c["unstable"] else "")
+                      for c in timing["cases"])
+    return f"passed {verdict['passed']}, {cases or timing['reason'][:200]}, timing processes {timing.get('process_seconds')}"
+
+
+def _disagreement(values: list[float], absolute_ms: float | None) -> tuple[float, bool]:
+    """(max - min) / min, and whether it is within 5% (or 0.5 us for times, whichever is larger)."""
     low, high = min(values), max(values)
-    return (high - low) / low, high - low <= max(LIMIT_FRACTION * low, LIMIT_MS)
+    allowed = LIMIT_FRACTION * low if absolute_ms is None else max(LIMIT_FRACTION * low, absolute_ms)
+    return (high - low) / low, high - low <= allowed
 
 
-def time_op(op: str, checks: int, gates_dir: Path) -> dict:
-    from ferret.contract.task import Task
-    from ferret.gate.judge import locate_gate
-    from ferret.gate.lock import verify_gate
-    from ferret.gate.models import GateManifest
-    from ferret.gate.timing import time_candidate
-
-    path = REPO / "contracts" / f"{op}.yaml"
-    task = Task.load(path)
-    gate = locate_gate(path, task.contract, gates_dir, "gpu", lambda m: None)
-    manifest = GateManifest.model_validate(verify_gate(gate))
-    runs = []
-    for _ in range(checks):
-        started = time.perf_counter()
-        result = time_candidate(task, manifest, gate, REPO / CANDIDATES[op], lambda m: None)
-        if not result.measured:
-            raise SystemExit(f"{op}: not measured: {result.reason}")
-        runs.append({"seconds": time.perf_counter() - started, "result": result.model_dump(mode="json")})
-    return {"op": op, "runs": runs}
+QUANTITIES = (("candidate (us)", "candidate_ms", 1e3, LIMIT_MS), ("eager (us)", "baseline_ms", 1e3, LIMIT_MS),
+              ("torch.compile (us)", "baseline_compiled_ms", 1e3, LIMIT_MS), ("x eager", "speedup", 1.0, None),
+              ("x compile", "speedup_vs_compiled", 1.0, None))
 
 
-def table(ops: list[dict]) -> tuple[str, bool]:
-    lines = ["| op | case | what | per check (us or x) | disagreement | within limit | unstable in any |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+def repeatability_table(records: list[dict]) -> tuple[str, bool]:
+    lines = ["| op | case | what | per check | disagreement | within limit | unstable in any | fraction of floor |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     all_within = True
-    for entry in ops:
-        cases = [c["case"] for c in entry["runs"][0]["result"]["cases"]]
-        for k, case in enumerate(cases):
-            per_run = [r["result"]["cases"][k] for r in entry["runs"]]
-            unstable = any(c["unstable"] for c in per_run)
-            for what, key, scale in (("candidate", "candidate_ms", 1e3), ("eager", "baseline_ms", 1e3),
-                                     ("torch.compile", "baseline_compiled_ms", 1e3), ("speedup", "speedup", 1.0),
-                                     ("speedup vs compile", "speedup_vs_compiled", 1.0)):
-                values = [c[key] for c in per_run if c.get(key) is not None]
-                if len(values) < len(per_run):
+    for op in dict.fromkeys(r["op"] for r in records):
+        verdicts = [r["verdict"] for r in records if r["op"] == op and r["verdict"] and r["verdict"]["timing"]["measured"]]
+        if not verdicts:
+            lines.append(f"| {op} | | no measured check | | | NO | | |")
+            all_within = False
+            continue
+        for k, first in enumerate(verdicts[0]["timing"]["cases"]):
+            per_check = [v["timing"]["cases"][k] for v in verdicts]
+            unstable = any(c["unstable"] for c in per_check)
+            fraction = statistics.median(c["fraction_of_floor"] for c in per_check if c.get("fraction_of_floor"))
+            all_within &= not unstable
+            for label, key, scale, absolute in QUANTITIES:
+                values = [c[key] for c in per_check if c.get(key) is not None]
+                if len(values) < len(per_check):
                     continue
-                fraction, within = _disagreement(values) if scale != 1.0 else (
-                    (max(values) - min(values)) / min(values), (max(values) - min(values)) / min(values) <= LIMIT_FRACTION)
+                spread, within = _disagreement(values, absolute)
                 all_within &= within
                 shown = ", ".join(f"{v * scale:.1f}" if scale != 1.0 else f"{v:.3f}" for v in values)
-                lines.append(f"| {entry['op']} | {case} | {what} | {shown} | {fraction:.1%} | {'yes' if within else 'NO'} | "
-                             f"{'YES' if unstable else 'no'} |")
+                lines.append(f"| {op} | {first['case']} | {label} | {shown} | {spread:.1%} | {'yes' if within else 'NO'} | "
+                             f"{'YES' if unstable else 'no'} | {fraction:.1%} |")
     return "\n".join(lines), all_within
+
+
+def duration_table(records: list[dict]) -> str:
+    lines = ["| op | check | gate | exit | passed | seconds | phases over 1 s | timing processes (s) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in records:
+        verdict = r["verdict"] or {}
+        phases = ", ".join(f"{p['name']} {p['seconds']:.1f}" for p in verdict.get("phases", []) if p["seconds"] >= 1.0)
+        process = verdict.get("timing", {}).get("process_seconds", {})
+        lines.append(f"| {r['op']} | {r['index']} | {'cold' if r['cold'] else 'warm'} | {r['exit']} | "
+                     f"{verdict.get('passed')} | {r['seconds']} | {phases} | "
+                     f"{', '.join(f'{k} {v:.1f}' for k, v in process.items())} |")
+    return "\n".join(lines)
+
+
+def table(args: argparse.Namespace) -> int:
+    lines = [json.loads(line) for line in args.log.read_text().splitlines() if line.strip()]
+    metas = [line["meta"] for line in lines if "meta" in line]
+    records = [line for line in lines if "meta" not in line]
+    repeat, within = repeatability_table(records)
+    print("\n".join(f"{m['date']} {m['device']} {m['versions']}: {m['command']}" for m in metas))
+    print("\n" + repeat + f"\n\nevery case within the limit and stable: {within}\n\n" + duration_table(records))
+    return 0 if within else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", nargs="+", default=list(CANDIDATES))
-    parser.add_argument("--checks", type=int, default=3)
-    parser.add_argument("--gates-dir", type=Path, default=REPO / "gates")
-    parser.add_argument("--out", type=Path, default=None)
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    run_parser = verbs.add_parser("run", help="judge each op's honest candidate repeatedly (GPU)")
+    run_parser.add_argument("--ops", nargs="+", default=list(CANDIDATES))
+    run_parser.add_argument("--checks", type=int, default=3, help="warm checks per op, after the cold one")
+    run_parser.add_argument("--gates-dir", type=Path, default=REPO / "gates")
+    run_parser.add_argument("--out", type=Path, required=True)
+    run_parser.add_argument("--budget-s", type=float, default=540.0)
+    table_parser = verbs.add_parser("table", help="the tables from a checks.jsonl")
+    table_parser.add_argument("log", type=Path)
     args = parser.parse_args(argv)
-
-    import torch
-    import triton
-
-    ops = []
-    for op in args.ops:  # written after each op: a call cut short keeps what it measured
-        ops.append(time_op(op, args.checks, args.gates_dir))
-        print(f"{op}: timings took {[round(r['seconds'], 1) for r in ops[-1]['runs']]} s", flush=True)
-        if args.out:
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / f"timing-repeatability-{op}.json").write_text(json.dumps(ops[-1], indent=1) + "\n")
-    text, within = table(ops)
-    result = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": torch.cuda.get_device_name(0),
-        "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]},
-        "command": "python benchmarks/timing_repeatability.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "limit": "every case's medians and speedups within 5% (or 0.5 us) between checks",
-        "all_within_limit": within,
-        "seconds_per_timing": {e["op"]: [round(r["seconds"], 1) for r in e["runs"]] for e in ops},
-        "ops": ops,
-    }
-    print(text)
-    print(f"all within the limit: {within}; seconds per timing: {result['seconds_per_timing']}")
-    print("fraction of floor: " + "; ".join(
-        f"{e['op']}/{c['case']}: {statistics.median(r['result']['cases'][k]['fraction_of_floor'] for r in e['runs']):.0%}"
-        for e in ops for k, c in enumerate(e["runs"][0]["result"]["cases"])))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "timing-repeatability.json").write_text(json.dumps(result, indent=1) + "\n")
-        (args.out / "timing-repeatability.md").write_text(text + "\n")
-    return 0 if within else 1
+    return run(args) if args.verb == "run" else table(args)
 
 
 if __name__ == "__main__":
