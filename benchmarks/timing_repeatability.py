@@ -89,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
                 out.write(json.dumps(record) + "\n")
             print(f"{op}: check {record['index']}{' (cold gate)' if cold else ''}: exit {record['exit']} in "
                   f"{record['seconds']} s; {summary_line(record)}", flush=True)
+            if record["exit"] != 0:
+                print(f"{op}: no more checks (this one did not pass)", flush=True)
+                break
     return 0
 
 

@@ -6,7 +6,8 @@ records, so that a candidate that catches the error is still failed by the harne
 
 * starting a process (`subprocess.Popen`, `os.posix_spawn`) unless its executable is one of the backend's own
   tools (under the Triton package, a CUDA toolkit, or the C compiler and `ldconfig` Triton builds its
-  launcher with, without the compiler flags that run other programs); `os.system`, `os.exec*`, `os.fork`,
+  launcher with, without the compiler flags that run other programs), or the system's `file` on files the
+  process may read anyway (`platform.architecture()` runs it); `os.system`, `os.exec*`, `os.fork`,
   `os.forkpty` and `os.spawn*` always;
 * writing a file (open for writing, create, remove, rename, link, chmod, ...) outside the process's own
   folder, its temp folder and its Triton cache;
@@ -47,6 +48,7 @@ _WATCHED = frozenset({"open", "ctypes.dlopen", *_SPAWN_ALWAYS_REFUSED, *_SPAWN_B
 # Compiler options that make gcc/clang run a program of the caller's choice.
 _COMPILER_RUNS_OTHERS = ("-wrapper", "-B", "-specs", "--specs", "-fplugin", "@", "-no-integrated-as", "--gcc-toolchain")
 _CUDA_LIBRARIES = ("libcuda.", "libcudart.", "libnvrtc.", "libnvJitLink.", "libcupti.", "libnvidia-ml.", "libcublas")
+_SYSTEM_BIN = ("/usr/bin", "/bin")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # The cheat (a slug of cheats.md's catalogue) each refusal is evidence of, for the timing process's flags; the
 # judge names the runner's failure kinds the same way (ferret/gate/detect.py).
@@ -119,12 +121,26 @@ class Sandbox:
 
     def refuse(self, kind: wire.FailureKind, what: str) -> None:
         if len(self._seen) < 100:
-            self._seen.append((kind, what))
+            self._seen.append((kind, f"{what} (called from {_callers()})"))
         raise PermissionError(f"ferret sandbox: {what}")
 
     def take(self) -> list[tuple[wire.FailureKind, str]]:
         seen, self._seen = self._seen, []
         return seen
+
+
+def _callers(frames: int = 3) -> str:
+    """The innermost frames outside this module and the standard library's process and file helpers,
+    `file:line` each: where a refused operation came from, for whoever reads the verdict."""
+    skipped = (__file__, os.sep + "subprocess.py", os.sep + "platform.py", os.sep + "shutil.py", os.sep + "pathlib")
+    found: list[str] = []
+    frame = sys._getframe(1)  # frames only: reading source lines (traceback) would open files inside the hook
+    while frame is not None and len(found) < frames:
+        name = frame.f_code.co_filename
+        if not any(s in name for s in skipped):
+            found.append(f"{name}:{frame.f_lineno}")
+        frame = frame.f_back
+    return " < ".join(found) or "unknown"
 
 
 def _path_args(args: tuple, positions: tuple[int, ...]) -> list[str | bytes | os.PathLike]:
@@ -147,11 +163,20 @@ def _executable(event: str, args: tuple) -> tuple[str, list[str]]:
     return _real(exe), [os.fsdecode(a) for a in argv if isinstance(a, str | bytes)]
 
 
+def _inspects_readable_files(policy: Policy, exe: str, argv: list[str]) -> bool:
+    """`file` (the system's, by path) on files the process may read anyway: Python's own
+    `platform.architecture()` runs `file -b <interpreter>`, and `file` reads only the files it is given."""
+    if os.path.basename(exe) != "file" or not _under(exe, _SYSTEM_BIN):
+        return False
+    named = [a for a in argv[1:] if not a.startswith("-")]
+    return bool(named) and all(_under(_real(a), policy.read) for a in named)
+
+
 def _check_spawn(policy: Policy, sandbox: Sandbox, event: str, args: tuple) -> None:
     if event in _SPAWN_ALWAYS_REFUSED:
         sandbox.refuse(wire.FailureKind.PROCESS_SPAWNED, f"{event}{args[:2]!r}"[:300])
     exe, argv = _executable(event, args)
-    allowed = _under(exe, policy.tools) or exe in policy.tool_files
+    allowed = _under(exe, policy.tools) or exe in policy.tool_files or _inspects_readable_files(policy, exe, argv)
     if allowed and exe in policy.compilers and any(a.startswith(_COMPILER_RUNS_OTHERS) for a in argv[1:]):
         allowed = False
     if not allowed:

@@ -178,3 +178,20 @@ def test_the_hooks_are_on_unless_the_judges_environment_turns_them_off_and_the_v
     monkeypatch.setenv(audit.ENABLE, "0")
     assert audit.ENABLE not in candidate_environment(tmp_path / "c", interpret=True)
     assert "audit hooks OFF (FERRET_SANDBOX_AUDIT=0" in isolation_summary()
+
+
+def test_file_on_readable_files_may_run_and_a_refusal_names_its_caller(tmp_path):
+    if not Path("/usr/bin/file").exists():
+        pytest.skip("no /usr/bin/file on this machine")
+    secret = tmp_path / "secret.bin"  # outside the process's folder: not readable to it
+    secret.write_bytes(b"\x00" * 64)
+    results, seen = _probe(tmp_path, f"""
+        import platform, subprocess
+        attempt("architecture", lambda: platform.architecture())
+        attempt("file_on_interpreter", lambda: subprocess.run(["/usr/bin/file", "-b", sys.executable], capture_output=True))
+        attempt("file_on_secret", lambda: subprocess.run(["/usr/bin/file", "-b", {str(secret)!r}], capture_output=True))
+    """)
+    assert results["architecture"] == "ok" and results["file_on_interpreter"] == "ok", results
+    assert results["file_on_secret"] == "refused"
+    assert [kind for kind, _ in seen] == ["process_spawned"]
+    assert "probe.py:" in seen[0][1], seen  # the refusal says where in the candidate's code it came from
