@@ -12,7 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ferret.contract import roofline as _roofline
+from ferret.contract import strata as _strata
 from ferret.contract.shapes import ShapeExpr, check_expression, evaluate, evaluate_shape
+from ferret.contract.strata import Boundary
 
 SCHEMA_VERSION = 1
 
@@ -170,7 +172,8 @@ class Edit(_Strict):
     input: str = Field(pattern=_NAME)
     set: Literal["zeros_rows", "value", "nan", "inf", "-inf", "rows_of_inf", "rows_of_neg_inf"] = Field(
         description="zeros_rows / rows_of_inf / rows_of_neg_inf: the rows listed in `rows`; value: every entry equals `value` "
-        "(an expression over the dims); nan / inf / -inf: the entries listed in `at`."
+        "(an expression over the dims), or with `at` only the entries listed there; nan / inf / -inf: the entries "
+        "listed in `at`."
     )
     rows: list[int] = []
     at: list[list[int]] = []
@@ -230,6 +233,12 @@ class Cases(_Strict):
     )
     batch_invariance: BatchInvariance | None = Field(
         default=None, description="Off by default: when set, the verdict's part batch_invariance checks it."
+    )
+    boundaries: list[Boundary] = Field(
+        default_factory=list,
+        description="Values where correct kernels commonly branch (a block size, a one-block limit, an empty or a "
+        "full cache). The test-writer derives the strata of fresh cases from them (ferret/gate/strata.py): both sides "
+        "of each, and the lowest two values of each quantity named, are covered by every check.",
     )
 
     @model_validator(mode="after")
@@ -424,7 +433,11 @@ class Contract(_Strict):
         unknown_speed_cases = [c for c in self.speed.cases if c not in {g.name for g in self.cases.gpu}]
         if unknown_speed_cases:
             problems.append(f"speed.cases: not GPU cases {unknown_speed_cases}")
-        # The dry run needs every shape to evaluate: only when nothing else is wrong.
+        # The dry run and the boundaries' sides need every shape to evaluate: only when nothing else is wrong.
+        if not problems:
+            problems += _strata.boundary_problems(
+                self.strata_scope(), {p: {d for case in self.cases_for(p) for d in case.dims} for p in ("cpu", "gpu")})
+            problems += self._fresh_edit_problems()
         problems += self._roofline_problems(dims_used, dry_run=not problems)
         if problems:
             raise ValueError("; ".join(problems))
@@ -440,6 +453,21 @@ class Contract(_Strict):
             yield f"outputs.{o.name}", list(o.shape)
         for s in self.stages:
             yield f"stages.{s.name}", list(s.shape)
+
+    def _fresh_edit_problems(self) -> list[str]:
+        """Fresh cases carry the edits of the profile's edge cases: each edit must fit in the profile's fresh
+        ranges (rows and entries it names inside the input's shape at the top of the ranges)."""
+        problems = []
+        for profile in ("cpu", "gpu"):
+            ranges = getattr(self.cases.fresh, profile) if self.cases.fresh is not None else {}
+            if not ranges:
+                continue
+            dims = _strata.largest_dims(self.strata_scope(), profile)
+            for case in self.cases_for(profile):
+                if case.kind == "edge" and case.edits and not edits_fit(self, case.edits, dims):
+                    problems.append(f"cases.{profile}.{case.name}.edits: name rows or entries outside the inputs' "
+                                    f"shapes at the top of cases.fresh.{profile} {dims} (fresh cases carry them)")
+        return problems
 
     def _roofline_problems(self, dims_used: set[str], dry_run: bool) -> list[str]:
         if self.roofline is None:
@@ -488,6 +516,20 @@ class Contract(_Strict):
         """The top-level params that are numbers (what roofline expressions may name)."""
         return {k: v for k, v in self.params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
+    def strata_scope(self) -> _strata.Scope:
+        """What the strata of fresh cases are derived from: the boundaries, the fresh ranges, the randint inputs."""
+        fresh = self.cases.fresh
+        return _strata.Scope(
+            boundaries=tuple(self.cases.boundaries),
+            ranges={p: dict(getattr(fresh, p)) if fresh is not None else {} for p in ("cpu", "gpu")},
+            randint={i.name: (i.distribution.low, i.distribution.high) for i in self.inputs
+                     if isinstance(i.distribution, RandInt)},
+        )
+
+    def strata(self, profile: ProfileName) -> list[_strata.Stratum]:
+        """The strata every check's fresh cases of this profile cover (ferret/contract/strata.py)."""
+        return _strata.derive_strata(self.strata_scope(), profile)
+
     # Convenience accessors used across the gate.
     def stage(self, name: str) -> Stage:
         for s in self.stages:
@@ -506,6 +548,21 @@ class Contract(_Strict):
     @property
     def primary_dtype(self) -> str:
         return self.dtypes[0]
+
+
+def edits_fit(contract: Contract, edits: list[Edit], dims: Mapping[str, int]) -> bool:
+    """Whether every row and entry the edits name lies inside its input's shape at these dims."""
+    specs = {i.name: i for i in contract.inputs}
+    for edit in edits:
+        shape = evaluate_shape(list(specs[edit.input].shape), dict(dims))
+        rows = 1
+        for size in shape[:-1]:
+            rows *= size
+        if any(not 0 <= r < rows for r in edit.rows):
+            return False
+        if any(len(i) != len(shape) or any(not 0 <= x < n for x, n in zip(i, shape, strict=True)) for i in edit.at):
+            return False
+    return True
 
 
 def _range_ends(spec: Input, dims: dict[str, int]) -> tuple[float, float]:
