@@ -85,6 +85,7 @@ class Clock:
             self.flush_buffer = torch.empty(max(256 << 20, 4 * l2_bytes), dtype=torch.int8, device="cuda")
             self.cycles_per_ms = self._spin_cycles_per_ms()
             self.flush_ms = self._flush_ms()
+            self._flush_device_ms: float | None = None
 
     def sync(self) -> None:
         if self.on_gpu:
@@ -142,6 +143,25 @@ class Clock:
         estimate = self._timed_calls(fn, spin_ms, 3)
         calls = max(10, min(self.MAX_CALLS, int(self.measure_ms / max(statistics.median(estimate), 1e-3))))
         return statistics.median(self._timed_calls(fn, spin_ms, calls))
+
+    def device_ms(self, fn: Callable[[], None]) -> float:
+        """Device time per call of the kernels `fn` launches (torch.profiler's CUPTI records), the L2 flushed
+        before each call and the flush's own time taken off. For the reference timer's calls that synchronize
+        with the host (the eager MLA baseline sizes its attention by `cache_lens.max()`): no spin can queue
+        their launches ahead, so events around them also measure the host's launch time between their
+        kernels, which swung their rounds by up to 85% on the H200. Their kernels' time is what the GPU
+        does, as a queued-ahead call's events measure it. Never used for candidate code."""
+        estimate = statistics.median(self._timed_calls(fn, 0.0, 3))
+        calls = max(10, min(100, int(self.measure_ms / max(estimate, 1e-3))))
+        if self._flush_device_ms is None:
+            self._flush_device_ms = sum(device_us_per_kernel(self.flush_buffer.zero_, self, 20).values()) / 1e3
+
+        def flush_then_call() -> None:
+            self.flush_buffer.zero_()
+            fn()
+
+        total_ms = sum(device_us_per_kernel(flush_then_call, self, calls).values()) / 1e3
+        return max(total_ms - self._flush_device_ms, 0.0)
 
     def _timed_calls(self, fn: Callable[[], None], spin_ms: float, calls: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
@@ -272,32 +292,35 @@ def save_answers(candidate: Slots, float_read_only: list[str], path: Path) -> No
     save_file(answers, str(path))
 
 
+def device_us_per_kernel(work: Callable[[], object], clock: Clock, calls: int) -> dict[str, float]:
+    """Device microseconds per call of `work`, kernel by kernel (and copy by copy), from torch.profiler's
+    CUDA records; the operator-level and runtime-API records, which repeat or carry no device time, left out."""
+    from torch.profiler import ProfilerActivity, profile
+
+    clock.sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            work()
+        clock.sync()
+    totals: dict[str, float] = {}
+    for event in prof.key_averages():
+        device_us = float(getattr(event, "device_time_total", 0.0) or 0.0)
+        if device_us and not event.key.startswith(("aten::", "cuda", "ProfilerStep")):
+            totals[event.key[:120]] = totals.get(event.key[:120], 0.0) + device_us / calls
+    return totals
+
+
 def kernel_breakdown(call: Callable[[], None], clock: Clock, calls: int = 10) -> dict[str, float]:
     """Device microseconds per call of each kernel the call launches (torch.profiler, L2 flushed before each
     call; the flush's own kernels left out). Kernel names are the candidate's text: they inform an optimizer,
     they never decide anything."""
-    from torch.profiler import ProfilerActivity, profile
-
-    def per_kernel(work: Callable[[], object]) -> dict[str, float]:
-        clock.sync()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                work()
-            clock.sync()
-        totals: dict[str, float] = {}
-        for event in prof.key_averages():
-            device_us = float(getattr(event, "device_time_total", 0.0) or 0.0)
-            if device_us and not event.key.startswith(("aten::", "cuda", "ProfilerStep")):
-                totals[event.key[:120]] = totals.get(event.key[:120], 0.0) + device_us / calls
-        return totals
-
-    flush_only = per_kernel(clock.flush_buffer.zero_)
+    flush_only = device_us_per_kernel(clock.flush_buffer.zero_, clock, calls)
 
     def flush_then_call() -> None:
         clock.flush_buffer.zero_()
         call()
 
-    kernels = {k: v for k, v in per_kernel(flush_then_call).items() if k not in flush_only}
+    kernels = {k: v for k, v in device_us_per_kernel(flush_then_call, clock, calls).items() if k not in flush_only}
     return dict(sorted(kernels.items(), key=lambda item: -item[1])[:20])
 
 
@@ -333,15 +356,19 @@ def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, imp
     return _CaseState(case, number, slots, fresh_outputs, float_read_only, host_ms, result)
 
 
-def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | None) -> None:
+def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | None, reference: bool = False) -> None:
     """One round: every implementation of this process timed once (the reference timer probes the GPU for
-    interference before and after)."""
+    interference before and after). The reference timer's calls that synchronize with the host are timed by
+    their kernels' device time (`Clock.device_ms`); everything else, the candidate always, by events."""
     if probe is not None:
         state.result.probes_ms.append(probe())
     for name, slot in state.slots.items():
         if clock.on_gpu:
             guards.reset_persisting_l2()
-        state.result.samples[name].append(clock.bench(slot.call, state.host_ms[name]))
+        if reference and clock.on_gpu and state.host_ms[name] is None:
+            state.result.samples[name].append(clock.device_ms(slot.call))
+        else:
+            state.result.samples[name].append(clock.bench(slot.call, state.host_ms[name]))
     if probe is not None:
         state.result.probes_ms.append(probe())
 
@@ -389,7 +416,7 @@ def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness:
         for r in range(job.repeats):
             step = f"{number} {r}"
             steps.ready(step)
-            time_round(state, clock, probe)
+            time_round(state, clock, probe, reference=job.role == wire.REFERENCE_TIMER)
             clock.sync()
             steps.finished(step)
         step = f"{number} post"
