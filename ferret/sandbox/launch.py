@@ -1,6 +1,9 @@
 """Starting an untrusted process: fresh empty working folder, scrubbed environment, fixed sys.path,
-a wall-clock timeout and a host-memory watchdog (RSS polled from /proc, so it works beside CUDA, where
-an address-space limit would not)."""
+a wall-clock timeout, a host-memory watchdog (RSS polled from /proc, so it works beside CUDA, where
+an address-space limit would not) and, for a process that runs candidate code, a sandbox showing it only
+an allow-list of the host's files (`ferret.sandbox.allow`): bubblewrap where it is on PATH and works, else
+a private mount namespace built by util-linux's unshare, else the older deny-list namespace, else none;
+`sandbox_kind` says which, and the verdict records it."""
 
 from __future__ import annotations
 
@@ -14,11 +17,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferret.sandbox import audit
+from ferret.sandbox import allow, audit
 from ferret.sandbox.children import kill_group, start_group
 
 # Variables a candidate may see. Everything else (API keys, tokens, the user's settings) stays out.
 _PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "TRITON_INTERPRET")
+
+
+# What the judge's environment may say to choose the sandbox: auto (the default: the first that works of
+# bubblewrap, mount_namespace, mount_namespace_deny_list) or one of those by name (none if it does not work).
+SANDBOX_CHOICE = "FERRET_SANDBOX"
+BUBBLEWRAP, NAMESPACE, DENY_LIST, NO_SANDBOX = "bubblewrap", "mount_namespace", "mount_namespace_deny_list", "none"
+_ALLOW_LIST_KINDS = (BUBBLEWRAP, NAMESPACE)
 
 
 @dataclass
@@ -29,6 +39,7 @@ class ProcessOutcome:
     seconds: float
     stderr_tail: str
     peak_rss_mb: float
+    sandbox: str = NO_SANDBOX  # which sandbox the process ran in (`sandbox_kind`), none when not confined
 
 
 def _rss_mb(pid: int) -> float:
@@ -40,6 +51,30 @@ def _rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found += [int(c) for c in handle.read().split()]
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def _tree_rss_mb(pid: int) -> float:
+    """RSS of `pid` and every process under it (a sandbox's wrapper forks the process it confines; a
+    candidate's children count too)."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo and len(seen) < 256:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            total += _rss_mb(current)
+            todo += _children(current)
+    return total
 
 
 def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool = True) -> dict[str, str]:
@@ -142,11 +177,79 @@ def hiding_command(args: list[str], hide: list[Path]) -> list[str]:
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *args]
 
 
+_KINDS: dict[str, str] = {}
+_PROBE = """
+import ctypes, os, sys
+secret, own = sys.argv[1], sys.argv[2]
+assert not os.path.exists(secret), "a file outside the allow-list is visible"
+assert ctypes.CDLL(None, use_errno=True).umount2(b"/proc", 2) != 0, "the process can unmount"
+open(os.path.join(own, "ok"), "w").write("ok")
+"""
+
+
+def sandbox_kind() -> str:
+    """Which sandbox confines candidate processes on this machine: bubblewrap (`bwrap` on PATH), the
+    allow-list in a private mount namespace (root, util-linux's unshare and setpriv), the deny-list mount
+    namespace of older versions (`hiding_command`), or none. Each is probed once with a real process: it
+    must start Python, write in its own folder, not see a file beside that folder, and not unmount."""
+    choice = os.environ.get(SANDBOX_CHOICE, "auto")
+    if choice not in _KINDS:
+        tried = (BUBBLEWRAP, NAMESPACE, DENY_LIST) if choice == "auto" else (choice,)
+        _KINDS[choice] = next((kind for kind in tried if _works(kind)), NO_SANDBOX)
+    return _KINDS[choice]
+
+
+def _works(kind: str) -> bool:
+    import shutil
+    import tempfile
+
+    if kind == DENY_LIST:
+        return hiding_available()
+    if kind not in _ALLOW_LIST_KINDS or (kind == BUBBLEWRAP and not shutil.which("bwrap")):
+        return False
+    if kind == NAMESPACE and not (shutil.which("unshare") and shutil.which("setpriv")):
+        return False
+    base = Path(tempfile.mkdtemp(prefix="ferret-sandbox-probe-"))
+    try:
+        own, beside = base / "own", base / "beside"
+        own.mkdir()
+        beside.mkdir()
+        (beside / "secret").write_text("")
+        args, root = confined_command(kind, [sys.executable, "-S", "-c", _PROBE, str(beside / "secret"), str(own)], own, [])
+        try:
+            done = subprocess.run(args, capture_output=True, timeout=60, cwd=own)
+        finally:
+            if root is not None:
+                root.rmdir()
+        return done.returncode == 0 and (own / "ok").exists()
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def confined_command(kind: str, args: list[str], workdir: Path, hide: Sequence[Path]) -> tuple[list[str], Path | None]:
+    """`args` under the sandbox `kind`, and the empty folder the fallback mounts its root on (the caller
+    removes it afterwards; None for the others)."""
+    if kind == BUBBLEWRAP:
+        import shutil
+
+        return allow.bwrap_command(shutil.which("bwrap") or "bwrap", allow.allow_list_for(workdir, hide), workdir, args), None
+    if kind == NAMESPACE:
+        import tempfile
+
+        root = Path(tempfile.mkdtemp(prefix="ferret-root-"))
+        return allow.namespace_command(allow.allow_list_for(workdir, hide), root, workdir, args), root
+    if kind == DENY_LIST and hide:
+        return hiding_command(args, list(hide)), None
+    return args, None
+
+
 def run_isolated(
     args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1,
     hide: Sequence[Path] = (), finished_marker: Path | None = None, deadline: float | None = None,
     progress_token: Callable[[], object] | None = None, on_progress: Callable[[object], None] | None = None,
-    on_start: Callable[[subprocess.Popen], None] | None = None,
+    on_start: Callable[[subprocess.Popen], None] | None = None, confine: bool | None = None,
 ) -> ProcessOutcome:
     """Run `args` isolated, in a process group of its own, and return how it ended.
 
@@ -157,30 +260,53 @@ def run_isolated(
     killed (the whole group, SIGKILL) as soon as that file appears: the runner writes it after its last
     result and then waits to be killed. If this process is interrupted meanwhile, the group is killed
     before the interruption goes on: no candidate process outlives the judge. `on_start` is given the
-    started process (its group is the process's pid), for a caller that pauses and resumes it."""
+    started process (its group is the process's pid), for a caller that pauses and resumes it.
+
+    `confine` (by default: whether the caller names folders to `hide`, which every caller running candidate
+    code does) runs the process in the sandbox `sandbox_kind` picks, where it sees only the allow-list of
+    `ferret.sandbox.allow` and its own `workdir`; `hide` is still covered where it lies inside what is
+    shown, and is all the deny-list fallback hides."""
     started = time.perf_counter()
-    if hide and hiding_available():
-        args = hiding_command(args, list(hide))
+    sandbox = sandbox_kind() if (bool(hide) if confine is None else confine) else NO_SANDBOX
+    args, root = confined_command(sandbox, args, workdir, hide)
     stderr_path = workdir / ".stderr"
-    with open(stderr_path, "wb") as stderr:
-        process = start_group(args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT)
-        if on_start is not None:
-            on_start(process)
-        try:
-            kind, message, peak = _watch(process, timeout_s, memory_mb, poll_s, finished_marker, deadline,
-                                         progress_token, on_progress)
-        finally:
-            # Whatever happened (a limit, the finished marker, an interruption of the judge), the whole group goes.
-            kill_group(process)
-    returncode = process.returncode
+    try:
+        with open(stderr_path, "wb") as stderr:
+            process = start_group(args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT)
+            if on_start is not None:
+                on_start(process)
+            try:
+                kind, message, peak = _watch(process, timeout_s, memory_mb, poll_s, finished_marker, deadline,
+                                             progress_token, on_progress)
+            finally:
+                # Whatever happened (a limit, the finished marker, an interruption of the judge), the whole group goes.
+                kill_group(process)
+    finally:
+        if root is not None:
+            root.rmdir()
+    returncode, alike = _returncode(process.returncode, sandbox)
     if kind == "finished":
         kind, returncode = "exited", 0
     elif kind == "exited" and returncode is not None and returncode < 0:
         sig = signal.Signals(-returncode).name
         kind = "out_of_memory" if sig == "SIGKILL" else "signal"
         message = f"killed by {sig}" + (" (the kernel's OOM killer?)" if sig == "SIGKILL" else "")
+        if alike:
+            message += f" (or exited with code {128 - returncode}: bubblewrap reports the two alike)"
     tail = stderr_path.read_bytes()[-4000:].decode(errors="replace")
-    return ProcessOutcome(returncode, kind, message, time.perf_counter() - started, tail, peak)
+    return ProcessOutcome(returncode, kind, message, time.perf_counter() - started, tail, peak, sandbox)
+
+
+def _returncode(returncode: int | None, sandbox: str) -> tuple[int | None, bool]:
+    """The process's return code (negative: killed by that signal), and whether it is ambiguous: bubblewrap
+    exits with 128 + N both for a process killed by signal N and for one that exited with 128 + N."""
+    if sandbox == BUBBLEWRAP and returncode is not None and returncode > 128:
+        try:
+            signal.Signals(returncode - 128)
+        except ValueError:
+            return returncode, False
+        return 128 - returncode, True
+    return returncode, False
 
 
 def _watch(
@@ -197,7 +323,7 @@ def _watch(
             return "exited", "", peak
         except subprocess.TimeoutExpired:
             pass
-        peak = max(peak, _rss_mb(process.pid))
+        peak = max(peak, _tree_rss_mb(process.pid))
         now = time.monotonic()
         if progress_token is not None:
             latest = progress_token()

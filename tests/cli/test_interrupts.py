@@ -22,17 +22,17 @@ from ferret.gate.report import read_report  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Starts a grandchild, says both pids, and hangs: the judge's limits are far away (minutes).
+# Starts a grandchild (named by a marker on its command line) and hangs: the judge's limits are far away
+# (minutes). The candidate's sandbox shows it nothing beside its own folder (no `sleep`, no folder of the
+# test's) and, under bubblewrap, its own PID namespace: the test finds the processes itself, in /proc.
 HANGING = '''
-import os
 import subprocess
+import sys
 import time
-from pathlib import Path
 
 
 def run(inputs, outputs, params, trace=None):
-    child = subprocess.Popen(["sleep", "3600"])
-    Path({pids!r}).write_text(f"{{os.getpid()}} {{child.pid}}")
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", {marker!r}])
     while True:
         time.sleep(1)
 '''
@@ -46,31 +46,44 @@ def gate(tmp_path_factory):
     return build_gate(RMSNORM_CONTRACT, gates_dir=gates, profile="cpu")
 
 
-def _hanging_candidate(tmp_path: Path) -> tuple[Path, Path]:
-    pids = tmp_path / "pids" / "candidate"
-    pids.parent.mkdir()
+def _hanging_candidate(tmp_path: Path) -> tuple[Path, str]:
+    marker = f"ferret-test-grandchild-{os.getpid()}-{tmp_path.name}"
     candidate = tmp_path / "hangs.py"
-    candidate.write_text(textwrap.dedent(HANGING.format(pids=str(pids))))
-    return candidate, pids
+    candidate.write_text(textwrap.dedent(HANGING.format(marker=marker)))
+    return candidate, marker
 
 
-def _pids(path: Path) -> list[int]:
-    text = path.read_text().strip() if path.exists() else ""
-    return [int(p) for p in text.split()] if len(text.split()) == 2 else []
+def _pids(marker: str, tmp_path: Path) -> list[int]:
+    """Once the grandchild runs: every process (host PIDs) whose HOME is a candidate folder of this test's
+    temp folder (the sandbox's wrapper, the candidate's process, its grandchild); before that, none."""
+    home = f"HOME={tmp_path / 'tmp'}/".encode()
+    found, started = [], False
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(v.startswith(home) for v in environ):
+            found.append(int(entry.name))
+            started = started or marker.encode() in command
+    return found if started else []
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:
     temp = tmp_path / "tmp"
     temp.mkdir()
-    # The hanging candidate starts a grandchild and writes its pids beside the test: the audit hooks would refuse
-    # both. What is tested here is the layer beneath them, which must hold on its own (a child started from
-    # native code is not seen by the hooks): the process-group kill and the clean-up after a signal.
+    # The hanging candidate starts a grandchild: the audit hooks would refuse it. What is tested here is the
+    # layer beneath them, which must hold on its own (a child started from native code is not seen by the
+    # hooks): the process-group kill, under the sandbox, and the clean-up after a signal.
     return {**os.environ, "TMPDIR": str(temp), "FERRET_SANDBOX_AUDIT": "0"}
 
 
-def _stop_when_running(process: subprocess.Popen, pids_file: Path, signum: int) -> tuple[list[int], str, str]:
-    assert wait_until(lambda: bool(_pids(pids_file)) or process.poll() is not None, 240), "the candidate never ran"
-    pids = _pids(pids_file)
+def _stop_when_running(process: subprocess.Popen, marker: str, tmp_path: Path, signum: int) -> tuple[list[int], str, str]:
+    assert wait_until(lambda: bool(_pids(marker, tmp_path)) or process.poll() is not None, 240), "the candidate never ran"
+    pids = _pids(marker, tmp_path)
     assert pids, process.communicate()[1][-3000:]
     process.send_signal(signum)
     out, err = process.communicate(timeout=60)
@@ -89,13 +102,13 @@ def test_a_stopped_check_leaves_no_process_no_folder_and_an_intact_gate(gate, tm
 
     check(RMSNORM_CONTRACT, TRITON_RMSNORM, gate.parent, profile="cpu")  # a verdict the report must keep
     verdicts = len(read_report(gate).verdicts)
-    candidate, pids_file = _hanging_candidate(tmp_path)
+    candidate, marker = _hanging_candidate(tmp_path)
     process = subprocess.Popen(
         [sys.executable, "-m", "ferret.cli.main", "check", str(RMSNORM_CONTRACT), str(candidate), "--gates-dir",
          str(gate.parent), "--profile", "cpu"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(tmp_path),
     )
-    pids, out, err = _stop_when_running(process, pids_file, signum)
+    pids, out, err = _stop_when_running(process, marker, tmp_path, signum)
     assert process.returncode == 128 + signum, err[-3000:]
     assert "GATE_RESULT" not in out and "Traceback" not in err
     assert f"interrupted by {signal.Signals(signum).name}" in err
@@ -127,12 +140,12 @@ print(json.dumps({{"status": log.status, "stop_reason": log.stop_reason, "run_id
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_stopped_dispatch_saves_its_log_and_leaves_nothing_running(gate, tmp_path, signum):
-    candidate, pids_file = _hanging_candidate(tmp_path)
+    candidate, marker = _hanging_candidate(tmp_path)
     script = DISPATCH.format(candidate=str(candidate), contract=str(RMSNORM_CONTRACT), gates=str(gate.parent),
                              runs=str(tmp_path / "runs"))
     process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=_environment(tmp_path), cwd=REPO)
-    pids, out, err = _stop_when_running(process, pids_file, signum)
+    pids, out, err = _stop_when_running(process, marker, tmp_path, signum)
     assert process.returncode == 0, err[-3000:]
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "incomplete"
