@@ -33,7 +33,7 @@ from ferret.gate.build import build_key, find_gate
 from ferret.gate.candidate_run import CandidateRun, run_candidate
 from ferret.gate.decide import VariantIds, judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
-from ferret.gate.isolation import isolation_summary
+from ferret.gate.isolation import isolation_summary, sandbox_record
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
 from ferret.gate.phases import PhaseClock, TimingPhases
@@ -155,8 +155,8 @@ class Judge:
             candidate_sha256=sha256_file(candidate), parts=parts, detections=detections, variants=results, timing=timing,
             device=device_name(), versions=versions(),
             seeds={r.id: r.seed for r in self.manifest.variants} | {f.id: f.seed for f in fresh},
-            isolation=isolation_summary(), fault=run.fault, started_at=started_at, seconds=time.perf_counter() - started_wall,
-            phases=clock.phases(),
+            isolation=isolation_summary(), sandbox=sandbox_record(), fault=run.fault, started_at=started_at,
+            seconds=time.perf_counter() - started_wall, phases=clock.phases(),
         )
         append_verdict(self.gate, verdict)
         progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))

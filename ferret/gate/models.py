@@ -211,6 +211,23 @@ class PhaseTime(BaseModel):
     seconds: float
 
 
+class SandboxRecord(BaseModel):
+    """How the processes that ran candidate code were confined on this machine (`ferret.sandbox.launch`)."""
+
+    kind: Literal["bubblewrap", "mount_namespace", "mount_namespace_deny_list", "none"] = Field(
+        description="bubblewrap: bwrap showing only the allow-list; mount_namespace: util-linux's unshare building "
+        "the same allow-list root by hand (the fallback); mount_namespace_deny_list: only the gates, the trust "
+        "registry and tasks/ hidden (the older fallback); none: no sandbox, the audit hooks alone."
+    )
+    allow_list: bool = Field(description="The process saw only the allow-listed host paths and its own folder.")
+    audit_hooks: bool = Field(description="The audit hooks ran in the process (off only by the judge's operator).")
+    shown: list[str] = Field(
+        default_factory=list,
+        description="Host paths shown read-only under an allow-list (the runtime, its libraries, the toolchain); the "
+        "process's own folder, /dev, /proc, /sys and /tmp aside.",
+    )
+
+
 class Verdict(BaseModel):
     """One judgement of one candidate against one gate."""
 
@@ -230,6 +247,10 @@ class Verdict(BaseModel):
     versions: dict[str, str]
     seeds: dict[str, int]
     isolation: str = Field(default="", description="How the candidate's process was isolated on this machine.")
+    sandbox: SandboxRecord | None = Field(
+        default=None, description="Which sandbox confined the processes running candidate code (absent in verdicts of "
+        "versions before it was recorded)."
+    )
     fault: RunFault | None = Field(
         default=None, description="What stopped the candidate's run early (a load failure, a hang, a crash, memory, the check's "
         "deadline); the variants after it are reported as not run."
