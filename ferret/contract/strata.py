@@ -46,8 +46,8 @@ class Boundary(BaseModel):
     up_to: int | None = Field(
         default=None, ge=1, description="A dim's only: its upper side (or both classes) reaches up to this value where "
         "the profile's fresh range stops below it, so that a cheap profile still crosses a boundary its uniform draws "
-        "never reach (values are drawn up to the higher of this and the range's top). Other dims of such a case stay "
-        "uniform in their ranges, and no two dims of one case reach past their ranges.")
+        "never reach (values are drawn up to the higher of this and the range's top). Such a stratum has a fresh case "
+        "of its own, whose other dims are drawn in the lower half of their ranges.")
     profiles: list[Literal["cpu", "gpu"]] = Field(
         default_factory=lambda: ["cpu", "gpu"], description="The profiles whose fresh cases cover the boundary.")
     description: str = Field(default="", description="Why kernels branch there.")
@@ -73,7 +73,6 @@ class Scope:
     boundaries: tuple[Boundary, ...]
     ranges: Mapping[str, Mapping[str, tuple[int, int]]]
     randint: Mapping[str, tuple[ShapeExpr, ShapeExpr]]
-
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,40 @@
-"""Fresh private cases: drawn at check time with OS-random seeds and dims within the contract's ranges,
-their golden values computed here, in the judge, by the canonical reference. They are written nowhere
-the candidate can see before it has answered."""
+"""Fresh private cases: drawn at check time with OS-random seeds, their golden values computed here, in the
+judge, by the canonical reference. They are written nowhere the candidate can see before it has answered.
+
+Every check draws (`plan_fresh_cases`):
+1. strata cases: every stratum the contract's boundaries give the profile (`ferret/contract/strata.py`)
+   holds a value in one of them, drawn at random within it. A dim's strata set the case's dims (one
+   stratum per dim and case; a stratum reaching past the ranges has a case of its own); an input's strata
+   set single entries (one request's cache length, say), several to a case, each entry covering every
+   stratum its value falls in. Dims no stratum sets are drawn in the lower half of their fresh ranges
+   where they can be, so that strata cases stay cheap (few heads, short rows);
+2. `cases.fresh.count` cases with dims uniform in the contract's ranges;
+3. the edits of the profile's edge cases, on fresh dims and seeds: edge cases that edit different inputs
+   go together, carried by a case above whose own values they leave as they are (it sets none of their
+   inputs, or only entries equal to the value an edit sets) where they fit, else by a case of their own
+   (dims in the lower half of the ranges where they fit there).
+So no check leaves a side of a declared boundary to the luck of the draw.
+"""
 
 from __future__ import annotations
 
+import random
 import secrets
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import torch
 
-from ferret.contract.model import Case
+from ferret.contract.model import Case, Contract, Edit, ProfileName, edits_fit
+from ferret.contract.shapes import evaluate, evaluate_shape
+from ferret.contract.strata import Stratum, largest_dims
 from ferret.contract.task import Task
 from ferret.gate.inputs import draw_inputs, tensor_content_sha256
+
+# Tries at dims uniform in the fresh ranges before a case that must hold something takes the top of them.
+_DIM_TRIES = 200
+# Draws of a strata case's dims, of which the one with room for the most input strata is kept.
+_CASE_DRAWS = 16
 
 
 @dataclass
@@ -22,27 +45,244 @@ class FreshVariant:
     seed: int
     inputs: dict[str, torch.Tensor]
     golden: dict[str, torch.Tensor]
+    strata: tuple[str, ...] = ()
 
     def input_digests(self) -> dict[str, str]:
         return {n: tensor_content_sha256(t) for n, t in self.inputs.items()}
 
 
-def draw_fresh_cases(task: Task, profile: str, device: str) -> list[FreshVariant]:
-    contract = task.contract
+@dataclass
+class _Plan:
+    """One fresh case being planned: its dims, the entries set for input strata, the strata it covers."""
+
+    dims: dict[str, int]
+    strata: list[str] = field(default_factory=list)
+    entries: dict[str, dict[int, int]] = field(default_factory=dict)
+    edits: list[Edit] = field(default_factory=list)
+    what: str = "uniform in the fresh ranges"
+    carried: list[str] = field(default_factory=list)
+
+
+def plan_fresh_cases(contract: Contract, profile: ProfileName, rng: random.Random) -> list[tuple[Case, tuple[str, ...]]]:
+    """The fresh cases of one check (seeds 0 until drawn) and the strata each covers."""
     fresh = contract.cases.fresh
-    ranges = getattr(fresh, profile) if fresh is not None else {}
-    if fresh is None or not ranges or fresh.count == 0:
+    ranges = _ranges(contract, profile)
+    if fresh is None or not ranges:
         return []
+    strata = contract.strata(profile)
+    inputs = _InputStrata(contract, [s for s in strata if s.kind == "input"], rng)
+    plans = _dim_strata_cases([s for s in strata if s.kind == "dim"], ranges, rng, inputs)
+    plans += _input_strata_cases(contract, profile, inputs.pending, rng)
+    plans += [_Plan({d: rng.randint(low, high) for d, (low, high) in ranges.items()}) for _ in range(fresh.count)]
+    plans += _edge_cases(contract, profile, plans, rng)
+    cases = []
+    for number, plan in enumerate(plans, 1):
+        edits = plan.edits + [_entry_edit(contract, name, index, value, plan.dims)
+                              for name, entries in plan.entries.items() for index, value in sorted(entries.items())]
+        what = "; ".join(([f"strata {', '.join(plan.strata)}"] if plan.strata else [plan.what]) + plan.carried)
+        case = Case(name=f"fresh{number}", kind="correctness", dims=plan.dims, seed=0, edits=edits,
+                    description=f"drawn privately at check time: {what}")
+        cases.append((case, tuple(plan.strata)))
+    return cases
+
+
+def _dim_strata_cases(pending: list[Stratum], ranges: Mapping[str, tuple[int, int]], rng: random.Random,
+                      inputs: _InputStrata) -> list[_Plan]:
+    """Cases whose dims cover every dim stratum: each case takes the first uncovered stratum of each dim, its
+    other dims drawn in the lower half of their ranges (few heads, short rows: the interpreter stays fast).
+    A stratum that lies past the fresh ranges (a boundary's `up_to`) takes a case of its own. Of a few
+    draws, the case keeps the one with room for the most pending input strata, and holds them at once, so
+    that fewer cases are needed."""
+    plans = []
+    while pending:
+        past = next((s for s in pending if s.bounds({})[0] > ranges[s.quantity][1]), None)
+        chosen: dict[str, Stratum] = {past.quantity: past} if past is not None else {}
+        for stratum in pending if past is None else ():
+            chosen.setdefault(stratum.quantity, stratum)
+        draws = []
+        for _ in range(_CASE_DRAWS):
+            dims = {}
+            for dim, (low, high) in ranges.items():
+                value = chosen[dim].draw(rng, {}) if dim in chosen else None
+                dims[dim] = value if value is not None else rng.randint(low, _half(low, high))
+            draws.append(dims)
+        dims = max(draws, key=inputs.room)
+        covered = [s.name for s in pending if s.admits(dims[s.quantity], dims)]
+        pending = [s for s in pending if s.name not in covered]
+        plans.append(_Plan(dims, covered))
+        inputs.pending = _host(inputs.contract, plans[-1], inputs.pending, rng)
+    return plans
+
+
+def _input_strata_cases(contract: Contract, profile: ProfileName, pending: list[Stratum],
+                        rng: random.Random) -> list[_Plan]:
+    """New cases whose entries hold the input strata the dim strata cases could not."""
+    added: list[_Plan] = []
+    while pending:
+        first, holds = pending[0], _holds(contract, pending, rng)
+        # Room for every pending stratum if the ranges have it, else for the first one.
+        dims = _room_for(contract, profile, rng, holds, cheap=True, tries=_DIM_TRIES)
+        if not holds(dims):
+            dims = _room_for(contract, profile, rng, lambda dims, first=first: first.draw(rng, dims) is not None,
+                             cheap=True)
+        plan = _Plan(dims)
+        before = len(pending)
+        pending = _host(contract, plan, pending, rng)
+        if len(pending) == before:  # never expected: contract validation found the stratum drawable
+            raise ValueError(f"stratum {first.name} cannot be drawn in the {profile} profile's fresh ranges")
+        added.append(plan)
+    return added
+
+
+@dataclass
+class _InputStrata:
+    """The input strata not yet held by a planned case."""
+
+    contract: Contract
+    pending: list[Stratum]
+    rng: random.Random
+
+    def room(self, dims: dict[str, int]) -> int:
+        """How many pending input strata a case of these dims can hold (entries and values)."""
+        total = 0
+        for name in {s.quantity for s in self.pending}:
+            drawable = sum(s.quantity == name and s.draw(self.rng, dims) is not None for s in self.pending)
+            total += min(drawable, _entries(self.contract, name, dims))
+        return total
+
+
+def _entries(contract: Contract, name: str, dims: dict[str, int]) -> int:
+    spec = next(i for i in contract.inputs if i.name == name)
+    size = 1
+    for n in evaluate_shape(list(spec.shape), dims):
+        size *= n
+    return size
+
+
+def _holds(contract: Contract, pending: list[Stratum], rng: random.Random) -> Callable[[dict[str, int]], bool]:
+    """Whether a case of these dims has an entry for, and a value of, every pending stratum."""
+    def holds(dims: dict[str, int]) -> bool:
+        for name in {s.quantity for s in pending}:
+            if _entries(contract, name, dims) < sum(s.quantity == name for s in pending):
+                return False
+        return all(s.draw(rng, dims) is not None for s in pending)
+    return holds
+
+
+def _host(contract: Contract, plan: _Plan, pending: list[Stratum], rng: random.Random) -> list[Stratum]:
+    """Free entries of the plan's inputs set to values of pending strata; the strata still pending."""
+    for stratum in list(pending):
+        if stratum not in pending:
+            continue
+        taken = plan.entries.setdefault(stratum.quantity, {})
+        free = [i for i in range(_entries(contract, stratum.quantity, plan.dims)) if i not in taken]
+        value = stratum.draw(rng, plan.dims) if free else None
+        if value is None:
+            continue
+        taken[rng.choice(free)] = value
+        covered = [s for s in pending if s.quantity == stratum.quantity and s.admits(value, plan.dims)]
+        plan.strata += [s.name for s in covered]
+        pending = [s for s in pending if s not in covered]
+    return pending
+
+
+def _edge_cases(contract: Contract, profile: ProfileName, plans: list[_Plan], rng: random.Random) -> list[_Plan]:
+    """The edits of the profile's edge cases on fresh dims: edge cases editing different inputs share a case,
+    carried by a planned case whose own values they leave as they are where one fits, else by a case of
+    their own (dims in the lower half of the ranges when they fit there)."""
+    groups: list[list[Case]] = []
+    for case in contract.cases_for(profile):
+        if case.kind != "edge" or not case.edits:
+            continue
+        inputs = {e.input for e in case.edits}
+        group = next((g for g in groups if not inputs & {e.input for c in g for e in c.edits}), None)
+        if group is None:
+            groups.append([case])
+        else:
+            group.append(case)
+    added = []
+    for group in groups:
+        edits = [e for c in group for e in c.edits]
+        what = "edits of edge cases " + ", ".join(c.name for c in group)
+        host = next((p for p in plans if _carries(p, edits) and edits_fit(contract, edits, p.dims)), None)
+        if host is not None:  # a case whose own values the edits leave as they are: one case fewer to run
+            host.edits += edits
+            host.carried.append(what)
+            continue
+        dims = _room_for(contract, profile, rng, lambda dims, edits=edits: edits_fit(contract, edits, dims), cheap=True)
+        added.append(_Plan(dims, edits=edits, what=what))
+    return added
+
+
+def _carries(plan: _Plan, edits: list[Edit]) -> bool:
+    """Whether the plan can carry these edits unchanged in meaning: it edits none of their inputs, and every
+    entry it sets for a strata value of one is the value an edit sets the whole input to (an empty cache's
+    edit, cache_lens = 0, on a case whose one request has cache length 0)."""
+    for name in {e.input for e in edits}:
+        if any(e.input == name for e in plan.edits):
+            return False
+        entries = plan.entries.get(name)
+        if not entries:
+            continue
+        mine = [e for e in edits if e.input == name]
+        values = {evaluate(e.value, plan.dims) if e.set == "value" and not e.at and e.value is not None else None
+                  for e in mine}
+        if values != set(entries.values()) or None in values:
+            return False
+    return True
+
+
+def _room_for(contract: Contract, profile: ProfileName, rng: random.Random, fits: Callable[[dict[str, int]], bool],
+              cheap: bool = False, tries: int | None = None) -> dict[str, int]:
+    """Dims uniform in the fresh ranges that `fits` (`cheap`: then each dim moved into the lower half of its
+    range where it still fits); the top of the ranges, then the largest dims the boundaries allow, when no
+    draw fits."""
+    ranges = _ranges(contract, profile)
+    for _ in range(_DIM_TRIES):
+        dims = {d: rng.randint(low, high) for d, (low, high) in ranges.items()}
+        if fits(dims):
+            for dim, (low, high) in ranges.items() if cheap else ():
+                smaller = {**dims, dim: rng.randint(low, _half(low, high))}
+                dims = smaller if fits(smaller) else dims
+            return dims
+    top = {d: high for d, (_, high) in ranges.items()}
+    if tries is not None:  # the caller has a fallback: no top or largest dims
+        return top
+    return top if fits(top) else largest_dims(contract.strata_scope(), profile)
+
+
+def _half(low: int, high: int) -> int:
+    """The top of the lower half of [low, high]."""
+    return low + (high - low) // 2
+
+
+def _ranges(contract: Contract, profile: ProfileName) -> dict[str, tuple[int, int]]:
+    fresh = contract.cases.fresh
+    return dict(getattr(fresh, profile)) if fresh is not None else {}
+
+
+def _entry_edit(contract: Contract, name: str, index: int, value: int, dims: dict[str, int]) -> Edit:
+    spec = next(i for i in contract.inputs if i.name == name)
+    shape = evaluate_shape(list(spec.shape), dims)
+    position = []
+    for size in reversed(shape):
+        position.append(index % size)
+        index //= size
+    return Edit(input=name, set="value", value=value, at=[list(reversed(position))])
+
+
+def draw_fresh_cases(task: Task, profile: ProfileName, device: str) -> list[FreshVariant]:
+    contract = task.contract
     rng = secrets.SystemRandom()
     golden_dtype = torch.float32 if contract.reference.golden_dtype == "float32" else torch.float64
     drawn = []
-    for number in range(1, fresh.count + 1):
+    for planned, strata in plan_fresh_cases(contract, profile, rng):
         seed = secrets.randbits(62)
-        dims = {dim: rng.randint(low, high) for dim, (low, high) in ranges.items()}
-        case = Case(name=f"fresh{number}", dims=dims, seed=seed, description="drawn privately at check time")
+        case = planned.model_copy(update={"seed": seed})
         inputs = draw_inputs(contract, case, contract.primary_dtype)
         with torch.no_grad():
             stages = task.reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
         golden = {st.name: stages[st.name].detach().to("cpu", golden_dtype) for st in contract.stages}
-        drawn.append(FreshVariant(f"{case.name}@{contract.primary_dtype}", case, contract.primary_dtype, seed, inputs, golden))
+        drawn.append(FreshVariant(f"{case.name}@{contract.primary_dtype}", case, contract.primary_dtype, seed, inputs,
+                                  golden, strata))
     return drawn

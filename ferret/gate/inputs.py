@@ -80,7 +80,12 @@ def _draw(spec: Input, shape: tuple[int, ...], dims: dict[str, int], gen: torch.
 
 def _apply_edit(tensor: torch.Tensor, edit: Edit, dims: dict[str, int]) -> torch.Tensor:
     if edit.set == "value":
-        tensor[...] = evaluate(edit.value, dims) if edit.value is not None else 0
+        value = evaluate(edit.value, dims) if edit.value is not None else 0
+        if edit.at:
+            for index in edit.at:
+                tensor[tuple(index)] = value
+        else:
+            tensor[...] = value
     elif edit.set in ("zeros_rows", "rows_of_inf", "rows_of_neg_inf"):
         fill = {"zeros_rows": 0.0, "rows_of_inf": math.inf, "rows_of_neg_inf": -math.inf}[edit.set]
         for row in edit.rows:

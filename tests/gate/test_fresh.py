@@ -1,0 +1,189 @@
+"""Fresh private cases, stratified: every check covers both sides of every boundary a contract declares, the
+lowest values of every quantity a boundary names, and the edits of every edge case; a kernel wrong
+only past a boundary is rejected by every check, an honest one keeps passing."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from ferret_testkit import CONTRACTS, REPO, unnamed_rejection  # noqa: E402
+
+from ferret.contract.load import load_contract  # noqa: E402
+from ferret.contract.model import Case, Contract, ProfileName, RandInt  # noqa: E402
+from ferret.contract.shapes import evaluate  # noqa: E402
+from ferret.gate.fresh import draw_fresh_cases, plan_fresh_cases  # noqa: E402
+from ferret.gate.inputs import draw_inputs  # noqa: E402
+
+SHIPPED = ["mla_attention", "rmsnorm", "softmax", "rope"]
+SOFTMAX_CONTRACT = CONTRACTS / "softmax.yaml"
+HONEST_SOFTMAX = REPO / "tasks" / "softmax" / "candidates" / "triton_softmax.py"
+
+
+def _values(contract: Contract, case: Case, profile: str, quantity: str, is_dim: bool) -> list[int]:
+    """The values a quantity takes in one planned case: a dim's value; an input's entries as drawn (CPU), or on
+    the GPU profile (too large to draw here) its entries the case sets by edits."""
+    if is_dim:
+        return [case.dims[quantity]]
+    if profile == "cpu":
+        return [int(v) for v in draw_inputs(contract, case, contract.primary_dtype)[quantity].reshape(-1).tolist()]
+    return [evaluate(e.value, case.dims) for e in case.edits if e.input == quantity and e.set == "value" and e.value is not None]
+
+
+def _sides_seen(contract: Contract, profile: ProfileName, seed: int) -> dict[str, set[str]]:
+    """For one check's fresh cases, drawn with this seed: each boundary's sides (or classes) and each named
+    quantity's lowest values seen, computed from the declarations, not from the strata the judge derives."""
+    seen: dict[str, set[str]] = {}
+    cases = [case.model_copy(update={"seed": seed * 100 + n}) for n, (case, _) in
+             enumerate(plan_fresh_cases(contract, profile, random.Random(seed)))]
+    ranges = getattr(contract.cases.fresh, profile)
+    for boundary in contract.cases.boundaries:
+        if profile not in boundary.profiles:
+            continue
+        is_dim = boundary.dim is not None
+        quantity = boundary.dim if is_dim else boundary.input
+        assert quantity is not None
+        spec = next((i for i in contract.inputs if i.name == quantity), None)
+        for case in cases:
+            if is_dim:
+                lowest = ranges[quantity][0]
+            else:
+                assert spec is not None and isinstance(spec.distribution, RandInt)
+                lowest = evaluate(spec.distribution.low, case.dims)
+            for value in _values(contract, case, profile, quantity, is_dim):
+                marks = seen.setdefault(boundary.name, set())
+                if boundary.at is not None:
+                    marks.add("below" if value < evaluate(boundary.at, case.dims) else "above")
+                else:
+                    assert boundary.multiple_of is not None
+                    marks.add("multiple" if value % boundary.multiple_of == boundary.remainder else "other")
+                if value - lowest in (0, 1):
+                    seen.setdefault(f"{quantity}:lowest", set()).add(str(value - lowest))
+    return seen
+
+
+@pytest.mark.parametrize("profile", ["cpu", "gpu"])
+@pytest.mark.parametrize("op", SHIPPED)
+def test_every_check_covers_both_sides_of_every_declared_boundary(op, profile):
+    contract = load_contract(CONTRACTS / f"{op}.yaml")
+    declared = [b for b in contract.cases.boundaries if profile in b.profiles]
+    assert declared, f"contracts/{op}.yaml declares no boundary for the {profile} profile"
+    for seed in range(4 if profile == "cpu" else 12):  # each seed stands for one check's OS-random draws
+        seen = _sides_seen(contract, profile, seed)
+        for boundary in declared:
+            wanted = {"below", "above"} if boundary.at is not None else {"multiple", "other"}
+            assert seen.get(boundary.name) == wanted, (op, profile, seed, boundary.name, seen.get(boundary.name))
+            quantity = boundary.dim or boundary.input
+            # A dim's lowest value (1: it is at least 1); an input's two lowest (past lengths 0 and 1).
+            lowest = {"0"} if boundary.dim is not None else {"0", "1"}
+            assert lowest <= seen.get(f"{quantity}:lowest", set()), (op, profile, seed, quantity)
+
+
+@pytest.mark.parametrize("op", SHIPPED)
+def test_every_check_carries_the_edits_of_every_edge_case(op):
+    contract = load_contract(CONTRACTS / f"{op}.yaml")
+    for profile in ("cpu", "gpu"):
+        edited = [c for c in contract.cases_for(profile) if c.kind == "edge" and c.edits]
+        for seed in range(3):
+            planned = [case for case, _ in plan_fresh_cases(contract, profile, random.Random(seed))]
+            for edge in edited:
+                carriers = [c for c in planned if all(e in c.edits for e in edge.edits)]
+                assert carriers, (op, profile, edge.name)
+                assert all(c.name.startswith("fresh") and c.seed == 0 for c in carriers)  # seeds drawn by the judge
+
+
+def test_fresh_values_are_drawn_anew_within_their_strata():
+    """Two checks do not see the same fresh cases: values are random within each stratum."""
+    contract = load_contract(CONTRACTS / "mla_attention.yaml")
+    first = plan_fresh_cases(contract, "cpu", random.Random(1))
+    second = plan_fresh_cases(contract, "cpu", random.Random(2))
+    assert [c.dims for c, _ in first] != [c.dims for c, _ in second]
+    assert {s for _, strata in first for s in strata} == {s for _, strata in second for s in strata}
+
+
+def test_the_cpu_strata_cases_are_cheap_shapes():
+    """A stratum past the fresh ranges (a boundary's up_to: B 17 for MLA on the CPU) has a case of its own
+    whose other dims stay in the lower half of their ranges, and MLA's strata cases have few heads (the
+    interpreter's cost grows with them), so that the CPU profile stays fast."""
+    for op in SHIPPED:
+        contract = load_contract(CONTRACTS / f"{op}.yaml")
+        ranges = contract.cases.fresh.cpu if contract.cases.fresh else {}
+        seen_past = 0
+        for seed in range(10):
+            for case, strata in plan_fresh_cases(contract, "cpu", random.Random(seed)):
+                past = [d for d, v in case.dims.items() if v > ranges[d][1]]
+                assert len(past) <= 1, (op, case.dims)
+                seen_past += bool(past)
+                for dim, value in case.dims.items():
+                    low, high = ranges[dim]
+                    assert not past or dim in past or value <= low + (high - low) // 2, (op, case.dims)
+                if op == "mla_attention" and strata:
+                    assert case.dims["H"] <= 3, case.dims
+        assert seen_past >= 10, op  # each declares an up_to on the CPU profile: a case past it every check
+
+
+# A realistic cut of the honest softmax: rows too long for one block take the row's max and sum of
+# exponentials from its first 8192 entries only ("the rest barely moves them"). Only rows past 16384
+# elements take that path: no frozen CPU case is that long (the longest is 9000) and the fresh ranges'
+# uniform draws stop at 3000, so only the stratum past the contract's one_block_row boundary sees it.
+_FIRST_BLOCK_STATISTICS = [
+    ('    for start in range(0, N, BLOCK_N):\n        offs = start + cols\n'
+     '        x = tl.load(x_row + offs, mask=offs < N, other=float("-inf"), eviction_policy="evict_last")\n',
+     '    for start in range(0, BLOCK_N, BLOCK_N):\n        offs = start + cols\n'
+     '        x = tl.load(x_row + offs, mask=offs < N, other=float("-inf"), eviction_policy="evict_last")\n'),
+]
+
+
+@pytest.fixture(scope="module")
+def softmax_gates(tmp_path_factory):
+    from ferret.gate.build import build_gate
+
+    folder = tmp_path_factory.mktemp("softmax-gates")
+    build_gate(SOFTMAX_CONTRACT, folder, "cpu")
+    return folder
+
+
+def test_a_kernel_wrong_past_a_boundary_is_rejected_by_every_check(softmax_gates, tmp_path, monkeypatch):
+    import ferret.gate.judge as judge_module
+    from ferret.contract.task import Task
+    from ferret.gate.judge import Judge
+
+    drawn: dict[str, dict[str, int]] = {}
+
+    def recording(*args, **kwargs):
+        fresh = draw_fresh_cases(*args, **kwargs)
+        drawn.update({f.id: f.case.dims for f in fresh})
+        return fresh
+
+    monkeypatch.setattr(judge_module, "draw_fresh_cases", recording)
+
+    source = HONEST_SOFTMAX.read_text()
+    for old, new in _FIRST_BLOCK_STATISTICS:
+        assert source.count(old) == 1
+        source = source.replace(old, new)
+    mutant = tmp_path / "softmax_first_block_statistics.py"
+    mutant.write_text(source)
+    contract = load_contract(SOFTMAX_CONTRACT)
+    assert max(c.dims["N"] for c in contract.cases_for("cpu")) <= 16384
+    assert contract.cases.fresh is not None and contract.cases.fresh.cpu["N"][1] <= 16384
+
+    judge = Judge(Task.load(SOFTMAX_CONTRACT), gates_dir=softmax_gates, profile="cpu")
+    for _ in range(3):
+        verdict = judge.check(mutant, measure_speed=False)
+        assert not verdict.passed
+        # Every frozen case passes: only the fresh stratum past the boundary catches the cut, each time.
+        assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "edge_cases")), verdict.parts
+        assert verdict.parts["fresh_cases"].status == "fail"
+        failing = [r.id for r in verdict.variants if r.part == "fresh_cases" and not r.passed]
+        assert failing and all(drawn[i]["N"] > 16384 for i in failing), [(i, drawn[i]) for i in failing]
+        assert unnamed_rejection(verdict) is None
+        assert verdict.parts["integrity"].status == "pass", verdict.parts["integrity"].detail  # not a pattern's catch
+
+    honest = judge.check(HONEST_SOFTMAX, measure_speed=False)
+    assert honest.passed, honest.parts
+    long_rows = [r for r in honest.variants if r.part == "fresh_cases" and drawn[r.id]["N"] > 16384]
+    assert long_rows and all(r.passed for r in long_rows)
