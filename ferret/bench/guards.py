@@ -67,24 +67,27 @@ def input_pool(inputs: dict[str, torch.Tensor], read_only_float: list[str], targ
     return pool
 
 
-def interference_probe(buffer: torch.Tensor, calls: int = 5) -> Callable[[], float]:
+def interference_probe(buffer: torch.Tensor, warm: Callable[[], None], calls: int = 5) -> Callable[[], float]:
     """A fixed piece of GPU work (one half of `buffer` copied onto the other) whose time, measured with events,
     is the same every time the GPU is otherwise idle. The reference timer runs it around each of its rounds:
     a probe slower than the check's fastest means something else ran on the GPU meanwhile (work queued by
-    the candidate's process before it was stopped, or a process it left behind)."""
+    the candidate's process before it was stopped, or a process it left behind).
+
+    `warm` (a short spin kernel) runs first and the copies are queued behind it: a GPU left idle while a case
+    was set up lowers its clocks, and a probe taken then read slow (the H200 marked honest first rounds
+    interfered while their times matched every other round's)."""
     half = buffer.numel() // 2
     source, target = buffer[:half], buffer[half : 2 * half]
 
     def probe_ms() -> float:
-        times = []
-        for _ in range(calls):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+        warm()
+        for start, end in events:
             start.record()
             target.copy_(source)
             end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times)
+        torch.cuda.synchronize()
+        return statistics.median(start.elapsed_time(end) for start, end in events)
 
     return probe_ms
 

@@ -307,7 +307,9 @@ def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: wire.TimingCa
     reasons = [f"{name}'s rounds spread {value:.1%}, more than the contract's {max_spread:.0%}"
                for name, value in spreads.items() if value > max_spread]
     if interfered:
-        reasons.append(f"the GPU was shared during reference rounds {interfered} (interference probe)")
+        probes = ", ".join(f"{1e3 * ms:.1f}" for ms in theirs.probes_ms)
+        reasons.append(f"the GPU was shared during reference rounds {interfered} (interference probe, us before and "
+                       f"after each round: {probes}; over {guards.INTERFERENCE_TOLERANCE:g}x the fastest)")
     candidate_ms, baseline_ms = med["candidate"], med["baseline"]
     compiled_ms = med.get("baseline_compiled")
     speedup = baseline_ms / candidate_ms
