@@ -127,6 +127,16 @@ def test_host_paths_come_from_the_interpreter_and_leave_the_user_out():
     assert "/" not in shown and "/home" not in shown and "/root" not in shown
 
 
+def test_a_system_prefix_is_never_shown_whole(monkeypatch):
+    # A distribution's Python (prefix /usr): its stdlib and site-packages, not the whole of /usr.
+    for name in ("prefix", "base_prefix", "exec_prefix", "base_exec_prefix"):
+        monkeypatch.setattr(sys, name, "/usr")
+    monkeypatch.setattr(sys, "path", ["", "/usr/lib/python3.11", "/usr/lib/python3/dist-packages", str(REPO)])
+    runtime = allow._runtime()
+    assert "/usr" not in runtime and "/" not in runtime and str(REPO) not in runtime and "" not in runtime
+    assert "/usr/lib/python3.11" in runtime and "/usr/lib/python3/dist-packages" in runtime
+
+
 # --- the real thing ----------------------------------------------------------------------------------------
 
 PROBE = """
