@@ -195,6 +195,22 @@ def test_a_confined_process_sees_only_the_allow_list(kind, tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("kind", [BUBBLEWRAP, NAMESPACE])
+def test_the_deny_list_still_covers_a_hidden_folder_inside_a_shown_one(kind, tmp_path, monkeypatch):
+    _kind_or_skip(monkeypatch, kind)
+    shown, work = tmp_path / "extra", tmp_path / "work"
+    (shown / "gates").mkdir(parents=True)
+    work.mkdir()
+    (shown / "helper.py").write_text("VALUE = 7\n")
+    (shown / "gates" / "golden.safetensors").write_text("golden")
+    monkeypatch.setenv("FERRET_CANDIDATE_PATH", str(shown))  # a folder shown read-only, on the import path
+    code = ("import os, helper; print('SEEN', helper.VALUE, os.listdir({gates!r}), "
+            "os.access({helper!r}, os.W_OK))").format(gates=str(shown / "gates"), helper=str(shown / "helper.py"))
+    outcome = run_isolated([sys.executable, "-c", code], work, candidate_environment(work, interpret=True), 60, 4000,
+                           hide=[shown / "gates"])
+    assert outcome.sandbox == kind and "SEEN 7 [] False" in outcome.stderr_tail, outcome
+
+
+@pytest.mark.parametrize("kind", [BUBBLEWRAP, NAMESPACE])
 def test_a_confined_process_is_classified_and_watched_as_before(kind, tmp_path, monkeypatch):
     _kind_or_skip(monkeypatch, kind)
     killed = run_isolated([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
