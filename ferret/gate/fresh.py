@@ -187,22 +187,24 @@ def _host(contract: Contract, plan: _Plan, pending: list[Stratum], rng: random.R
 
 
 def _edge_cases(contract: Contract, profile: ProfileName, plans: list[_Plan], rng: random.Random) -> list[_Plan]:
-    """The edits of the profile's edge cases on fresh dims: edge cases editing different inputs share a case,
-    carried by a planned case whose own values they leave as they are where one fits, else by a case of
+    """The edits of the profile's edge cases on fresh dims: edge cases editing different inputs (or making the
+    same edits) share a case, carried by a planned case whose own values they leave as they are where one fits, else by a case of
     their own (dims in the lower half of the ranges when they fit there)."""
     groups: list[list[Case]] = []
     for case in contract.cases_for(profile):
         if case.kind != "edge" or not case.edits:
             continue
         inputs = {e.input for e in case.edits}
-        group = next((g for g in groups if not inputs & {e.input for c in g for e in c.edits}), None)
+        # A group that already makes these very edits, else one that edits none of these inputs.
+        group = next((g for g in groups if all(e in _edits_of(g) for e in case.edits)), None) or next(
+            (g for g in groups if not inputs & {e.input for e in _edits_of(g)}), None)
         if group is None:
             groups.append([case])
         else:
             group.append(case)
     added = []
     for group in groups:
-        edits = [e for c in group for e in c.edits]
+        edits = _edits_of(group)
         what = "edits of edge cases " + ", ".join(c.name for c in group)
         host = next((p for p in plans if _carries(p, edits) and edits_fit(contract, edits, p.dims)), None)
         if host is not None:  # a case whose own values the edits leave as they are: one case fewer to run
@@ -212,6 +214,15 @@ def _edge_cases(contract: Contract, profile: ProfileName, plans: list[_Plan], rn
         dims = _room_for(contract, profile, rng, lambda dims, edits=edits: edits_fit(contract, edits, dims), cheap=True)
         added.append(_Plan(dims, edits=edits, what=what))
     return added
+
+
+def _edits_of(group: list[Case]) -> list[Edit]:
+    """The group's edits, each once (two edge cases may make the same edit: a full cache, say)."""
+    edits: list[Edit] = []
+    for edit in (e for c in group for e in c.edits):
+        if edit not in edits:
+            edits.append(edit)
+    return edits
 
 
 def _carries(plan: _Plan, edits: list[Edit]) -> bool:

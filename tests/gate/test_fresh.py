@@ -96,6 +96,23 @@ def test_every_check_carries_the_edits_of_every_edge_case(op):
                 assert all(c.name.startswith("fresh") and c.seed == 0 for c in carriers)  # seeds drawn by the judge
 
 
+def test_edge_cases_making_the_same_edit_share_one_fresh_case(tmp_path):
+    """Two edge cases that make the same edit (a full cache, say) are carried together: no extra case to run."""
+    from ferret_testkit import write_contract
+
+    def twin(data: dict) -> None:
+        zero_rows = next(c for c in data["cases"]["cpu"] if c["name"] == "zero_rows")
+        data["cases"]["cpu"].append({**zero_rows, "name": "zero_rows_again", "seed": 99})
+
+    plain = load_contract(CONTRACTS / "rmsnorm.yaml")
+    doubled = load_contract(write_contract(tmp_path, twin))
+    for seed in range(3):
+        planned = plan_fresh_cases(doubled, "cpu", random.Random(seed))
+        assert len(planned) == len(plan_fresh_cases(plain, "cpu", random.Random(seed)))
+        carrier = [c for c, _ in planned if "zero_rows_again" in c.description]
+        assert len(carrier) == 1 and "zero_rows," in carrier[0].description, [c.description for c, _ in planned]
+
+
 def test_fresh_values_are_drawn_anew_within_their_strata():
     """Two checks do not see the same fresh cases: values are random within each stratum."""
     contract = load_contract(CONTRACTS / "mla_attention.yaml")
