@@ -21,6 +21,7 @@ from ferret.gate.trust import is_trusted, trust_dir
 REPORT_FILE = "report.json"
 MANIFEST_FILE = "manifest.json"
 # Files the judge writes beside the locked ones; everything else in a gate folder must be in the manifest.
+VERDICTS_FOLDER = "verdicts"  # each verdict whole (ferret/gate/report.py): outside the lock, like the index
 UNLOCKED_FILES = frozenset({REPORT_FILE, REPORT_FILE + ".lock", REPORT_FILE + ".tmp"})
 # The judge's own source: editing any of it changes what a verdict means, so it counts as tampering. What
 # it is comes from the code, not from a list kept by hand: every ferret module that these entry points
@@ -174,6 +175,7 @@ def locked_files(gate_dir: Path) -> list[str]:
         p.relative_to(gate_dir).as_posix()
         for p in gate_dir.rglob("*")
         if p.is_file() and p.relative_to(gate_dir).as_posix() not in UNLOCKED_FILES | {MANIFEST_FILE}
+        and p.relative_to(gate_dir).parts[0] != VERDICTS_FOLDER
     )
 
 

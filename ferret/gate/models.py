@@ -3,7 +3,7 @@ Their JSON schemas are published by `ferret schema`."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -262,14 +262,61 @@ class Verdict(BaseModel):
     )
 
 
-class Report(BaseModel):
-    """`gates/<hash>/report.json`: the judge's append-only record of verdicts on this gate."""
+class ReportEntry(BaseModel):
+    """One entry of report.json's index: enough to find a verdict and see how it went; the whole verdict is
+    in its own file (`file`, relative to the gate's folder)."""
 
-    schema_version: Literal[1] = 1
+    index: int = Field(description="The verdict's number on this gate, from 0, in the order they were appended.")
+    file: str | None = Field(description="The whole verdict (the Verdict schema), relative to the gate's folder; "
+                             "None only for a verdict read from a report of schema 1 not yet rewritten.")
+    started_at: str
+    seconds: float
+    candidate_path: str
+    candidate_sha256: str
+    passed: bool
+    first_failing_stage: str | None
+    parts: dict[str, str] = Field(description="Each part's status: pass, fail or skipped.")
+    detections: list[str] = Field(description="The names (cheat slugs) of everything the gate saw, in order.")
+    timed: bool = Field(description="Whether speed was measured.")
+    target_met: bool | None = None
+    geomean_speedup: float | None = None
+    unstable_cases: list[str] = []
+    fraction_of_floor: dict[str, float] = Field(default_factory=dict, description="Per timed case.")
+
+    @classmethod
+    def of(cls, verdict: Verdict, index: int, file: str | None) -> ReportEntry:
+        timing = verdict.timing
+        return cls(
+            index=index, file=file, started_at=verdict.started_at, seconds=round(verdict.seconds, 3),
+            candidate_path=verdict.candidate_path, candidate_sha256=verdict.candidate_sha256, passed=verdict.passed,
+            first_failing_stage=verdict.first_failing_stage, parts={k: p.status for k, p in verdict.parts.items()},
+            detections=[d.cheat for d in verdict.detections], timed=timing.measured, target_met=timing.target_met,
+            geomean_speedup=timing.geomean_speedup, unstable_cases=list(timing.unstable_cases),
+            fraction_of_floor={c.case: c.fraction_of_floor for c in timing.cases if c.fraction_of_floor is not None},
+        )
+
+
+class Report(BaseModel):
+    """`gates/<hash>/report.json`: the judge's index of the verdicts on this gate, newest last, bounded (the
+    newest `INDEX_LIMIT` entries); every verdict whole in its own file under `verdicts/`, which stays."""
+
+    INDEX_LIMIT: ClassVar[int] = 500
+
+    schema_version: Literal[2] = 2
     gate_hash: str
     reference_validation: dict[str, Any] = Field(
         default_factory=dict, description="How the gate's reference was checked against its oracle (from the manifest)."
     )
+    verdict_count: int = Field(default=0, description="Every verdict ever appended, the index's oldest included.")
+    verdicts: list[ReportEntry] = []
+
+
+class ReportV1(BaseModel):
+    """report.json as written before schema 2 (every verdict whole, inline): still read."""
+
+    schema_version: Literal[1] = 1
+    gate_hash: str
+    reference_validation: dict[str, Any] = Field(default_factory=dict)
     verdicts: list[Verdict] = []
 
 

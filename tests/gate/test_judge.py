@@ -18,7 +18,7 @@ from ferret_testkit import (  # noqa: E402
 from ferret.gate.judge import check, summary  # noqa: E402
 from ferret.gate.lock import verify_gate  # noqa: E402
 from ferret.gate.models import PARTS, GateManifest  # noqa: E402
-from ferret.gate.report import read_report  # noqa: E402
+from ferret.gate.report import read_report, read_verdicts  # noqa: E402
 
 # Variants of the CPU profile, in gate order (correctness cases in 3 dtypes, edge cases in bfloat16).
 VARIANTS = [
@@ -611,22 +611,24 @@ def test_every_verdict_is_appended_to_the_report(rmsnorm_gate, tmp_path):
         assert len(read_report(gate).verdicts) == len(verdicts)
 
     report = read_report(gate)
-    assert report.gate_hash == gate.name
+    assert report.gate_hash == gate.name and report.verdict_count == 3
     assert [v.passed for v in report.verdicts] == [True, False, False]
-    for stored, verdict, path in zip(report.verdicts, verdicts, candidates):
+    assert [v.index for v in report.verdicts] == [0, 1, 2]
+    stored_verdicts = read_verdicts(gate)  # each whole, in its own file beside the index
+    for stored, verdict, path in zip(stored_verdicts, verdicts, candidates, strict=True):
         assert stored.candidate_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
         assert stored.candidate_path == str(path)
         assert stored.gate_hash == gate.name
         assert stored.model_dump_json() == verdict.model_dump_json()
     # The NaN the unwritten output holds survives the round trip.
-    worst = report.verdicts[1].variants[0].stages[1].worst
+    worst = stored_verdicts[1].variants[0].stages[1].worst
     assert worst is not None and worst.candidate != worst.candidate
     manifest = GateManifest.model_validate(verify_gate(gate))  # the report is outside the lock
     seeds = {r.id: r.seed for r in manifest.variants}
     # Every verdict records the frozen seeds, and the private seeds of the fresh cases drawn for it.
-    assert all({k: v for k, v in verdict.seeds.items() if not k.startswith("fresh")} == seeds for verdict in report.verdicts)
+    assert all({k: v for k, v in verdict.seeds.items() if not k.startswith("fresh")} == seeds for verdict in stored_verdicts)
     assert all(len([k for k in verdict.seeds if k.startswith("fresh")]) == [r.part for r in verdict.variants].count("fresh_cases")
-               >= 3 for verdict in report.verdicts)
+               >= 3 for verdict in stored_verdicts)
     assert seeds["typical@float32"] == 1 and seeds["many_rows_narrow@bfloat16"] == 7
 
 

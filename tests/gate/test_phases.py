@@ -12,7 +12,7 @@ from ferret.contract.task import Task  # noqa: E402
 from ferret.gate.judge import Judge  # noqa: E402
 from ferret.gate.models import Verdict  # noqa: E402
 from ferret.gate.phases import PhaseClock, TimingPhases  # noqa: E402
-from ferret.gate.report import read_report  # noqa: E402
+from ferret.gate.report import read_verdicts  # noqa: E402
 from ferret.progress import Reporter  # noqa: E402
 
 
@@ -85,6 +85,6 @@ def test_a_verdict_says_where_its_seconds_went(rmsnorm_gate, rmsnorm_gates_dir):
     assert sum(p.seconds for p in second.phases) <= second.seconds + 0.05
     assert sum(p.seconds for p in second.phases) >= 0.5 * second.seconds
     # The timeline is part of the published verdict: it survives report.json and the JSON round trip.
-    recorded = read_report(rmsnorm_gate).verdicts[-1]
+    recorded = read_verdicts(rmsnorm_gate)[-1]
     assert recorded.phases == second.phases
     assert Verdict.model_validate_json(second.model_dump_json()).phases == second.phases
