@@ -27,7 +27,7 @@ def _latest_timed_verdict(gates_dir: Path, op: str):
     """The latest timed GPU verdict on a gate built from contracts/<op>.yaml itself (other contracts of the
     same op, such as the GPU tests' small rmsnorm contract, share the gates folder)."""
     from ferret.contract.load import load_contract
-    from ferret.gate.report import read_report
+    from ferret.gate.report import read_verdicts
 
     wanted = load_contract(REPO / f"contracts/{op}.yaml").model_dump(mode="json")
     best = None
@@ -35,7 +35,7 @@ def _latest_timed_verdict(gates_dir: Path, op: str):
         manifest = json.loads((report_file.parent / "manifest.json").read_text())
         if manifest.get("contract") != wanted:
             continue
-        for verdict in read_report(report_file.parent).verdicts:
+        for verdict in read_verdicts(report_file.parent):
             is_timed = verdict.op == op and verdict.profile == "gpu" and verdict.timing.measured
             if is_timed and (best is None or verdict.started_at > best[0].started_at):
                 best = (verdict, report_file.parent)
