@@ -450,6 +450,29 @@ def template_render(
     _guarded(action)
 
 
+@app.command("new", epilog=_epilog("the files written, one a line"))
+def new_command(
+    op: str = typer.Argument(..., metavar="<op>", help="The new op's name: a lowercase Python identifier."),
+    root: Path = typer.Option(Path("."), "--root", file_okay=False, help="The project's root (holds contracts/, tasks/)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite the example's files where they exist."),
+    calibrate_tolerances: bool = typer.Option(True, "--calibrate/--no-calibrate",
+                                              help="Derive the tolerance table (ferret calibrate, CPU profile)."),
+) -> None:
+    """Scaffold a new op from a working example (a fused SiLU-and-mul named <op>): contract, tolerances,
+    reference, baseline, an honest and a wrong Triton candidate, and their tests, which pass as written."""
+
+    def action():
+        from ferret.scaffold.new_op import new_op
+
+        made = new_op(op, root, force=force, calibrate_tolerances=calibrate_tolerances, progress=_reporter())
+        for path in made.files:
+            typer.echo(str(path))
+        _progress(f"next: pytest {root / 'tests' / 'tasks' / op}; ferret check {made.contract} {made.honest}; "
+                  "contracts/README.md turns the example into your op")
+
+    _guarded(action)
+
+
 @app.command("calibrate", epilog=_epilog("the tolerance table file written"))
 def calibrate_command(
     contract: Path = _contract_argument(),

@@ -1,0 +1,80 @@
+"""A new op in minutes: `ferret new <op>` writes a working example under the project's root, a fused
+SiLU-and-mul named `<op>`, that a user turns into their own op:
+
+    contracts/<op>.yaml                      the contract (every field commented where to change it)
+    contracts/<op>.tolerances.yaml           derived by `ferret calibrate` from the honest implementations
+    tasks/<op>/reference.py, baseline.py     the float64 truth and the eager baseline
+    tasks/<op>/candidates/triton_<op>.py     a first honest Triton candidate
+    tasks/<op>/candidates/wrong_<op>.py      a wrong one, which the generated gate must reject
+    tests/tasks/<op>/test_<op>_task.py       their tests, passing as generated
+
+Nothing is overwritten unless asked; the op's name must be a Python identifier (it names a package)."""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from ferret.errors import UsageError
+
+_TEMPLATES = {  # file under the project's root -> its template
+    "contracts/{op}.yaml": "contract.yaml.j2",
+    "tasks/{op}/__init__.py": None,
+    "tasks/{op}/reference.py": "reference.py.j2",
+    "tasks/{op}/baseline.py": "baseline.py.j2",
+    "tasks/{op}/candidates/triton_{op}.py": "triton_candidate.py.j2",
+    "tasks/{op}/candidates/wrong_{op}.py": "wrong_candidate.py.j2",
+    "tests/tasks/{op}/test_{op}_task.py": "test_task.py.j2",
+}
+
+
+@dataclass(frozen=True)
+class NewOp:
+    """What `new_op` wrote: every file, and the contract and candidates by name."""
+
+    files: list[Path]
+    contract: Path
+    honest: Path
+    wrong: Path
+    tolerances: Path | None
+
+
+def new_op(op: str, root: Path, force: bool = False, calibrate_tolerances: bool = True,
+           progress: Callable[[str], None] = lambda m: None) -> NewOp:
+    """Write the example op's files under `root`, then derive its tolerance table (`ferret calibrate`, CPU
+    profile, the honest Triton candidate's false-rejection rate measured too). UsageError naming the op
+    or the first file in the way."""
+    if not op.isidentifier() or keyword.iskeyword(op) or not op.islower():
+        raise UsageError(f"op {op!r}: the name must be a lowercase Python identifier (it names tasks/{op}/)")
+    targets = {pattern.format(op=op): template for pattern, template in _TEMPLATES.items()}
+    existing = [name for name in targets if (root / name).exists()]
+    if existing and not force:
+        raise UsageError(f"{root / existing[0]}: already exists (ferret new --force overwrites the example's files)")
+    environment = Environment(loader=PackageLoader("ferret.scaffold", "templates"), undefined=StrictUndefined,
+                              keep_trailing_newline=True)
+    written = []
+    for name, template in targets.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = environment.get_template(template).render(op=op) if template else ""
+        path.write_text(text)
+        written.append(path)
+    for package in (root / "tasks" / "__init__.py",):  # the project's `tasks` package, where a new project lacks it
+        if not package.exists():
+            package.write_text("")
+            written.append(package)
+    contract = root / "contracts" / f"{op}.yaml"
+    honest = root / "tasks" / op / "candidates" / f"triton_{op}.py"
+    tolerances = None
+    if calibrate_tolerances:
+        from ferret.gate.calibrate import calibrate
+
+        progress(f"deriving {op}'s tolerances from its honest implementations (ferret calibrate, CPU profile)")
+        tolerances = calibrate(contract, seeds=4, margin=4.0, check_seeds=2, candidates=[honest], progress=progress)
+        written.append(tolerances)
+    return NewOp(files=written, contract=contract, honest=honest, wrong=root / "tasks" / op / "candidates" / f"wrong_{op}.py",
+                 tolerances=tolerances)

@@ -1,0 +1,53 @@
+"""`ferret new <op>` (ferret/scaffold/new_op.py): a new project's op written from the working example, its
+tolerances derived by calibrate, and its generated tests passing as generated (the honest candidate passes
+its gate, the wrong one is rejected); bad names and files in the way are usage errors naming them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from ferret.cli.main import app
+from ferret.errors import UsageError
+from ferret.scaffold.new_op import new_op
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_new_op_passes_its_own_tests_as_generated(tmp_path):
+    made = new_op("silu_demo", tmp_path)
+    names = {p.relative_to(tmp_path).as_posix() for p in made.files}
+    assert {"contracts/silu_demo.yaml", "contracts/silu_demo.tolerances.yaml", "tasks/__init__.py",
+            "tasks/silu_demo/candidates/wrong_silu_demo.py", "tests/tasks/silu_demo/test_silu_demo_task.py"} <= names
+    table = yaml.safe_load(made.tolerances.read_text())  # type: ignore[union-attr]
+    assert table["by_dtype"]["bfloat16"]["y"]["rel_l2"] > table["by_dtype"]["float32"]["y"]["rel_l2"] > 0
+    assert table["false_rejection"]["triton_silu_demo.py"]["rejected"] == 0
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]), "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tasks/silu_demo"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["9lives", "has-dash", "class", "CamelCase"])
+def test_a_name_that_cannot_name_a_package_is_refused(tmp_path, name):
+    with pytest.raises(UsageError, match="lowercase Python identifier"):
+        new_op(name, tmp_path, calibrate_tolerances=False)
+    assert not (tmp_path / "contracts").exists()
+
+
+def test_nothing_is_overwritten_unless_asked_and_the_cli_names_the_file(tmp_path):
+    new_op("demo_op", tmp_path, calibrate_tolerances=False)
+    reference = tmp_path / "tasks" / "demo_op" / "reference.py"
+    reference.write_text("# mine\n")
+    result = CliRunner().invoke(app, ["new", "demo_op", "--root", str(tmp_path), "--no-calibrate"])
+    assert result.exit_code == 2 and "contracts/demo_op.yaml: already exists" in result.output
+    assert reference.read_text() == "# mine\n"
+    result = CliRunner().invoke(app, ["new", "demo_op", "--root", str(tmp_path), "--no-calibrate", "--force"])
+    assert result.exit_code == 0, result.output
+    assert "def reference(" in reference.read_text()
