@@ -204,3 +204,37 @@ def test_a_kernel_wrong_past_a_boundary_is_rejected_by_every_check(softmax_gates
     assert honest.passed, honest.parts
     long_rows = [r for r in honest.variants if r.part == "fresh_cases" and drawn[r.id]["N"] > 16384]
     assert long_rows and all(r.passed for r in long_rows)
+
+
+# A cut of the honest MLA kernel: "a decode batch fits one block of 16 requests", so the merge and
+# un-absorption launch one program per head and requests past 16 are never written. Every frozen CPU case
+# and the uniform draws (B up to 3) have at most 16 requests: only the stratum past the contract's
+# batch_block boundary (17 requests, few heads, short rows) sees it.
+_ONE_BATCH_BLOCK = [
+    ("    return min(64, max(16, triton.next_power_of_2(batch)))\n", "    return 16\n"),
+    ("    _combine_unabsorb_kernel[(heads, triton.cdiv(batch, block_b))](\n", "    _combine_unabsorb_kernel[(heads, 1)](\n"),
+]
+MLA_CONTRACT = CONTRACTS / "mla_attention.yaml"
+HONEST_MLA = REPO / "tasks" / "mla_attention" / "candidates" / "triton_mla.py"
+
+
+def test_an_mla_kernel_wrong_past_the_batch_block_is_rejected_by_every_check(tmp_path):
+    from ferret.contract.task import Task
+    from ferret.gate.judge import Judge
+
+    source = HONEST_MLA.read_text()
+    for old, new in _ONE_BATCH_BLOCK:
+        assert source.count(old) == 1
+        source = source.replace(old, new)
+    mutant = tmp_path / "mla_one_batch_block.py"
+    mutant.write_text(source)
+    contract = load_contract(MLA_CONTRACT)
+    assert max(c.dims["B"] for c in contract.cases_for("cpu")) <= 16
+    judge = Judge(Task.load(MLA_CONTRACT), gates_dir=tmp_path / "gates", profile="cpu")
+    for _ in range(2):
+        verdict = judge.check(mutant, measure_speed=False)
+        assert not verdict.passed
+        assert all(verdict.parts[p].status == "pass" for p in ("correctness", "edge_cases")), verdict.parts
+        assert verdict.parts["fresh_cases"].status == "fail"
+        assert verdict.parts["integrity"].status == "pass", verdict.parts["integrity"].detail
+        assert unnamed_rejection(verdict) is None
