@@ -8,7 +8,7 @@ from pathlib import Path
 from ferret.gate.models import SandboxRecord
 from ferret.gate.trust import trust_dir
 from ferret.sandbox import allow, audit
-from ferret.sandbox.launch import BUBBLEWRAP, DENY_LIST, NAMESPACE, sandbox_kind
+from ferret.sandbox.launch import BUBBLEWRAP, DENY_LIST, NAMESPACE, sandbox_failures, sandbox_kind
 
 _SANDBOXES = {
     BUBBLEWRAP: "bubblewrap showing only an allow-list of the host's files (the Python runtime, its libraries, the "
@@ -36,7 +36,8 @@ def sandbox_record() -> SandboxRecord:
     kind = sandbox_kind()
     allowed = kind in (BUBBLEWRAP, NAMESPACE)
     shown = list(allow.allow_list_for(Path(tempfile.gettempdir()) / "candidate").read_only) if allowed else []
-    return SandboxRecord(kind=kind, allow_list=allowed, audit_hooks=audit.wanted(), shown=shown)  # type: ignore[arg-type]
+    return SandboxRecord(kind=kind, allow_list=allowed, audit_hooks=audit.wanted(), shown=shown,  # type: ignore[arg-type]
+                         skipped=sandbox_failures())
 
 
 def hidden_from_candidates(gate: Path, project: Path) -> list[Path]:

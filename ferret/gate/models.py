@@ -226,6 +226,11 @@ class SandboxRecord(BaseModel):
         description="Host paths shown read-only under an allow-list (the runtime, its libraries, the toolchain); the "
         "process's own folder, /dev, /proc, /sys and /tmp aside.",
     )
+    skipped: dict[str, str] = Field(
+        default_factory=dict,
+        description="Sandboxes tried first on this machine that failed their probe, with why (on a GPU machine the probe "
+        "also compiles and runs a Triton kernel inside the sandbox): the next one that worked was used.",
+    )
 
 
 class Verdict(BaseModel):

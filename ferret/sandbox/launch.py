@@ -185,6 +185,62 @@ assert not os.path.exists(secret), "a file outside the allow-list is visible"
 assert ctypes.CDLL(None, use_errno=True).umount2(b"/proc", 2) != 0, "the process can unmount"
 open(os.path.join(own, "ok"), "w").write("ok")
 """
+# On a machine with a GPU, what a candidate needs of the host beyond Python: torch on the GPU and a Triton kernel
+# compiled (the C compiler, ptxas, the CUDA driver). The allow-list is derived, not tested, on a machine whose
+# layout it has never seen; a sandbox that fails this is skipped for the next, and `sandbox_failures` says why.
+_GPU_PROBE = """
+import os, sys
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add_one(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    inside = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=inside) + 1, mask=inside)
+
+
+x = torch.zeros(8, device="cuda")
+_add_one[(1,)](x, 8, BLOCK=8)
+assert float(x.sum()) == 8.0, "the Triton kernel ran wrong"
+open(os.path.join(sys.argv[1], "ok-gpu"), "w").write("ok")
+"""
+_FAILURES: dict[str, str] = {}
+
+
+def sandbox_failures() -> dict[str, str]:
+    """Each sandbox probed on this machine that failed, with why (the GPU probe's error, for one)."""
+    return dict(_FAILURES)
+
+
+def _gpu_present() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch, no GPU: nothing to probe
+        return False
+
+
+def _runs_a_gpu_kernel(kind: str, base: Path) -> bool:
+    """A Triton kernel compiled and run on the GPU inside the sandbox `kind`, with a candidate's environment."""
+    own = base / "own-gpu"
+    own.mkdir()
+    (own / "probe.py").write_text(_GPU_PROBE)
+    args, root = confined_command(kind, [sys.executable, str(own / "probe.py"), str(own)], own, [])
+    try:
+        env = candidate_environment(own, interpret=False, runs_candidate=True)
+        env.pop(audit.ENABLE, None)  # the probe is not the runner: it installs no hooks
+        done = subprocess.run(args, capture_output=True, timeout=300, cwd=own, env=env, text=True)
+    finally:
+        if root is not None:
+            root.rmdir()
+    if done.returncode == 0 and (own / "ok-gpu").exists():
+        return True
+    _FAILURES[kind] = f"GPU probe: exit {done.returncode}: {done.stderr[-800:]}"
+    return False
 
 
 def sandbox_kind() -> str:
@@ -221,8 +277,12 @@ def _works(kind: str) -> bool:
         finally:
             if root is not None:
                 root.rmdir()
-        return done.returncode == 0 and (own / "ok").exists()
-    except (OSError, subprocess.TimeoutExpired):
+        if not (done.returncode == 0 and (own / "ok").exists()):
+            _FAILURES[kind] = f"probe: exit {done.returncode}: {done.stderr[-400:]!r}"
+            return False
+        return not _gpu_present() or _runs_a_gpu_kernel(kind, base)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        _FAILURES[kind] = f"probe: {type(err).__name__}: {err}"[:400]
         return False
     finally:
         shutil.rmtree(base, ignore_errors=True)
