@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ferret.models",),  # above the gate: the Claude CLI backend uses ferret.gate.trust's private folders
     ("ferret.roles",),
     ("ferret.dispatch",),
+    ("ferret.scaffold",),  # `ferret new`: writes an example op and calibrates it (ferret.gate.calibrate)
     ("ferret.cli",),
 )
 # ferret/__init__.py only names the public API and imports it lazily, by string; it is in no layer, and
