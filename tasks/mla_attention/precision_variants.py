@@ -1,0 +1,180 @@
+"""Precision variants of the honest Triton MLA candidate: faithful ones, which the gate must pass, and cuts,
+which it must reject (issue 12, section 3).
+
+The rule the tolerances enforce: accumulators, the softmax's running statistics (max and sum) and the
+partial results carried between token blocks or between splits are float32; the operands of a matrix
+product (the query, the cache tile, and P for P @ V) may be bf16, as in every production flash kernel.
+
+Each variant is a set of exact line edits of `candidates/triton_mla.py` (every old line must occur exactly
+once), so the variants follow the honest kernel as it changes:
+
+    path = write_variant("acc_bf16", tmp_dir / "mla_acc_bf16.py")   # a candidate file for the judge
+    module = load_variant("acc_bf16", tmp_dir)                      # or imported, same run(...) ABI
+
+FAITHFUL variants differ from the honest candidate only where the rule allows (an operand's precision, the
+split or block schedule): their errors are what the tolerance table is derived from
+(`tasks/mla_attention/derive_tolerances.py`). CUTS keep a declared-float32 quantity in bf16, or skip work
+whose contribution is small; `kind` says which (`precision`: the issue's first kind; `skip`: work skipped).
+`cpu_gap` is empty for a cut the CPU gate rejects, else it says why the CPU gate admits it today (the
+tests hold such a cut as a strict expected failure, so closing the gap shows): a bf16 copy of a split's
+normalized partial costs one bf16 rounding before a weighted average, no more than the rounding o_latent
+gets anyway, so no tolerance can tell it from a faithful kernel; a bf16 accumulator or running sum costs
+about one bf16 rounding per token block, which needs more token blocks per split than the CPU profile's
+long case (24) to exceed the faithful error of short peaked rows times the margin. DESIGN.md says what
+the tolerance admits.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Literal, NamedTuple
+
+CANDIDATE_PATH = Path(__file__).resolve().parent / "candidates" / "triton_mla.py"
+
+_ACC_LINE = "        acc = acc * rescale[:, None] + tl.dot(p_operand, kv_latent)"
+_SUM_LINE = "        running_sum = running_sum * rescale + tl.sum(p, axis=1)"
+_MAX_LINE = "        new_max = tl.maximum(running_max, tl.max(logits, axis=1))"
+_P_OPERAND_LINE = "        p_operand = _dot_operand(_round_to(p, kv_dtype, INTERPRETED), INTERPRETED)"
+_PARTIAL_STORE_LINE = "    tl.store(part_rows + latent_offs[None, :], partial, mask=h_mask[:, None])"
+_LSE_STORE_LINE = "    tl.store(lse_ptr + b * stride_lse_b + h * stride_lse_h + split, lse, mask=h_mask)"
+_SPLITS_LINE = "    splits = max(1, min(splits, triton.cdiv(capacity, min_tokens_per_split), 64))"
+
+
+def _bf16(expr: str) -> str:
+    """`expr` rounded to bf16 (round to nearest even, as on the GPU) and read back as float32: a quantity
+    kept in bf16 between uses."""
+    return f"_round_to({expr}, tl.bfloat16, INTERPRETED).to(tl.float32)"
+
+
+_ACCUMULATION_GAP = (
+    "about one bf16 rounding per token block; over the CPU long case's 24 blocks a split it stays under the "
+    "faithful error of short peaked rows x 1.5 (it grows with the blocks: the GPU profile's rows are longer)"
+)
+
+
+class Variant(NamedTuple):
+    edits: tuple[tuple[str, str], ...]  # (old line, new line): exact lines of candidates/triton_mla.py
+    kind: Literal["faithful", "precision", "skip"]
+    what: str
+    cpu_gap: str = ""
+
+
+FAITHFUL: dict[str, Variant] = {
+    # P kept in float32 as the P @ V operand (the honest candidate rounds P to bf16, which the rule allows)
+    "p_fp32": Variant(
+        ((_P_OPERAND_LINE, "        p_operand = _dot_operand(p, INTERPRETED)"),),
+        "faithful", "P @ V with P in float32 (the honest candidate's P operand is bf16)",
+    ),
+    # one split per request: every token block goes through one float32 accumulator (another summation order)
+    "one_split": Variant(
+        ((_SPLITS_LINE, "    splits = 1"),),
+        "faithful", "one split per request (one float32 accumulator over every token block)",
+    ),
+}
+
+CUTS: dict[str, Variant] = {
+    # the output accumulator kept in bf16 between token blocks
+    "acc_bf16": Variant(
+        ((_ACC_LINE, f"        acc = {_bf16('acc * rescale[:, None] + tl.dot(p_operand, kv_latent)')}"),),
+        "precision", "output accumulator (acc) kept in bf16 between token blocks",
+        cpu_gap=_ACCUMULATION_GAP,
+    ),
+    # the softmax's running sum kept in bf16 between token blocks
+    "sum_bf16": Variant(
+        ((_SUM_LINE, f"        running_sum = {_bf16('running_sum * rescale + tl.sum(p, axis=1)')}"),),
+        "precision", "softmax running sum kept in bf16 between token blocks",
+        cpu_gap=_ACCUMULATION_GAP,
+    ),
+    # both running statistics (max and sum) kept in bf16; the max is used consistently (a shift), so the
+    # sum's rounding is what shows
+    "stats_bf16": Variant(
+        (
+            (_MAX_LINE, f"        new_max = {_bf16('tl.maximum(running_max, tl.max(logits, axis=1))')}"),
+            (_SUM_LINE, f"        running_sum = {_bf16('running_sum * rescale + tl.sum(p, axis=1)')}"),
+        ),
+        "precision", "softmax running max and sum kept in bf16 between token blocks",
+        cpu_gap=_ACCUMULATION_GAP,
+    ),
+    # accumulator and running sum in bf16: a whole flash loop in bf16 but for the logits
+    "loop_bf16": Variant(
+        (
+            (_SUM_LINE, f"        running_sum = {_bf16('running_sum * rescale + tl.sum(p, axis=1)')}"),
+            (_ACC_LINE, f"        acc = {_bf16('acc * rescale[:, None] + tl.dot(p_operand, kv_latent)')}"),
+        ),
+        "precision", "accumulator and running sum kept in bf16 between token blocks",
+        cpu_gap=_ACCUMULATION_GAP,
+    ),
+    # each split's log-sum-exp carried to the merge in bf16
+    "lse_bf16": Variant(
+        ((_LSE_STORE_LINE, f"    tl.store(lse_ptr + b * stride_lse_b + h * stride_lse_h + split, {_bf16('lse')}, "
+                           "mask=h_mask)"),),
+        "precision", "each split's log-sum-exp carried to the merge in bf16",
+    ),
+    # each split's normalized partial output carried to the merge in bf16: one rounding, then a weighted
+    # average of such roundings; no larger than the bf16 rounding o_latent gets anyway
+    "partial_bf16": Variant(
+        ((_PARTIAL_STORE_LINE, f"    tl.store(part_rows + latent_offs[None, :], {_bf16('partial')}, "
+                               "mask=h_mask[:, None])"),),
+        "precision", "each split's normalized partial output carried to the merge in bf16",
+        cpu_gap="one bf16 rounding of each split's partial before a weighted average: no larger than the rounding "
+                "o_latent gets anyway",
+    ),
+    # token blocks whose largest logit is 8 (base 2) below the running max are skipped: each of their tokens
+    # weighs under 1/256 of the running peak's
+    "skip_small_blocks": Variant(
+        (
+            (_MAX_LINE, "        new_max = tl.maximum(running_max, tl.max(logits, axis=1))\n"
+                        "        logits = tl.where(tl.max(logits, axis=1)[:, None] < running_max[:, None] - 8.0, "
+                        "float(\"-inf\"), logits)"),
+        ),
+        "skip", "token blocks whose best token weighs under 2^-8 of the running peak's are skipped",
+    ),
+}
+
+VARIANTS: dict[str, Variant] = {**FAITHFUL, **CUTS}
+
+
+def variant_source(name: str, source: str | None = None) -> str:
+    """The candidate's source with each of `name`'s lines replaced; fails unless every old line occurs
+    exactly once."""
+    if source is None:
+        source = CANDIDATE_PATH.read_text()
+    lines = source.splitlines(keepends=True)
+    for old_line, new_line in VARIANTS[name].edits:
+        hits = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == old_line]
+        if len(hits) != 1:
+            raise ValueError(f"{name}: expected the line {old_line!r} exactly once, found it {len(hits)} times")
+        lines[hits[0]] = new_line + lines[hits[0]][len(old_line):]
+    result = "".join(lines)
+    if result == source:
+        raise ValueError(f"{name}: the edits left the source unchanged")
+    return result
+
+
+def write_variant(name: str, path: str | Path, source: str | None = None) -> Path:
+    """Write the variant's source to `path` (a self-contained candidate file) and return the path."""
+    path = Path(path)
+    path.write_text(variant_source(name, source))
+    return path
+
+
+def load_variant(name: str, directory: str | Path, source: str | None = None) -> ModuleType:
+    """Write the variant into `directory` and import it (Triton's JIT reads the source from a real file)."""
+    path = write_variant(name, Path(directory) / f"triton_mla_{name}.py", source)
+    module_name = f"_mla_precision_{name}_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    # python -m tasks.mla_attention.precision_variants NAME OUT.py: write one variant as a candidate file.
+    if len(sys.argv) != 3 or sys.argv[1] not in VARIANTS:
+        sys.exit(f"usage: python -m tasks.mla_attention.precision_variants {{{','.join(VARIANTS)}}} OUT.py")
+    print(write_variant(sys.argv[1], sys.argv[2]))
