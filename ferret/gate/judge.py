@@ -24,7 +24,7 @@ import torch
 from safetensors.torch import load_file
 
 from ferret import wire
-from ferret.contract.model import Contract
+from ferret.contract.model import Contract, ProfileName
 from ferret.contract.task import Task
 from ferret.errors import JudgeError
 from ferret.gate import detect
@@ -73,7 +73,7 @@ class Judge:
     def __init__(self, task: Task, gates_dir: str | Path = "gates", profile: str | None = None, progress: ProgressLike = None):
         started = time.perf_counter()
         self.task = task
-        self.profile = profile or default_profile()
+        self.profile: ProfileName = resolve_profile(profile, needs_gpu=False) if profile else default_profile()
         self.device = device_for(self.profile)
         self.progress = as_reporter(progress)
         self.gate = locate_gate(task.path, task.contract, Path(gates_dir), self.profile, self.progress)
