@@ -13,6 +13,9 @@ Nothing is overwritten unless asked; the op's name must be a Python identifier (
 from __future__ import annotations
 
 import keyword
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,10 +74,20 @@ def new_op(op: str, root: Path, force: bool = False, calibrate_tolerances: bool 
     honest = root / "tasks" / op / "candidates" / f"triton_{op}.py"
     tolerances = None
     if calibrate_tolerances:
-        from ferret.gate.calibrate import calibrate
-
         progress(f"deriving {op}'s tolerances from its honest implementations (ferret calibrate, CPU profile)")
-        tolerances = calibrate(contract, seeds=4, margin=4.0, check_seeds=2, candidates=[honest], progress=progress)
+        tolerances = _calibrate_in_the_project(root, contract, honest)
         written.append(tolerances)
     return NewOp(files=written, contract=contract, honest=honest, wrong=root / "tasks" / op / "candidates" / f"wrong_{op}.py",
                  tolerances=tolerances)
+
+
+def _calibrate_in_the_project(root: Path, contract: Path, honest: Path) -> Path:
+    """`ferret calibrate` in a fresh interpreter whose working folder is the project's root: the project's
+    `tasks` package is imported there, never one the calling process already imported (Ferret's own)."""
+    command = [sys.executable, "-m", "ferret.cli.main", "calibrate", str(contract.resolve()), "--seeds", "4",
+               "--check-seeds", "2", "--candidate", str(honest.resolve())]
+    env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UsageError(f"{contract}: ferret calibrate failed (exit {done.returncode}): {done.stderr.strip()[-600:]}")
+    return Path(done.stdout.strip().splitlines()[-1])

@@ -4,6 +4,7 @@ its gate, the wrong one is rejected); bad names and files in the way are usage e
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -20,7 +21,11 @@ from ferret.scaffold.new_op import new_op
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_new_op_passes_its_own_tests_as_generated(tmp_path):
+def test_a_new_op_passes_its_own_tests_as_generated(tmp_path, monkeypatch):
+    # The calling process has Ferret's own `tasks` package imported (a test run, a dispatcher): the new
+    # project's `tasks` must still be the one its calibration imports.
+    monkeypatch.syspath_prepend(str(REPO))
+    importlib.import_module("tasks.rmsnorm")
     made = new_op("silu_demo", tmp_path)
     names = {p.relative_to(tmp_path).as_posix() for p in made.files}
     assert {"contracts/silu_demo.yaml", "contracts/silu_demo.tolerances.yaml", "tasks/__init__.py",
