@@ -76,6 +76,13 @@ class Tolerance(_Strict):
         default=None, gt=0, description="max |x - ref| divided by max |ref| (the error relative to the stage's scale)."
     )
     cosine_min: float | None = Field(default=None, gt=-1, le=1, description="Minimum cosine similarity with ref.")
+    scale_floor: float | None = Field(
+        default=None, gt=0,
+        description="The stage's scale is taken as at least this per entry, in the stage's own units: rel_l2 divides by "
+        "max(||ref||, scale_floor * sqrt(entries)), max_abs_rel_peak by max(max |ref|, scale_floor), and below it the "
+        "cosine is not judged. For a stage whose values can all be near zero at once (a few dot products: MLA's scores "
+        "of one request, one head, one token), whose error does not shrink with its values; set near the stage's "
+        "typical magnitude, it changes nothing on ordinary cases.")
 
     @model_validator(mode="after")
     def _at_least_one(self) -> Tolerance:

@@ -175,6 +175,16 @@ def _update_worst_errors(
     return exposed
 
 
+def _with_scale_floor(tolerance: Tolerance, contract: Contract, dtype: str, stage: str) -> Tolerance:
+    """A stage's scale floor is a property of its math, not of the honest error: kept from the table the
+    contract has, so re-running calibrate never drops it."""
+    table = contract.tolerances
+    kept = table.by_dtype.get(dtype, {}).get(stage) if isinstance(table, ToleranceTable) else None
+    if kept is None or kept.scale_floor is None:
+        return tolerance
+    return tolerance.model_copy(update={"scale_floor": kept.scale_floor})
+
+
 def _tolerance_table(
     setup: _Calibration, worst: dict, margin: float, honest: list[str], seeds: int, profile: str, date: str
 ) -> ToleranceTable:
@@ -183,7 +193,8 @@ def _tolerance_table(
     by_dtype: dict[str, dict[str, Tolerance]] = {}
     for dtype, stages in worst.items():
         floor = FLOOR_UNITS * FLOAT32_UNIT_ROUNDOFF
-        by_dtype[dtype] = {name: _tolerance_from(w, margin, floor) for name, w in stages.items()}
+        by_dtype[dtype] = {name: _with_scale_floor(_tolerance_from(w, margin, floor), contract, dtype, name)
+                           for name, w in stages.items()}
     return ToleranceTable(
         provenance=(
             f"ferret calibrate, {date}: largest error of the honest implementations ({', '.join(honest)}) against the "

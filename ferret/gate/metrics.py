@@ -85,8 +85,15 @@ def compare_stage(
     diff_norm = float(diff.norm())
     cand_norm = float(cand_f.norm())
     tiny = 1e-30
-    rel_l2 = diff_norm / ref_norm if ref_norm > tiny else (0.0 if diff_norm <= tiny else math.inf)
-    max_rel_peak = max_abs / peak if peak > tiny else (0.0 if max_abs <= tiny else math.inf)
+    floored = False
+    if tol.scale_floor is not None:  # the stage's natural scale, when all its values happen to be near zero
+        floor_norm = tol.scale_floor * math.sqrt(int(both.sum()))
+        floored = ref_norm < floor_norm
+        ref_norm_judged, peak_judged = max(ref_norm, floor_norm), max(peak, tol.scale_floor)
+    else:
+        ref_norm_judged, peak_judged = ref_norm, peak
+    rel_l2 = diff_norm / ref_norm_judged if ref_norm_judged > tiny else (0.0 if diff_norm <= tiny else math.inf)
+    max_rel_peak = max_abs / peak_judged if peak_judged > tiny else (0.0 if max_abs <= tiny else math.inf)
     if ref_norm > tiny and cand_norm > tiny:
         cosine = float((ref_f * cand_f).sum()) / (ref_norm * cand_norm)
     else:
@@ -111,7 +118,7 @@ def compare_stage(
         reasons.append(f"rel_l2 {rel_l2:.3e} > {tol.rel_l2:.3e}")
     if tol.max_abs_rel_peak is not None and not max_rel_peak <= tol.max_abs_rel_peak:
         reasons.append(f"max_abs_rel_peak {max_rel_peak:.3e} > {tol.max_abs_rel_peak:.3e}")
-    if tol.cosine_min is not None and not cosine >= tol.cosine_min:
+    if tol.cosine_min is not None and not floored and not cosine >= tol.cosine_min:
         reasons.append(f"cosine {cosine:.6f} < {tol.cosine_min:.6f}")
     return StageMetrics(
         stage=stage.name,

@@ -1,6 +1,6 @@
 """Derive MLA's tolerance table from faithful implementations (issue 12, section 3).
 
-    python -m tasks.mla_attention.derive_tolerances [--seeds 8] [--margin 1.5]
+    python -m tasks.mla_attention.derive_tolerances [--seeds 8] [--margin 3]
 
 Method: `ferret calibrate`'s (ferret/gate/calibrate.py) over the faithful implementations only: the
 baseline, the honest Triton candidate and its faithful precision variants
@@ -10,7 +10,7 @@ splits in float32, and rounds only what the rule lets it (matrix-product operand
 Each stage's tolerance is the largest error any of them shows against the float64 reference, over
 `--seeds` seeds of every CPU case variant (the long peaked rows included), times `--margin`, floored at 8
 float32 rounding units. Then no tolerance is loosened: where the table in force before this run was
-tighter on a metric, that value is kept (and the provenance says so). The margin is small (1.5, not
+tighter on a metric, that value is kept (and the provenance says so). The margin is small (3; 1.5 rejected faithful kernels on small stratified fresh cases; not
 calibrate's default 4) because the faithful error is dominated by one allowed rounding, of the bf16
 query operand in the 576-wide scores through a peaked softmax, which every faithful kernel shares: a
 cut's error adds to it, and a wide margin would admit the cut (tests/adversarial/test_mla_precision.py
@@ -122,7 +122,7 @@ def derive(seeds: int, margin: float, check_seeds: int) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description="MLA tolerances from faithful implementations (issue 12, section 3)")
     parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--margin", type=float, default=1.5)
+    parser.add_argument("--margin", type=float, default=3.0)  # 1.5 rejected faithful kernels on small fresh cases
     parser.add_argument("--check-seeds", type=int, default=1)
     args = parser.parse_args()
     print(derive(args.seeds, args.margin, args.check_seeds))

@@ -97,10 +97,11 @@ def test_cut_the_cpu_gate_admits_today(name, gate_cases, tmp_path, request):
 
 
 def test_the_derived_stages_are_tighter_than_before():
-    """probs, o_latent and o_heads come from the faithful error x 1.5, not x 4 (0.0195, 0.0226, 0.0236)."""
+    """probs, o_latent and o_heads come from the faithful error x 3, not x 4 (0.0195, 0.0226, 0.0236)."""
     contract = Task.load(CONTRACT).contract
     for stage, before in {"probs": 0.0195, "o_latent": 0.0226, "o_heads": 0.0236}.items():
-        assert (contract.tolerance("bfloat16", stage).rel_l2 or 1.0) <= before / 2, stage
+        # margin 3 over the largest faithful error (1.5 rejected faithful variants on small fresh cases)
+        assert (contract.tolerance("bfloat16", stage).rel_l2 or 1.0) <= 0.8 * before, stage
 
 
 def test_a_cut_is_rejected_by_the_whole_judge(tmp_path):

@@ -227,3 +227,21 @@ def test_metric_values():
     assert m.max_abs_rel_peak == pytest.approx(0.5 / 4.0)
     assert m.cosine == pytest.approx((9 + 18) / (5.0 * math.hypot(3.0, 4.5)))
     assert m.worst.index == [1]
+
+
+def test_a_scale_floor_judges_near_zero_values_against_the_stages_natural_scale():
+    from ferret.contract.model import Stage, Tolerance
+    from ferret.gate.metrics import compare_stage
+
+    stage = Stage(name="scores", computes="dot products", shape=["H"], dims=["head"])
+    # One dot product near zero: its honest absolute error (0.015) is 15% of it.
+    near_zero, honest = torch.tensor([0.1], dtype=torch.float64), torch.tensor([0.115], dtype=torch.float64)
+    plain = Tolerance(rel_l2=0.0155, max_abs_rel_peak=0.017, cosine_min=0.9998)
+    floored = plain.model_copy(update={"scale_floor": 2.0})
+    assert not compare_stage(honest, near_zero, stage, plain).passed
+    assert compare_stage(honest, near_zero, stage, floored).passed
+    # A wrong value is still wrong: 0.1 off on the natural scale of 2.
+    assert not compare_stage(torch.tensor([0.2], dtype=torch.float64), near_zero, stage, floored).passed
+    # On ordinary values (above the floor) the floor changes nothing.
+    ordinary, off = torch.tensor([4.0, -3.0]), torch.tensor([4.1, -3.0])
+    assert compare_stage(off, ordinary, stage, floored).rel_l2 == compare_stage(off, ordinary, stage, plain).rel_l2
