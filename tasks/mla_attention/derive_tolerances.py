@@ -10,7 +10,8 @@ splits in float32, and rounds only what the rule lets it (matrix-product operand
 Each stage's tolerance is the largest error any of them shows against the float64 reference, over
 `--seeds` seeds of every CPU case variant (the long peaked rows included), times `--margin`, floored at 8
 float32 rounding units. Then no tolerance is loosened: where the table in force before this run was
-tighter on a metric, that value is kept (and the provenance says so). The margin is small (3; 1.5 rejected faithful kernels on small stratified fresh cases; not
+tighter on a metric, that value is kept (and the provenance says so). The margin is small (3; 1.5
+rejected faithful kernels on small stratified fresh cases; not
 calibrate's default 4) because the faithful error is dominated by one allowed rounding, of the bf16
 query operand in the 576-wide scores through a peaked softmax, which every faithful kernel shares: a
 cut's error adds to it, and a wide margin would admit the cut (tests/adversarial/test_mla_precision.py

@@ -25,11 +25,12 @@ the tolerance admits.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Literal, NamedTuple
+
+from tasks.mla_attention.simplifications import import_file, replace_lines
 
 CANDIDATE_PATH = Path(__file__).resolve().parent / "candidates" / "triton_mla.py"
 
@@ -139,18 +140,7 @@ VARIANTS: dict[str, Variant] = {**FAITHFUL, **CUTS}
 def variant_source(name: str, source: str | None = None) -> str:
     """The candidate's source with each of `name`'s lines replaced; fails unless every old line occurs
     exactly once."""
-    if source is None:
-        source = CANDIDATE_PATH.read_text()
-    lines = source.splitlines(keepends=True)
-    for old_line, new_line in VARIANTS[name].edits:
-        hits = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == old_line]
-        if len(hits) != 1:
-            raise ValueError(f"{name}: expected the line {old_line!r} exactly once, found it {len(hits)} times")
-        lines[hits[0]] = new_line + lines[hits[0]][len(old_line):]
-    result = "".join(lines)
-    if result == source:
-        raise ValueError(f"{name}: the edits left the source unchanged")
-    return result
+    return replace_lines(CANDIDATE_PATH.read_text() if source is None else source, list(VARIANTS[name].edits), name)
 
 
 def write_variant(name: str, path: str | Path, source: str | None = None) -> Path:
@@ -163,14 +153,7 @@ def write_variant(name: str, path: str | Path, source: str | None = None) -> Pat
 def load_variant(name: str, directory: str | Path, source: str | None = None) -> ModuleType:
     """Write the variant into `directory` and import it (Triton's JIT reads the source from a real file)."""
     path = write_variant(name, Path(directory) / f"triton_mla_{name}.py", source)
-    module_name = f"_mla_precision_{name}_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, f"_mla_precision_{name}_{abs(hash(str(path)))}")
 
 
 if __name__ == "__main__":

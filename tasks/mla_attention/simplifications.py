@@ -48,21 +48,36 @@ SIMPLIFICATIONS: dict[str, Simplification] = {
 }
 
 
+def replace_lines(source: str, edits: list[tuple[str, str]], name: str) -> str:
+    """`source` with each old line of `edits` replaced by its new line (its line ending kept); fails unless
+    every old line occurs exactly once and the source changes. Shared by the precision variants."""
+    lines = source.splitlines(keepends=True)
+    for old_line, new_line in edits:
+        hits = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == old_line]
+        if len(hits) != 1:
+            raise ValueError(f"{name}: expected the line {old_line!r} exactly once, found it {len(hits)} times")
+        lines[hits[0]] = new_line + lines[hits[0]][len(old_line):]
+    result = "".join(lines)
+    if result == source:
+        raise ValueError(f"{name}: the edits left the source unchanged")
+    return result
+
+
+def import_file(path: Path, module_name: str) -> ModuleType:
+    """Import the candidate file at `path` as `module_name` (Triton's JIT reads the source from a real file)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclass/inspect lookups expect the module to be registered
+    spec.loader.exec_module(module)
+    return module
+
+
 def variant_source(name: str, source: str | None = None) -> str:
     """The candidate's source with the one marked line of `name` replaced; fails unless it occurs exactly once."""
     old_line, new_line, _ = SIMPLIFICATIONS[name]
-    if source is None:
-        source = CANDIDATE_PATH.read_text()
-    lines = source.splitlines(keepends=True)
-    hits = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == old_line]
-    if len(hits) != 1:
-        raise ValueError(f"{name}: expected the line {old_line!r} exactly once, found it {len(hits)} times")
-    ending = lines[hits[0]][len(old_line):]
-    lines[hits[0]] = new_line + ending
-    result = "".join(lines)
-    if result == source:
-        raise ValueError(f"{name}: replacement left the source unchanged")
-    return result
+    return replace_lines(CANDIDATE_PATH.read_text() if source is None else source, [(old_line, new_line)], name)
 
 
 def write_variant(name: str, path: str | Path, source: str | None = None) -> Path:
@@ -75,20 +90,4 @@ def write_variant(name: str, path: str | Path, source: str | None = None) -> Pat
 def load_variant(name: str, directory: str | Path, source: str | None = None) -> ModuleType:
     """Write the variant into `directory` and import it (Triton's JIT reads the source from a real file)."""
     path = write_variant(name, Path(directory) / f"triton_mla_{name}.py", source)
-    module_name = f"_mla_simplified_{name}_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclass/inspect lookups expect the module to be registered
-    spec.loader.exec_module(module)
-    return module
-
-
-def expected_first_stage(name: str) -> str:
-    return SIMPLIFICATIONS[name].expected_first_stage
-
-
-if __name__ == "__main__":
-    # python -m tasks.mla_attention.simplifications NAME OUT.py: write one simplified candidate.
-    if len(sys.argv) != 3 or sys.argv[1] not in SIMPLIFICATIONS:
-        sys.exit(f"usage: python -m tasks.mla_attention.simplifications {{{','.join(SIMPLIFICATIONS)}}} OUT.py")
-    print(write_variant(sys.argv[1], sys.argv[2]))
+    return import_file(path, f"_mla_simplified_{name}_{abs(hash(str(path)))}")
