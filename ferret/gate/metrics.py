@@ -47,6 +47,15 @@ def _ignored_mask(reference: torch.Tensor, stage: Stage) -> torch.Tensor:
     return reference == value
 
 
+def _judged_scales(ref_norm: float, peak: float, entries: int, tol: Tolerance) -> tuple[float, float, bool]:
+    """(the norm rel_l2 divides by, the peak max_abs_rel_peak divides by, whether the floor set them): the
+    stage's natural scale (`tol.scale_floor` per entry) when all its values happen to be near zero."""
+    if tol.scale_floor is None:
+        return ref_norm, peak, False
+    floor_norm = tol.scale_floor * math.sqrt(entries)
+    return max(ref_norm, floor_norm), max(peak, tol.scale_floor), ref_norm < floor_norm
+
+
 def compare_stage(
     candidate: torch.Tensor | None, reference: torch.Tensor, stage: Stage, tol: Tolerance, device: str = "cpu"
 ) -> StageMetrics:
@@ -85,13 +94,7 @@ def compare_stage(
     diff_norm = float(diff.norm())
     cand_norm = float(cand_f.norm())
     tiny = 1e-30
-    floored = False
-    if tol.scale_floor is not None:  # the stage's natural scale, when all its values happen to be near zero
-        floor_norm = tol.scale_floor * math.sqrt(int(both.sum()))
-        floored = ref_norm < floor_norm
-        ref_norm_judged, peak_judged = max(ref_norm, floor_norm), max(peak, tol.scale_floor)
-    else:
-        ref_norm_judged, peak_judged = ref_norm, peak
+    ref_norm_judged, peak_judged, floored = _judged_scales(ref_norm, peak, int(both.sum()), tol)
     rel_l2 = diff_norm / ref_norm_judged if ref_norm_judged > tiny else (0.0 if diff_norm <= tiny else math.inf)
     max_rel_peak = max_abs / peak_judged if peak_judged > tiny else (0.0 if max_abs <= tiny else math.inf)
     if ref_norm > tiny and cand_norm > tiny:
