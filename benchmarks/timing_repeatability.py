@@ -55,7 +55,9 @@ def one_check(op: str, gates_dir: Path, timeout_s: float) -> dict:
     seconds = time.perf_counter() - started
     verdict = json.loads(verdict_file.read_text()) if verdict_file.exists() else None
     if verdict is not None:
-        verdict.pop("variants", None)  # per-variant metrics: large, and not what this benchmark reads
+        # Per-variant metrics are large; only where each variant's seconds went is kept.
+        verdict["variant_seconds"] = [{"id": v["id"], "seconds": v.get("seconds"), "phases": v.get("phase_seconds", {})}
+                                      for v in verdict.pop("variants", [])]
     return {"op": op, "seconds": round(seconds, 1), "exit": exit_code, "stderr_tail": stderr[-3000:], "verdict": verdict}
 
 
@@ -155,6 +157,27 @@ def duration_table(records: list[dict]) -> str:
         lines.append(f"| {r['op']} | {r['index']} | {'cold' if r['cold'] else 'warm'} | {r['exit']} | "
                      f"{verdict.get('passed')} | {r['seconds']} | {phases} | "
                      f"{', '.join(f'{k} {v:.1f}' for k, v in process.items())} |")
+    return "\n".join(lines) + "\n\n" + breakdown_table(records)
+
+
+def _summed(parts: list[dict[str, float]]) -> str:
+    total: dict[str, float] = {}
+    for part in parts:
+        for name, value in part.items():
+            total[name] = total.get(name, 0.0) + value
+    return ", ".join(f"{name} {value:.1f}" for name, value in sorted(total.items(), key=lambda kv: -kv[1]) if value >= 0.05)
+
+
+def breakdown_table(records: list[dict]) -> str:
+    """Inside the processes: the candidate's runner summed over its variants (VariantResult.phase_seconds), and
+    each timing process summed over its cases (CaseTiming.process_seconds)."""
+    lines = ["| op | check | runner, summed over variants (s) | timing processes, summed over cases (s) |",
+             "| --- | --- | --- | --- |"]
+    for r in records:
+        verdict = r["verdict"] or {}
+        runner = _summed([v["phases"] for v in verdict.get("variant_seconds", [])])
+        timing = _summed([c.get("process_seconds", {}) for c in verdict.get("timing", {}).get("cases", [])])
+        lines.append(f"| {r['op']} | {r['index']} | {runner} | {timing} |")
     return "\n".join(lines)
 
 

@@ -102,6 +102,7 @@ class VariantStatus:
     message: str = ""
     traceback: str | None = None
     seconds: float | None = None
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # where the variant's seconds went (runner.PHASES)
     launches: int | None = None
     kernels: list[str] = field(default_factory=list)
     aten_compute: dict[str, int] = field(default_factory=dict)
@@ -230,6 +231,7 @@ class TimingCaseResult:
     answers_file: str | None = None  # the candidate's timed answers
     kernels: dict[str, float] = field(default_factory=dict)  # kernel name -> device us per call (the candidate's)
     probes_ms: list[float] = field(default_factory=list)  # the reference timer's interference probe, around each round
+    seconds: dict[str, float] = field(default_factory=dict)  # where this process's time on the case went, by part
 
 
 @dataclass

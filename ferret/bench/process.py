@@ -340,21 +340,31 @@ class _CaseState:
     result: wire.TimingCaseResult
 
 
+def _timed(seconds: dict[str, float], part: str, work: Callable[[], Any]) -> Any:
+    """`work()`, its seconds added to `seconds[part]` (`TimingCaseResult.seconds`: where a check's time goes)."""
+    started = time.perf_counter()
+    try:
+        return work()
+    finally:
+        seconds[part] = round(seconds.get(part, 0.0) + time.perf_counter() - started, 4)
+
+
 def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, implementations: dict,
                  clock: Clock) -> _CaseState:
     """Load the case's pool, make the output slots, warm every implementation up and measure its host time."""
     device = job.device
-    pool = load_pool(case, device)
+    seconds: dict[str, float] = {}
+    pool = _timed(seconds, "pool", lambda: load_pool(case, device))
 
     def fresh_outputs() -> dict:
         return runner_outputs(case.outputs, device)
 
     slots = {name: Slots(fn, pool, fresh_outputs, job.params) for name, fn in implementations.items()}
-    compile_error = warm_up(slots)
-    host_ms = {name: clock.host_ms(slot.call) for name, slot in slots.items()}
+    compile_error = _timed(seconds, "warm_up", lambda: warm_up(slots))
+    host_ms = _timed(seconds, "host_time", lambda: {name: clock.host_ms(slot.call) for name, slot in slots.items()})
     l2_state = guards.reset_persisting_l2() if clock.on_gpu else "not applicable on the CPU"
     result = wire.TimingCaseResult(case=case.case, samples={k: [] for k in slots}, host_ms=host_ms, pool_sets=len(pool),
-                                   persisting_l2=l2_state, flags=[], compile_error=compile_error)
+                                   persisting_l2=l2_state, flags=[], compile_error=compile_error, seconds=seconds)
     float_read_only = [n for n in job.read_only if pool[0][n].is_floating_point()]
     return _CaseState(case, number, slots, fresh_outputs, float_read_only, host_ms, result)
 
@@ -380,15 +390,16 @@ def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, 
                           sandbox: audit.Sandbox | None = None) -> None:
     """After the rounds: the candidate's wall time, replayed answers, timed answers saved for the judge, its
     kernels, the harness functions it must not have replaced, and anything the sandbox refused it."""
-    candidate = state.slots["candidate"]
+    candidate, seconds = state.slots["candidate"], state.result.seconds
     event_ms = statistics.median(state.result.samples["candidate"])
-    state.result.wall_ms, flags = wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"])
-    flags += replay_flags(candidate, state.fresh_outputs, clock)
+    state.result.wall_ms, flags = _timed(
+        seconds, "wall", lambda: wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"]))
+    flags += _timed(seconds, "replay", lambda: replay_flags(candidate, state.fresh_outputs, clock))
     answers = Path(job.result).parent / wire.answers_file(state.number)
-    save_answers(candidate, state.float_read_only, answers)
+    _timed(seconds, "answers", lambda: save_answers(candidate, state.float_read_only, answers))
     state.result.answers_file = str(answers)
     if clock.on_gpu:
-        state.result.kernels = kernel_breakdown(candidate.call, clock)
+        state.result.kernels = _timed(seconds, "kernels", lambda: kernel_breakdown(candidate.call, clock))
     changed = harness.changed()
     if changed:
         flags.append(f"harness_patching: timing functions replaced by the candidate: {changed}")
@@ -442,10 +453,14 @@ def main(job_path: str) -> int:
     # The candidate's timer runs candidate code: the sandbox's audit hook first (ferret/sandbox/audit.py). The
     # reference timer runs only the baseline and torch.compile, which starts compiler processes of its own.
     sandbox = audit.install_if_asked(Path(job.result).parent) if job.role == wire.CANDIDATE_TIMER else None
+    loading = time.perf_counter()
     implementations = load_implementations(job)
+    load_seconds = round(time.perf_counter() - loading, 4)
     device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (guard rehearsal: times are not speedups)"
     clock = Clock(on_gpu, guards.l2_bytes_of(job.device))
     results = run_steps(job, implementations, clock, harness, sandbox)
+    if results:
+        results[0].seconds["load"] = load_seconds  # loading the implementations: once, told with the first case
     folder = Path(job.result).parent
     Path(job.result).write_text(json.dumps(asdict(wire.TimingResults(device=device_name, cases=results))))
     (folder / wire.DONE_FILE).write_text("ok")

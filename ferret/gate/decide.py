@@ -66,7 +66,8 @@ def judge_variant(
         failure = RunFailure(
             kind=(status.kind or wire.FailureKind.EXCEPTION).value, message=status.message, traceback=status.traceback
         )
-        result = VariantResult(**base, passed=False, failure=failure, seconds=status.seconds)
+        result = VariantResult(**base, passed=False, failure=failure, seconds=status.seconds,
+                               phase_seconds=status.phase_seconds)
         result.detections = detect.from_failure(result)
         return result
     try:
@@ -105,6 +106,7 @@ def judge_variant(
         kernels=status.kernels,
         aten_compute=status.aten_compute,
         seconds=status.seconds,
+        phase_seconds=status.phase_seconds,
     )
     # The read-only inputs as the candidate left them, checked here against the content hashes the judge
     # holds (the gate's manifest; the fresh cases' own), not against the copy in the candidate's folder.

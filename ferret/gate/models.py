@@ -123,6 +123,9 @@ class VariantResult(BaseModel):
     aten_compute: dict[str, int] = {}
     detections: list[Detection] = []
     seconds: float | None = None
+    phase_seconds: dict[str, float] = Field(
+        default={}, description="Where the variant's seconds went in the candidate's process: inputs, first_call "
+        "(with compiling), repeats, traced, noop, to_host, save.")
 
 
 class PartResult(BaseModel):
@@ -180,6 +183,9 @@ class CaseTiming(BaseModel):
     )
     flags: list[str] = []
     review: list[str] = []
+    process_seconds: dict[str, float] = Field(
+        default={}, description="Where each timing process's time on this case went, by part (`<role>:<part>`: load, "
+        "pool, warm_up with compiling, host_time; and the candidate's post-round checks: wall, replay, answers, kernels).")
 
 
 class TimingResult(BaseModel):

@@ -323,6 +323,8 @@ def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: wire.TimingCa
         compile_error=theirs.compile_error, wall_ms=mine.wall_ms, pool_sets=mine.pool_sets,
         persisting_l2=mine.persisting_l2, answers_checked=checked, flags=list(mine.flags) + wrong, review=review,
         kernels=dict(list(mine.kernels.items())[:20]),
+        process_seconds={**{f"reference:{k}": v for k, v in theirs.seconds.items()},
+                         **{f"candidate:{k}": v for k, v in mine.seconds.items()}},
         roofline=RooflineWork(bytes=case.roofline.bytes, flops=case.roofline.flops, source=case.roofline.source,
                           explanation=case.roofline.explanation),
     )

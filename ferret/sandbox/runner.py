@@ -93,35 +93,51 @@ def _call(entry, inputs, outputs, params, device: str, guard, trace=None) -> Non
         raise _HarnessTampered(f"the candidate replaced harness functions: {changed}")
 
 
-def run_variant(entry, variant: wire.VariantJob, job: wire.CandidateJob, device: str, guard=None, launches=None
-                ) -> tuple[dict[str, torch.Tensor], wire.VariantStatus]:
-    """Every run of one variant. Returns the tensors for the judge and what the watches saw."""
-    originals = {k: v.to(device) for k, v in load_file(variant.inputs_file).items()}
+class _Stopwatch:
+    """Seconds by part of one variant's run (`VariantStatus.phase_seconds`): where a check's time goes. Each
+    part ends after a synchronizing call, so GPU work is counted in the part that queued it."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, part: str) -> None:
+        now = time.perf_counter()
+        self.seconds[part] = round(self.seconds.get(part, 0.0) + now - self._last, 4)
+        self._last = now
+
+
+def _first_call(entry, inputs, outputs, params, device: str, guard, launches, seen: wire.VariantStatus) -> None:
+    """The first fast call, under every watch: aten compute, watch evasion, Triton launches and kernels."""
+    launches_before = sum(launches.counts.values()) if launches else 0
+    recorder = ComputeOpRecorder()
+    evasion = guard.evasion if guard is not None else None
+    with recorder:
+        if evasion is not None:
+            evasion.armed = True
+        try:
+            _call(entry, inputs, outputs, params, device, guard)
+        finally:
+            if evasion is not None:
+                evasion.armed = False
+    seen.aten_compute = dict(recorder.flagged)
+    seen.watch_evasion = dict(evasion.calls) if evasion is not None else {}
+    seen.launches = sum(launches.counts.values()) - launches_before if launches else None
+    seen.kernels = sorted(launches.counts) if launches else []
+
+
+def _fast_runs(entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard,
+               launches, seen: wire.VariantStatus, clock: _Stopwatch) -> dict[str, torch.Tensor]:
+    """The determinism repeats of the fast path, each on fresh copies of the inputs; their tensors for the judge."""
     before = {k: content_digest(v) for k, v in originals.items()}
-    params = job.params
     saved: dict[str, torch.Tensor] = {}
-    seen = wire.VariantStatus(ok=True)
     for repeat in range(job.repeats):
         inputs = {k: v.clone() for k, v in originals.items()}
         outputs = fresh_outputs(variant.outputs, device)
         if repeat == 0:
-            launches_before = sum(launches.counts.values()) if launches else 0
-            recorder = ComputeOpRecorder()
-            evasion = guard.evasion if guard is not None else None
-            with recorder:
-                if evasion is not None:
-                    evasion.armed = True
-                try:
-                    _call(entry, inputs, outputs, params, device, guard)
-                finally:
-                    if evasion is not None:
-                        evasion.armed = False
-            seen.aten_compute = dict(recorder.flagged)
-            seen.watch_evasion = dict(evasion.calls) if evasion is not None else {}
-            seen.launches = sum(launches.counts.values()) - launches_before if launches else None
-            seen.kernels = sorted(launches.counts) if launches else []
+            _first_call(entry, inputs, outputs, job.params, device, guard, launches, seen)
         else:
-            _call(entry, inputs, outputs, params, device, guard)
+            _call(entry, inputs, outputs, job.params, device, guard)
         for name, tensor in outputs.items():
             saved[wire.fast_key(repeat, name)] = tensor
         for name in variant.inout:
@@ -134,33 +150,60 @@ def run_variant(entry, variant: wire.VariantJob, job: wire.CandidateJob, device:
             for name in variant.in_only:
                 if inputs[name].numel() * inputs[name].element_size() <= (16 << 20):
                     saved[wire.after_key(name)] = inputs[name]
+        clock.lap("first_call" if repeat == 0 else "repeats")
+    return saved
+
+
+def _traced_run(entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard
+                ) -> dict[str, torch.Tensor]:
+    """One call with a trace: the output and every traced stage, for the per-stage comparison."""
     inputs = {k: v.clone() for k, v in originals.items()}
     outputs = fresh_outputs(variant.outputs, device)
     trace: dict = {}
-    _call(entry, inputs, outputs, params, device, guard, trace=trace)
-    for name, tensor in outputs.items():
-        saved[wire.traced_key(name)] = tensor
+    _call(entry, inputs, outputs, job.params, device, guard, trace=trace)
+    saved = {wire.traced_key(name): tensor for name, tensor in outputs.items()}
     for name, value in trace.items():
         if not isinstance(value, torch.Tensor) or type(value) is not torch.Tensor:
             raise _BadOutput(f"trace[{name!r}] is {type(value).__name__}, not a plain torch.Tensor")
         saved[wire.trace_key(name)] = value
+    return saved
+
+
+def _noop_run(entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard,
+              launches, seen: wire.VariantStatus) -> dict[str, torch.Tensor]:
+    """The launch check: the same call with every Triton launch turned into a no-op. If the outputs come out
+    the same, the kernels did not produce them."""
+    inputs = {k: v.clone() for k, v in originals.items()}
+    outputs = fresh_outputs(variant.outputs, device)
+    launches.noop = True
+    try:
+        _call(entry, inputs, outputs, job.params, device, guard)
+    except (_HarnessTampered, _ThreadLeft):
+        raise
+    except Exception as err:  # noqa: BLE001 - a launcher may fail on never-written scratch; that is fine
+        seen.noop_error = f"{type(err).__name__}: {err}"[:300]
+    finally:
+        launches.noop = False
+    return {wire.noop_key(name): tensor for name, tensor in outputs.items()}
+
+
+def run_variant(entry, variant: wire.VariantJob, job: wire.CandidateJob, device: str, guard=None, launches=None
+                ) -> tuple[dict[str, torch.Tensor], wire.VariantStatus]:
+    """Every run of one variant. Returns the tensors for the judge and what the watches saw."""
+    clock = _Stopwatch()
+    originals = {k: v.to(device) for k, v in load_file(variant.inputs_file).items()}
+    seen = wire.VariantStatus(ok=True)
+    clock.lap("inputs")
+    saved = _fast_runs(entry, variant, job, originals, device, guard, launches, seen, clock)
+    saved.update(_traced_run(entry, variant, job, originals, device, guard))
+    clock.lap("traced")
     if launches is not None:
-        # The launch check: the same call with every Triton launch turned into a no-op. If the outputs
-        # come out the same, the kernels did not produce them.
-        inputs = {k: v.clone() for k, v in originals.items()}
-        outputs = fresh_outputs(variant.outputs, device)
-        launches.noop = True
-        try:
-            _call(entry, inputs, outputs, params, device, guard)
-        except (_HarnessTampered, _ThreadLeft):
-            raise
-        except Exception as err:  # noqa: BLE001 - a launcher may fail on never-written scratch; that is fine
-            seen.noop_error = f"{type(err).__name__}: {err}"[:300]
-        finally:
-            launches.noop = False
-        for name, tensor in outputs.items():
-            saved[wire.noop_key(name)] = tensor
-    return {k: v.detach().contiguous().cpu() for k, v in saved.items()}, seen
+        saved.update(_noop_run(entry, variant, job, originals, device, guard, launches, seen))
+        clock.lap("noop")
+    on_host = {k: v.detach().contiguous().cpu() for k, v in saved.items()}
+    clock.lap("to_host")
+    seen.phase_seconds = clock.seconds
+    return on_host, seen
 
 
 class _InputMutated(Exception):
@@ -220,7 +263,9 @@ def _run_one(entry, variant: wire.VariantJob, job: wire.CandidateJob, out: Path,
     started = time.perf_counter()
     try:
         tensors, status = run_variant(entry, variant, job, job.device, guard, launches)
+        saving = time.perf_counter()
         save_file(tensors, str(out / wire.tensors_file(variant.id)))
+        status.phase_seconds["save"] = round(time.perf_counter() - saving, 4)
     except (_InputMutated, _BadOutput, _ThreadLeft, _HarnessTampered) as err:
         status = wire.VariantStatus.failed(_REFUSALS[type(err).__name__], str(err))
     except torch.cuda.OutOfMemoryError as err:

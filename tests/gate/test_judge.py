@@ -133,6 +133,9 @@ def test_honest_triton_candidate_passes(judge, rmsnorm_gate):
         assert result.repeats_bitwise_equal and result.traced_equals_fast
         # The Triton candidate exposes inv_rms: both stages are compared.
         assert [(s.stage, s.exposed, s.passed) for s in result.stages] == [("inv_rms", True, True), ("y", True, True)]
+        # Where the variant's seconds went in the candidate's process, the launch (no-op) check included.
+        assert set(result.phase_seconds) == {"inputs", "first_call", "repeats", "traced", "noop", "to_host", "save"}
+        assert sum(result.phase_seconds.values()) <= result.seconds + 1e-3  # each part rounded to 0.1 ms
     # The inf/NaN edge case really holds NaN in the golden output, and the candidate matched it.
     inf_nan = _by_id(verdict)["inf_and_nan@bfloat16"].stages[1]
     assert inf_nan.nonfinite_mismatches == 0

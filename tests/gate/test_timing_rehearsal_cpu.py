@@ -45,6 +45,10 @@ def test_honest_candidate_rehearses_clean_and_every_timed_answer_is_checked(rehe
     assert case.floor_ms is None  # no datasheet floor on the CPU
     # where the timing processes' time went, on the judge's clock: set-up (start, imports) is never free
     assert set(result.process_seconds) == {"setup", "rounds", "post"} and result.process_seconds["setup"] > 0
+    # and inside each process, by part: the reference's warm-up holds torch.compile of the baseline
+    assert {"reference:load", "reference:pool", "reference:warm_up", "candidate:load", "candidate:warm_up",
+            "candidate:wall", "candidate:replay", "candidate:answers"} <= set(case.process_seconds)
+    assert case.process_seconds["reference:warm_up"] > 0
 
 
 def test_a_candidate_that_leaves_old_answers_is_named_twice(rehearse):
