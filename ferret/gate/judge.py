@@ -43,6 +43,7 @@ from ferret.gate.scan import scan_candidate
 from ferret.gate.timing import time_candidate
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
+from ferret.sandbox.launch import keep_compiled
 
 
 def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profile: str, progress: ProgressLike) -> Path:
@@ -121,21 +122,15 @@ class Judge:
         if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for the part
             with clock.phase("batch_inputs"):
                 batch = batch_requests(self.contract, self.manifest, self.gate)
-        run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh, batch,
-                                                                      deadline, clock)
-        detections = detect.unique(
-            static
-            + batch_found
-            + [d for r in results for d in r.detections]
-            + detect.hardcoded_cases(
-                [r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"]
-            )
-        )
-        parts = parts_of(results, run.stress, self.device, run_stress, detections, batch_part)
-        if parts["stress"].status == "fail":
-            detections = detect.unique(detections + detect.from_stress(run.stress))
-        passed = all(p.status != "fail" for p in parts.values())
-        timing = self._timing(candidate, progress, compare_compiled, passed, measure_speed, deadline, clock)
+        compiled = Path(tempfile.mkdtemp(prefix="ferret-compiled-"))  # the runner's kernels, for its timer
+        try:
+            run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh, batch,
+                                                                          deadline, clock, compiled)
+            judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
+            timing = self._timing(candidate, progress, compare_compiled, judged[2], measure_speed, deadline, clock, compiled)
+        finally:
+            shutil.rmtree(compiled, ignore_errors=True)
+        parts, detections, passed = judged
         if timing.detections:
             # A time the guards call impossible or replayed rejects the candidate, however correct it was.
             detections = detect.unique(detections + timing.detections)
@@ -162,12 +157,30 @@ class Judge:
         progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))
         return verdict
 
+    def _verdict_parts(self, run: CandidateRun, results: list[VariantResult], static: list[Detection],
+                       batch_part: PartResult, batch_found: list[Detection], run_stress: bool
+                       ) -> tuple[dict[str, PartResult], list[Detection], bool]:
+        """Every part's status from the judged variants, what was detected, and whether the candidate is correct."""
+        detections = detect.unique(
+            static
+            + batch_found
+            + [d for r in results for d in r.detections]
+            + detect.hardcoded_cases(
+                [r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"]
+            )
+        )
+        parts = parts_of(results, run.stress, self.device, run_stress, detections, batch_part)
+        if parts["stress"].status == "fail":
+            detections = detect.unique(detections + detect.from_stress(run.stress))
+        return parts, detections, all(p.status != "fail" for p in parts.values())
+
     def _run_and_judge(
         self, candidate: Path, progress: Reporter, run_stress: bool, fresh: list[FreshVariant], batch: list[BatchRequest],
-        deadline: float, clock: PhaseClock,
+        deadline: float, clock: PhaseClock, compiled: Path,
     ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
         """The candidate's process over every variant, then each variant judged against its golden stages, and
-        the requests run alone against their rows of the full batch (batch invariance)."""
+        the requests run alone against their rows of the full batch (batch invariance). The runner's compiled
+        kernels are kept in `compiled` for the candidate's timer of this check."""
         workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
         try:
             run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress, run_stress,
@@ -205,10 +218,11 @@ class Judge:
                          f"{len(run.fault.not_run)} variants after it not run")
             return run, results, batch_verdict
         finally:
+            keep_compiled(workdir, compiled)
             shutil.rmtree(workdir, ignore_errors=True)
 
     def _timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, passed: bool, requested: bool,
-                deadline: float, clock: PhaseClock) -> TimingResult:
+                deadline: float, clock: PhaseClock, compiled: Path | None = None) -> TimingResult:
         if self.device != "cuda":
             return TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
         if not passed:
@@ -220,7 +234,8 @@ class Judge:
         # Its phases (timing_inputs, timing_process, timed_answers) are read from its progress steps.
         phases = TimingPhases(progress, clock)
         try:
-            return time_candidate(self.task, self.manifest, self.gate, candidate, phases, compare_compiled, deadline=deadline)
+            return time_candidate(self.task, self.manifest, self.gate, candidate, phases, compare_compiled, deadline=deadline,
+                                  compiled=compiled)
         finally:
             phases.close_at_end()
 

@@ -31,7 +31,7 @@ from ferret.gate.interleave import TimerFailed, TimerProcess, conduct, start_tim
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.models import CaseTiming, Detection, GateManifest, RooflineWork, TimingResult
 from ferret.progress import ProgressLike, Reporter, as_reporter
-from ferret.sandbox.launch import candidate_environment
+from ferret.sandbox.launch import candidate_environment, seed_compiled
 
 TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18],
                     "harness_patching": [15], "warmup_detection": [17, 16], "input_mutation": [3]}
@@ -62,7 +62,8 @@ class _Case:
 
 
 def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
-                   compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None) -> TimingResult:
+                   compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None,
+                   compiled: Path | None = None) -> TimingResult:
     """Time a correct candidate against the baseline; returns a TimingResult. torch.compile of the baseline is
     timed beside them when the contract asks and `compare_compiled`.
 
@@ -78,6 +79,7 @@ def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Pa
     try:
         cases = _prepare_cases(task, manifest, gate, workdir, device)
         timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
+        seed_compiled(timers[0].folder, compiled)
         raw = _run_timers(task, timers, [c.job.case for c in cases], as_reporter(progress), deadline)
         if isinstance(raw, str):
             return TimingResult(measured=False, reason=raw)
