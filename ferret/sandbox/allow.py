@@ -135,6 +135,39 @@ def _cuda_driver_folders() -> list[str]:
                    if "=>" in line and line.strip().startswith(_CUDA_DRIVER)})
 
 
+def libcuda_folder() -> str | None:
+    """The folder of the CUDA driver library as the loader's cache lists it, for TRITON_LIBCUDA_PATH: a confined
+    process then never needs to run `ldconfig -p` itself to find it."""
+    return next((f for f in _machine_driver_folders() if os.path.exists(os.path.join(f, "libcuda.so.1"))), None)
+
+
+@functools.lru_cache(maxsize=1)
+def _machine_driver_folders() -> tuple[str, ...]:
+    return tuple(_cuda_driver_folders())
+
+
+def script_needs(executables: Iterable[str]) -> list[str]:
+    """What the scripts among `executables` run: the interpreter of a `#!` line (through `env` too) and a
+    `<name>.real` beside it (Debian and Ubuntu's /sbin/ldconfig is a shell script that execs ldconfig.real).
+    Without the interpreter inside the confinement, running the script fails with 'No such file or directory'."""
+    found = []
+    for path in executables:
+        try:
+            with open(path, "rb") as handle:
+                first = handle.readline(256)
+        except OSError:
+            continue
+        if not first.startswith(b"#!"):
+            continue
+        words = first[2:].decode(errors="replace").split()
+        interpreter = words[0] if words else ""
+        if os.path.basename(interpreter) == "env" and len(words) > 1:
+            found.append(interpreter)
+            interpreter = shutil.which(words[1]) or ""
+        found += [p for p in (interpreter, path + ".real") if p and os.path.exists(p)]
+    return found
+
+
 def _cuda_folders() -> list[str]:
     found = [os.environ.get(k, "") for k in ("CUDA_HOME", "CUDA_PATH")]
     found += glob.glob("/usr/local/cuda*") + ["/usr/lib/wsl/lib"]
@@ -157,6 +190,7 @@ def _toolchain() -> list[str]:
             programs.append(os.path.dirname(libgcc))  # the compiler's own folder: its headers, crt files, libgcc
     tools = [t for t in ("/sbin/ldconfig", "/usr/sbin/ldconfig", shutil.which("setpriv")) if t and os.path.exists(t)]
     executables = [*compilers, *programs, *tools]
+    executables += script_needs(executables)
     headers = ["/usr/include"] if compilers else []
     return [*executables, *headers, *_needed_library_folders(p for p in executables if os.path.isfile(p))]
 
@@ -164,7 +198,7 @@ def _toolchain() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def _machine() -> tuple[str, ...]:
     """What asking the machine's tools costs (ldconfig, the compiler, ldd): once per process."""
-    return (*_cuda_driver_folders(), *_toolchain())
+    return (*_machine_driver_folders(), *_toolchain())
 
 
 def host_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -159,6 +159,9 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
             env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
     else:
         env["TRITON_CACHE_DIR"] = os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
+    libcuda = allow.libcuda_folder() if runs_candidate and not interpret else None
+    if libcuda is not None and "TRITON_LIBCUDA_PATH" not in env:
+        env["TRITON_LIBCUDA_PATH"] = libcuda  # Triton need not run `ldconfig -p` inside the confinement
     if interpret:
         env["TRITON_INTERPRET"] = "1"
     else:

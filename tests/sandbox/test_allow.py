@@ -5,6 +5,7 @@ beside its own nor another checkout's gate, and still imports torch and runs a T
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -231,3 +232,28 @@ def test_a_confined_process_is_classified_and_watched_as_before(kind, tmp_path, 
 def test_a_process_not_confined_runs_as_it_is(tmp_path):
     outcome = run_isolated([sys.executable, "-c", "print('plain')"], tmp_path, dict(os.environ), 30, 4000)
     assert outcome.sandbox == "none" and outcome.stderr_tail.strip() == "plain"
+
+
+def test_a_script_tool_brings_its_interpreter_and_its_real_program(tmp_path):
+    # Debian and Ubuntu's /sbin/ldconfig is `#!/bin/sh` + `exec /sbin/ldconfig.real "$@"`: seen on the H200,
+    # where the confined GPU probe failed with "No such file or directory: '/sbin/ldconfig'".
+    wrapper, real = tmp_path / "ldconfig", tmp_path / "ldconfig.real"
+    wrapper.write_text('#!/bin/sh\nexec /sbin/ldconfig.real "$@"\n')
+    real.write_bytes(b"\x7fELF")
+    through_env = tmp_path / "tool"
+    through_env.write_text("#!/usr/bin/env sh\necho\n")
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\x7fELF not a script")
+    needed = allow.script_needs([str(wrapper), str(through_env), str(binary), str(tmp_path / "missing")])
+    assert "/bin/sh" in needed and str(real) in needed
+    assert "/usr/bin/env" in needed and shutil.which("sh") in needed  # `#!/usr/bin/env sh`: env, and sh found on PATH
+    assert str(binary) not in needed and str(binary) + ".real" not in needed
+
+
+def test_a_candidate_on_the_gpu_is_told_where_libcuda_is(tmp_path, monkeypatch):
+    monkeypatch.setattr(allow, "libcuda_folder", lambda: "/usr/lib/x86_64-linux-gnu")
+    gpu = candidate_environment(tmp_path / "gpu", interpret=False)
+    assert gpu["TRITON_LIBCUDA_PATH"] == "/usr/lib/x86_64-linux-gnu"
+    # under the interpreter, and for the reference timer, nothing is set
+    assert "TRITON_LIBCUDA_PATH" not in candidate_environment(tmp_path / "cpu", interpret=True)
+    assert "TRITON_LIBCUDA_PATH" not in candidate_environment(tmp_path / "ref", interpret=False, runs_candidate=False)
