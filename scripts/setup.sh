@@ -19,4 +19,11 @@ if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install -q -e "$repo[dev]" >&2
   touch "$stamp"
 fi
+# The report's browser test (tests/reporting/test_browser.py) renders in the OS's Chromium; on a fresh
+# Debian machine (CI, as root) it is installed here, once.
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing chromium (apt-get)" >&2
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 export PATH="$venv/bin:$PATH"

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ferret.models",),  # above the gate: the Claude CLI backend uses ferret.gate.trust's private folders
     ("ferret.roles",),
     ("ferret.dispatch",),
+    ("ferret.reporting",),  # `ferret report`: renders the gate's and the dispatcher's records
     ("ferret.scaffold",),  # `ferret new`: writes an example op and calibrates it (ferret.gate.calibrate)
     ("ferret.cli",),
 )

@@ -496,6 +496,25 @@ def calibrate_command(
     _guarded(action)
 
 
+@app.command("report", epilog=_epilog("the two files written, report.html and report.md, one a line"))
+def report_command(
+    folder: Path = typer.Argument(..., help="gates/<hash> or runs/<id>"),
+    out: Path | None = typer.Option(None, "--out", file_okay=False, help="Where to write them (default: the folder given)."),
+    gates_dir: Path = _gates_dir_option(),
+) -> None:
+    """Write a self-contained HTML page (report.html) and a Markdown summary (report.md) of a gate's verdicts
+    or of a run: verdicts, parts, errors against tolerances, detections, timing against the floor."""
+
+    def action():
+        from ferret.reporting import write_report
+
+        files = write_report(folder, out=out, gates_dir=gates_dir)
+        typer.echo(str(files.html))
+        typer.echo(str(files.markdown))
+
+    _guarded(action)
+
+
 @app.command("schema", epilog=_epilog("the schema files written, one a line"))
 def schema_command(out: Path = typer.Option(Path("contracts/schema"), "--out", file_okay=False)) -> None:
     """Write the JSON schemas of the contract, gate manifest, verdict and report."""

@@ -1,0 +1,89 @@
+"""`ferret report`'s rendering (ferret/reporting/render.py): the Markdown summary of a gate and of a run
+against snapshots, candidate text escaped in both outputs, the HTML self-contained, and a folder that is
+neither a gate nor a run refused naming it.
+
+The snapshots are rewritten with FERRET_UPDATE_SNAPSHOTS=1 (then read the diff before committing it)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_fixtures import EVIL, make_gate, make_run  # noqa: E402
+
+from ferret.errors import UsageError  # noqa: E402
+from ferret.reporting import folder_kind, write_report  # noqa: E402
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+
+
+@pytest.fixture
+def folders(tmp_path):
+    gates = tmp_path / "gates"
+    return make_gate(gates), make_run(tmp_path / "runs"), gates
+
+
+def _matches_snapshot(text: str, name: str) -> None:
+    path = SNAPSHOTS / name
+    if os.environ.get("FERRET_UPDATE_SNAPSHOTS") == "1":
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed: rerun with FERRET_UPDATE_SNAPSHOTS=1 and review the diff"
+
+
+def test_the_gate_summary_matches_its_snapshot(folders):
+    gate, _, _ = folders
+    files = write_report(gate)
+    assert (files.html, files.markdown) == (gate / "report.html", gate / "report.md")
+    _matches_snapshot(files.markdown.read_text(), "gate.md")
+
+
+def test_the_run_summary_matches_its_snapshot(folders, tmp_path):
+    _, run, gates = folders
+    files = write_report(run, out=tmp_path / "out", gates_dir=gates)
+    assert files.markdown == tmp_path / "out" / "report.md" and not (run / "report.md").exists()
+    _matches_snapshot(files.markdown.read_text(), "run.md")
+
+
+def test_a_run_whose_gate_is_not_here_is_shown_from_its_log_in_brief(folders, tmp_path):
+    _, run, _ = folders
+    text = write_report(run, gates_dir=tmp_path / "elsewhere").markdown.read_text()
+    assert "(from the run log's verdict in brief)" in text
+    assert "first failing stage: **y**" in text and "Winner: round 1, candidate 0" in text
+
+
+def test_candidate_text_is_escaped_in_both_outputs(folders):
+    _, run, gates = folders
+    files = write_report(run, gates_dir=gates)
+    html, markdown = files.html.read_text(), files.markdown.read_text()
+    assert EVIL not in html and EVIL not in markdown
+    assert "&lt;script&gt;fetch(" in html
+    assert r"\<script\>fetch(" in markdown
+
+
+@pytest.mark.parametrize("which", ["gate", "run"])
+def test_the_page_names_nothing_to_load(folders, which):
+    gate, run, gates = folders
+    html = write_report(gate if which == "gate" else run, gates_dir=gates).html.read_text()
+    # No script, no stylesheet or image to fetch, no link: only inline CSS and inline SVG.
+    assert not re.search(r"<(script|link|img|iframe|object|embed)\b", html, re.IGNORECASE)
+    # (Candidate text holding `src="..."` is escaped: its quotes are &#34;, so it is no attribute.)
+    assert not re.search(r"\b(src|href)\s*=\s*[\"']|url\(|@import", html, re.IGNORECASE)
+    assert "<svg" in html and "default-src 'none'" in html
+
+
+def test_a_folder_that_is_neither_a_gate_nor_a_run_is_refused_naming_it(tmp_path):
+    with pytest.raises(UsageError, match=re.escape(str(tmp_path)) + " is neither a gate"):
+        folder_kind(tmp_path)
+    with pytest.raises(UsageError, match="is not a folder"):
+        write_report(tmp_path / "missing")
+
+
+def test_a_run_log_that_does_not_read_is_a_usage_error_naming_it(tmp_path):
+    (tmp_path / "run.json").write_text("{}")
+    with pytest.raises(UsageError, match=re.escape(str(tmp_path / "run.json")) + " is not a readable run log"):
+        write_report(tmp_path)
