@@ -499,7 +499,10 @@ def calibrate_command(
 @app.command("report", epilog=_epilog("the two files written, report.html and report.md, one a line"))
 def report_command(
     folder: Path = typer.Argument(..., help="gates/<hash> or runs/<id>"),
-    out: Path | None = typer.Option(None, "--out", file_okay=False, help="Where to write them (default: the folder given)."),
+    out: Path | None = typer.Option(
+        None, "--out", file_okay=False,
+        help="Where to write them. Default: a run's own folder; for a gate, gates/<hash>.report beside it (a gate is locked).",
+    ),
     gates_dir: Path = _gates_dir_option(),
 ) -> None:
     """Write a self-contained HTML page (report.html) and a Markdown summary (report.md) of a gate's verdicts

@@ -12,8 +12,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from pydantic import BaseModel
 
 from ferret.dispatch.runlog import RunLog
 from ferret.errors import UsageError
@@ -23,6 +25,7 @@ from ferret.gate.report import read_report, read_verdict
 from ferret.reporting import charts
 from ferret.reporting.views import GateView, RunView, gate_view, run_relative, run_view
 
+Record = TypeVar("Record", bound=BaseModel)
 HTML_FILE, MARKDOWN_FILE = "report.html", "report.md"
 RUN_FILE = "run.json"
 # A gate's index holds up to 500 verdicts; the page shows the newest this many whole, the rest as index rows.
@@ -36,14 +39,18 @@ class ReportFiles:
 
 
 def write_report(folder: Path, out: Path | None = None, gates_dir: Path = Path("gates")) -> ReportFiles:
-    """Render the report of `folder` (gates/<hash> or runs/<id>) into `out` (default: `folder` itself).
-    `gates_dir` is where a run's gate is looked for, to show its candidates' whole verdicts."""
+    """Render the report of `folder` (gates/<hash> or runs/<id>) into `out`; by default a run's goes into
+    its folder and a gate's beside it (`default_out`). `gates_dir` is where a run's gate is looked for, to
+    show its candidates' whole verdicts."""
     kind = folder_kind(folder)
     if kind == "run":
         context = {"run": load_run(folder, gates_dir), "gate": None}
     else:
         context = {"run": None, "gate": load_gate(folder)}
-    target = out or folder
+    target = out or default_out(folder, kind)
+    if kind == "gate" and target.resolve().is_relative_to(folder.resolve()):
+        raise UsageError(f"--out {target} is inside the gate {folder}: a gate's folder is locked (a file added there "
+                         f"makes it tampered); leave --out out to write beside it, in {default_out(folder, kind)}")
     target.mkdir(parents=True, exist_ok=True)
     environment = _environment()
     files = ReportFiles(html=target / HTML_FILE, markdown=target / MARKDOWN_FILE)
@@ -52,6 +59,12 @@ def write_report(folder: Path, out: Path | None = None, gates_dir: Path = Path("
     # The template's blocks leave runs of blank lines; one blank line is all Markdown needs between blocks.
     files.markdown.write_text(re.sub(r"\n{3,}", "\n\n", markdown))
     return files
+
+
+def default_out(folder: Path, kind: str) -> Path:
+    """Where the report goes unless told: a run's folder itself; for a gate, `gates/<hash>.report/` beside
+    it (as its input cache is `gates/<hash>.cache/`), since every file inside a gate's folder is locked."""
+    return folder.with_name(folder.name + ".report") if kind == "gate" else folder
 
 
 def folder_kind(folder: Path) -> str:
@@ -66,7 +79,8 @@ def folder_kind(folder: Path) -> str:
                      "`ferret report` takes gates/<hash> or runs/<id>")
 
 
-def _validated(path: Path, model, what: str):
+def _validated(path: Path, model: type[Record], what: str) -> Record:
+    """The record in `path`, validated; a file that does not fit is the user's mistake, named."""
     try:
         return model.model_validate_json(path.read_bytes())
     except ValueError as err:

@@ -1,6 +1,6 @@
 """`ferret report` on the command line (ferret/cli/main.py): it writes report.html and report.md into the
-folder given (or --out) and prints their paths, one a line; a folder that is neither a gate nor a run is
-one line naming it, exit 2."""
+run's folder, beside a gate's (gates/<hash>.report/), or into --out, and prints their paths, one a line;
+a folder that is neither a gate nor a run is one line naming it, exit 2."""
 
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ def _ferret(*args: object, cwd: Path) -> subprocess.CompletedProcess:
                           text=True, env=dict(os.environ))
 
 
-def test_report_of_a_gate_writes_both_files_into_it_and_prints_their_paths(tmp_path):
+def test_report_of_a_gate_writes_both_files_beside_it_and_prints_their_paths(tmp_path):
     gate = make_gate(tmp_path / "gates")
     done = _ferret("report", gate, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [str(gate / "report.html"), str(gate / "report.md")]
-    assert "Verdict: FAIL" in (gate / "report.md").read_text().replace("**", "")
+    beside = gate.with_name(gate.name + ".report")  # the gate's own folder is locked
+    assert done.stdout.splitlines() == [str(beside / "report.html"), str(beside / "report.md")]
+    assert "Verdict: FAIL" in (beside / "report.md").read_text().replace("**", "")
 
 
 def test_report_of_a_run_finds_its_gate_under_gates_dir_and_writes_to_out(tmp_path):

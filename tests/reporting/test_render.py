@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_fixtures import EVIL, make_gate, make_run  # noqa: E402
 
 from ferret.errors import UsageError  # noqa: E402
+from ferret.gate.lock import locked_files  # noqa: E402
 from ferret.reporting import folder_kind, write_report  # noqa: E402
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -37,9 +38,20 @@ def _matches_snapshot(text: str, name: str) -> None:
 
 def test_the_gate_summary_matches_its_snapshot(folders):
     gate, _, _ = folders
+    locked = locked_files(gate)
     files = write_report(gate)
-    assert (files.html, files.markdown) == (gate / "report.html", gate / "report.md")
+    # Beside the gate, never in it: every file added to a gate's folder would make it tampered.
+    beside = gate.with_name(gate.name + ".report")
+    assert (files.html, files.markdown) == (beside / "report.html", beside / "report.md")
+    assert locked_files(gate) == locked
     _matches_snapshot(files.markdown.read_text(), "gate.md")
+
+
+def test_a_report_is_never_written_into_the_gate(folders):
+    gate, _, _ = folders
+    with pytest.raises(UsageError, match="is inside the gate"):
+        write_report(gate, out=gate / "reports")
+    assert not (gate / "reports").exists()
 
 
 def test_the_run_summary_matches_its_snapshot(folders, tmp_path):
