@@ -43,7 +43,7 @@ from ferret.gate.scan import scan_candidate
 from ferret.gate.timing import time_candidate
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
-from ferret.sandbox.launch import keep_compiled
+from ferret.sandbox.launch import keep_compiled, remember_probes_in
 
 
 def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profile: str, progress: ProgressLike) -> Path:
@@ -77,6 +77,7 @@ class Judge:
         self.profile: ProfileName = resolve_profile(profile, needs_gpu=False) if profile else default_profile()
         self.device = device_for(self.profile)
         self.progress = as_reporter(progress)
+        remember_probes_in(Path(gates_dir) / ".cache")  # the sandbox probes, kept beside the gates, hidden from candidates
         self.gate = locate_gate(task.path, task.contract, Path(gates_dir), self.profile, self.progress)
         self.manifest = GateManifest.model_validate(verify_gate(self.gate, require_trusted=True))
         # Said once, in the first verdict's phases (`gate_setup`): finding or building the gate, verifying it.

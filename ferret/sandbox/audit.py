@@ -172,9 +172,24 @@ def _inspects_readable_files(policy: Policy, exe: str, argv: list[str]) -> bool:
     return bool(named) and all(_under(_real(a), policy.read) for a in named)
 
 
+def _absent_program(policy: Policy, event: str, args: tuple) -> bool:
+    """A program named without a folder that no folder of PATH holds: the start fails by itself ('No such file'),
+    nothing runs. Under the allow-list, Python's own `platform.architecture()` asks for `file`, which is not
+    shown. Only when every folder of PATH is absolute and outside what the process may write: otherwise the
+    candidate could put the program there between this check and the start."""
+    name = args[0] if args and args[0] is not None else (args[1][0] if len(args) > 1 and args[1] else "")
+    name = os.fsdecode(name)
+    if not name or os.sep in name or event != "subprocess.Popen" or shutil.which(name) is not None:
+        return False
+    folders = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return all(os.path.isabs(f) and not _under(_real(f), policy.own) for f in folders)
+
+
 def _check_spawn(policy: Policy, sandbox: Sandbox, event: str, args: tuple) -> None:
     if event in _SPAWN_ALWAYS_REFUSED:
         sandbox.refuse(wire.FailureKind.PROCESS_SPAWNED, f"{event}{args[:2]!r}"[:300])
+    if _absent_program(policy, event, args):
+        return
     exe, argv = _executable(event, args)
     allowed = _under(exe, policy.tools) or exe in policy.tool_files or _inspects_readable_files(policy, exe, argv)
     if allowed and exe in policy.compilers and any(a.startswith(_COMPILER_RUNS_OTHERS) for a in argv[1:]):

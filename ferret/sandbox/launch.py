@@ -7,6 +7,8 @@ a private mount namespace built by util-linux's unshare, else the older deny-lis
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -285,12 +287,67 @@ def sandbox_kind() -> str:
     """Which sandbox confines candidate processes on this machine: bubblewrap (`bwrap` on PATH), the
     allow-list in a private mount namespace (root, util-linux's unshare and setpriv), the deny-list mount
     namespace of older versions (`hiding_command`), or none. Each is probed once with a real process: it
-    must start Python, write in its own folder, not see a file beside that folder, and not unmount."""
+    must start Python, write in its own folder, not see a file beside that folder, and not unmount; on a GPU
+    machine, compile and run a Triton kernel. What was probed is remembered for later checks of this boot
+    (`remember_probes_in`)."""
     choice = os.environ.get(SANDBOX_CHOICE, "auto")
     if choice not in _KINDS:
-        tried = (BUBBLEWRAP, NAMESPACE, DENY_LIST) if choice == "auto" else (choice,)
-        _KINDS[choice] = next((kind for kind in tried if _works(kind)), NO_SANDBOX)
+        remembered = _recall_probes(choice)
+        if remembered is None:
+            tried = (BUBBLEWRAP, NAMESPACE, DENY_LIST) if choice == "auto" else (choice,)
+            _KINDS[choice] = next((kind for kind in tried if _works(kind)), NO_SANDBOX)
+            _remember_probes(choice)
+        else:
+            _KINDS[choice], failures = remembered
+            _FAILURES.update(failures)
     return _KINDS[choice]
+
+
+# Where the probes' outcome is kept between checks (a folder of the judge's that no candidate process sees: the
+# gates folder's cache); None: probed again in every process. Probing costs seconds (a Triton compile per kind).
+_PROBE_MEMO: list[Path] = []
+
+
+def remember_probes_in(folder: Path) -> None:
+    _PROBE_MEMO[:] = [folder]
+
+
+def _probe_memo_file(choice: str) -> Path | None:
+    """The memo of this choice on this boot, for this interpreter, these sandbox sources and this PATH: any of
+    those changed, the sandboxes are probed again."""
+    if not _PROBE_MEMO:
+        return None
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    sources = sorted((p.name, p.read_bytes()) for p in Path(__file__).parent.glob("*.py"))
+    key = hashlib.sha256(repr((boot, choice, sys.executable, os.environ.get("PATH"), _gpu_present(), sources)).encode())
+    return _PROBE_MEMO[0] / f"sandbox-probe-{key.hexdigest()[:32]}.json"
+
+
+def _recall_probes(choice: str) -> tuple[str, dict[str, str]] | None:
+    memo = _probe_memo_file(choice)
+    try:
+        data = json.loads(memo.read_text()) if memo is not None else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("kind") not in (BUBBLEWRAP, NAMESPACE, DENY_LIST, NO_SANDBOX):
+        return None
+    return data["kind"], {str(k): str(v) for k, v in dict(data.get("failures", {})).items()}
+
+
+def _remember_probes(choice: str) -> None:
+    memo = _probe_memo_file(choice)
+    if memo is None:
+        return
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        partial = memo.with_suffix(".partial")
+        partial.write_text(json.dumps({"kind": _KINDS[choice], "failures": _FAILURES}))
+        os.replace(partial, memo)
+    except OSError:
+        pass  # not remembered: the next check probes again
 
 
 def _works(kind: str) -> bool:

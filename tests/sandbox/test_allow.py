@@ -257,3 +257,24 @@ def test_a_candidate_on_the_gpu_is_told_where_libcuda_is(tmp_path, monkeypatch):
     # under the interpreter, and for the reference timer, nothing is set
     assert "TRITON_LIBCUDA_PATH" not in candidate_environment(tmp_path / "cpu", interpret=True)
     assert "TRITON_LIBCUDA_PATH" not in candidate_environment(tmp_path / "ref", interpret=False, runs_candidate=False)
+
+
+def test_the_probes_outcome_is_remembered_for_later_checks_of_this_boot(tmp_path, monkeypatch):
+    probed: list[str] = []
+    monkeypatch.setattr(launch, "_works", lambda kind: probed.append(kind) or kind == launch.DENY_LIST)
+    monkeypatch.setattr(launch, "_KINDS", {})
+    monkeypatch.setattr(launch, "_FAILURES", {"bubblewrap": "probe: exit 1"})
+    monkeypatch.setattr(launch, "_PROBE_MEMO", [])
+    monkeypatch.delenv(launch.SANDBOX_CHOICE, raising=False)
+    launch.remember_probes_in(tmp_path / ".cache")
+    assert sandbox_kind() == launch.DENY_LIST and probed == [BUBBLEWRAP, NAMESPACE, launch.DENY_LIST]
+    # a later check (a new process: nothing in memory) reads what was probed, failures included
+    monkeypatch.setattr(launch, "_KINDS", {})
+    monkeypatch.setattr(launch, "_FAILURES", {})
+    assert sandbox_kind() == launch.DENY_LIST and len(probed) == 3
+    assert launch.sandbox_failures() == {"bubblewrap": "probe: exit 1"}
+    # a memo that is not one (written over, half written) is probed again, never trusted
+    (memo,) = (tmp_path / ".cache").glob("sandbox-probe-*.json")
+    memo.write_text('{"kind": "no such kind"}')
+    monkeypatch.setattr(launch, "_KINDS", {})
+    assert sandbox_kind() == launch.DENY_LIST and len(probed) == 6

@@ -195,3 +195,19 @@ def test_file_on_readable_files_may_run_and_a_refusal_names_its_caller(tmp_path)
     assert results["file_on_secret"] == "refused"
     assert [kind for kind, _ in seen] == ["process_spawned"]
     assert "probe.py:" in seen[0][1], seen  # the refusal says where in the candidate's code it came from
+
+
+def test_a_program_no_folder_of_path_holds_fails_by_itself_and_is_not_a_refusal(tmp_path):
+    # Seen on the H200 under the allow-list: platform.architecture() runs `file`, which the allow-list does
+    # not show; the start fails with FileNotFoundError and nothing runs, so it is no process started.
+    results, seen = _probe(tmp_path, """
+        import platform, subprocess
+        attempt("absent", lambda: subprocess.run(["ferret-no-such-program", "-b"], capture_output=True))
+        os.environ["PATH"] = os.environ["PATH"] + os.pathsep + sys.argv[1]  # now the candidate's own folder is on PATH
+        attempt("absent_but_writable_path", lambda: subprocess.run(["ferret-no-such-program"], capture_output=True))
+        os.environ["PATH"] = os.environ["PATH"] + os.pathsep + "relative/bin"
+        attempt("absent_relative_path", lambda: subprocess.run(["ferret-no-such-program"], capture_output=True))
+    """)
+    assert results == {"absent": "FileNotFoundError", "absent_but_writable_path": "refused",
+                       "absent_relative_path": "refused"}, results
+    assert [kind for kind, _ in seen] == ["process_spawned", "process_spawned"]
