@@ -1,0 +1,469 @@
+"""Points of the MLA kernel template timed side by side on one GPU, each checked against the reference first.
+
+    PYTHONPATH=/tmp/site:$PWD python benchmarks/mla_template_bench.py --out DIR [--budget-s 240]
+        [--point head_block=64,num_warps=8 ...] [--shapes h128_b64_l4096 tp8_b32_l8192 ...] [--cpu]
+
+Renders template points (tasks/mla_attention/templates; the default point and a dozen new-structure points
+unless --point is given; a --point names only what differs from the space's default) and, per shape (128
+heads, L=4096, B in {1, 8, 64, 128}, every request at full length, cache_lens = L - 1; then the contract's
+speed cases, drawn as the gate draws them):
+  1. checks each point's o_heads against the project's reference (float64, tasks/mla_attention/reference.py)
+     within the contract's o_heads tolerance; a wrong point, or one that fails to compile or launch, is
+     skipped with the reason printed;
+  2. times the whole step (append, absorb, attention, merge + un-absorb) with triton.testing.do_bench
+     (L2 flushed before every call, median), beside torch.compile of the baseline (the gate's comparison)
+     and, when the `flash_mla` / `sgl_flash_mla` package imports, FlashMLA's dense decode of the attention
+     core alone (absorbed queries to o_latent, paged view of the same cache, output checked first);
+  3. reports the roofline floor of the contract (ferret/contract/roofline.py) and the fraction reached, and
+     the compiled attention kernel's registers, spills, shared memory and whether its PTX has `wgmma`.
+Writes DIR/mla-template-bench.jsonl (one row per measurement, as it comes) and DIR/mla-template-bench.md
+(rewritten after every shape). No new (shape, point) is started past --budget-s; one already started
+finishes (a compile can take ~30 s), so give the device call --budget-s plus a minute or two.
+--cpu: a rehearsal under TRITON_INTERPRET=1 on tiny shapes (two points, torch.compile with the `eager`
+backend, wall-clock times that are not speeds), so that every path except the GPU's own runs once.
+A benchmark, not a gate: the gate's own timing decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
+CONTRACT = REPO / "contracts" / "mla_attention.yaml"
+
+# Promising points (only what differs from space.yaml's default). Head blocks of 64 with 8 warps put QK^T and
+# P@V on Hopper's wgmma with 128 fp32 accumulator registers per thread; the split policy `waves` sizes the
+# split count to whole waves over the SMs (programs_per_sm=1: one 64-head program per SM fits in shared memory).
+WIDE = {"head_block": 64, "num_warps": 8, "programs_per_sm": 1, "split_policy": "waves"}
+GPU_POINTS: list[dict] = [
+    {},
+    {**WIDE},
+    {**WIDE, "value_split": 2},
+    {**WIDE, "num_stages": 3},
+    {**WIDE, "num_stages": 3, "value_split": 2},
+    {**WIDE, "token_block": 64},
+    {**WIDE, "token_block": 64, "value_split": 2},
+    {**WIDE, "token_block": 16, "num_stages": 4},
+    {**WIDE, "head_pad": 64},
+    {**WIDE, "head_pad": 64, "value_split": 2, "num_stages": 3},
+    {**WIDE, "split_policy": "programs", "programs_per_sm": 2},
+    {**WIDE, "num_warps": 16},
+    {"head_block": 32, "num_warps": 4, "split_policy": "waves"},
+    {**WIDE, "num_warps": 4},
+    {**WIDE, "head_block": 128, "value_split": 2},
+]
+CPU_POINTS: list[dict] = [{}, {**WIDE, "value_split": 2, "head_pad": 64}]
+
+# name -> (B, H, L); every request at full length (cache_lens = L - 1).
+FULL_SHAPES = {f"h128_b{b}_l4096": (b, 128, 4096) for b in (64, 128, 8, 1)}
+CPU_SHAPES = {"h16_b2_l64": (2, 16, 64), "h40_b3_l40": (3, 40, 40)}
+
+
+# ------------------------------------------------------------------------------------------ points
+def parse_point(text: str) -> dict:
+    """`head_block=64,num_warps=8` -> {"head_block": 64, "num_warps": 8} (ints where they parse)."""
+    point = {}
+    for item in filter(None, text.split(",")):
+        name, _, value = item.partition("=")
+        point[name.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+    return point
+
+
+def render_points(overrides: list[dict], folder: Path) -> list[tuple[str, Path]]:
+    """(approach name, rendered file) per point; a point outside the space stops the run before any work."""
+    from ferret.roles.offline import TemplateSearchOptimizer
+
+    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    folder.mkdir(parents=True, exist_ok=True)
+    rendered = []
+    for index, override in enumerate(overrides):
+        unknown = set(override) - set(optimizer.space.parameters)
+        if unknown:
+            raise SystemExit(f"--point {override}: unknown parameters {sorted(unknown)}")
+        point = {**optimizer.space.default, **override}
+        for name, value in point.items():
+            if value not in optimizer.space.parameters[name]:
+                raise SystemExit(f"--point {override}: {name}={value!r} is not one of {optimizer.space.parameters[name]}")
+        path = folder / f"point_{index:02d}.py"
+        path.write_text(optimizer.render(point))
+        rendered.append((optimizer.approach(point), path))
+    return rendered
+
+
+def load_module(path: Path):
+    """Triton reads kernel source from a real file, so each point is imported from its rendered file."""
+    spec = importlib.util.spec_from_file_location(f"mla_bench_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------------------------------ shapes
+def shape_list(names: list[str] | None, cpu: bool, contract) -> list[tuple[str, dict]]:
+    """(name, {"dims", "inputs" (CPU tensors)}) in the order timed: full-length shapes, then speed cases."""
+    from ferret.gate.inputs import draw_inputs
+    from tasks.mla_attention.inputs import make_inputs
+
+    full = CPU_SHAPES if cpu else FULL_SHAPES
+    speed = {} if cpu else {c.name: c for c in contract.cases_for("gpu") if c.name in contract.speed.cases}
+    chosen = names or [*full, *speed]
+    shapes = []
+    for name in chosen:
+        if name in full:
+            batch, heads, length = full[name]
+            inputs = make_inputs(batch, heads, length, seed=batch + heads, cache_lens=[length - 1] * batch)
+            shapes.append((name, {"dims": {"B": batch, "H": heads, "L": length}, "inputs": inputs}))
+        elif name in speed:
+            case = speed[name]
+            shapes.append((name, {"dims": dict(case.dims), "inputs": draw_inputs(contract, case, "bfloat16")}))
+        else:
+            raise SystemExit(f"--shapes: unknown shape {name!r}; known: {sorted(full) + sorted(speed)}")
+    return shapes
+
+
+# ------------------------------------------------------------------------------------------ checks
+def rel_l2(actual, expected) -> float:
+    actual, expected = actual.double(), expected.double()
+    return float((actual - expected).norm() / expected.norm().clamp_min(1e-300))
+
+
+def run_step(fn, inputs: dict, params: dict):
+    """One whole step on fresh copies of the inputs (the cache append is in place); returns o_heads."""
+    import torch
+
+    copies = {name: t.clone() for name, t in inputs.items()}
+    batch, heads, _ = inputs["q_nope"].shape
+    outputs = {"o_heads": torch.full((batch, heads, params["v_head_dim"]), float("nan"),
+                                     dtype=torch.bfloat16, device=inputs["q_nope"].device)}
+    fn(copies, outputs, params)
+    return outputs["o_heads"]
+
+
+def check(fn, inputs: dict, params: dict, expected, limit: float) -> str | None:
+    """None when fn's o_heads is finite and within the tolerance of the reference, else why not."""
+    import torch
+
+    try:
+        actual = run_step(fn, inputs, params)
+    except Exception as err:  # noqa: BLE001 - a point that fails to compile or launch is reported, not fatal
+        return f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+    if not torch.isfinite(actual).all():
+        return f"non-finite o_heads ({int((~torch.isfinite(actual)).sum())} elements)"
+    error = rel_l2(actual, expected)
+    return None if error <= limit else f"o_heads rel_l2 {error:.3e} > tolerance {limit:.3e}"
+
+
+# ------------------------------------------------------------------------------------------ timing
+def time_us(fn, cpu: bool) -> float:
+    """Median microseconds of fn: do_bench on a GPU (L2 flushed before each call); one wall-clock call under
+    the interpreter (a rehearsal, not a speed)."""
+    if cpu:
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e6
+    import triton
+
+    return 1e3 * triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def step_timer(fn, inputs: dict, params: dict, cpu: bool) -> float:
+    import torch
+
+    batch, heads, _ = inputs["q_nope"].shape
+    outputs = {"o_heads": torch.empty((batch, heads, params["v_head_dim"]), dtype=torch.bfloat16,
+                                      device=inputs["q_nope"].device)}
+    work = {name: t.clone() for name, t in inputs.items()}
+    return time_us(lambda: fn(work, outputs, params), cpu)
+
+
+# ------------------------------------------------------------------------------------------ compiled code
+def compiled_kernels(jit_fn) -> list:
+    """The compiled kernels of a @triton.jit function (Triton 3.x keeps them per device; layouts differ by
+    version, so every dict of compiled kernels found in its caches is taken)."""
+    found = []
+    caches = getattr(jit_fn, "device_caches", None) or {}
+    for entry in caches.values():
+        parts = entry if isinstance(entry, tuple) else (entry,)
+        for part in parts:
+            if isinstance(part, dict):
+                found += [k for k in part.values() if hasattr(k, "asm")]
+    legacy = getattr(jit_fn, "cache", None)
+    if isinstance(legacy, dict):
+        for per_device in legacy.values():
+            if isinstance(per_device, dict):
+                found += [k for k in per_device.values() if hasattr(k, "asm")]
+    return list({id(k): k for k in found}.values())
+
+
+def kernel_facts(module) -> dict:
+    """Registers, spills, shared memory and wgmma of each compiled variant of the attention kernel."""
+    try:
+        kernels = compiled_kernels(getattr(module, "_split_kv_attention_kernel", None))
+    except Exception as err:  # noqa: BLE001 - facts are best effort, never a reason to stop
+        return {"compiled_variants": None, "facts_error": f"{type(err).__name__}: {err}"}
+    if not kernels:
+        return {"compiled_variants": 0}
+    facts = []
+    for kernel in kernels:
+        ptx = ""
+        try:
+            ptx = kernel.asm.get("ptx", "") if hasattr(kernel.asm, "get") else kernel.asm["ptx"]
+        except Exception:  # noqa: BLE001, S110 - facts are best effort
+            pass
+        metadata = getattr(kernel, "metadata", None)
+        facts.append({"wgmma": "wgmma" in ptx, "mma_sync": "mma.sync" in ptx,
+                      "n_regs": getattr(kernel, "n_regs", None), "n_spills": getattr(kernel, "n_spills", None),
+                      "shared_bytes": getattr(metadata, "shared", None),
+                      "num_warps": getattr(metadata, "num_warps", None)})
+    return {"compiled_variants": len(facts), "wgmma": any(f["wgmma"] for f in facts), "variants": facts}
+
+
+# ------------------------------------------------------------------------------------------ FlashMLA
+def flash_mla_module():
+    for name in ("flash_mla", "sgl_flash_mla"):
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - optional dependency
+            continue
+        if hasattr(module, "flash_mla_with_kvcache") and hasattr(module, "get_mla_metadata"):
+            return module
+    return None
+
+
+def paged_view(golden: dict, inputs: dict, page: int = 64):
+    """FlashMLA's inputs from the same step: absorbed queries [B, 1, H, 576] and the appended cache as pages of
+    `page` rows in order (block_table[b] = b's pages), cache_seqlens = cache_lens + 1."""
+    import torch
+
+    cache = golden["kv_cache"].to(torch.bfloat16)
+    batch, length, width = cache.shape
+    if length % page:
+        return None
+    q = torch.cat([golden["q_absorbed"], golden["q_pe_roped"]], dim=-1).to(torch.bfloat16).unsqueeze(1)
+    pages = cache.reshape(batch * length // page, page, 1, width).contiguous()
+    table = torch.arange(batch * length // page, dtype=torch.int32, device=cache.device).view(batch, -1)
+    seqlens = (inputs["cache_lens"] + 1).to(torch.int32)
+    return q.contiguous(), pages, table, seqlens
+
+
+def flash_mla_call(module, q, pages, table, seqlens, params):
+    """A no-argument call of FlashMLA's dense bf16 decode. Two interfaces: the `sgl-flash-mla` wheel's (the
+    scheduler metadata filled by the first call, dense decoding behind use_legacy=True) and FlashMLA's
+    original one (get_mla_metadata(seqlens, heads, 1) returns the metadata and the split counts)."""
+    import inspect
+
+    from tasks.mla_attention import reference as ref
+
+    scale = ref.softmax_scale(params)
+    rank = params["kv_lora_rank"]
+    if "use_legacy" in inspect.signature(module.flash_mla_with_kvcache).parameters:
+        metadata, _ = module.get_mla_metadata()
+        return lambda: module.flash_mla_with_kvcache(q, pages, table, seqlens, rank, metadata, None,
+                                                     softmax_scale=scale, causal=False, use_legacy=True)
+    metadata, splits = module.get_mla_metadata(seqlens, q.shape[1] * q.shape[2], 1)
+    return lambda: module.flash_mla_with_kvcache(q, pages, table, seqlens, rank, metadata, splits,
+                                                 softmax_scale=scale, causal=False)
+
+
+def flash_mla_row(golden: dict, inputs: dict, params: dict, limit: float, cpu: bool) -> dict:
+    """FlashMLA's attention core on the same step, its o_latent checked first; a reason when not timed."""
+    view = paged_view(golden, inputs)  # built first so that the CPU rehearsal runs it too
+    module = flash_mla_module()
+    if module is None:
+        return {"skipped": "flash_mla / sgl_flash_mla not importable"}
+    if view is None or cpu:
+        return {"skipped": "cache length not a multiple of 64" if view is None else "GPU only"}
+    q, pages, table, seqlens = view
+    try:
+        call = flash_mla_call(module, q, pages, table, seqlens, params)
+        out = call()[0]
+    except Exception as err:  # noqa: BLE001 - the peer's API differs between releases: report, never fail
+        return {"skipped": f"FlashMLA call failed: {type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
+    error = rel_l2(out.squeeze(1), golden["o_latent"])
+    if error > limit:
+        return {"skipped": f"FlashMLA o_latent rel_l2 {error:.3e} > {limit:.3e}"}
+    return {"flash_mla_core_us": time_us(call, cpu), "flash_mla_rel_l2": error}
+
+
+# ------------------------------------------------------------------------------------------ one shape
+def floor_us(contract, dims: dict, inputs: dict, device_name: str) -> tuple[float, str]:
+    from ferret.bench import guards
+    from ferret.contract.roofline import count_roofline
+
+    peaks = guards.peaks_for(device_name)
+    label = device_name
+    if peaks is None:
+        peaks, label = guards.DATASHEET_PEAKS["H200"], "H200 datasheet (not this device)"
+    work = count_roofline(contract, dims, {k: v.cpu() for k, v in inputs.items()}, "bfloat16")
+    return 1e3 * guards.floor_ms(work.bytes, work.flops, peaks), label
+
+
+class Bench:
+    """The run's state: points, reference implementations, output files and the deadline."""
+
+    def __init__(self, args, contract, points):
+        import torch
+
+        from ferret.contract.imports import load_entry
+
+        self.args, self.contract, self.points = args, contract, points
+        self.device = "cpu" if args.cpu else "cuda"
+        self.device_name = "cpu (interpreter)" if args.cpu else torch.cuda.get_device_name(0)
+        self.deadline = time.monotonic() + args.budget_s
+        self.params = dict(contract.params)
+        baseline = load_entry(contract.baseline.entry, str(REPO))
+        torch._dynamo.config.cache_size_limit = 64  # one graph per shape
+        self.compiled = torch.compile(baseline, backend="eager" if args.cpu else "inductor")
+        self.modules: dict[str, object] = {}
+        self.rows: list[dict] = []
+        self.jsonl = args.out / "mla-template-bench.jsonl"
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def emit(self, row: dict) -> None:
+        self.rows.append(row)
+        with self.jsonl.open("a") as out:
+            out.write(json.dumps(row, default=str) + "\n")
+        shown = {k: v for k, v in row.items() if k not in ("variants",)}
+        print(json.dumps(shown, default=str), flush=True)
+
+    def module(self, name: str, path: Path):
+        if name not in self.modules:
+            self.modules[name] = load_module(path)
+        return self.modules[name]
+
+    def shape(self, shape_name: str, spec: dict) -> None:
+        import torch
+
+        from tasks.mla_attention import reference as ref
+
+        inputs = {k: v.to(self.device) for k, v in spec["inputs"].items()}
+        golden = ref.reference(inputs, self.params)
+        base = {"shape": shape_name, "dims": spec["dims"], "device": self.device_name}
+        floor, peaks = floor_us(self.contract, spec["dims"], inputs, self.device_name)
+        base.update(floor_us=floor, floor_peaks=peaks)
+        limit = self.contract.tolerance("bfloat16", "o_heads").rel_l2
+        latent_limit = self.contract.tolerance("bfloat16", "o_latent").rel_l2
+        self.peer_rows(base, inputs, golden, limit, latent_limit)
+        for approach, path in self.points:
+            if self.out_of_time():
+                print(f"{shape_name} {approach}: not timed (past --budget-s)", flush=True)
+                continue
+            self.point_row(base, approach, path, inputs, golden["o_heads"], limit)
+        del golden, inputs
+        if not self.args.cpu:
+            torch.cuda.empty_cache()
+
+    def peer_rows(self, base: dict, inputs: dict, golden: dict, limit: float, latent_limit: float) -> None:
+        if self.out_of_time():
+            return
+        why = check(self.compiled, inputs, self.params, golden["o_heads"], limit)
+        row = {**base, "impl": "torch.compile(baseline)", "ok": why is None, "why": why}
+        if why is None:
+            row["us"] = step_timer(self.compiled, inputs, self.params, self.args.cpu)
+            row["fraction_of_floor"] = base["floor_us"] / row["us"]
+        self.emit(row)
+        self.emit({**base, "impl": "FlashMLA core (attention only)",
+                   **flash_mla_row(golden, inputs, self.params, latent_limit, self.args.cpu)})
+
+    def point_row(self, base: dict, approach: str, path: Path, inputs: dict, expected, limit: float) -> None:
+        row = {**base, "impl": approach, "file": path.name}
+        try:
+            module = self.module(approach, path)
+        except Exception as err:  # noqa: BLE001
+            self.emit({**row, "ok": False, "why": f"import failed: {type(err).__name__}: {err}"})
+            return
+        started = time.monotonic()
+        why = check(module.run, inputs, self.params, expected, limit)
+        row.update(ok=why is None, why=why, first_call_s=round(time.monotonic() - started, 2))
+        row["config"] = module._attention_config(*inputs["q_nope"].shape[:2], inputs["kv_cache"].shape[1],
+                                                 inputs["kv_cache"].device)
+        if why is None:
+            row["us"] = step_timer(module.run, inputs, self.params, self.args.cpu)
+            row["fraction_of_floor"] = base["floor_us"] / row["us"]
+        row.update(kernel_facts(module))
+        self.emit(row)
+
+
+# ------------------------------------------------------------------------------------------ report
+def markdown(rows: list[dict]) -> str:
+    lines = ["| shape | implementation | us | x torch.compile | fraction of floor | floor us | wgmma | regs / spills | "
+             "splits | note |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    compiled = {r["shape"]: r.get("us") for r in rows if r["impl"] == "torch.compile(baseline)"}
+    for r in rows:
+        us = r.get("us") or r.get("flash_mla_core_us")
+        ratio = compiled.get(r["shape"]) / us if us and compiled.get(r["shape"]) else None
+        fraction = r["floor_us"] / us if us else None
+        variants = r.get("variants") or []
+        regs = ", ".join(f"{v['n_regs']}/{v['n_spills']}" for v in variants) or "-"
+        wgmma = "-" if "wgmma" not in r else ("yes" if r["wgmma"] else "no")
+        lines.append(
+            f"| {r['shape']} | {r['impl']} | {f'{us:.1f}' if us else '-'} | {f'{ratio:.2f}' if ratio else '-'} | "
+            f"{f'{fraction:.2f}' if fraction else '-'} | {r['floor_us']:.1f} | {wgmma} | {regs} | "
+            f"{(r.get('config') or {}).get('num_splits', '-')} | {r.get('why') or r.get('skipped') or ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def best_lines(rows: list[dict]) -> str:
+    """Per shape, the fastest checked point."""
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        timed = [r for r in rows if r["shape"] == shape and r.get("us") and r["impl"] != "torch.compile(baseline)"]
+        if timed:
+            best = min(timed, key=lambda r: r["us"])
+            out.append(f"- {shape}: best {best['impl']} at {best['us']:.1f} us")
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ main
+def parse_args(argv: list[str] | None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for the JSONL, the table and the rendered points")
+    parser.add_argument("--budget-s", type=float, default=240.0, help="no new (shape, point) is started after this")
+    parser.add_argument("--point", action="append", default=None, type=parse_point,
+                        help="a template point as name=value,... over the default (repeatable); the built-in list "
+                             "otherwise; `--point ''` is the default point")
+    parser.add_argument("--shapes", nargs="+", default=None, help="shape names (default: all of the mode's)")
+    parser.add_argument("--cpu", action="store_true", help="rehearsal under TRITON_INTERPRET=1 on tiny shapes")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.cpu:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+    sys.path.insert(0, str(REPO))
+    import torch
+
+    from ferret.contract.load import load_contract
+
+    if not args.cpu and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: pass --cpu for the interpreter rehearsal")
+    args.out.mkdir(parents=True, exist_ok=True)
+    contract = load_contract(CONTRACT)
+    points = render_points(args.point if args.point is not None else (CPU_POINTS if args.cpu else GPU_POINTS),
+                           args.out / "points")
+    bench = Bench(args, contract, points)
+    print(f"device {bench.device_name}; torch {torch.__version__}; {len(points)} points; budget {args.budget_s:.0f} s",
+          flush=True)
+    for shape_name, spec in shape_list(args.shapes, args.cpu, contract):
+        if bench.out_of_time():
+            print(f"{shape_name}: not started (past --budget-s)", flush=True)
+            continue
+        bench.shape(shape_name, spec)
+        (args.out / "mla-template-bench.md").write_text(markdown(bench.rows) + "\n" + best_lines(bench.rows))
+    print(markdown(bench.rows) + "\n" + best_lines(bench.rows), flush=True)
+    print(f"wrote {bench.jsonl} and {args.out / 'mla-template-bench.md'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
