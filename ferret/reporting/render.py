@@ -64,7 +64,10 @@ def write_report(folder: Path, out: Path | None = None, gates_dir: Path = Path("
 def default_out(folder: Path, kind: str) -> Path:
     """Where the report goes unless told: a run's folder itself; for a gate, `gates/<hash>.report/` beside
     it (as its input cache is `gates/<hash>.cache/`), since every file inside a gate's folder is locked."""
-    return folder.with_name(folder.name + ".report") if kind == "gate" else folder
+    if kind != "gate":
+        return folder
+    named = folder if folder.name else folder.resolve()  # `ferret report .` from inside the gate
+    return named.with_name(named.name + ".report")
 
 
 def folder_kind(folder: Path) -> str:
