@@ -1,0 +1,144 @@
+"""The structural axes of the MLA kernel template (issue 13 §1): head blocks padded to wgmma's 64 rows or
+holding all heads, P@V as two 256-wide halves, the split count sized to whole waves over the SMs, the batch
+block of the absorption and merge kernels.
+
+Each axis changes the rendered kernel (no dead axis); the sizing rules do what the template's header says;
+points that use them compute every stage of the reference under the interpreter, on tiny shapes with a
+partly masked head block and ragged lengths (so the merge and the masks are exercised).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from ferret.contract.load import load_contract
+from ferret.gate.scan import shape_constants
+from ferret.integrity.scan import scan_source
+from ferret.roles.offline import TemplateSearchOptimizer
+from tasks.mla_attention import reference as ref
+from tasks.mla_attention.inputs import make_inputs
+
+REPO = Path(__file__).resolve().parents[3]
+TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
+CONTRACT = REPO / "contracts" / "mla_attention.yaml"
+PARAMS = ref.DEEPSEEK_V3_PARAMS
+# Head blocks of 64 with 8 warps: the wgmma structure benchmarks/mla_template_bench.py times on the GPU.
+WIDE = {"head_block": 64, "num_warps": 8, "programs_per_sm": 1, "split_policy": "waves"}
+NEW_AXES = {"head_pad": 64, "value_split": 2, "split_policy": "waves", "batch_block": 16}
+
+
+@pytest.fixture(scope="module")
+def optimizer() -> TemplateSearchOptimizer:
+    return TemplateSearchOptimizer(TEMPLATES)
+
+
+def _point(optimizer, *overrides: dict, **override) -> dict:
+    point = dict(optimizer.space.default)
+    for extra in (*overrides, override):
+        point.update(extra)
+    return point
+
+
+def _load(source: str, path: Path):
+    path.write_text(source)  # Triton's JIT reads kernel source from a real file
+    spec = importlib.util.spec_from_file_location(f"mla_structure_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("axis,value", sorted(NEW_AXES.items()))
+def test_each_structural_axis_changes_the_kernel(optimizer, axis, value):
+    base = _point(optimizer, head_block=64)
+    assert optimizer.render({**base, axis: value}) != optimizer.render(base), axis
+
+
+def test_new_structure_points_compile_and_scan_clean(optimizer):
+    constants = shape_constants(load_contract(CONTRACT))
+    points = [_point(optimizer, WIDE, NEW_AXES), _point(optimizer, WIDE, head_block=128, value_split=2),
+              _point(optimizer, WIDE, token_block=64, num_stages=4, batch_block=32)]
+    for point in points:
+        source = optimizer.render(point)
+        name = optimizer.approach(point)
+        compile(source, name, "exec")
+        result = scan_source(source, path=f"{name}.py", shape_constants=constants)
+        assert result.passed, (name, [(f.line, f.message) for f in result.findings])
+
+
+@pytest.mark.parametrize(
+    "head_block,head_pad,heads,expected",
+    [
+        (64, 16, 16, 16),    # today's padding: 16 heads stay a block of 16
+        (64, 64, 16, 64),    # padded to wgmma's 64 rows
+        (64, 64, 3, 64),
+        (128, 16, 128, 128),  # all heads of a TP1 request in one block
+        (128, 64, 40, 64),   # 40 heads: one partly masked block of 64
+        (128, 64, 100, 128),
+    ],
+)
+def test_head_pad_rule(optimizer, tmp_path, head_block, head_pad, heads, expected):
+    module = _load(optimizer.render(_point(optimizer, head_block=head_block, head_pad=head_pad)), tmp_path / "pad.py")
+    config = module._attention_config(batch=2, heads=heads, capacity=100, device=torch.device("cpu"))
+    assert config["BLOCK_H"] == expected
+
+
+@pytest.mark.parametrize(
+    "programs_per_split,tiles,most,slots,expected",
+    [
+        (128, 128, 16, 132, 1),  # 128 heads (2 blocks of 64) x B=64, L=4096: one wave already, no split
+        (256, 128, 16, 132, 1),  # B=128: two full waves either way; fewer splits is the cheaper merge
+        (16, 128, 16, 132, 8),   # B=8: 8 splits fill one wave (128 programs)
+        (2, 128, 16, 132, 16),   # B=1: as many splits as the cap allows
+        (2, 128, 32, 132, 32),
+        (100, 128, 16, 132, 5),  # 100 programs fill 76% of a wave; 500 fill 4 waves to 95%
+    ],
+)
+def test_wave_filling_splits(optimizer, tmp_path, programs_per_split, tiles, most, slots, expected):
+    module = _load(optimizer.render(_point(optimizer, split_policy="waves")), tmp_path / "waves.py")
+    assert module._wave_filling_splits(programs_per_split, tiles, most, slots) == expected
+
+
+def test_waves_policy_sizes_splits_from_the_cache(optimizer, tmp_path):
+    """Under the interpreter (8 slots, splits of at least one token block) the rule still splits short caches."""
+    module = _load(optimizer.render(_point(optimizer, WIDE)), tmp_path / "cfg.py")
+    cpu = torch.device("cpu")
+    assert module._attention_config(batch=1, heads=16, capacity=128, device=cpu)["num_splits"] == 4
+    assert module._attention_config(batch=8, heads=128, capacity=128, device=cpu)["num_splits"] == 1
+
+
+def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positions):
+    inputs = make_inputs(seed=5, batch=batch, heads=heads, cache_capacity=capacity, cache_lens=cache_lens,
+                         positions=positions)
+    copies = {name: t.clone() for name, t in inputs.items()}
+    outputs = {"o_heads": torch.full((batch, heads, PARAMS["v_head_dim"]), float("nan"), dtype=torch.bfloat16)}
+    trace: dict = {}
+    module.run(copies, outputs, PARAMS, trace=trace)
+    contract = load_contract(CONTRACT)
+    for stage, expected in ref.reference(inputs, PARAMS).items():
+        actual = trace[stage].detach().to(torch.float64)
+        finite = torch.isfinite(expected)
+        assert torch.equal(torch.isfinite(actual), finite), stage
+        rel = float((actual[finite] - expected[finite]).norm() / expected[finite].norm())
+        limit = contract.tolerance("bfloat16", stage).rel_l2 or 0.0
+        assert rel <= limit, (stage, rel, limit)
+    assert torch.equal(outputs["o_heads"], trace["o_heads"])
+
+
+@pytest.mark.parametrize(
+    "override,shape",
+    [
+        # 40 heads in one block of 64 (24 masked rows), P@V in halves, splits by waves, batch blocks of 16
+        ({**WIDE, **NEW_AXES}, (3, 40, 70, [69, 5, 33])),
+        # all 128 heads of a request in one block (padded from 20), one 512-wide P@V, tokens of 16, 4 stages
+        ({**WIDE, "head_block": 128, "head_pad": 64, "token_block": 16, "num_stages": 4}, (2, 20, 50, [49, 0])),
+    ],
+    ids=["heads64-halves-waves", "heads128-tokens16"],
+)
+def test_new_structure_points_match_the_reference(optimizer, tmp_path, override, shape):
+    batch, heads, capacity, cache_lens = shape
+    module = _load(optimizer.render(_point(optimizer, override)), tmp_path / "structure.py")
+    _assert_matches_reference(module, batch, heads, capacity, cache_lens, [16383, 6000, 9000][:batch])
