@@ -1,7 +1,7 @@
 """Points of the MLA kernel template timed side by side on one GPU, each checked against the reference first.
 
     PYTHONPATH=/tmp/site:$PWD python benchmarks/mla_template_bench.py --out DIR [--budget-s 240]
-        [--point head_block=64,num_warps=8 ...] [--shapes h128_b64_l4096 tp8_b32_l8192 ...] [--cpu]
+        [--point head_block=64,num_warps=8 ...] [--shapes h128_b64_l4096 tp8_b32_l8192 ...] [--no-peers] [--cpu]
 
 Renders template points (tasks/mla_attention/templates; the default point and a dozen new-structure points
 unless --point is given; a --point names only what differs from the space's default) and, per shape (128
@@ -320,7 +320,7 @@ class Bench:
         self.params = dict(contract.params)
         baseline = load_entry(contract.baseline.entry, str(REPO))
         torch._dynamo.config.cache_size_limit = 64  # one graph per shape
-        self.compiled = torch.compile(baseline, backend="eager" if args.cpu else "inductor")
+        self.compiled = None if args.no_peers else torch.compile(baseline, backend="eager" if args.cpu else "inductor")
         self.modules: dict[str, object] = {}
         self.rows: list[dict] = []
         self.jsonl = args.out / "mla-template-bench.jsonl"
@@ -363,7 +363,7 @@ class Bench:
             torch.cuda.empty_cache()
 
     def peer_rows(self, base: dict, inputs: dict, golden: dict, limit: float, latent_limit: float) -> None:
-        if self.out_of_time():
+        if self.out_of_time() or self.args.no_peers:
             return
         why = check(self.compiled, inputs, self.params, golden["o_heads"], limit)
         row = {**base, "impl": "torch.compile(baseline)", "ok": why is None, "why": why}
@@ -433,11 +433,14 @@ def parse_args(argv: list[str] | None):
                              "otherwise; `--point ''` is the default point")
     parser.add_argument("--shapes", nargs="+", default=None, help="shape names (default: all of the mode's)")
     parser.add_argument("--cpu", action="store_true", help="rehearsal under TRITON_INTERPRET=1 on tiny shapes")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="time the template points only (no torch.compile, no FlashMLA): a second call's shortcut")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.out = args.out.resolve()
     if args.cpu:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     sys.path.insert(0, str(REPO))
