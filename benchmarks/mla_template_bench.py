@@ -44,13 +44,15 @@ CONTRACT = REPO / "contracts" / "mla_attention.yaml"
 WIDE = {"head_block": 64, "num_warps": 8, "programs_per_sm": 1, "split_policy": "waves"}
 GPU_POINTS: list[dict] = [
     {},
+    {"split_policy": "waves"},  # today's kernel, its split count sized to whole waves (16-head cases)
     {**WIDE},
     {**WIDE, "value_split": 2},
     {**WIDE, "num_stages": 3},
     {**WIDE, "num_stages": 3, "value_split": 2},
     {**WIDE, "token_block": 64},
-    {**WIDE, "token_block": 64, "value_split": 2},
     {**WIDE, "token_block": 16, "num_stages": 4},
+    {**WIDE, "min_tokens_per_split": 128},
+    {**WIDE, "batch_block": 16},
     {**WIDE, "head_pad": 64},
     {**WIDE, "head_pad": 64, "value_split": 2, "num_stages": 3},
     {**WIDE, "split_policy": "programs", "programs_per_sm": 2},
