@@ -151,12 +151,17 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
+            # Asked by getpass.getuser() (torch._dynamo's import, torch.profiler): a confined process has no
+            # /etc/passwd to look its user up in, and the host's user name is none of its business.
+            "USER": "ferret-candidate",
+            "LOGNAME": "ferret-candidate",
         }
     )
     if runs_candidate:
         cache = triton_cache_of(workdir)
         cache.mkdir(parents=True, exist_ok=True)
         env["TRITON_CACHE_DIR"] = str(cache)
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / ".inductor")  # its own too, discarded with the folder
         if audit.wanted():
             env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
     else:
@@ -226,8 +231,9 @@ assert ctypes.CDLL(None, use_errno=True).umount2(b"/proc", 2) != 0, "the process
 open(os.path.join(own, "ok"), "w").write("ok")
 """
 # On a machine with a GPU, what a candidate needs of the host beyond Python: torch on the GPU and a Triton kernel
-# compiled (the C compiler, ptxas, the CUDA driver). The allow-list is derived, not tested, on a machine whose
-# layout it has never seen; a sandbox that fails this is skipped for the next, and `sandbox_failures` says why.
+# compiled (the C compiler, ptxas, the CUDA driver), then profiled as the candidate's timer does. The allow-list
+# is derived, not tested, on a machine whose layout it has never seen; a sandbox that fails this is skipped for
+# the next, and `sandbox_failures` says why.
 _GPU_PROBE = """
 import os, sys
 import torch
@@ -245,6 +251,15 @@ def _add_one(x_ptr, n, BLOCK: tl.constexpr):
 x = torch.zeros(8, device="cuda")
 _add_one[(1,)](x, 8, BLOCK=8)
 assert float(x.sum()) == 8.0, "the Triton kernel ran wrong"
+# What the judge's own code in the candidate's processes asks of the host beside the kernel: the profiler (the
+# timer's kernel breakdown; it imports torch._dynamo, which asks getpass for the user) and platform's queries.
+import getpass, platform
+from torch.profiler import ProfilerActivity, profile
+with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    _add_one[(1,)](x, 8, BLOCK=8)
+    torch.cuda.synchronize()
+prof.key_averages()
+getpass.getuser(), platform.architecture()
 open(os.path.join(sys.argv[1], "ok-gpu"), "w").write("ok")
 """
 _FAILURES: dict[str, str] = {}

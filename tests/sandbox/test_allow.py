@@ -278,3 +278,27 @@ def test_the_probes_outcome_is_remembered_for_later_checks_of_this_boot(tmp_path
     memo.write_text('{"kind": "no such kind"}')
     monkeypatch.setattr(launch, "_KINDS", {})
     assert sandbox_kind() == launch.DENY_LIST and len(probed) == 6
+
+
+# What torch itself asks of the host inside a candidate's process. Seen on the H200 under the allow-list: importing
+# torch._dynamo (torch.profiler, torch.compile) calls getpass.getuser(), whose pwd lookup fails with no /etc/passwd
+# shown ("getpwuid(): uid not found: 0"); and platform.architecture() asks for `file`.
+TORCH_NEEDS = """
+import getpass, platform
+import torch
+import torch._dynamo
+from torch.profiler import ProfilerActivity, profile
+with profile(activities=[ProfilerActivity.CPU]) as prof:
+    torch.ones(4).sum()
+prof.key_averages()
+print("USER", getpass.getuser(), platform.architecture()[0])
+"""
+
+
+@pytest.mark.parametrize("kind", [BUBBLEWRAP, NAMESPACE])
+def test_what_torch_asks_of_the_host_works_confined(kind, tmp_path, monkeypatch):
+    _kind_or_skip(monkeypatch, kind)
+    outcome = run_isolated([sys.executable, "-c", TORCH_NEEDS], tmp_path, candidate_environment(tmp_path, interpret=True),
+                           240, 8000, confine=True)
+    assert outcome.sandbox == kind and outcome.returncode == 0, outcome.stderr_tail
+    assert "USER ferret-candidate 64bit" in outcome.stderr_tail, outcome.stderr_tail
