@@ -109,7 +109,8 @@ def load_module(path: Path):
 
 # ------------------------------------------------------------------------------------------ shapes
 def shape_list(names: list[str] | None, cpu: bool, contract) -> list[tuple[str, dict]]:
-    """(name, {"dims", "inputs" (CPU tensors)}) in the order timed: full-length shapes, then speed cases."""
+    """(name, {"dims", "inputs": a function drawing the CPU tensors}) in the order timed: full-length shapes,
+    then speed cases. Inputs are drawn when their shape's turn comes (the large ones take seconds)."""
     from ferret.gate.inputs import draw_inputs
     from tasks.mla_attention.inputs import make_inputs
 
@@ -120,11 +121,14 @@ def shape_list(names: list[str] | None, cpu: bool, contract) -> list[tuple[str, 
     for name in chosen:
         if name in full:
             batch, heads, length = full[name]
-            inputs = make_inputs(batch, heads, length, seed=batch + heads, cache_lens=[length - 1] * batch)
+            def inputs(batch=batch, heads=heads, length=length):
+                return make_inputs(batch, heads, length, seed=batch + heads, cache_lens=[length - 1] * batch)
+
             shapes.append((name, {"dims": {"B": batch, "H": heads, "L": length}, "inputs": inputs}))
         elif name in speed:
             case = speed[name]
-            shapes.append((name, {"dims": dict(case.dims), "inputs": draw_inputs(contract, case, "bfloat16")}))
+            shapes.append((name, {"dims": dict(case.dims),
+                                  "inputs": lambda case=case: draw_inputs(contract, case, "bfloat16")}))
         else:
             raise SystemExit(f"--shapes: unknown shape {name!r}; known: {sorted(full) + sorted(speed)}")
     return shapes
@@ -347,19 +351,25 @@ class Bench:
 
         from tasks.mla_attention import reference as ref
 
-        inputs = {k: v.to(self.device) for k, v in spec["inputs"].items()}
+        inputs = {k: v.to(self.device) for k, v in spec["inputs"]().items()}
         golden = ref.reference(inputs, self.params)
         base = {"shape": shape_name, "dims": spec["dims"], "device": self.device_name}
         floor, peaks = floor_us(self.contract, spec["dims"], inputs, self.device_name)
         base.update(floor_us=floor, floor_peaks=peaks)
         limit = self.contract.tolerance("bfloat16", "o_heads").rel_l2
         latent_limit = self.contract.tolerance("bfloat16", "o_latent").rel_l2
-        self.peer_rows(base, inputs, golden, limit, latent_limit)
+        try:
+            self.peer_rows(base, inputs, golden, limit, latent_limit)
+        except Exception as err:  # noqa: BLE001
+            self.emit({**base, "impl": "peers", "ok": False, "why": f"{type(err).__name__}: {err}"[:400]})
         for approach, path in self.points:
             if self.out_of_time():
                 print(f"{shape_name} {approach}: not timed (past --budget-s)", flush=True)
                 continue
-            self.point_row(base, approach, path, inputs, golden["o_heads"], limit)
+            try:
+                self.point_row(base, approach, path, inputs, golden["o_heads"], limit)
+            except Exception as err:  # noqa: BLE001 - one point's failure (timing, facts) never ends the run
+                self.emit({**base, "impl": approach, "ok": False, "why": f"{type(err).__name__}: {err}"[:400]})
         del golden, inputs
         if not self.args.cpu:
             torch.cuda.empty_cache()
@@ -463,7 +473,10 @@ def main(argv: list[str] | None = None) -> int:
         if bench.out_of_time():
             print(f"{shape_name}: not started (past --budget-s)", flush=True)
             continue
-        bench.shape(shape_name, spec)
+        try:
+            bench.shape(shape_name, spec)
+        except Exception as err:  # noqa: BLE001 - e.g. out of memory in the reference: the next shape still runs
+            print(f"{shape_name}: failed: {type(err).__name__}: {err}", flush=True)
         (args.out / "mla-template-bench.md").write_text(markdown(bench.rows) + "\n" + best_lines(bench.rows))
     print(markdown(bench.rows) + "\n" + best_lines(bench.rows), flush=True)
     print(f"wrote {bench.jsonl} and {args.out / 'mla-template-bench.md'}", flush=True)
