@@ -222,19 +222,30 @@ class _HarnessTampered(Exception):
     pass
 
 
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes, as a flat uint8 view on its own device: compared bit for bit (NaN equals NaN)."""
+    return tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def _same_bits(first: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor]) -> bool:
+    return all(torch.equal(first[n], _bits(outputs[n])) for n in first)
+
+
 def run_stress(entry, variant: wire.VariantJob, job: wire.CandidateJob, device: str) -> wire.StressResult:
+    """The same call many times on fresh copies of the inputs: every output bitwise the first one's, and no
+    memory left growing. Compared on the device (a host copy and hash per call cost over a second a call at
+    production shapes: 76 s of a softmax check on the H200)."""
     originals = {k: v.to(device) for k, v in load_file(variant.inputs_file).items()}
-    first = None
+    first: dict[str, torch.Tensor] | None = None
     drift = 0
     memory_start = torch.cuda.memory_allocated() if device == "cuda" else 0
     for i in range(job.stress_iterations):
         inputs = {k: v.clone() for k, v in originals.items()}
         outputs = fresh_outputs(variant.outputs, device)
         entry(inputs, outputs, job.params)
-        digest = "|".join(content_digest(outputs[n]) for n in sorted(outputs))
         if first is None:
-            first = digest
-        elif digest != first:
+            first = {n: _bits(t).clone() for n, t in outputs.items()}
+        elif not _same_bits(first, outputs):
             drift += 1
         del inputs, outputs
         if i == 0:

@@ -152,7 +152,7 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
         "xxhash": (xxhash, ["xxh3_128_hexdigest"]),
         "runner": (runner_module, ["content_digest", "fresh_outputs", "run_variant", "save_file", "load_file", "_sync",
                                    "ComputeOpRecorder", "_call", "_first_call", "_fast_runs", "_traced_run",
-                                   "_noop_run", "_Stopwatch"]),
+                                   "_noop_run", "_Stopwatch", "run_stress", "_bits", "_same_bits"]),
         "ComputeOpRecorder": (ComputeOpRecorder, ["__torch_dispatch__", "__enter__", "__exit__"]),
     }
     try:
