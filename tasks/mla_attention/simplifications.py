@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
@@ -74,20 +75,29 @@ def import_file(path: Path, module_name: str) -> ModuleType:
     return module
 
 
-def variant_source(name: str, source: str | None = None) -> str:
-    """The candidate's source with the one marked line of `name` replaced; fails unless it occurs exactly once."""
-    old_line, new_line, _ = SIMPLIFICATIONS[name]
-    return replace_lines(CANDIDATE_PATH.read_text() if source is None else source, [(old_line, new_line)], name)
+class VariantFiles:
+    """Source, file and module of named line-edit variants of the candidate: one implementation shared by the
+    simplifications and the precision variants (`edits_of(name)` gives a variant's (old, new) lines)."""
+
+    def __init__(self, edits_of: Callable[[str], list[tuple[str, str]]], module_prefix: str) -> None:
+        self._edits_of = edits_of
+        self._prefix = module_prefix
+
+    def source(self, name: str, source: str | None = None) -> str:
+        """The candidate's source with `name`'s lines replaced; fails unless every old line occurs exactly once."""
+        return replace_lines(CANDIDATE_PATH.read_text() if source is None else source, self._edits_of(name), name)
+
+    def write(self, name: str, path: str | Path, source: str | None = None) -> Path:
+        """Write the variant's source to `path` (a self-contained candidate file) and return the path."""
+        path = Path(path)
+        path.write_text(self.source(name, source))
+        return path
+
+    def load(self, name: str, directory: str | Path, source: str | None = None) -> ModuleType:
+        """Write the variant into `directory` and import it (Triton's JIT reads the source from a real file)."""
+        path = self.write(name, Path(directory) / f"triton_mla_{name}.py", source)
+        return import_file(path, f"{self._prefix}_{name}_{abs(hash(str(path)))}")
 
 
-def write_variant(name: str, path: str | Path, source: str | None = None) -> Path:
-    """Write the variant's source to `path` (a self-contained candidate file) and return the path."""
-    path = Path(path)
-    path.write_text(variant_source(name, source))
-    return path
-
-
-def load_variant(name: str, directory: str | Path, source: str | None = None) -> ModuleType:
-    """Write the variant into `directory` and import it (Triton's JIT reads the source from a real file)."""
-    path = write_variant(name, Path(directory) / f"triton_mla_{name}.py", source)
-    return import_file(path, f"_mla_simplified_{name}_{abs(hash(str(path)))}")
+_FILES = VariantFiles(lambda name: [SIMPLIFICATIONS[name][:2]], "_mla_simplified")
+variant_source, write_variant, load_variant = _FILES.source, _FILES.write, _FILES.load
