@@ -11,7 +11,9 @@ Candidates: the honest Triton candidate, its faithful variants and its cuts
 * `math`: the judge's numerical decision only, in this process: every frozen CPU case variant (inputs from
   the gate's seeds, golden values from the float64 reference) and, at every check, a new set of fresh cases
   drawn by the judge's own `ferret.gate.fresh.draw_fresh_cases` (OS-random seeds, stratified), each stage
-  compared with `ferret.gate.metrics.compare_stage` against the contract's tolerance. No sandbox, no
+  compared with `ferret.gate.metrics.compare_stage` against the contract's tolerance for that case (the
+  long peaked rows have their own row): `tasks.mla_attention.precision_variants.failing_stages`, which the
+  tests use too. No sandbox, no
   determinism repeats, no integrity watches: what the tolerances decide, and nothing else. The frozen
   cases give the same answer at every check (same inputs, a deterministic candidate), so they are run
   once per candidate and their result counts in each of its checks.
@@ -97,51 +99,27 @@ def one_check(name: str, path: Path, number: int, gates: Path, out: Path) -> dic
 def math_checks(candidates: dict[str, tuple[str, Path]], checks: int, record) -> None:
     """`checks` checks of each candidate by the judge's comparison alone (see the module's docstring)."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    import importlib.util
-
     from ferret.contract.task import Task
-    from ferret.gate.calibrate import _run_implementation
     from ferret.gate.fresh import draw_fresh_cases
-    from ferret.gate.inputs import case_variants, draw_inputs, variant_id
-    from ferret.gate.metrics import compare_stage
+    from tasks.mla_attention.precision_variants import JudgedCase, failing_stages, frozen_cases
+    from tasks.mla_attention.simplifications import import_file
 
     task = Task.load(CONTRACT)
     contract = task.contract
-    frozen = []
-    for case, dtype, _part in case_variants(contract, "cpu"):
-        inputs = draw_inputs(contract, case, dtype)
-        golden = task.reference({k: v.clone() for k, v in inputs.items()}, dict(contract.params))
-        frozen.append((variant_id(case, dtype), case, dtype, inputs, golden))
-
-    def failures(run, variants) -> list[str]:
-        found = []
-        for vid, case, dtype, inputs, golden in variants:
-            got = _run_implementation(run, inputs, contract, case, dtype, "cpu")
-            for stage in contract.stages:
-                tol = contract.tolerance(dtype, stage.name)
-                m = compare_stage(got.get(stage.name), golden[stage.name].cpu(), stage, tol)
-                if not m.passed:
-                    found.append(f"{vid} {stage.name} rel_l2={m.rel_l2 or 0:.4g} (limit {tol.rel_l2}) "
-                                 f"max_abs_rel_peak={m.max_abs_rel_peak or 0:.4g} (limit {tol.max_abs_rel_peak})")
-        return found
-
+    frozen = frozen_cases(task, "cpu")
     for name, (_kind, path) in candidates.items():
-        spec = importlib.util.spec_from_file_location(f"_mla_evidence_{name}", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
+        module = import_file(path, f"_mla_evidence_{name}")
         started = time.time()
-        frozen_failures = failures(module.run, frozen)
+        frozen_failures = failing_stages(module.run, contract, frozen)
         frozen_s = time.time() - started
         for number in range(1, checks + 1):
             started = time.time()
-            fresh = [(v.id, v.case, v.dtype, v.inputs, v.golden) for v in draw_fresh_cases(task, "cpu", "cpu")]
-            found = frozen_failures + failures(module.run, fresh)
+            fresh = [JudgedCase(v.id, v.case, v.dtype, v.inputs, v.golden) for v in draw_fresh_cases(task, "cpu", "cpu")]
+            found = frozen_failures + failing_stages(module.run, contract, fresh)
             first = next((st.name for st in contract.stages if any(f" {st.name} " in f for f in found)), None)
             record({"candidate": name, "check": number, "passed": not found, "first_failing_stage": first,
                     "failures": found, "wall_s": round(time.time() - started + frozen_s, 1),
-                    "fresh_cases": [f"{v[0]} {v[1].dims}" for v in fresh]})
+                    "fresh_cases": [f"{v.id} {v.case.dims}" for v in fresh]})
 
 
 def _table(records: list[dict], kinds: dict[str, str], checks: int) -> str:

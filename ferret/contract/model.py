@@ -100,6 +100,32 @@ class ToleranceTable(_Strict):
     observed: dict[str, Any] = Field(
         default_factory=dict, description="The largest honest errors the table was derived from (dtype -> stage -> metric)."
     )
+    by_case: dict[str, dict[str, dict[str, Tolerance]]] = Field(
+        default_factory=dict,
+        description="case -> dtype -> stage -> tolerance, for a frozen case whose faithful error is far below the "
+        "table's (the table is set by the worst case, and a cut that would show on a well-conditioned case hides under "
+        "it). Only tighter: every bound must be no looser than by_dtype's. Fresh cases never match (their names differ).",
+    )
+
+    @model_validator(mode="after")
+    def _by_case_only_tighter(self) -> ToleranceTable:
+        for case, dtypes in self.by_case.items():
+            for dtype, stages in dtypes.items():
+                for stage, tol in stages.items():
+                    if _looser(tol, self.by_dtype.get(dtype, {}).get(stage)):
+                        raise ValueError(f"by_case.{case}.{dtype}.{stage}: looser than (or absent from) by_dtype")
+        return self
+
+
+def _looser(tol: Tolerance, general: Tolerance | None) -> bool:
+    """Whether `tol` admits anything `general` rejects, bound by bound (a missing bound admits everything)."""
+    if general is None:
+        return True
+    pairs = [(tol.rel_l2, general.rel_l2, 1), (tol.max_abs_rel_peak, general.max_abs_rel_peak, 1),
+             (tol.cosine_min, general.cosine_min, -1)]
+    if any(g is not None and (t is None or (t - g) * sign > 0) for t, g, sign in pairs):
+        return True
+    return tol.scale_floor != general.scale_floor
 
 
 class Stage(_Strict):
@@ -415,6 +441,10 @@ class Contract(_Strict):
             missing = [s for s in stage_names if s not in tolerance_table.get(dtype, {})]  # the table is self.tolerances'
             if missing:
                 problems.append(f"tolerances.by_dtype.{dtype}: no tolerance for stages {missing}")
+        frozen_names = {case.name for case in self.cases.cpu + self.cases.gpu}
+        for case_name in self.tolerances.by_case if self.tolerances else ():
+            if case_name not in frozen_names:  # a fresh case must never be judged by a frozen case's row
+                problems.append(f"tolerances.by_case.{case_name}: not a frozen case of this contract")
         dims_used = {d for case in self.cases.cpu + self.cases.gpu for d in case.dims}
         if self.cases.fresh is not None:
             for profile in ("cpu", "gpu"):
@@ -544,10 +574,12 @@ class Contract(_Strict):
                 return s
         raise KeyError(name)
 
-    def tolerance(self, dtype: str, stage: str) -> Tolerance:
+    def tolerance(self, dtype: str, stage: str, case: str | None = None) -> Tolerance:
+        """The stage's tolerance; a frozen case's own (tighter) row where the table has one."""
         if self.tolerances is None:
             raise ValueError(f"contract {self.op!r} has no tolerances yet: run `ferret calibrate` first")
-        return self.tolerances.by_dtype[dtype][stage]
+        own = self.tolerances.by_case.get(case or "", {}).get(dtype, {}).get(stage)
+        return own if own is not None else self.tolerances.by_dtype[dtype][stage]
 
     def cases_for(self, profile: ProfileName) -> list[Case]:
         return list(getattr(self.cases, profile))

@@ -92,7 +92,8 @@ def judge_variant(
         else:
             value = got.get(wire.trace_key(stage.name))
         stages.append(
-            compare_stage(value, golden[stage.name], stage, contract.tolerance(dtype, stage.name), device=compare_device)
+            compare_stage(value, golden[stage.name], stage, contract.tolerance(dtype, stage.name, case),
+                          device=compare_device)
         )
     first_failing = next((s.stage for s in stages if not s.passed), None)
     result = VariantResult(
