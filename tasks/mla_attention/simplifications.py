@@ -79,13 +79,15 @@ class VariantFiles:
     """Source, file and module of named line-edit variants of the candidate: one implementation shared by the
     simplifications and the precision variants (`edits_of(name)` gives a variant's (old, new) lines)."""
 
-    def __init__(self, edits_of: Callable[[str], list[tuple[str, str]]], module_prefix: str) -> None:
+    def __init__(self, edits_of: Callable[[str], list[tuple[str, str]]], module_prefix: str,
+                 candidate: Path = CANDIDATE_PATH) -> None:
         self._edits_of = edits_of
         self._prefix = module_prefix
+        self.candidate = candidate
 
     def source(self, name: str, source: str | None = None) -> str:
         """The candidate's source with `name`'s lines replaced; fails unless every old line occurs exactly once."""
-        return replace_lines(CANDIDATE_PATH.read_text() if source is None else source, self._edits_of(name), name)
+        return replace_lines(self.candidate.read_text() if source is None else source, self._edits_of(name), name)
 
     def write(self, name: str, path: str | Path, source: str | None = None) -> Path:
         """Write the variant's source to `path` (a self-contained candidate file) and return the path."""
@@ -95,7 +97,7 @@ class VariantFiles:
 
     def load(self, name: str, directory: str | Path, source: str | None = None) -> ModuleType:
         """Write the variant into `directory` and import it (Triton's JIT reads the source from a real file)."""
-        path = self.write(name, Path(directory) / f"triton_mla_{name}.py", source)
+        path = self.write(name, Path(directory) / f"{self.candidate.stem}_{name}.py", source)
         return import_file(path, f"{self._prefix}_{name}_{abs(hash(str(path)))}")
 
 
