@@ -1,6 +1,7 @@
-"""Issue 12, section 3, for rmsnorm and softmax: the gate's own CPU cases, against the contract's tolerance table,
-pass the honest Triton candidate's faithful variants (another summation order) and reject every cut that keeps a
-declared-float32 quantity in bf16 (rmsnorm's sum of squares; softmax's sum, running sum, max). The frozen cases
+"""Issue 12, section 3, for rmsnorm, softmax and rope: the gate's own CPU cases, against the contract's tolerance
+table, pass the honest Triton candidate's faithful variants (another summation order or tiling) and reject every
+cut that keeps a declared-float32 quantity in bf16 (rmsnorm's sum of squares; softmax's sum, running sum, max;
+rope's inverse frequencies or angles). The frozen cases
 are the same at every check, so a cut they reject is rejected by every check. MLA's are in
 tests/adversarial/test_mla_precision.py. Each op's variants: tasks/<op>/precision_variants.py.
 """
@@ -17,7 +18,9 @@ from ferret.contract.task import Task
 from tasks.mla_attention.precision_variants import failing_stages, frozen_cases
 
 REPO = Path(__file__).resolve().parents[2]
-OPS = ("rmsnorm", "softmax")
+# Each op's stages the contract declares float32 (a statistic or the angles): a bf16 copy must fail there.
+FLOAT32_STAGES = {"rmsnorm": ("inv_rms",), "softmax": ("row_sum", "row_max"), "rope": ("inv_freq", "cos", "sin")}
+OPS = tuple(FLOAT32_STAGES)
 
 
 def _variants(op: str):
@@ -45,5 +48,4 @@ def test_faithful_variant_passes_every_gate_case(op, name, tmp_path):
 def test_precision_cut_is_rejected_by_the_gate_cases(op, name, tmp_path):
     contract, cases = _gate(op)
     failing = failing_stages(_variants(op).load_variant(name, tmp_path).run, contract, cases)
-    # a statistic the contract declares float32 is judged at float32's floor, so its bf16 copy fails there
-    assert any(stage in line for line in failing for stage in (" inv_rms ", " row_sum ", " row_max ")), failing
+    assert any(f" {stage} " in line for line in failing for stage in FLOAT32_STAGES[op]), failing
