@@ -41,27 +41,32 @@ CONTRACT = REPO / "contracts" / "mla_attention.yaml"
 # Promising points (only what differs from space.yaml's default). Head blocks of 64 with 8 warps put QK^T and
 # P@V on Hopper's wgmma with 128 fp32 accumulator registers per thread; the split policy `waves` sizes the
 # split count to whole waves over the SMs (programs_per_sm=1: one 64-head program per SM fits in shared memory).
+# Compiled for sm_90 on a machine without a GPU (Triton 3.9's compiler, CUDA 13.0 ptxas; the GPU's Triton 3.6
+# may differ), the 64-head points with 16-token tiles had no spills (247-255 registers; 108-128 KiB shared
+# memory), 32-token tiles spilled 16-72 bytes, 64-token tiles ~200 bytes (and 288 KiB of shared memory with 3
+# stages: out of resources); so the list starts with 16-token tiles.
 WIDE = {"head_block": 64, "num_warps": 8, "programs_per_sm": 1, "split_policy": "waves"}
+NARROW = {**WIDE, "token_block": 16, "value_split": 2, "num_stages": 3}
 GPU_POINTS: list[dict] = [
     {},
     {"split_policy": "waves"},  # today's kernel, its split count sized to whole waves (16-head cases)
+    {**NARROW},
+    {**NARROW, "num_stages": 2},
+    {**NARROW, "value_split": 1, "num_stages": 2},
+    {**NARROW, "num_stages": 4},
     {**WIDE},
     {**WIDE, "value_split": 2},
-    {**WIDE, "num_stages": 3},
-    {**WIDE, "num_stages": 3, "value_split": 2},
-    {**WIDE, "token_block": 64},
-    {**WIDE, "token_block": 16, "num_stages": 4},
-    {**WIDE, "min_tokens_per_split": 128},
-    {**WIDE, "batch_block": 16},
-    {**WIDE, "head_pad": 64},
-    {**WIDE, "head_pad": 64, "value_split": 2, "num_stages": 3},
-    {**WIDE, "split_policy": "programs", "programs_per_sm": 2},
+    {**WIDE, "value_split": 2, "num_stages": 3},
+    {**NARROW, "min_tokens_per_split": 128},
+    {**NARROW, "batch_block": 16},
+    {**NARROW, "head_pad": 64},
+    {**NARROW, "split_policy": "programs", "programs_per_sm": 2},
     {**WIDE, "num_warps": 16},
     {"head_block": 32, "num_warps": 4, "split_policy": "waves"},
-    {**WIDE, "num_warps": 4},
-    {**WIDE, "head_block": 128, "value_split": 2},
+    {**WIDE, "token_block": 64},
+    {**NARROW, "head_block": 128},
 ]
-CPU_POINTS: list[dict] = [{}, {**WIDE, "value_split": 2, "head_pad": 64}]
+CPU_POINTS: list[dict] = [{}, {**NARROW, "head_pad": 64}]
 
 # name -> (B, H, L); every request at full length (cache_lens = L - 1).
 FULL_SHAPES = {f"h128_b{b}_l4096": (b, 128, 4096) for b in (64, 128, 8, 1)}
