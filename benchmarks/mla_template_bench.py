@@ -1,7 +1,8 @@
 """Points of the MLA kernel template timed side by side on one GPU, each checked against the reference first.
 
     PYTHONPATH=/tmp/site:$PWD python benchmarks/mla_template_bench.py --out DIR [--budget-s 240]
-        [--point head_block=64,num_warps=8 ...] [--shapes h128_b64_l4096 tp8_b32_l8192 ...] [--no-peers] [--cpu]
+        [--point head_block=64,num_warps=8 ...] [--shapes h128_b64_l4096 tp8_b32_l8192 ...] [--no-peers]
+        [--cpu | --static-sm90 HEADS]
 
 Renders template points (tasks/mla_attention/templates; the default point and a dozen new-structure points
 unless --point is given; a --point names only what differs from the space's default) and, per shape (128
@@ -19,6 +20,9 @@ speed cases, drawn as the gate draws them):
 Writes DIR/mla-template-bench.jsonl (one row per measurement, as it comes) and DIR/mla-template-bench.md
 (rewritten after every shape). No new (shape, point) is started past --budget-s; one already started
 finishes (a compile can take ~30 s), so give the device call --budget-s plus a minute or two.
+--static-sm90 HEADS: no GPU needed; each point's attention kernel compiled for sm_90 by this machine's Triton
+(with a launch's divisibility hints) and ptxas -v: wgmma, cp.async pipelining, shared memory, registers, spills
+(DIR/mla-template-sm90-static.md). A way to prune points before spending device time.
 --cpu: a rehearsal under TRITON_INTERPRET=1 on tiny shapes (two points, torch.compile with the `eager`
 backend, wall-clock times that are not speeds), so that every path except the GPU's own runs once.
 A benchmark, not a gate: the gate's own timing decides.
@@ -410,6 +414,87 @@ class Bench:
         self.emit(row)
 
 
+# ------------------------------------------------------------------------------------------ sm_90 without a GPU
+POINTER_TYPES = {"q_ptr": "*bf16", "cache_ptr": "*bf16", "cache_lens_ptr": "*i32", "partial_ptr": "*fp32",
+                 "lse_ptr": "*fp32"}
+
+
+def sm90_source(module, config: dict):
+    """The attention kernel as Triton would specialize it on a GPU launch: pointers and strides divisible by 16
+    (without that hint nothing is pipelined), the point's block sizes as constexprs."""
+    from triton.compiler import ASTSource
+
+    kernel = module._split_kv_attention_kernel
+    constants = {"RANK": 512, "ROPE": 64, "BLOCK_H": config["BLOCK_H"], "BLOCK_N": config["BLOCK_N"],
+                 "INTERPRETED": False}
+    signature = {name: "constexpr" if name in constants else POINTER_TYPES.get(name, "fp32" if name == "qk_scale_log2"
+                                                                                else "i32")
+                 for name in kernel.arg_names}
+    divisible = [i for i, name in enumerate(kernel.arg_names) if name.endswith("_ptr") or name.startswith("stride")]
+    return ASTSource(fn=kernel, signature=signature, constexprs=constants,
+                     attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+
+
+def ptxas_facts(ptx: str) -> dict:
+    """Registers and spill bytes from `ptxas -v` (TRITON_PTXAS_PATH or ptxas on the PATH); a PTX version newer
+    than that ptxas knows is lowered to the one it names."""
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    ptxas = os.environ.get("TRITON_PTXAS_PATH") or shutil.which("ptxas")
+    if not ptxas:
+        return {"ptxas": "not found"}
+    arch = re.search(r"^\.target (sm_\w+)", ptx, re.M).group(1)
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(2):
+            Path(folder, "k.ptx").write_text(ptx)
+            done = subprocess.run([ptxas, f"-arch={arch}", "-v", f"{folder}/k.ptx", "-o", f"{folder}/k.cubin"],
+                                  capture_output=True, text=True, check=False)
+            newest = re.search(r"current version is '([\d.]+)'", done.stderr)
+            if not newest:
+                break
+            ptx = re.sub(r"^\.version [\d.]+", f".version {newest.group(1)}", ptx, flags=re.M)
+    registers = re.search(r"Used (\d+) registers", done.stderr)
+    spills = re.search(r"(\d+) bytes spill stores", done.stderr)
+    if not registers:
+        return {"ptxas": done.stderr.strip().splitlines()[-1][:200] if done.stderr.strip() else "failed"}
+    return {"n_regs": int(registers.group(1)), "n_spills": int(spills.group(1)) if spills else None}
+
+
+def static_sm90_row(approach: str, path: Path, heads: int) -> dict:
+    """One point's attention kernel compiled for sm_90 here: wgmma or not, shared memory, registers, spills."""
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    module = load_module(path)
+    config = module._attention_config(8, heads, 4096, torch.device("cpu"))  # block sizes as on a GPU
+    row = {"impl": approach, "heads": heads, **{k: config[k] for k in ("BLOCK_H", "BLOCK_N", "num_warps", "num_stages")}}
+    try:
+        kernel = triton.compile(sm90_source(module, config), target=GPUTarget("cuda", 90, 32),
+                                options={"num_warps": config["num_warps"], "num_stages": config["num_stages"]})
+    except Exception as err:  # noqa: BLE001 - e.g. out of shared memory, or no ptxas for the last stage
+        return {**row, "why": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
+    ptx = kernel.asm["ptx"]
+    return {**row, "wgmma": "wgmma" in ptx, "cp_async": ptx.count("cp.async.cg"),
+            "shared_kib": kernel.metadata.shared / 1024, **ptxas_facts(ptx)}
+
+
+def static_sm90(points: list[tuple[str, Path]], heads: int, out: Path) -> None:
+    lines = ["| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | shared KiB | registers | spill bytes | note |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for approach, path in points:
+        r = static_sm90_row(approach, path, heads)
+        print(json.dumps(r), flush=True)
+        lines.append(f"| {r['impl']} | {r['BLOCK_H']} x {r['BLOCK_N']} | {r['num_warps']} | {r['num_stages']} | "
+                     f"{r.get('wgmma', '-')} | {r.get('cp_async', '-')} | {r.get('shared_kib', 0):.0f} | "
+                     f"{r.get('n_regs', '-')} | {r.get('n_spills', '-')} | {r.get('why') or r.get('ptxas') or ''} |")
+    (out / "mla-template-sm90-static.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
+
+
 # ------------------------------------------------------------------------------------------ report
 def markdown(rows: list[dict]) -> str:
     lines = ["| shape | implementation | us | x torch.compile | fraction of floor | floor us | wgmma | regs / spills | "
@@ -450,6 +535,9 @@ def parse_args(argv: list[str] | None):
                              "otherwise; `--point ''` is the default point")
     parser.add_argument("--shapes", nargs="+", default=None, help="shape names (default: all of the mode's)")
     parser.add_argument("--cpu", action="store_true", help="rehearsal under TRITON_INTERPRET=1 on tiny shapes")
+    parser.add_argument("--static-sm90", type=int, metavar="HEADS", default=None,
+                        help="no GPU needed: compile each point's attention kernel for sm_90 at HEADS heads and table "
+                             "wgmma, shared memory, registers and spills (ptxas -v); nothing is run or timed")
     parser.add_argument("--no-peers", action="store_true",
                         help="time the template points only (no torch.compile, no FlashMLA): a second call's shortcut")
     return parser.parse_args(argv)
@@ -465,9 +553,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from ferret.contract.load import load_contract
 
-    if not args.cpu and not torch.cuda.is_available():
+    if not args.cpu and not args.static_sm90 and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: pass --cpu for the interpreter rehearsal")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.static_sm90:
+        static_sm90(render_points(args.point if args.point is not None else GPU_POINTS, args.out / "points"),
+                    args.static_sm90, args.out)
+        return 0
     contract = load_contract(CONTRACT)
     points = render_points(args.point if args.point is not None else (CPU_POINTS if args.cpu else GPU_POINTS),
                            args.out / "points")

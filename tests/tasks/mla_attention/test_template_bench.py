@@ -6,6 +6,11 @@ CPU with --cpu (see its docstring); that takes a minute, so it is not repeated h
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -59,3 +64,23 @@ def test_markdown_shows_failures_and_skips(bench):
     assert "| h128_b64_l4096 | heads<=64 | 200.0 | 2.00 | 0.40 | 80.0 | yes | 168/0 | 1 |" in table
     assert "OutOfResources: shared memory" in table and "| 125.0 | 3.20 |" in table
     assert "best heads<=64 at 200.0 us" in bench.best_lines(rows)
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None and not os.environ.get("TRITON_PTXAS_PATH"), reason="no ptxas here")
+def test_static_sm90_compiles_points_without_a_gpu(tmp_path):
+    """--static-sm90 (its own process: the tests run Triton's interpreter): the default point builds mma.sync
+    code, a 64-head point with 8 warps builds wgmma, both with their loads pipelined (cp.async: the divisibility
+    hints of a real launch are given)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "mla_template_bench.py"), "--static-sm90", "128", "--out", str(tmp_path),
+         "--point", "", "--point", "head_block=64,num_warps=8,token_block=16,value_split=2"],
+        capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    default, wide = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
+    assert default.get("wgmma") is False and wide.get("wgmma") is True, (default, wide)
+    assert default["cp_async"] > 0 and wide["cp_async"] > 0
+    assert (default["BLOCK_H"], wide["BLOCK_H"], wide["num_warps"]) == (16, 64, 8)
+    assert isinstance(wide.get("n_regs"), int), wide
+    assert (tmp_path / "mla-template-sm90-static.md").is_file()
