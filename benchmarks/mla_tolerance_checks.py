@@ -1,4 +1,5 @@
-"""Evidence for issue 12, section 3: N independent checks of every MLA precision variant.
+"""Evidence for issue 12, section 3: N independent checks of every precision variant of MLA (or, with --op,
+of rmsnorm, softmax or rope: tasks/<op>/precision_variants.py).
 
     python benchmarks/mla_tolerance_checks.py --checks 20 --mode math --out benchmarks/results/DATE-cpu-tolerances
     python benchmarks/mla_tolerance_checks.py --checks 2 --mode full --jobs 2 --out ...
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib
 import json
 import os
 import platform
@@ -35,9 +37,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tasks.mla_attention.precision_variants import CANDIDATE_PATH, VARIANTS, write_variant  # noqa: E402
 
-CONTRACT = ROOT / "contracts" / "mla_attention.yaml"
+# The op whose variants are checked (--op): its contract and tasks/<op>/precision_variants.py.
+OP = "mla_attention"
+
+
+def _contract() -> Path:
+    return ROOT / "contracts" / f"{OP}.yaml"
+
+
+def _op_variants():
+    return importlib.import_module(f"tasks.{OP}.precision_variants")
 
 
 def _candidates(out: Path, names: list[str]) -> dict[str, tuple[str, Path]]:
@@ -47,9 +57,10 @@ def _candidates(out: Path, names: list[str]) -> dict[str, tuple[str, Path]]:
     found: dict[str, tuple[str, Path]] = {}
     for name in names:
         if name == "honest":
-            found[name] = ("honest", CANDIDATE_PATH)
+            found[name] = ("honest", _op_variants().CANDIDATE_PATH)
         else:
-            found[name] = (VARIANTS[name].kind, write_variant(name, folder / f"triton_mla_{name}.py"))
+            variants = _op_variants()
+            found[name] = (variants.VARIANTS[name].kind, variants.write_variant(name, folder / f"{OP}_{name}.py"))
     return found
 
 
@@ -76,7 +87,7 @@ def _failures(verdict: dict) -> list[str]:
 def one_check(name: str, path: Path, number: int, gates: Path, out: Path) -> dict:
     verdict_file = out / "verdicts" / f"{name}-{number:02d}.json"
     verdict_file.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "ferret.cli.main", "check", str(CONTRACT), str(path), "--gates-dir", str(gates),
+    command = [sys.executable, "-m", "ferret.cli.main", "check", str(_contract()), str(path), "--gates-dir", str(gates),
                "--profile", "cpu", "--no-speed", "--verdict-out", str(verdict_file)]
     started = time.time()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -104,11 +115,11 @@ def math_checks(candidates: dict[str, tuple[str, Path]], checks: int, record) ->
     from tasks.mla_attention.precision_variants import JudgedCase, failing_stages, frozen_cases
     from tasks.mla_attention.simplifications import import_file
 
-    task = Task.load(CONTRACT)
+    task = Task.load(_contract())
     contract = task.contract
     frozen = frozen_cases(task, "cpu")
     for name, (_kind, path) in candidates.items():
-        module = import_file(path, f"_mla_evidence_{name}")
+        module = import_file(path, f"_evidence_{OP}_{name}")
         started = time.time()
         frozen_failures = failing_stages(module.run, contract, frozen)
         frozen_s = time.time() - started
@@ -146,9 +157,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--gates-dir", type=Path, default=None, help="default: OUT/gates (not committed)")
-    parser.add_argument("--candidates", default=",".join(["honest", *VARIANTS]))
+    parser.add_argument("--candidates", default=None, help="default: honest and every variant of the op")
+    parser.add_argument("--op", default="mla_attention", choices=["mla_attention", "rmsnorm", "softmax", "rope"])
     parser.add_argument("--mode", choices=["math", "full"], default="math")
     args = parser.parse_args()
+    global OP
+    OP = args.op
+    args.candidates = args.candidates or ",".join(["honest", *_op_variants().VARIANTS])
     out = args.out.resolve()
     gates = (args.gates_dir or out / "gates").resolve()
     gates.mkdir(parents=True, exist_ok=True)
@@ -177,7 +192,7 @@ def main() -> None:
     summary = (
         f"Started {started}, finished {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}; "
         f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"command: python benchmarks/mla_tolerance_checks.py --checks {args.checks} --mode {args.mode} "
+        f"command: python benchmarks/mla_tolerance_checks.py --op {OP} --checks {args.checks} --mode {args.mode} "
         f"--jobs {args.jobs} --candidates {args.candidates} --out <out>\n\n"
     )
     (out / "table.md").write_text(summary + _table(records, kinds, args.checks))
