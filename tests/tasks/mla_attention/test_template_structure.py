@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from template_checks import assert_points_compile_and_scan_clean
 
 from ferret.contract.load import load_contract
-from ferret.gate.scan import shape_constants
-from ferret.integrity.scan import scan_source
 from ferret.roles.offline import TemplateSearchOptimizer
 from tasks.mla_attention import reference as ref
 from tasks.mla_attention.inputs import make_inputs
@@ -58,15 +57,9 @@ def test_each_structural_axis_changes_the_kernel(optimizer, axis, value):
 
 
 def test_new_structure_points_compile_and_scan_clean(optimizer):
-    constants = shape_constants(load_contract(CONTRACT))
     points = [_point(optimizer, WIDE, NEW_AXES), _point(optimizer, WIDE, head_block=128, value_split=2),
               _point(optimizer, WIDE, token_block=64, num_stages=4, batch_block=32)]
-    for point in points:
-        source = optimizer.render(point)
-        name = optimizer.approach(point)
-        compile(source, name, "exec")
-        result = scan_source(source, path=f"{name}.py", shape_constants=constants)
-        assert result.passed, (name, [(f.line, f.message) for f in result.findings])
+    assert_points_compile_and_scan_clean(optimizer, points, CONTRACT)
 
 
 @pytest.mark.parametrize(

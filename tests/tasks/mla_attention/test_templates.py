@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from template_checks import assert_points_compile_and_scan_clean
 
 from ferret.contract.load import load_contract
-from ferret.gate.scan import shape_constants
-from ferret.integrity.scan import scan_source
 from ferret.roles.offline import TemplateSearchOptimizer
 from tasks.mla_attention import reference as ref
 from tasks.mla_attention.inputs import make_inputs
@@ -93,15 +92,9 @@ def _changed_lines(old: list[str], new: list[str]):
 
 
 def test_sampled_points_compile_and_scan_clean(optimizer):
-    constants = shape_constants(load_contract(REPO / "contracts" / "mla_attention.yaml"))
     sample = [optimizer.space.default_point()] + [optimizer.space.canonical({**optimizer.space.default, **c}) for c in CORNERS]
     sample += optimizer.points[:: len(optimizer.points) // 6]
-    for point in sample:
-        source = optimizer.render(point)
-        name = optimizer.approach(point)
-        compile(source, name, "exec")
-        result = scan_source(source, path=f"{name}.py", shape_constants=constants)
-        assert result.passed, (name, [(f.line, f.message) for f in result.findings])
+    assert_points_compile_and_scan_clean(optimizer, sample, REPO / "contracts" / "mla_attention.yaml")
 
 
 @pytest.mark.parametrize(
