@@ -224,3 +224,38 @@ def test_read_only_inputs_are_checked_against_the_manifests_hashes(gates, tmp_pa
     assert judged(inputs["x"].clone()).failure is None
     mutated = judged(inputs["x"] * 1.5)
     assert mutated.failure.kind == "input_mutated" and "['x']" in mutated.failure.message
+
+
+def test_a_frozen_cases_own_tolerance_row_never_judges_a_fresh_case(gates, tmp_path):
+    """`tolerances.by_case` tightens a frozen case; a fresh case of the same name (the judge names them
+    fresh<n>, a contract could name a frozen case so) is judged by the general row, whatever its name."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from ferret.contract.load import load_contract
+    from ferret.contract.model import Tolerance
+    from ferret.gate import decide
+    from ferret.wire import VariantStatus
+
+    _, gate = gates
+    contract = load_contract(CONTRACT)
+    manifest = json.loads((gate / "manifest.json").read_text())
+    record = next(v for v in manifest["variants"] if v["id"] == "typical@float32")
+    golden = load_file(str(gate / record["golden_file"]))
+    general = contract.tolerances.by_dtype["float32"]["y"]
+    noise = torch.randn(golden["y"].shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    # an error of a third of the general row's rel_l2: within it, far outside a row of 1e-9
+    y = (golden["y"].double() + noise * golden["y"].double().norm() / noise.norm() * general.rel_l2 / 3).float()
+    answer = {f"{kind}.y": y.clone() for kind in ("fast0", "fast1", "fast2", "traced")}
+    answer["trace.inv_rms"] = golden["inv_rms"]
+    path = tmp_path / "out.safetensors"
+    save_file(answer, str(path))
+    row = {"typical": {"float32": {"y": Tolerance(**{**general.model_dump(), "rel_l2": 1e-9})}}}
+    contract = contract.model_copy(update={"tolerances": contract.tolerances.model_copy(update={"by_case": row})})
+
+    def judged(part):
+        ids = (record["id"], record["case"], record["dtype"], part)
+        return decide.judge_variant(contract, ids, golden, VariantStatus(ok=True), path, {})
+
+    assert judged("correctness").first_failing_stage == "y"
+    assert judged("fresh_cases").first_failing_stage is None
