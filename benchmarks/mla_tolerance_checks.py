@@ -13,7 +13,7 @@ Candidates: the honest Triton candidate, its faithful variants and its cuts
   the gate's seeds, golden values from the float64 reference) and, at every check, a new set of fresh cases
   drawn by the judge's own `ferret.gate.fresh.draw_fresh_cases` (OS-random seeds, stratified), each stage
   compared with `ferret.gate.metrics.compare_stage` against the contract's tolerance for that case (the
-  long peaked rows have their own row): `tasks.mla_attention.precision_variants.failing_stages`, which the
+  long peaked rows have their own row): `tasks.variants.failing_stages`, which the
   tests use too. No sandbox, no
   determinism repeats, no integrity watches: what the tolerances decide, and nothing else. The frozen
   cases give the same answer at every check (same inputs, a deterministic candidate), so they are run
@@ -112,8 +112,7 @@ def math_checks(candidates: dict[str, tuple[str, Path]], checks: int, record) ->
     os.environ.setdefault("TRITON_INTERPRET", "1")
     from ferret.contract.task import Task
     from ferret.gate.fresh import draw_fresh_cases
-    from tasks.mla_attention.precision_variants import JudgedCase, failing_stages, frozen_cases
-    from tasks.mla_attention.simplifications import import_file
+    from tasks.variants import JudgedCase, failing_stages, frozen_cases, import_file
 
     task = Task.load(_contract())
     contract = task.contract

@@ -27,9 +27,9 @@ gets: no tolerance that passes them tells it. DESIGN.md says what the tolerance 
 from __future__ import annotations
 
 import sys
-from typing import Any, Literal, NamedTuple
 
-from tasks.mla_attention.simplifications import CANDIDATE_PATH, VariantFiles  # noqa: F401 - CANDIDATE_PATH re-exported
+from tasks.mla_attention.simplifications import CANDIDATE_PATH
+from tasks.variants import JudgedCase, Variant, VariantFiles, failing_stages, frozen_cases  # noqa: F401 - re-exported
 
 _ACC_LINE = "        acc = acc * rescale[:, None] + tl.dot(p_operand, kv_latent)"
 _SUM_LINE = "        running_sum = running_sum * rescale + tl.sum(p, axis=1)"
@@ -44,13 +44,6 @@ def _bf16(expr: str) -> str:
     """`expr` rounded to bf16 (round to nearest even, as on the GPU) and read back as float32: a quantity
     kept in bf16 between uses."""
     return f"_round_to({expr}, tl.bfloat16, INTERPRETED).to(tl.float32)"
-
-
-class Variant(NamedTuple):
-    edits: tuple[tuple[str, str], ...]  # (old line, new line): exact lines of candidates/triton_mla.py
-    kind: Literal["faithful", "precision", "skip"]
-    what: str
-    cpu_gap: str = ""
 
 
 FAITHFUL: dict[str, Variant] = {
@@ -125,49 +118,8 @@ CUTS: dict[str, Variant] = {
 VARIANTS: dict[str, Variant] = {**FAITHFUL, **CUTS}
 
 
-_FILES = VariantFiles(lambda name: list(VARIANTS[name].edits), "_mla_precision")
+_FILES = VariantFiles(lambda name: list(VARIANTS[name].edits), "_mla_precision", CANDIDATE_PATH)
 variant_source, write_variant, load_variant = _FILES.source, _FILES.write, _FILES.load
-
-
-class JudgedCase(NamedTuple):
-    id: str  # the variant id, as the verdict names it
-    case: Any  # ferret.contract.model.Case
-    dtype: str
-    inputs: dict
-    golden: dict  # the float64 reference's stages
-
-
-def frozen_cases(task: Any, profile: str = "cpu") -> list[JudgedCase]:
-    """Every frozen case variant of the gate on `profile`: inputs from the gate's seeds, golden stages from the
-    reference, as the gate builds them."""
-    from ferret.gate.inputs import case_variants, draw_inputs, variant_id
-
-    found = []
-    for case, dtype, _part in case_variants(task.contract, profile):  # type: ignore[arg-type]
-        inputs = draw_inputs(task.contract, case, dtype)
-        golden = task.reference({k: v.clone() for k, v in inputs.items()}, dict(task.contract.params))
-        found.append(JudgedCase(variant_id(case, dtype), case, dtype, inputs, golden))
-    return found
-
-
-def failing_stages(run: Any, contract: Any, cases: list[JudgedCase]) -> list[str]:
-    """The judge's numerical decision over `cases`, in this process: every stage of `run`'s answer compared by
-    `compare_stage` with the tolerance the judge uses for that case (its own row where the table has one).
-    One line per failing stage: `variant stage metric values (limits)`. Shared by the tests and the evidence
-    script (benchmarks/mla_tolerance_checks.py)."""
-    from ferret.gate.calibrate import _run_implementation
-    from ferret.gate.metrics import compare_stage
-
-    failing = []
-    for judged in cases:
-        got = _run_implementation(run, judged.inputs, contract, judged.case, judged.dtype, "cpu")
-        for stage in contract.stages:
-            tol = contract.tolerance(judged.dtype, stage.name, judged.case.name)
-            m = compare_stage(got.get(stage.name), judged.golden[stage.name].cpu(), stage, tol)
-            if not m.passed:
-                failing.append(f"{judged.id} {stage.name} rel_l2={m.rel_l2 or 0:.4g} (limit {tol.rel_l2}) "
-                               f"max_abs_rel_peak={m.max_abs_rel_peak or 0:.4g} (limit {tol.max_abs_rel_peak})")
-    return failing
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ must pass, and cuts, which it must reject.
 The rule: the sum of squares (an accumulator) and inv_rms are float32; only the output is rounded, once, to
 x's dtype. FAITHFUL variants change only the summation order (every row through the looped kernel, with its
 8192-wide or 256-wide blocks); CUTS keep the sum of squares in bf16. Each variant is a set of exact line
-edits of `candidates/triton_rmsnorm.py` (tasks/mla_attention/simplifications.py VariantFiles):
+edits of `candidates/triton_rmsnorm.py` (tasks/variants.py VariantFiles):
 
     path = write_variant("sumsq_bf16", tmp_dir / "rmsnorm_sumsq_bf16.py")
 """
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.mla_attention.precision_variants import Variant
-from tasks.mla_attention.simplifications import VariantFiles
+from tasks.variants import Variant, VariantFiles
 
 CANDIDATE_PATH = Path(__file__).resolve().parent / "candidates" / "triton_rmsnorm.py"
 

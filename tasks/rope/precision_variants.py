@@ -5,14 +5,13 @@ Rope has no accumulator; its declared-float32 quantities are the YaRN inverse fr
 position x inv_freq (float32 positions are exact up to 2**24), from which cos and sin are taken; only y is
 rounded, once, to x's dtype. FAITHFUL variants change only the tiling (which tokens and heads share a
 program: the same float32 math); CUTS keep inv_freq or the angles in bf16. Each variant is a set of exact
-line edits of `candidates/triton_rope.py` (tasks/mla_attention/simplifications.py VariantFiles).
+line edits of `candidates/triton_rope.py` (tasks/variants.py VariantFiles).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.mla_attention.precision_variants import Variant
-from tasks.mla_attention.simplifications import VariantFiles
+from tasks.variants import Variant, VariantFiles
 
 CANDIDATE_PATH = Path(__file__).resolve().parent / "candidates" / "triton_rope.py"
 

@@ -4,14 +4,13 @@ must pass, and cuts, which it must reject.
 The rule: the row's max and sum (running statistics, per lane in the looped kernel) are float32; only y is
 rounded, once, to x's dtype. FAITHFUL variants change only the summation order (every row through the
 looped kernel, 8192-wide or 256-wide blocks); CUTS keep the sum or the max in bf16. Each variant is a set of
-exact line edits of `candidates/triton_softmax.py` (tasks/mla_attention/simplifications.py VariantFiles).
+exact line edits of `candidates/triton_softmax.py` (tasks/variants.py VariantFiles).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.mla_attention.precision_variants import Variant
-from tasks.mla_attention.simplifications import VariantFiles
+from tasks.variants import Variant, VariantFiles
 
 CANDIDATE_PATH = Path(__file__).resolve().parent / "candidates" / "triton_softmax.py"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ferret.contract.task import Task
-from tasks.mla_attention.precision_variants import failing_stages, frozen_cases
+from tasks.variants import failing_stages, frozen_cases
 
 REPO = Path(__file__).resolve().parents[2]
 # Each op's stages the contract declares float32 (a statistic or the angles): a bf16 copy must fail there.
