@@ -104,7 +104,7 @@ class ToleranceTable(_Strict):
         default_factory=dict,
         description="case -> dtype -> stage -> tolerance, for a frozen case whose faithful error is far below the "
         "table's (the table is set by the worst case, and a cut that would show on a well-conditioned case hides under "
-        "it). Only tighter: every bound must be no looser than by_dtype's. Fresh cases never match (their names differ).",
+        "it). Only tighter: every bound must be no looser than by_dtype's. Never used for a fresh case, whatever its name.",
     )
 
     @model_validator(mode="after")

@@ -9,7 +9,6 @@ reference under the interpreter, including head blocks of 64 over 40 heads (a pa
 from __future__ import annotations
 
 import difflib
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from ferret.contract.load import load_contract
 from ferret.roles.offline import TemplateSearchOptimizer
 from tasks.mla_attention import reference as ref
 from tasks.mla_attention.inputs import make_inputs
+from tasks.variants import import_file
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
@@ -47,10 +47,7 @@ def optimizer() -> TemplateSearchOptimizer:
 
 def _load(source: str, path: Path):
     path.write_text(source)  # Triton's JIT reads kernel source from a real file
-    spec = importlib.util.spec_from_file_location(f"mla_point_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, f"mla_point_{path.stem}")
 
 
 def test_the_honest_candidate_is_the_default_point(optimizer):
