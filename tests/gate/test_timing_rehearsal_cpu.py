@@ -27,10 +27,10 @@ def rehearse(tmp_path_factory):
     manifest = GateManifest.model_validate(verify_gate(gate))
     folder = tmp_path_factory.mktemp("candidates")
 
-    def run_one(name: str, wrapper: str | None):
+    def run_one(name: str, wrapper: str | None, compiled: Path | None = None):
         # The rehearsal has no correctness runs before it: the switch comes after the warm-up calls.
         path = HONEST if wrapper is None else write_cheat(folder / f"{name}.py", wrapper, after=3)
-        return time_candidate(task, manifest, gate, path, lambda m: None, device="cpu")
+        return time_candidate(task, manifest, gate, path, lambda m: None, device="cpu", compiled=compiled)
 
     return run_one
 
@@ -136,3 +136,25 @@ def test_a_write_outside_its_folder_in_the_timing_process_is_flagged(rehearse):
     flags = result.cases[0].flags
     assert any(f.startswith("gate_tampering: file_write_refused: the sandbox refused open for writing") for f in flags), flags
     assert "gate_tampering" in {d.cheat for d in result.detections}
+
+
+def test_the_candidates_timer_starts_with_what_its_runner_compiled(rehearse, tmp_path, monkeypatch):
+    """time_candidate copies the kernels kept from the runner of the same check into the candidate's timer's own
+    Triton cache (ferret.sandbox.launch.keep_compiled / seed_compiled), and nowhere else."""
+    from ferret.gate import timing
+
+    kept = tmp_path / "kept"
+    (kept / "cache" / "ABCD").mkdir(parents=True)
+    (kept / "cache" / "ABCD" / "kernel.json").write_text("{}")
+    seeded: dict[str, list[str]] = {}
+    real_seed = timing.seed_compiled
+
+    def recording_seed(workdir, compiled):
+        real_seed(workdir, compiled)
+        cache = workdir / ".triton" / "cache"
+        seeded[workdir.name] = sorted(str(p.relative_to(cache)) for p in cache.rglob("*"))
+
+    monkeypatch.setattr(timing, "seed_compiled", recording_seed)
+    result = rehearse("honest", None, compiled=kept)
+    assert result.cases and not result.cases[0].flags
+    assert seeded == {"candidate": ["ABCD", "ABCD/kernel.json"]}
