@@ -232,6 +232,9 @@ class TimingCaseResult:
     kernels: dict[str, float] = field(default_factory=dict)  # kernel name -> device us per call (the candidate's)
     probes_ms: list[float] = field(default_factory=list)  # the reference timer's interference probe, around each round
     seconds: dict[str, float] = field(default_factory=dict)  # where this process's time on the case went, by part
+    # implementation -> per round, the fraction of its event-timed calls dropped as late (their launches were not
+    # all queued before their start event ran: the events measured the host)
+    late_fraction: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass

@@ -11,8 +11,11 @@ answer, and the candidate's is trusted with nothing.
 The clock (`Clock.bench`): before each timed call the L2 is flushed and the GPU is held by a spin kernel at
 least as long as the call's host launch time, so the call's launches are all queued before its start event
 runs: the events measure the GPU's work, not the Python launch time or the host's scheduling, which made
-launch-bound decode cases swing between rounds. Median of many calls per round; the synchronized wall time
-(host time included) is reported beside it and guards against work hidden from the events.
+launch-bound decode cases swing between rounds. Whether that held is checked for every call, not assumed: a
+call whose start event had already run when its launches were all queued (the host fell behind the spin) is
+late, its time is the host's, and it is dropped; when more than a tenth of a round's calls are late the round
+is timed again with a longer spin. Median of the calls kept per round; the synchronized wall time (host time
+included) is reported beside it and guards against work hidden from the events.
 """
 
 from __future__ import annotations
@@ -69,6 +72,36 @@ def spin_before_call_ms(host_ms: float | None, flush_ms: float, max_ms: float) -
     return min(max(1.5 * host_ms + 0.02 - flush_ms, 0.0), max_ms)
 
 
+@dataclass
+class TimedCalls:
+    """Calls timed between events behind one spin length: each call's event time (ms), whether its launches were
+    all queued before its start event ran (False: late, the events measured the host), and the host's time to
+    enqueue it (ms)."""
+
+    ms: list[float]
+    queued_ahead: list[bool]
+    enqueue_ms: list[float]
+
+    @property
+    def late(self) -> int:
+        return self.queued_ahead.count(False)
+
+    def kept_ms(self) -> list[float]:
+        """The calls measured on the GPU alone; all of them when none was (the round then shows the host)."""
+        kept = [ms for ms, ahead in zip(self.ms, self.queued_ahead, strict=True) if ahead]
+        return kept or list(self.ms)
+
+
+MAX_LATE_FRACTION = 0.1  # more late calls than this in a round: the round is timed again with a longer spin
+
+
+def longer_spin_ms(spin_ms: float, calls: TimedCalls, flush_ms: float, max_ms: float) -> float:
+    """The spin for another try after too many late calls: at least twice as long, and long enough for the
+    slowest enqueue seen (the host was slower than when its launch time was measured)."""
+    needed = spin_before_call_ms(max(calls.enqueue_ms, default=0.0), flush_ms, max_ms)
+    return min(max(2 * spin_ms, needed, 0.05), max_ms)
+
+
 class Clock:
     """How one implementation is timed. On the GPU: the L2 flushed, the GPU held by a spin kernel so that flush
     and spin outlast the call's host launch time, then the call between two events (its launches all queued
@@ -79,9 +112,11 @@ class Clock:
     MAX_SPIN_MS = 10.0
     MAX_CALLS = 300  # per round: a median of hundreds of calls is as steady as one of thousands, and cheaper
     MAX_PROFILED_CALLS = 20  # per round, for `device_ms`
+    SPIN_RETRIES = 3  # a round with too many late calls is timed again with a longer spin, at most this often
 
     def __init__(self, on_gpu: bool, l2_bytes: int = 0, measure_ms: float = 100.0):
         self.on_gpu, self.measure_ms = on_gpu, measure_ms
+        self.late_fractions: list[float] = []  # per `bench`: the fraction of its calls dropped as late
         if on_gpu:
             self.flush_buffer = torch.empty(max(256 << 20, 4 * l2_bytes), dtype=torch.int8, device="cuda")
             self.cycles_per_ms = self._spin_cycles_per_ms()
@@ -141,9 +176,19 @@ class Clock:
                 times.append((time.perf_counter() - started) * 1e3)
             return statistics.median(times)
         spin_ms = spin_before_call_ms(host_ms, self.flush_ms, self.MAX_SPIN_MS)
-        estimate = self._timed_calls(fn, spin_ms, 3)
+        estimate = self._timed_calls(fn, spin_ms, 3).kept_ms()
         calls = max(10, min(self.MAX_CALLS, int(self.measure_ms / max(statistics.median(estimate), 1e-3))))
-        return statistics.median(self._timed_calls(fn, spin_ms, calls))
+        timed = self._timed_calls(fn, spin_ms, calls)
+        for _ in range(self.SPIN_RETRIES):
+            if host_ms is None or timed.late <= MAX_LATE_FRACTION * calls or spin_ms >= self.MAX_SPIN_MS:
+                break
+            spin_ms = longer_spin_ms(spin_ms, timed, self.flush_ms, self.MAX_SPIN_MS)
+            timed = self._timed_calls(fn, spin_ms, calls)
+        if host_ms is None:  # a call that waits for the GPU: no spin, nothing can be queued ahead of it
+            self.late_fractions.append(0.0)
+            return statistics.median(timed.ms)
+        self.late_fractions.append(timed.late / calls)
+        return statistics.median(timed.kept_ms())
 
     def device_ms(self, fn: Callable[[], None]) -> float:
         """Device time per call of the kernels `fn` launches (torch.profiler's CUPTI records), the L2 flushed
@@ -152,7 +197,7 @@ class Clock:
         their launches ahead, so events around them also measure the host's launch time between their
         kernels, which swung their rounds by up to 85% on the H200. Their kernels' time is what the GPU
         does, as a queued-ahead call's events measure it. Never used for candidate code."""
-        estimate = statistics.median(self._timed_calls(fn, 0.0, 3))
+        estimate = statistics.median(self._timed_calls(fn, 0.0, 3).ms)
         # Kernel times are steady (the H200's baseline rounds agreed within 0.3%); the profiler's records cost
         # host time per kernel, so fewer calls than the event clock's.
         calls = max(5, min(self.MAX_PROFILED_CALLS, int(self.measure_ms / max(estimate, 1e-3))))
@@ -166,18 +211,26 @@ class Clock:
         total_ms = sum(device_us_per_kernel(flush_then_call, self, calls).values()) / 1e3
         return max(total_ms - self._flush_device_ms, 0.0)
 
-    def _timed_calls(self, fn: Callable[[], None], spin_ms: float, calls: int) -> list[float]:
+    def _timed_calls(self, fn: Callable[[], None], spin_ms: float, calls: int) -> TimedCalls:
+        """Each call between two events behind the flush and the spin. Right after its end event is queued, the
+        start event is asked whether it has run: if it has, the GPU reached the call before the host had queued
+        all of it, and the events measured the host (a late call)."""
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        queued_ahead, enqueue_ms = [], []
         self.sync()
         for start, end in zip(starts, ends, strict=True):
             self.flush_buffer.zero_()
             self.spin(spin_ms)
+            started = time.perf_counter()
             start.record()
             fn()
             end.record()
+            enqueue_ms.append((time.perf_counter() - started) * 1e3)
+            queued_ahead.append(not start.query())
         self.sync()
-        return [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
+        return TimedCalls([start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)], queued_ahead,
+                          enqueue_ms)
 
 
 class Slots:
@@ -382,6 +435,8 @@ def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | Non
             state.result.samples[name].append(clock.device_ms(slot.call))
         else:
             state.result.samples[name].append(clock.bench(slot.call, state.host_ms[name]))
+            if clock.on_gpu:
+                state.result.late_fraction.setdefault(name, []).append(round(clock.late_fractions[-1], 4))
     if probe is not None:
         state.result.probes_ms.append(probe())
 

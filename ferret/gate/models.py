@@ -162,6 +162,10 @@ class CaseTiming(BaseModel):
         default=[], description="Rounds dropped: the reference timer's interference probe saw other work on the GPU.")
     host_ms: dict[str, float | None] = Field(
         default={}, description="CPU time to enqueue one call of each implementation (None: the call waits for the GPU).")
+    late_fraction: dict[str, list[float]] = Field(
+        default={}, description="Per implementation and round, the fraction of its event-timed calls dropped as late: "
+        "their launches were not all queued before their start event ran, so the events measured the host. A round "
+        "with more than half late is measured by the host and makes the case unstable.")
     compile_error: str | None = None
     wall_ms: float | None = None
     floor_ms: float | None = Field(

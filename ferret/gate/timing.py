@@ -298,6 +298,20 @@ def _spread(times: list[float]) -> float:
     return (max(times) - min(times)) / statistics.median(times) if len(times) > 1 else 0.0
 
 
+MOSTLY_LATE = 0.5  # a round with more of its calls late than this was measured by the host, not the GPU
+
+
+def _late_round_reasons(late_fraction: dict[str, list[float]]) -> list[str]:
+    """Rounds whose median is the host's: most of their calls late even after the clock's longer spins."""
+    reasons = []
+    for name, fractions in late_fraction.items():
+        rounds = [index for index, fraction in enumerate(fractions) if fraction > MOSTLY_LATE]
+        if rounds:
+            reasons.append(f"{name}'s rounds {rounds} were mostly late calls (the host fell behind the GPU's spin; "
+                           f"late fractions {fractions})")
+    return reasons
+
+
 def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: wire.TimingCaseResult, checked: int,
                  wrong: list[str], peaks: dict | None, max_spread: float) -> CaseTiming:
     interfered = guards.interfered_rounds(theirs.probes_ms)
@@ -308,6 +322,7 @@ def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: wire.TimingCa
     spreads = {name: _spread(times) for name, times in rounds.items() if times}
     reasons = [f"{name}'s rounds spread {value:.1%}, more than the contract's {max_spread:.0%}"
                for name, value in spreads.items() if value > max_spread]
+    reasons += _late_round_reasons({**theirs.late_fraction, **mine.late_fraction})
     if interfered:
         probes = ", ".join(f"{1e3 * ms:.1f}" for ms in theirs.probes_ms)
         reasons.append(f"the GPU was shared during reference rounds {interfered} (interference probe, us before and "
@@ -322,6 +337,7 @@ def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: wire.TimingCa
         speedup=speedup, speedup_vs_compiled=(compiled_ms / candidate_ms) if compiled_ms else None,
         samples={**theirs.samples, **mine.samples}, round_spread=spreads, unstable=bool(reasons),
         unstable_reason="; ".join(reasons) or None, interfered_rounds=interfered, host_ms={**theirs.host_ms, **mine.host_ms},
+        late_fraction={**theirs.late_fraction, **mine.late_fraction},
         compile_error=theirs.compile_error, wall_ms=mine.wall_ms, pool_sets=mine.pool_sets,
         persisting_l2=mine.persisting_l2, answers_checked=checked, flags=list(mine.flags) + wrong, review=review,
         kernels=dict(list(mine.kernels.items())[:20]),

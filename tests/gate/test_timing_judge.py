@@ -75,3 +75,15 @@ def test_a_candidate_under_the_floor_is_flagged_impossible():
     mine, theirs = _sides([0.0008], [0.030])
     result = timing._case_timing(_case(), mine, theirs, 1, [], H200, max_spread=0.10)
     assert any(f.startswith("impossible_speed: 0.80 us is under 0.9 x the 1.00 us floor") for f in result.flags), result.flags
+
+
+def test_a_round_measured_by_the_host_makes_the_case_unstable():
+    # Round 2's rounds agree with the others (the clock kept its few calls measured on the GPU alone), but most of
+    # its calls were late: the host fell behind the spin even after the longer spins.
+    mine, theirs = _sides([0.010, 0.010, 0.010], [0.030, 0.030, 0.030])
+    mine.late_fraction = {"candidate": [0.0, 0.02, 0.8]}
+    result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
+    assert result.unstable and "candidate's rounds [2] were mostly late calls" in (result.unstable_reason or "")
+    assert result.late_fraction == {"candidate": [0.0, 0.02, 0.8]}
+    mine.late_fraction = {"candidate": [0.0, 0.02, 0.5]}  # half late: the other half measured the GPU alone
+    assert not timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10).unstable
