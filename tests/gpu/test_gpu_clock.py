@@ -27,8 +27,10 @@ def test_a_call_whose_host_falls_behind_the_spin_is_timed_by_the_gpu():
             time.sleep(0.002)  # 2 ms of host time before the launch, unseen when the launch time was measured
         x.add_(1.0)
 
+    call()  # the first call loads the kernel: the judge warms every implementation up before it times it
+    torch.cuda.synchronize()
     host_ms = clock.host_ms(call)
-    assert host_ms is not None and host_ms < 1.0
+    assert host_ms is not None and host_ms < 1.0, host_ms
     quiet_ms = clock.bench(call, host_ms)
     slow_host["on"] = True
     slow_ms = clock.bench(call, host_ms)
