@@ -83,6 +83,12 @@ class Tolerance(_Strict):
         "cosine is not judged. For a stage whose values can all be near zero at once (a few dot products: MLA's scores "
         "of one request, one head, one token), whose error does not shrink with its values; set near the stage's "
         "typical magnitude, it changes nothing on ordinary cases.")
+    peak_floor: float | None = Field(
+        default=None, gt=0,
+        description="max_abs_rel_peak divides by at least this (and by at least scale_floor), in the stage's own units. "
+        "The peak of a stage of a few entries (MLA's scores of one token) is one draw of its values, not the stage's "
+        "peak: against it, an error the honest kernels make on every case reads several times larger than on the "
+        "cases the table was derived from. Set below the peaks of those cases, it changes nothing on them.")
 
     @model_validator(mode="after")
     def _at_least_one(self) -> Tolerance:

@@ -176,13 +176,13 @@ def _update_worst_errors(
 
 
 def _with_scale_floor(tolerance: Tolerance, contract: Contract, dtype: str, stage: str) -> Tolerance:
-    """A stage's scale floor is a property of its math, not of the honest error: kept from the table the
-    contract has, so re-running calibrate never drops it."""
+    """A stage's scale and peak floors are properties of its math, not of the honest error: kept from the table
+    the contract has, so re-running calibrate never drops them."""
     table = contract.tolerances
     kept = table.by_dtype.get(dtype, {}).get(stage) if isinstance(table, ToleranceTable) else None
-    if kept is None or kept.scale_floor is None:
+    if kept is None:
         return tolerance
-    return tolerance.model_copy(update={"scale_floor": kept.scale_floor})
+    return tolerance.model_copy(update={"scale_floor": kept.scale_floor, "peak_floor": kept.peak_floor})
 
 
 def _tolerance_table(

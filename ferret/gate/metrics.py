@@ -48,8 +48,10 @@ def _ignored_mask(reference: torch.Tensor, stage: Stage) -> torch.Tensor:
 
 
 def _judged_scales(ref_norm: float, peak: float, entries: int, tol: Tolerance) -> tuple[float, float, bool]:
-    """(the norm rel_l2 divides by, the peak max_abs_rel_peak divides by, whether the floor set them): the
-    stage's natural scale (`tol.scale_floor` per entry) when all its values happen to be near zero."""
+    """(the norm rel_l2 divides by, the peak max_abs_rel_peak divides by, whether the scale floor set the norm):
+    the stage's natural scale (`tol.scale_floor` per entry) when all its values happen to be near zero, and a
+    peak of at least `tol.peak_floor` (a stage of a few entries has no peak of its own)."""
+    peak = max(peak, tol.peak_floor or 0.0)
     if tol.scale_floor is None:
         return ref_norm, peak, False
     floor_norm = tol.scale_floor * math.sqrt(entries)

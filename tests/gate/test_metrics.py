@@ -245,3 +245,25 @@ def test_a_scale_floor_judges_near_zero_values_against_the_stages_natural_scale(
     # On ordinary values (above the floor) the floor changes nothing.
     ordinary, off = torch.tensor([4.0, -3.0]), torch.tensor([4.1, -3.0])
     assert compare_stage(off, ordinary, stage, floored).rel_l2 == compare_stage(off, ordinary, stage, plain).rel_l2
+
+
+def test_a_peak_floor_judges_a_few_entries_against_the_stages_peak_and_leaves_the_l2_alone():
+    from ferret.contract.model import Stage, Tolerance
+    from ferret.gate.metrics import compare_stage
+
+    stage = Stage(name="scores", computes="dot products", shape=["H"], dims=["head"])
+    # Two scores of one token, both below the stage's usual peak: the honest error 0.035 (the float32 rope angle
+    # at position 16k) is 0.0233 of their own peak 1.5, but 0.0088 of a peak of 4.
+    ref, honest = torch.tensor([1.5, -1.2], dtype=torch.float64), torch.tensor([1.535, -1.2], dtype=torch.float64)
+    floored = Tolerance(rel_l2=0.0155, max_abs_rel_peak=0.017, scale_floor=2.0)
+    peaked = floored.model_copy(update={"peak_floor": 4.0})
+    assert not compare_stage(honest, ref, stage, floored).passed
+    judged = compare_stage(honest, ref, stage, peaked)
+    assert judged.max_abs_rel_peak == pytest.approx(0.035 / 4.0)
+    assert judged.rel_l2 == compare_stage(honest, ref, stage, floored).rel_l2  # the norm keeps the scale floor
+    # Above the floor the stage's own peak is used: a 0.1 error on a peak of 8 is 0.0125, under the limit...
+    ordinary = torch.tensor([8.0, -3.0], dtype=torch.float64)
+    assert compare_stage(ordinary + torch.tensor([0.1, 0.0]), ordinary, stage,
+                         peaked).max_abs_rel_peak == pytest.approx(0.1 / 8.0)
+    # ...and an error of 0.1 on the two small scores is still rejected against the floor (0.025 > 0.017).
+    assert not compare_stage(ref + torch.tensor([0.1, 0.0], dtype=torch.float64), ref, stage, peaked).passed
