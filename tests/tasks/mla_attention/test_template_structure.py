@@ -1,6 +1,8 @@
 """The structural axes of the MLA kernel template (issue 13 §1): head blocks padded to wgmma's 64 rows or
 holding all heads, P@V as two 256-wide halves, the split count sized to whole waves over the SMs, the batch
-block of the absorption and merge kernels.
+block of the absorption and merge kernels, the streamed kernels 2 and 4 (side_kernels=streamed: a merge of all
+splits at once, then the un-absorption as a GEMM over the batch) and small tiles when a program has few
+(small_token_block).
 
 Each axis changes the rendered kernel (no dead axis); the sizing rules do what the template's header says;
 points that use them compute every stage of the reference under the interpreter, on tiny shapes with a
@@ -28,6 +30,9 @@ PARAMS = ref.DEEPSEEK_V3_PARAMS
 # Head blocks of 64 with 8 warps: the wgmma structure benchmarks/mla_template_bench.py times on the GPU.
 WIDE = {"head_block": 64, "num_warps": 8, "programs_per_sm": 1, "split_policy": "waves"}
 NEW_AXES = {"head_pad": 64, "value_split": 2, "split_policy": "waves", "batch_block": 16}
+# The fastest point measured at large batch, with 16-token tiles where programs have few tiles of 64.
+LARGE = {**WIDE, "token_block": 64}
+STREAMED = {"side_kernels": "streamed"}
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +58,25 @@ def test_each_structural_axis_changes_the_kernel(optimizer, axis, value):
     assert optimizer.render({**base, axis: value}) != optimizer.render(base), axis
 
 
+def test_side_kernels_and_small_tiles_change_the_kernel(optimizer):
+    base = _point(optimizer, LARGE)
+    streamed = optimizer.render({**base, **STREAMED})
+    small = optimizer.render({**base, "small_token_block": 16})
+    assert len({optimizer.render(base), streamed, small}) == 3
+    assert "def _merge_splits_kernel(" in streamed and "def _combine_unabsorb_kernel(" not in streamed
+    assert "SMALL_TOKEN_BLOCK = 16" in small and "SMALL_TOKEN_BLOCK" not in streamed
+    # the axes apply only where they mean something: no batch block for the streamed kernels, no small tiles
+    # below token blocks of 32 or without the waves policy
+    assert optimizer.space.canonical({**base, **STREAMED})["batch_block"] is None
+    for other in ({"token_block": 16}, {"split_policy": "programs"}):
+        assert optimizer.space.canonical({**base, "small_token_block": 16, **other})["small_token_block"] is None
+
+
 def test_new_structure_points_compile_and_scan_clean(optimizer):
     points = [_point(optimizer, WIDE, NEW_AXES), _point(optimizer, WIDE, head_block=128, value_split=2),
-              _point(optimizer, WIDE, token_block=64, num_stages=4, batch_block=32)]
+              _point(optimizer, WIDE, token_block=64, num_stages=4, batch_block=32),
+              _point(optimizer, LARGE, STREAMED, small_token_block=16), _point(optimizer, STREAMED),
+              _point(optimizer, WIDE, NEW_AXES, STREAMED, token_block=32, small_token_block=16)]
     assert_points_compile_and_scan_clean(optimizer, points, CONTRACT)
 
 
@@ -100,6 +121,42 @@ def test_waves_policy_sizes_splits_from_the_cache(optimizer, tmp_path):
     assert module._attention_config(batch=8, heads=128, capacity=128, device=cpu)["num_splits"] == 1
 
 
+def _gpu_module(optimizer, tmp_path, *overrides: dict):
+    """A rendered point whose host-side sizing believes it runs on a GPU with 132 SMs (an H200)."""
+    module = _load(optimizer.render(_point(optimizer, *overrides)), tmp_path / "gpu.py")
+    module._sm_count_by_device["cuda"] = 132
+    return module
+
+
+@pytest.mark.parametrize(
+    "batch,heads,capacity,expected",
+    [
+        (8, 128, 4096, (16, 8)),    # 2 head blocks x 8 splits: 8 tiles of 64 per program, so tiles of 16
+        (64, 128, 4096, (64, 1)),   # one split of 64 tiles: the large tile
+        (32, 16, 8192, (64, 4)),    # TP8: 4 splits of 32 tiles
+        (1, 128, 4096, (16, 16)),
+    ],
+)
+def test_small_token_block_rule(optimizer, tmp_path, batch, heads, capacity, expected):
+    module = _gpu_module(optimizer, tmp_path, LARGE, {"small_token_block": 16})
+    config = module._attention_config(batch, heads, capacity, torch.device("cuda"))
+    assert (config["BLOCK_N"], config["num_splits"]) == expected
+
+
+@pytest.mark.parametrize(
+    "batch,heads,expected",
+    [
+        (8, 128, (16, 64)),   # 128 programs leave 4 SMs idle: value blocks of 64
+        (64, 128, (64, 64)),
+        (128, 128, (64, 128)),  # 2 batch blocks x 128 heads fill the SMs
+        (32, 16, (32, 32)),   # TP8: 16 heads x 4 value blocks
+    ],
+)
+def test_unabsorb_blocks_fill_the_sms(optimizer, tmp_path, batch, heads, expected):
+    module = _gpu_module(optimizer, tmp_path, STREAMED)
+    assert module._unabsorb_blocks(batch, heads, torch.device("cuda")) == expected
+
+
 def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positions):
     inputs = make_inputs(seed=5, batch=batch, heads=heads, cache_capacity=capacity, cache_lens=cache_lens,
                          positions=positions)
@@ -125,10 +182,34 @@ def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positi
         ({**WIDE, **NEW_AXES}, (3, 40, 70, [69, 5, 33])),
         # all 128 heads of a request in one block (padded from 20), one 512-wide P@V, tokens of 16, 4 stages
         ({**WIDE, "head_block": 128, "head_pad": 64, "token_block": 16, "num_stages": 4}, (2, 20, 50, [49, 0])),
+        # streamed merge + GEMM un-absorption with 64-token tiles that fall back to 16 (few tiles per program)
+        ({**LARGE, **STREAMED, "small_token_block": 16}, (3, 40, 70, [69, 5, 33])),
+        # the default's kernel 3 with the streamed kernels: 3 heads split the value columns in blocks of 32; the
+        # second request's one token leaves a split empty (its weight is 0)
+        (STREAMED, (2, 3, 50, [49, 0])),
     ],
-    ids=["heads64-halves-waves", "heads128-tokens16"],
+    ids=["heads64-halves-waves", "heads128-tokens16", "streamed-small-tiles", "streamed-value-blocks"],
 )
 def test_new_structure_points_match_the_reference(optimizer, tmp_path, override, shape):
     batch, heads, capacity, cache_lens = shape
     module = _load(optimizer.render(_point(optimizer, override)), tmp_path / "structure.py")
     _assert_matches_reference(module, batch, heads, capacity, cache_lens, [16383, 6000, 9000][:batch])
+
+
+def test_streamed_kernels_agree_with_todays(optimizer, tmp_path):
+    """Same kernel 3, so the same partials: the streamed merge and GEMM differ from today's kernel 4 only in the
+    order of fp32 sums (the reference's tolerance alone would miss e.g. a merge that drops the normalization)."""
+    inputs = make_inputs(seed=7, batch=2, heads=3, cache_capacity=64, cache_lens=[63, 40], positions=[16383, 6000])
+    traces = []
+    for name, point in (("today", _point(optimizer)), ("streamed", _point(optimizer, STREAMED))):
+        module = _load(optimizer.render(point), tmp_path / f"{name}.py")
+        outputs = {"o_heads": torch.empty((2, 3, PARAMS["v_head_dim"]), dtype=torch.bfloat16)}
+        trace: dict = {}
+        module.run({k: t.clone() for k, t in inputs.items()}, outputs, PARAMS, trace=trace)
+        traces.append(trace)
+    today, streamed = traces
+    assert torch.equal(today["q_absorbed"], streamed["q_absorbed"])
+    assert torch.equal(today["q_pe_roped"], streamed["q_pe_roped"])
+    for stage in ("o_latent", "o_heads"):
+        expected, actual = today[stage].double(), streamed[stage].double()
+        assert float((actual - expected).norm() / expected.norm()) < 2e-3, stage
