@@ -31,6 +31,7 @@ A benchmark, not a gate: the gate's own timing decides.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -51,8 +52,19 @@ CONTRACT = REPO / "contracts" / "mla_attention.yaml"
 # stages: out of resources); so the list starts with 16-token tiles.
 WIDE = {"head_block": 64, "num_warps": 8, "programs_per_sm": 1, "split_policy": "waves"}
 NARROW = {**WIDE, "token_block": 16, "value_split": 2, "num_stages": 3}
+# Measured on the H200 (whole step, this bench): WIDE with 64-token tiles was the fastest at large batch (h128 B=64
+# 364 us vs the default's 628; tp1_b64 334 vs 499; tp8_b32 171 vs 184) and slow at B=8 (350 vs 163), where NARROW with
+# head_pad=64 was the best (153). The points first in the list add the new axes to them: side_kernels=streamed (kernels
+# 2 and 4 restructured: the default's merge + un-absorption took 31-86 us, its q_prepare 10-28 us) and
+# small_token_block=16 (16-token tiles when a program has fewer than 16 tiles of 64, as at B=8).
+LARGE = {**WIDE, "token_block": 64}
 GPU_POINTS: list[dict] = [
     {},
+    {**LARGE, "side_kernels": "streamed", "small_token_block": 16},  # one point for B=8 and B=64
+    {**LARGE, "side_kernels": "streamed"},
+    {**NARROW, "head_pad": 64, "side_kernels": "streamed"},
+    {**LARGE, "small_token_block": 16},
+    {"side_kernels": "streamed"},  # the default's kernel 3 with the new kernels 2 and 4
     {"split_policy": "waves"},  # today's kernel, its split count sized to whole waves (16-head cases)
     {**NARROW},
     {**NARROW, "num_stages": 2},
@@ -61,14 +73,10 @@ GPU_POINTS: list[dict] = [
     {**WIDE},
     {**WIDE, "value_split": 2},
     {**WIDE, "value_split": 2, "num_stages": 3},
-    {**NARROW, "min_tokens_per_split": 128},
     {**NARROW, "batch_block": 16},
     {**NARROW, "head_pad": 64},
-    {**NARROW, "split_policy": "programs", "programs_per_sm": 2},
-    {**WIDE, "num_warps": 16},
     {"head_block": 32, "num_warps": 4, "split_policy": "waves"},
-    {**WIDE, "token_block": 64},
-    {**NARROW, "head_block": 128},
+    {**LARGE},
 ]
 CPU_POINTS: list[dict] = [{}, {**NARROW, "head_pad": 64}]
 
@@ -87,11 +95,17 @@ def parse_point(text: str) -> dict:
     return point
 
 
-def render_points(overrides: list[dict], folder: Path) -> list[tuple[str, Path]]:
-    """(approach name, rendered file) per point; a point outside the space stops the run before any work."""
+@functools.cache
+def template_optimizer():
+    """The template's optimizer, built once (it lists every point of the space: a few seconds)."""
     from ferret.roles.offline import TemplateSearchOptimizer
 
-    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    return TemplateSearchOptimizer(TEMPLATES)
+
+
+def render_points(overrides: list[dict], folder: Path) -> list[tuple[str, Path]]:
+    """(approach name, rendered file) per point; a point outside the space stops the run before any work."""
+    optimizer = template_optimizer()
     folder.mkdir(parents=True, exist_ok=True)
     rendered = []
     for index, override in enumerate(overrides):
@@ -435,6 +449,48 @@ def sm90_source(module, config: dict):
                      attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
 
 
+# Kernels 2 and 4 of each structure, with the constexprs of their largest blocks (B >= 64 rows; 16 splits).
+SIDE_POINTER_TYPES = {"q_nope_ptr": "*bf16", "q_pe_ptr": "*bf16", "w_kv_b_ptr": "*bf16", "inv_freq_ptr": "*fp32",
+                      "positions_ptr": "*i64", "q_ptr": "*bf16", "partial_ptr": "*fp32", "lse_ptr": "*fp32",
+                      "latent_ptr": "*bf16", "out_ptr": "*bf16"}
+SHAPE_CONSTANTS = {"RANK": 512, "NOPE": 128, "ROPE": 64, "V_DIM": 128, "INTERPRETED": False}
+SIDE_KERNELS = {
+    "_q_prepare_kernel": ({"BLOCK_B": 64}, 4),
+    "_combine_unabsorb_kernel": ({"BLOCK_B": 64, "BLOCK_R": 64, "SPLITS_POW2": 16, "PER_HEAD_UV": True}, 3),
+    "_merge_splits_kernel": ({"BLOCK_R": 512, "SPLITS_POW2": 16}, 3),
+    "_unabsorb_kernel": ({"BLOCK_B": 64, "BLOCK_V": 128, "BLOCK_R": 64, "PER_HEAD_UV": True}, 3),
+}
+
+
+def side_kernel_facts(module) -> dict:
+    """Registers and spills of kernels 2 and 4 (whichever the point renders) compiled for sm_90 here."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    facts = {}
+    for name, (blocks, stages) in SIDE_KERNELS.items():
+        kernel = getattr(module, name, None)
+        if kernel is None:
+            continue
+        # kernel 2's column block: 64 with side_kernels=streamed (its grid has a rope program), else 128
+        constants = {**blocks, "BLOCK_C": 64 if hasattr(module, "_unabsorb_kernel") else 128, **SHAPE_CONSTANTS}
+        constants = {k: v for k, v in constants.items() if k in kernel.arg_names}
+        signature = {arg: "constexpr" if arg in constants else SIDE_POINTER_TYPES.get(arg, "fp32" if arg == "rope_magnitude"
+                                                                                      else "i32")
+                     for arg in kernel.arg_names}
+        divisible = [i for i, arg in enumerate(kernel.arg_names) if arg.endswith("_ptr") or arg.startswith("stride")]
+        source = ASTSource(fn=kernel, signature=signature, constexprs=constants,
+                           attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+        try:
+            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": stages})
+        except Exception as err:  # noqa: BLE001 - reported in the row
+            facts[name] = {"why": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
+            continue
+        facts[name] = {"shared_kib": compiled.metadata.shared / 1024, **ptxas_facts(compiled.asm["ptx"])}
+    return facts
+
+
 def ptxas_facts(ptx: str) -> dict:
     """Registers and spill bytes from `ptxas -v` (TRITON_PTXAS_PATH or ptxas on the PATH); a PTX version newer
     than that ptxas knows is lowered to the one it names."""
@@ -463,14 +519,18 @@ def ptxas_facts(ptx: str) -> dict:
     return {"n_regs": int(registers.group(1)), "n_spills": int(spills.group(1)) if spills else None}
 
 
-def static_sm90_row(approach: str, path: Path, heads: int) -> dict:
-    """One point's attention kernel compiled for sm_90 here: wgmma or not, shared memory, registers, spills."""
+def static_sm90_row(approach: str, path: Path, heads: int, small_tiles: bool = False) -> dict:
+    """One point's attention kernel compiled for sm_90 here: wgmma or not, shared memory, registers, spills (with
+    small_tiles, its SMALL_TOKEN_BLOCK variant); kernels 2 and 4 with the point's main row."""
     import torch
     import triton
     from triton.backends.compiler import GPUTarget
 
     module = load_module(path)
     config = module._attention_config(8, heads, 4096, torch.device("cpu"))  # block sizes as on a GPU
+    if small_tiles:
+        config["BLOCK_N"] = module.SMALL_TOKEN_BLOCK
+        approach = f"{approach} (its small tiles)"
     row = {"impl": approach, "heads": heads, **{k: config[k] for k in ("BLOCK_H", "BLOCK_N", "num_warps", "num_stages")}}
     try:
         kernel = triton.compile(sm90_source(module, config), target=GPUTarget("cuda", 90, 32),
@@ -479,18 +539,25 @@ def static_sm90_row(approach: str, path: Path, heads: int) -> dict:
         return {**row, "why": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
     ptx = kernel.asm["ptx"]
     return {**row, "wgmma": "wgmma" in ptx, "cp_async": ptx.count("cp.async.cg"),
-            "shared_kib": kernel.metadata.shared / 1024, **ptxas_facts(ptx)}
+            "shared_kib": kernel.metadata.shared / 1024, **ptxas_facts(ptx),
+            "side": {} if small_tiles else side_kernel_facts(module)}
 
 
 def static_sm90(points: list[tuple[str, Path]], heads: int, out: Path) -> None:
-    lines = ["| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | shared KiB | registers | spill bytes | note |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for approach, path in points:
-        r = static_sm90_row(approach, path, heads)
+    lines = ["| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | shared KiB | registers | spill bytes | "
+             "kernels 2 and 4: registers/spills | note |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    runs = [(approach, path, small) for approach, path in points for small in (False, True)
+            if not small or "small-tiles" in approach]
+    for approach, path, small in runs:
+        r = static_sm90_row(approach, path, heads, small_tiles=small)
         print(json.dumps(r), flush=True)
+        side = ", ".join(f"{name.strip('_')} {f.get('n_regs', '-')}/{f.get('n_spills', '-')} {f.get('why', '')}".strip()
+                         for name, f in r.get("side", {}).items())
         lines.append(f"| {r['impl']} | {r['BLOCK_H']} x {r['BLOCK_N']} | {r['num_warps']} | {r['num_stages']} | "
                      f"{r.get('wgmma', '-')} | {r.get('cp_async', '-')} | {r.get('shared_kib', 0):.0f} | "
-                     f"{r.get('n_regs', '-')} | {r.get('n_spills', '-')} | {r.get('why') or r.get('ptxas') or ''} |")
+                     f"{r.get('n_regs', '-')} | {r.get('n_spills', '-')} | {side or '-'} | "
+                     f"{r.get('why') or r.get('ptxas') or ''} |")
     (out / "mla-template-sm90-static.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
 

@@ -53,6 +53,14 @@ def test_points_parse_and_render(bench, tmp_path):
         bench.render_points([{"head_block": 48}], tmp_path)
 
 
+def test_gpu_points_lead_with_the_streamed_kernels(bench):
+    """The list stays short enough for one device call; the points first timed are the fastest measured kernel 3
+    (64-token tiles, at large batch) with the streamed kernels 2 and 4, and with the small tiles of small batches."""
+    assert len(bench.GPU_POINTS) <= 18 and bench.GPU_POINTS[0] == {}
+    assert bench.GPU_POINTS[1] == {**bench.LARGE, "side_kernels": "streamed", "small_token_block": 16}
+    assert all(point.get("side_kernels") == "streamed" for point in bench.GPU_POINTS[1:4])
+
+
 def test_markdown_shows_failures_and_skips(bench):
     base = {"shape": "h128_b64_l4096", "floor_us": 80.0}
     rows = [{**base, "impl": "torch.compile(baseline)", "us": 400.0},
