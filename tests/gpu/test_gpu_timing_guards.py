@@ -18,8 +18,8 @@ HONEST = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
 # When the cheats at the large shape switch. The candidate's own process calls it about 20 times there (3 dtypes
 # x 5 runs, and 5 stress runs); the timing process, at about 0.1 ms a call, makes some 600 calls in each of its
 # 3 do_bench rounds. Switching at call 200 keeps every correctness run honest and makes at least two of the
-# three timed rounds, so the median, the cheat's. (At 2000, as for the small shape, the switch would come only
-# in the wall-clock loop after the timed rounds.)
+# three timed rounds, so the median, the cheat's. (At 2000 the switch never comes: with at most 300 calls a
+# round, the timing process makes fewer than 2000 calls in all.)
 LARGE_SWITCH = 200
 GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
 
@@ -62,7 +62,10 @@ def test_candidate_that_simplifies_the_math_once_timed_is_rejected_by_its_answer
     goes back to the judge, which runs the reference on that call's input set."""
     from ferret.gate.judge import check
 
-    simplified = write_cheat(tmp_path / "rmsnorm_simplified_when_timed.py", SIMPLIFIED, after=2000)
+    # Switch in the first timed round: a round times at most 300 calls (b983c42), so a switch at call 2000 never
+    # came and the cheat stayed honest (the check passed on the H200, 2026-11-30). The candidate's own process
+    # calls it about 25 times (3 dtypes x 5 runs, 5 stress runs): 200 keeps every correctness run honest.
+    simplified = write_cheat(tmp_path / "rmsnorm_simplified_when_timed.py", SIMPLIFIED, after=LARGE_SWITCH)
     verdict, _ = check(CONTRACT, simplified, GATES, profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism", "stress")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
