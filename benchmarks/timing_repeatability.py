@@ -121,19 +121,21 @@ QUANTITIES = (("candidate (us)", "candidate_ms", 1e3, LIMIT_MS), ("eager (us)", 
 
 
 def repeatability_table(records: list[dict]) -> tuple[str, bool]:
-    lines = ["| op | case | what | per check | disagreement | within limit | unstable in any | fraction of floor |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| op | case | what | per check | disagreement | within limit | unstable in any | fraction of floor | most late |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     all_within = True
     for op in dict.fromkeys(r["op"] for r in records):
         verdicts = [r["verdict"] for r in records if r["op"] == op and r["verdict"] and r["verdict"]["timing"]["measured"]]
         if not verdicts:
-            lines.append(f"| {op} | | no measured check | | | NO | | |")
+            lines.append(f"| {op} | | no measured check | | | NO | | | |")
             all_within = False
             continue
         for k, first in enumerate(verdicts[0]["timing"]["cases"]):
             per_check = [v["timing"]["cases"][k] for v in verdicts]
             unstable = any(c["unstable"] for c in per_check)
             fraction = statistics.median(c["fraction_of_floor"] for c in per_check if c.get("fraction_of_floor"))
+            # the largest fraction of late calls (the host behind the clock's spin) of any round, where recorded
+            late = max((f for c in per_check for fs in c.get("late_fraction", {}).values() for f in fs), default=None)
             all_within &= not unstable
             for label, key, scale, absolute in QUANTITIES:
                 values = [c[key] for c in per_check if c.get(key) is not None]
@@ -143,7 +145,7 @@ def repeatability_table(records: list[dict]) -> tuple[str, bool]:
                 all_within &= within
                 shown = ", ".join(f"{v * scale:.1f}" if scale != 1.0 else f"{v:.3f}" for v in values)
                 lines.append(f"| {op} | {first['case']} | {label} | {shown} | {spread:.1%} | {'yes' if within else 'NO'} | "
-                             f"{'YES' if unstable else 'no'} | {fraction:.1%} |")
+                             f"{'YES' if unstable else 'no'} | {fraction:.1%} | {'-' if late is None else f'{late:.1%}'} |")
     return "\n".join(lines), all_within
 
 
