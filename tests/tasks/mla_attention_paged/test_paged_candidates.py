@@ -88,22 +88,23 @@ def test_contiguous_page_reads_diverge(cases, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def gates(tmp_path_factory):
-    return tmp_path_factory.mktemp("gates")
+def judge(paged_contract, tmp_path_factory):
+    """One CPU judge for both checks, on the contract already loaded (its YAML takes seconds to parse)."""
+    from ferret.contract.task import Task, project_root_of
+    from ferret.gate.judge import Judge
+
+    task = Task(CONTRACT, paged_contract, project_root_of(CONTRACT))
+    return Judge(task, tmp_path_factory.mktemp("gates"), profile="cpu")
 
 
-def test_honest_candidate_passes_the_cpu_gate(gates):
-    from ferret.gate.judge import check
-
-    verdict, _ = check(CONTRACT, CANDIDATE_PATH, gates, profile="cpu", measure_speed=False)
+def test_honest_candidate_passes_the_cpu_gate(judge):
+    verdict = judge.check(CANDIDATE_PATH, measure_speed=False)
     assert verdict.passed, [(v.id, v.failure) for v in verdict.variants if not v.passed]
 
 
-def test_contiguous_page_reads_are_rejected_by_the_cpu_gate(gates, tmp_path):
-    from ferret.gate.judge import check
-
+def test_contiguous_page_reads_are_rejected_by_the_cpu_gate(judge, tmp_path):
     candidate = write_variant("contiguous_pages", tmp_path / "triton_mla_paged_contiguous.py")
-    verdict, _ = check(CONTRACT, candidate, gates, profile="cpu", measure_speed=False)
+    verdict = judge.check(candidate, measure_speed=False)
     assert not verdict.passed
     assert verdict.first_failing_stage in {"scores", "probs", "o_latent", "o_heads"}, verdict.first_failing_stage
     assert {d.cheat for d in verdict.detections} == {"math_mismatch"}, verdict.detections
