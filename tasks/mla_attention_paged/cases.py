@@ -5,8 +5,8 @@ each case spells its layout as edits (tasks/mla_attention_paged/layout.py says w
 written from the layouts below by `python -m tasks.mla_attention_paged.cases`, which prints the contract's
 `cases:` section; tests/tasks/mla_attention_paged check that the contract holds exactly these edits.
 
-A layout: cache_lens per request (a list, or ("draw", seed) for lengths drawn uniformly in [0, L - 1] with
-the listed overrides), the pool size NB, the seed of the page shuffle, the requests whose pages are in
+A layout: cache_lens per request (a list, or ("draw", seed, {request: length}) for lengths drawn uniformly in
+[0, L - 1], then the listed ones set), the pool size NB, the seed of the page shuffle, the requests whose pages are in
 reverse (descending) order. Pools leave a few unowned pages besides the null page 0.
 """
 from __future__ import annotations
