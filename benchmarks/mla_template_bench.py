@@ -56,19 +56,23 @@ NARROW = {**WIDE, "token_block": 16, "value_split": 2, "num_stages": 3}
 # 364 us vs the default's 628; tp1_b64 334 vs 499; tp8_b32 171 vs 184) and slow at B=8 (350 vs 163), where NARROW with
 # head_pad=64 was the best (153). The points first in the list add the new axes to them: side_kernels=streamed (kernels
 # 2 and 4 restructured: the default's merge + un-absorption took 31-86 us, its q_prepare 10-28 us) and
-# small_token_block=16 (16-token tiles when a program has fewer than 16 tiles of 64, as at B=8).
+# small_token_block=16 (16-token tiles when a program has fewer than 16 tiles of 64, as at B=8). Measured next
+# (benchmarks/results/2026-11-30-h200-night, call 5): neither helped at B=8 (streamed 2.1x slower for the default,
+# small tiles 1.8x slower for LARGE). few_tiles=default_point runs kernel 3 as the default sizes it where LARGE's
+# programs would walk few tiles (B=8, B=1), LARGE elsewhere: the list now starts with it, then LARGE itself.
 LARGE = {**WIDE, "token_block": 64}
 GPU_POINTS: list[dict] = [
     {},
-    {**LARGE, "side_kernels": "streamed", "small_token_block": 16},  # one point for B=8 and B=64
-    {**LARGE, "side_kernels": "streamed"},
+    {**LARGE, "few_tiles": "default_point"},  # one point for B=1, 8 and 64
+    {**LARGE},
+    {**LARGE, "side_kernels": "streamed", "few_tiles": "default_point"},
+    {**LARGE, "side_kernels": "streamed", "small_token_block": 16},
     {**NARROW, "head_pad": 64, "side_kernels": "streamed"},
     {**LARGE, "small_token_block": 16},
     {"side_kernels": "streamed"},  # the default's kernel 3 with the new kernels 2 and 4
     {"split_policy": "waves"},  # today's kernel, its split count sized to whole waves (16-head cases)
     {**NARROW},
     {**NARROW, "num_stages": 2},
-    {**NARROW, "value_split": 1, "num_stages": 2},
     {**NARROW, "num_stages": 4},
     {**WIDE},
     {**WIDE, "value_split": 2},
@@ -76,7 +80,6 @@ GPU_POINTS: list[dict] = [
     {**NARROW, "batch_block": 16},
     {**NARROW, "head_pad": 64},
     {"head_block": 32, "num_warps": 4, "split_policy": "waves"},
-    {**LARGE},
 ]
 CPU_POINTS: list[dict] = [{}, {**NARROW, "head_pad": 64}]
 

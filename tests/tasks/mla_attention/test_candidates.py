@@ -123,7 +123,7 @@ def test_simplification_lines_occur_once_in_candidate():
     for name, (old_line, new_line, _) in SIMPLIFICATIONS.items():
         assert lines.count(old_line) == 1, name
         variant_lines = variant_source(name, source).splitlines()
-        changed = [i for i, (a, b) in enumerate(zip(lines, variant_lines)) if a != b]
+        changed = [i for i, (a, b) in enumerate(zip(lines, variant_lines, strict=False)) if a != b]
         assert len(variant_lines) == len(lines) and len(changed) == 1, name
         assert variant_lines[changed[0]] == new_line
 

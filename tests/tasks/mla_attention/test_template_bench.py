@@ -53,12 +53,13 @@ def test_points_parse_and_render(bench, tmp_path):
         bench.render_points([{"head_block": 48}], tmp_path)
 
 
-def test_gpu_points_lead_with_the_streamed_kernels(bench):
+def test_gpu_points_lead_with_the_point_for_every_batch(bench):
     """The list stays short enough for one device call; the points first timed are the fastest measured kernel 3
-    (64-token tiles, at large batch) with the streamed kernels 2 and 4, and with the small tiles of small batches."""
+    at large batch (64-token tiles) falling back to the default's sizing where its programs would walk few tiles,
+    then that kernel alone (the two measured best: LARGE at B=64, the default at B=8)."""
     assert len(bench.GPU_POINTS) <= 18 and bench.GPU_POINTS[0] == {}
-    assert bench.GPU_POINTS[1] == {**bench.LARGE, "side_kernels": "streamed", "small_token_block": 16}
-    assert all(point.get("side_kernels") == "streamed" for point in bench.GPU_POINTS[1:4])
+    assert bench.GPU_POINTS[1] == {**bench.LARGE, "few_tiles": "default_point"}
+    assert bench.GPU_POINTS[2] == bench.LARGE
 
 
 def test_markdown_shows_failures_and_skips(bench):

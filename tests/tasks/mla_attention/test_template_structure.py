@@ -72,6 +72,43 @@ def test_side_kernels_and_small_tiles_change_the_kernel(optimizer):
         assert optimizer.space.canonical({**base, "small_token_block": 16, **other})["small_token_block"] is None
 
 
+def test_few_tiles_changes_the_kernel_only_where_it_applies(optimizer):
+    base = _point(optimizer, LARGE)
+    fallback = optimizer.render({**base, "few_tiles": "default_point"})
+    assert fallback != optimizer.render(base) and "def _default_point_config(" in fallback
+    for other in ({"token_block": 32}, {"split_policy": "programs"}):
+        assert optimizer.space.canonical({**base, "few_tiles": "default_point", **other})["few_tiles"] is None
+
+
+def test_few_tiles_falls_back_to_the_default_point_as_the_space_defines_it(optimizer, tmp_path):
+    """The template's copy of the default point is the space's default (a changed default must change it too)."""
+    module = _gpu_module(optimizer, tmp_path, LARGE, {"few_tiles": "default_point"})
+    default = optimizer.space.default
+    assert module.DEFAULT_POINT == {name: default[name] for name in module.DEFAULT_POINT}
+
+
+@pytest.mark.parametrize(
+    "batch,heads,capacity,expected",
+    [
+        # 2 head blocks x 8 splits: 8 tiles of 64 per program, so kernel 3 as today's candidate sizes it (H200:
+        # 169.5 us against 199.6 at B=8)
+        (8, 128, 4096, (16, 32, 4, 5)),
+        (1, 128, 4096, (16, 32, 4, 16)),
+        (64, 128, 4096, (64, 64, 8, 1)),   # one split of 64 tiles: the point itself (335-339 us against 500)
+        (128, 128, 4096, (64, 64, 8, 1)),
+        (32, 16, 8192, (16, 64, 8, 4)),    # TP8: 4 splits of 32 tiles keep the point (171 us against 184)
+    ],
+)
+def test_few_tiles_rule(optimizer, tmp_path, batch, heads, capacity, expected):
+    module = _gpu_module(optimizer, tmp_path, LARGE, {"few_tiles": "default_point"})
+    config = module._attention_config(batch, heads, capacity, torch.device("cuda"))
+    assert (config["BLOCK_H"], config["BLOCK_N"], config["num_warps"], config["num_splits"]) == expected
+    if expected[1] == 32:  # the fallback sizes kernel 3 exactly as the default point's own rendering does
+        default = _load(optimizer.render(optimizer.space.default), tmp_path / "default.py")
+        default._sm_count_by_device["cuda"] = 132
+        assert config == default._attention_config(batch, heads, capacity, torch.device("cuda"))
+
+
 def test_new_structure_points_compile_and_scan_clean(optimizer):
     points = [_point(optimizer, WIDE, NEW_AXES), _point(optimizer, WIDE, head_block=128, value_split=2),
               _point(optimizer, WIDE, token_block=64, num_stages=4, batch_block=32),
@@ -187,8 +224,11 @@ def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positi
         # the default's kernel 3 with the streamed kernels: 3 heads split the value columns in blocks of 32; the
         # second request's one token leaves a split empty (its weight is 0)
         (STREAMED, (2, 3, 50, [49, 0])),
+        # 64 heads x 64-token tiles whose programs would walk few tiles: kernel 3 sized as the default point
+        ({**LARGE, "few_tiles": "default_point"}, (3, 40, 70, [69, 5, 33])),
     ],
-    ids=["heads64-halves-waves", "heads128-tokens16", "streamed-small-tiles", "streamed-value-blocks"],
+    ids=["heads64-halves-waves", "heads128-tokens16", "streamed-small-tiles", "streamed-value-blocks",
+         "few-tiles-default-point"],
 )
 def test_new_structure_points_match_the_reference(optimizer, tmp_path, override, shape):
     batch, heads, capacity, cache_lens = shape
