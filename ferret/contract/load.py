@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.model import Contract
 from ferret.errors import ContractError
 
@@ -78,7 +79,7 @@ def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract
             data = {**data, "tolerances": tol_data}
             tol_source = (tol_path, tol_root)
     try:
-        return Contract.model_validate(data)
+        contract = Contract.model_validate(data)
     except ValidationError as err:
         lines = []
         for e in err.errors():
@@ -100,6 +101,20 @@ def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract
             got = "" if e["type"] == "missing" else f" (got {e.get('input')!r:.80})"
             lines.append(f"{where}: {field}: {e['msg']}{got}")
         raise ContractError("invalid contract\n  " + "\n  ".join(lines)) from None
+    contract._project_root = project_root_of(path)
+    _check_layout_entry(contract, path, root)
+    return contract
+
+
+def _check_layout_entry(contract: Contract, path: Path, root: yaml.Node | None) -> None:
+    """A layout entry that does not resolve is a contract error now, not a failure in the middle of a gate build."""
+    if contract.layout is None:
+        return
+    try:
+        load_entry(contract.layout.entry, contract._project_root)
+    except ValueError as err:
+        line = _line_of(root, ("layout", "entry"))
+        raise ContractError(f"{path}:{line}: layout.entry: {err}" if line else f"{path}: layout.entry: {err}") from None
 
 
 def tolerance_file(path: str | Path) -> Path | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ferret.contract import roofline as _roofline
 from ferret.contract import strata as _strata
@@ -387,6 +387,18 @@ class Budgets(_Strict):
         return self
 
 
+class Layout(_Strict):
+    """Inputs that no distribution draws one by one, because their values depend on each other (a paged cache:
+    the block table names the pages each request owns, and the pages nobody owns hold NaN)."""
+
+    entry: str = Field(
+        pattern=_IMPORT_PATH,
+        description="`module:function(inputs, dims, generator) -> None`, called on every drawn case (frozen and fresh) "
+        "after its edits, with the inputs in their dtypes on the CPU: it rewrites them in place, drawing only from "
+        "`generator` (seeded from the case's seed), so a case gives the same tensors on every machine.")
+    description: str = ""
+
+
 class Contract(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     op: str = Field(pattern=_NAME)
@@ -416,7 +428,11 @@ class Contract(_Strict):
         "the name of a file beside the contract (`<op>.tolerances.yaml`), which is what calibrate writes.",
     )
     cases: Cases
+    layout: Layout | None = Field(
+        default=None, description="A task function that arranges inputs the distributions cannot draw one by one.")
     candidate_abi: CandidateAbi = CandidateAbi()
+    # The folder whose `tasks` package the contract's entries name, when it was loaded from a file.
+    _project_root: Any = PrivateAttr(default=None)
     backend: Backend = Backend()
     speed: Speed
     budgets: Budgets = Budgets()

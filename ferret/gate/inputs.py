@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load, save
 
+from ferret.contract.imports import load_entry
 from ferret.contract.model import (
     DTYPE_VARIANT,
     Case,
@@ -98,7 +99,8 @@ def _apply_edit(tensor: torch.Tensor, edit: Edit, dims: dict[str, int]) -> torch
 
 
 def draw_inputs(contract: Contract, case: Case, dtype: str, seed: int | None = None) -> dict[str, torch.Tensor]:
-    """The inputs of one case variant, on the CPU, in their contract dtypes."""
+    """The inputs of one case variant, on the CPU, in their contract dtypes: each drawn from its distribution, the
+    case's edits applied, then the contract's layout (if it has one) arranging what depends on several inputs."""
     seed = case.seed if seed is None else seed
     tensors: dict[str, torch.Tensor] = {}
     for spec in contract.inputs:
@@ -109,6 +111,9 @@ def draw_inputs(contract: Contract, case: Case, dtype: str, seed: int | None = N
             if edit.input == spec.name:
                 values = _apply_edit(values, edit, case.dims)
         tensors[spec.name] = values.to(resolve_dtype(spec.dtype, dtype)).contiguous()
+    if contract.layout is not None:
+        arrange = load_entry(contract.layout.entry, contract._project_root)
+        arrange(tensors, dict(case.dims), torch.Generator(device="cpu").manual_seed(_input_seed(seed, "$layout")))
     return tensors
 
 

@@ -93,11 +93,13 @@ def _source_of(root: Path, parts: list[str]) -> Path | None:
 
 # The project's files the judge loads for a contract. Not a list kept by hand either: the modules the
 # contract's entries name (the reference, which computes golden values, judges fresh cases and timed
-# answers; the baseline, the speedup's denominator; the oracle check, run at build), the project-local
+# answers; the baseline, the speedup's denominator; the oracle check, run at build; the layout, which arranges
+# every drawn case's inputs), the project-local
 # modules they import (read from their imports, as for the judge's own source) and the packages holding
 # them; and the contract's tolerance file.
 def contract_entry_modules(contract: Contract) -> list[str]:
-    entries = [contract.reference.entry, contract.baseline.entry, contract.reference.validation.check]
+    entries = [contract.reference.entry, contract.baseline.entry, contract.reference.validation.check,
+               contract.layout.entry if contract.layout is not None else ""]
     return sorted({entry.partition(":")[0] for entry in entries if entry})
 
 

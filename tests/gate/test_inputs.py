@@ -115,3 +115,40 @@ def test_checks_on_a_gate_without_stored_inputs_draw_them_once(gate, monkeypatch
     # The next check reads them from the cache (the fresh private cases are still drawn anew).
     monkeypatch.setattr(inputs, "draw_inputs", lambda *a, **k: pytest.fail("drawn again"))
     assert judge.check(TRITON_RMSNORM, run_stress=False).passed
+
+
+def test_a_contracts_layout_arranges_the_drawn_inputs_after_the_edits(tmp_path):
+    """`layout` (Contract.layout): a task function called on every drawn case after its edits, with a generator
+    seeded from the case's seed: here it writes the permutation that sorts x's rows by their first entry."""
+    import torch
+    import yaml
+
+    from ferret.contract.load import load_contract
+    from ferret.contract.model import Edit
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "__init__.py").write_text("")
+    # a top-level module of its own: the project's `tasks` package may already be imported in this process
+    (tmp_path / "layout_probe_task.py").write_text(
+        "import torch\n\n"
+        "def arrange(inputs, dims, generator):\n"
+        "    inputs['order'].copy_(torch.argsort(inputs['x'][:, 0]).to(inputs['order'].dtype))\n"
+        "    inputs['noise'].copy_(torch.rand(inputs['noise'].shape, generator=generator))\n")
+    data = yaml.safe_load(RMSNORM_CONTRACT.read_text())
+    data["inputs"] += [{"name": "order", "shape": ["M"], "dtype": "int64", "distribution": {"kind": "constant", "value": 0}},
+                       {"name": "noise", "shape": [2], "dtype": "float32", "distribution": {"kind": "constant", "value": 0}}]
+    data["layout"] = {"entry": "layout_probe_task:arrange"}
+    data["tolerances"] = str(RMSNORM_CONTRACT.with_name(data["tolerances"]))
+    (tmp_path / "contracts").mkdir()
+    path = tmp_path / "contracts" / "probe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    contract = load_contract(path)
+    case = contract.cases_for("cpu")[0].model_copy(update={"edits": []})
+    edited = case.model_copy(update={"edits": [Edit(input="x", set="value", at=[[0, 0]], value=99)]})
+    drawn, again, moved = (inputs.draw_inputs(contract, c, "float32") for c in (case, case, edited))
+    assert torch.equal(drawn["order"], torch.argsort(drawn["x"][:, 0]))
+    assert int(moved["order"][-1]) == 0  # the edit came first: row 0's 99 sorts last
+    assert torch.equal(drawn["noise"], again["noise"]) and bool((drawn["noise"] > 0).all())
+    from ferret.gate.lock import contract_entry_modules
+
+    assert "layout_probe_task" in contract_entry_modules(contract)  # the gate's lock covers the layout's code
