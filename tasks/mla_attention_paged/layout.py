@@ -8,11 +8,10 @@ the new token is appended, included); the entries past them are padding and name
 (vLLM's null block). Pages no request owns, the null page included, hold no finite value, so that a read
 outside a request's pages shows in its output.
 
-Contract YAML cannot draw a page table (its inputs are drawn independently, from declarative
-distributions), so every case of contracts/mla_attention_paged.yaml spells its layout as edits:
-block_table drawn as the constant 0 and its owned entries set one by one, cache_lens set per request, and
-every row of every unowned page set to +inf (`rows_of_inf`; the edit vocabulary has no rows of NaN).
-`case_edits` writes those edits; tests check that the contract's cases are what it writes.
+The contract's inputs are drawn one by one from declarative distributions, which cannot draw a page table:
+`arrange` is contracts/mla_attention_paged.yaml's `layout`, called by the judge on every drawn case (frozen and
+fresh) after its edits. From the drawn cache_lens it writes the block table (shuffled pages, request 0's in
+descending order) and fills every page no request owns with NaN.
 """
 from __future__ import annotations
 
@@ -99,13 +98,22 @@ def make_paged_inputs(batch: int, heads: int, max_blocks: int, num_pages: int, c
     return page_inputs(contiguous, tables, num_pages, poison)
 
 
-def case_edits(cache_lens: list[int], tables: list[list[int]], num_pages: int) -> list[dict]:
-    """A contract case's edits spelling this layout: cache_lens per request, the owned block-table entries
-    (the padding ones stay at the drawn constant 0), every row of every unowned page set to +inf."""
-    edits: list[dict] = [{"input": "cache_lens", "set": "value", "at": [[b]], "value": n}
-                         for b, n in enumerate(cache_lens)]
-    for b, (table, n) in enumerate(zip(tables, cache_lens, strict=True)):
-        edits += [{"input": "block_table", "set": "value", "at": [[b, j]], "value": table[j]}
-                  for j in range(owned_pages(n)) if table[j] != NULL_PAGE]
-    rows = [page * PAGE + r for page in unowned_pages(tables, cache_lens, num_pages) for r in range(PAGE)]
-    return edits + [{"input": "kv_cache", "set": "rows_of_inf", "rows": rows}]
+def arrange(inputs: dict[str, torch.Tensor], dims: dict[str, int], generator: torch.Generator) -> None:
+    """The contract's layout, in place: each request's owned pages drawn without replacement from pages
+    1 .. NB-1 in shuffled order (request 0's in descending order: a kernel that assumes ascending pages shows),
+    the padding entries the null page 0, and every page no request owns, the null page included, NaN."""
+    lens = [int(n) for n in inputs["cache_lens"].tolist()]
+    block_table, kv_cache = inputs["block_table"], inputs["kv_cache"]
+    batch, max_blocks = block_table.shape
+    num_pages = kv_cache.shape[0]
+    need = [owned_pages(n) for n in lens]
+    if max(need) > max_blocks or sum(need) > num_pages - 1:
+        raise ValueError(f"cache_lens {lens} need {need} pages: more than {max_blocks} per request or "
+                         f"{num_pages - 1} in the pool (dims {dims})")
+    pool = (torch.randperm(num_pages - 1, generator=generator) + 1).tolist()
+    tables = []
+    for b, count in enumerate(need):
+        pages, pool = pool[:count], pool[count:]
+        tables.append((sorted(pages, reverse=True) if b == 0 else pages) + [NULL_PAGE] * (max_blocks - count))
+    block_table.copy_(torch.tensor(tables, dtype=block_table.dtype))
+    kv_cache[unowned_pages(tables, lens, num_pages)] = float("nan")

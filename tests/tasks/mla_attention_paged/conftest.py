@@ -1,5 +1,5 @@
-"""The paged contract, loaded once for the directory (its cases spell their page layouts as thousands of
-edits, a few seconds of YAML), and its CPU cases' inputs as the judge draws them."""
+"""The paged contract, loaded once for the directory, and its CPU cases' inputs as the judge draws them (laid
+out by the contract's layout)."""
 from __future__ import annotations
 
 from pathlib import Path
