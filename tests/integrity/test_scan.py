@@ -35,7 +35,7 @@ def _show(result: ScanResult) -> str:
 # honest code
 # ------------------------------------------------------------------------------------------------
 def test_honest_candidates_exist():
-    assert {p.parent.parent.name for p in HONEST} == {"mla_attention", "rmsnorm", "rope", "softmax"}
+    assert {p.parent.parent.name for p in HONEST} == {"mla_attention", "mla_attention_paged", "rmsnorm", "rope", "softmax"}
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda p: p.parent.parent.name)

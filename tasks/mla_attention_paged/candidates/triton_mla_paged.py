@@ -1,8 +1,9 @@
 """Triton candidate: one DeepSeek-V3 MLA decode step over a paged KV cache, in the absorbed form.
 
 The contiguous candidate (tasks/mla_attention/candidates/triton_mla.py) with its cache addressing
-replaced: logical row t of request b lives at kv_cache[block_table[b, t // PAGE], t % PAGE]. A candidate is
-one self-contained file (the judge refuses imports of the task's packages), so the contiguous candidate's
+replaced: logical row t of request b lives at kv_cache[block_table[b, t // PAGE], t % PAGE], PAGE the pool's
+rows per page (kv_cache.shape[1], a constexpr of the kernels). A candidate is one self-contained file (the
+judge refuses imports of the task's packages), so the contiguous candidate's
 kernels that never touch the cache are copied here unchanged (q_prepare, the split merge, the combine and
 un-absorption, the o_latent trace kernel), with its host-side YaRN math and sizing:
   1. _paged_kv_append_kernel        kv_a_layernorm, YaRN rope of k_pe, the new row written at
@@ -34,7 +35,6 @@ NUM_WARPS = 4
 NUM_STAGES = 2
 MIN_TOKENS_PER_SPLIT = 256
 PROGRAMS_PER_SM = 2
-PAGE = 64
 RANK, NOPE, ROPE, V_DIM = KV_LORA_RANK, QK_NOPE_HEAD_DIM, QK_ROPE_HEAD_DIM, V_HEAD_DIM
 _USE_YARN = True
 _SCALE_MODE = "mscale"
@@ -497,8 +497,6 @@ def _check_inputs(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tens
             raise ValueError(f"{name} must be contiguous in its last dimension")
     if outputs["o_heads"].stride(-1) != 1 or inputs["block_table"].stride(-1) != 1:
         raise ValueError("o_heads and block_table must be contiguous in their last dimension")
-    if inputs["kv_cache"].shape[1] != PAGE:
-        raise ValueError(f"kernels are specialized for pages of {PAGE} rows, got {inputs['kv_cache'].shape[1]}")
 
 
 def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict,
@@ -508,7 +506,8 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     positions, cache_lens, kv_cache = inputs["positions"], inputs["cache_lens"], inputs["kv_cache"]
     block_table, o_heads = inputs["block_table"], outputs["o_heads"]
     batch, heads, _ = q_nope.shape
-    capacity = block_table.shape[1] * PAGE
+    page = kv_cache.shape[1]  # rows per page, from the pool itself (a constexpr of the kernels)
+    capacity = block_table.shape[1] * page
     device = kv_cache.device
     interpreted = device.type != "cuda"
     paging = (block_table.stride(0), kv_cache.stride(0), kv_cache.stride(1))
@@ -526,7 +525,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     _paged_kv_append_kernel[(batch,)](
         kv_a, inputs["kv_a_norm_weight"], inv_freq, positions, cache_lens, block_table, kv_cache,
         kv_a.stride(0), *paging, params["rms_norm_eps"], magnitude,
-        RANK=RANK, ROPE=ROPE, PAGE_SIZE=PAGE, INTERPRETED=interpreted, num_warps=4,
+        RANK=RANK, ROPE=ROPE, PAGE_SIZE=page, INTERPRETED=interpreted, num_warps=4,
     )
     block_b, block_c = _batch_block(batch), 128
     _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), RANK // block_c)](
@@ -542,7 +541,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
         q.stride(0), q.stride(1), *paging,
         partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
         scale * _LOG2E,
-        RANK=RANK, ROPE=ROPE, PAGE_SIZE=PAGE, BLOCK_H=block_h, BLOCK_N=config["BLOCK_N"], INTERPRETED=interpreted,
+        RANK=RANK, ROPE=ROPE, PAGE_SIZE=page, BLOCK_H=block_h, BLOCK_N=config["BLOCK_N"], INTERPRETED=interpreted,
         num_warps=config["num_warps"], num_stages=config["num_stages"],
     )
     _combine_unabsorb_kernel[(heads, triton.cdiv(batch, block_b))](
@@ -560,7 +559,8 @@ def _record_trace(trace, q, inputs, partial, lse, o_heads, scale, splits_pow2, b
     """Trace-only kernels, launched after the fast path's; they never write what the fast path reads."""
     kv_cache, block_table, cache_lens = inputs["kv_cache"], inputs["block_table"], inputs["cache_lens"]
     batch, heads, _ = q.shape
-    capacity = block_table.shape[1] * PAGE
+    page = kv_cache.shape[1]
+    capacity = block_table.shape[1] * page
     device = q.device
     num_splits = lse.shape[2]
     paging = (block_table.stride(0), kv_cache.stride(0), kv_cache.stride(1))
@@ -568,7 +568,7 @@ def _record_trace(trace, q, inputs, partial, lse, o_heads, scale, splits_pow2, b
     c_kv = torch.empty((batch, RANK), dtype=kv_cache.dtype, device=device)
     k_pe = torch.empty((batch, ROPE), dtype=kv_cache.dtype, device=device)
     _trace_paged_appended_rows_kernel[(batch,)](kv_cache, block_table, cache_lens, c_kv, k_pe, *paging,
-                                                RANK=RANK, ROPE=ROPE, PAGE_SIZE=PAGE, num_warps=4)
+                                                RANK=RANK, ROPE=ROPE, PAGE_SIZE=page, num_warps=4)
     o_latent = torch.empty((batch, heads, RANK), dtype=o_heads.dtype, device=device)
     _trace_o_latent_kernel[(heads, triton.cdiv(batch, block_b))](
         partial, lse, o_latent, batch, heads, num_splits,
@@ -582,7 +582,7 @@ def _record_trace(trace, q, inputs, partial, lse, o_heads, scale, splits_pow2, b
         q, kv_cache, block_table, cache_lens, lse, scores, probs, heads, capacity, num_splits,
         q.stride(0), q.stride(1), *paging, lse.stride(0), lse.stride(1),
         scale, scale * _LOG2E,
-        RANK=RANK, ROPE=ROPE, PAGE_SIZE=PAGE, BLOCK_H=block_h, BLOCK_N=block_n, SPLITS_POW2=splits_pow2,
+        RANK=RANK, ROPE=ROPE, PAGE_SIZE=page, BLOCK_H=block_h, BLOCK_N=block_n, SPLITS_POW2=splits_pow2,
         INTERPRETED=interpreted, num_warps=4,
     )
     trace.update({
