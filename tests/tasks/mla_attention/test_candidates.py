@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from task_checks import run_mla_step
 
 from ferret.contract.load import load_contract
 from tasks.mla_attention import reference as ref
@@ -48,13 +49,7 @@ def _inputs(case: str, seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def _run(module, inputs: dict[str, torch.Tensor], traced: bool):
-    """Run on copies of the inputs, outputs pre-filled with NaN as the judge does."""
-    copies = {name: t.clone() for name, t in inputs.items()}
-    batch, heads, _ = inputs["q_nope"].shape
-    outputs = {"o_heads": torch.full((batch, heads, PARAMS["v_head_dim"]), float("nan"), dtype=torch.bfloat16)}
-    trace = {} if traced else None
-    module.run(copies, outputs, PARAMS, trace=trace)
-    return outputs, trace, copies
+    return run_mla_step(module, inputs, PARAMS, traced)
 
 
 def stage_errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
