@@ -90,3 +90,18 @@ def test_roofline_counts_owned_rows_not_the_pool(paged_contract, paged_drawn):
     others = sum(t.numel() * t.element_size() for n, t in inputs.items() if n not in ("kv_cache", "block_table"))
     assert count.bytes == 243 * 1152 + 6 * 4 + others + 3 * 4 * 128 * 2
     assert count.flops == 2 * 4 * 243 * 1088 + 4 * 3 * 4 * 128 * 512
+
+
+def test_the_tolerances_are_never_looser_than_the_contiguous_table():
+    """The committed table is what derive_tolerances leaves it: every bound at most the contiguous contract's."""
+    import yaml
+
+    from tasks.mla_attention_paged.derive_tolerances import CONTIGUOUS, PAGED, tightened
+
+    paged = yaml.safe_load(PAGED.read_text())["by_dtype"]["bfloat16"]
+    contiguous = yaml.safe_load(CONTIGUOUS.read_text())["by_dtype"]["bfloat16"]
+    assert tightened(paged, contiguous) == paged
+    loose = {"o_heads": {"rel_l2": 1.0, "max_abs_rel_peak": 1.0, "cosine_min": 0.5}, "scores": {"rel_l2": 1e-9}}
+    tight = tightened(loose, contiguous)
+    assert tight["o_heads"]["rel_l2"] == contiguous["o_heads"]["rel_l2"] and tight["o_heads"]["cosine_min"] > 0.99
+    assert tight["scores"]["rel_l2"] == 1e-9 and tight["scores"]["peak_floor"] == contiguous["scores"]["peak_floor"]
