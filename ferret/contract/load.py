@@ -111,7 +111,7 @@ def _check_layout_entry(contract: Contract, path: Path, root: yaml.Node | None) 
     if contract.layout is None:
         return
     try:
-        load_entry(contract.layout.entry, contract._project_root)
+        load_entry(contract.layout.entry, contract.source_root)
     except ValueError as err:
         line = _line_of(root, ("layout", "entry"))
         raise ContractError(f"{path}:{line}: layout.entry: {err}" if line else f"{path}: layout.entry: {err}") from None

@@ -431,8 +431,13 @@ class Contract(_Strict):
     layout: Layout | None = Field(
         default=None, description="A task function that arranges inputs the distributions cannot draw one by one.")
     candidate_abi: CandidateAbi = CandidateAbi()
-    # The folder whose `tasks` package the contract's entries name, when it was loaded from a file.
+    # The folder whose `tasks` package the contract's entries name: set by load_contract from the file's place.
     _project_root: Any = PrivateAttr(default=None)
+
+    @property
+    def source_root(self) -> Any:
+        """The folder whose `tasks` package the entries name (None for a contract not loaded from a file)."""
+        return self._project_root
     backend: Backend = Backend()
     speed: Speed
     budgets: Budgets = Budgets()

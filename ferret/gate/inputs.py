@@ -112,7 +112,7 @@ def draw_inputs(contract: Contract, case: Case, dtype: str, seed: int | None = N
                 values = _apply_edit(values, edit, case.dims)
         tensors[spec.name] = values.to(resolve_dtype(spec.dtype, dtype)).contiguous()
     if contract.layout is not None:
-        arrange = load_entry(contract.layout.entry, contract._project_root)
+        arrange = load_entry(contract.layout.entry, contract.source_root)
         arrange(tensors, dict(case.dims), torch.Generator(device="cpu").manual_seed(_input_seed(seed, "$layout")))
     return tensors
 
