@@ -35,6 +35,7 @@ import functools
 import importlib.util
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -205,14 +206,28 @@ def time_us(fn, cpu: bool) -> float:
     return 1e3 * triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
 
 
-def step_timer(fn, inputs: dict, params: dict, cpu: bool) -> float:
+def step_call(fn, inputs: dict, params: dict):
+    """A no-argument call of one whole step on a private copy of the inputs (the append writes its cache)."""
     import torch
 
     batch, heads, _ = inputs["q_nope"].shape
     outputs = {"o_heads": torch.empty((batch, heads, params["v_head_dim"]), dtype=torch.bfloat16,
                                       device=inputs["q_nope"].device)}
     work = {name: t.clone() for name, t in inputs.items()}
-    return time_us(lambda: fn(work, outputs, params), cpu)
+    return lambda: fn(work, outputs, params)
+
+
+def timed_rounds(timed: list[tuple[dict, str, object]], rounds: int, cpu: bool) -> None:
+    """Each implementation timed `rounds` times, interleaved (a, b, c, a, b, c, ...), so a slow spell of the
+    machine falls on every implementation alike; the row's figure is the median of its rounds, and `spread`
+    is (max - min) / median of them."""
+    for _ in range(rounds):
+        for row, _key, call in timed:
+            row.setdefault("rounds_us", []).append(round(time_us(call, cpu), 2))
+    for row, key, _call in timed:
+        values = sorted(row["rounds_us"])
+        row[key] = statistics.median(values)
+        row["spread"] = round((values[-1] - values[0]) / row[key], 4)
 
 
 # ------------------------------------------------------------------------------------------ compiled code
@@ -304,24 +319,26 @@ def flash_mla_call(module, q, pages, table, seqlens, params):
                                                  softmax_scale=scale, causal=False)
 
 
-def flash_mla_row(golden: dict, inputs: dict, params: dict, limit: float, cpu: bool) -> dict:
-    """FlashMLA's attention core on the same step, its o_latent checked first; a reason when not timed."""
+def flash_mla_row(golden: dict, inputs: dict, params: dict, limit: float, cpu: bool) -> tuple[dict, object]:
+    """FlashMLA's attention core on the same step, its o_latent checked first, and its no-argument call (None
+    with a reason when it is not to be timed)."""
     view = paged_view(golden, inputs)  # built first so that the CPU rehearsal runs it too
     module = flash_mla_module()
     if module is None:
-        return {"skipped": "flash_mla / sgl_flash_mla not importable"}
+        return {"skipped": "flash_mla / sgl_flash_mla not importable"}, None
     if view is None or cpu:
-        return {"skipped": "cache length not a multiple of 64" if view is None else "GPU only"}
+        return {"skipped": "cache length not a multiple of 64" if view is None else "GPU only"}, None
     q, pages, table, seqlens = view
     try:
         call = flash_mla_call(module, q, pages, table, seqlens, params)
         out = call()[0]
     except Exception as err:  # noqa: BLE001 - the peer's API differs between releases: report, never fail
-        return {"skipped": f"FlashMLA call failed: {type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
+        first_line = str(err).splitlines()[0][:200] if str(err) else ""
+        return {"skipped": f"FlashMLA call failed: {type(err).__name__}: {first_line}"}, None
     error = rel_l2(out.squeeze(1), golden["o_latent"])
     if error > limit:
-        return {"skipped": f"FlashMLA o_latent rel_l2 {error:.3e} > {limit:.3e}"}
-    return {"flash_mla_core_us": time_us(call, cpu), "flash_mla_rel_l2": error}
+        return {"skipped": f"FlashMLA o_latent rel_l2 {error:.3e} > {limit:.3e}"}, None
+    return {"flash_mla_rel_l2": error}, call
 
 
 # ------------------------------------------------------------------------------------------ one shape
@@ -373,6 +390,7 @@ class Bench:
         return self.modules[name]
 
     def shape(self, shape_name: str, spec: dict) -> None:
+        """Every implementation checked first, then the checked ones timed in interleaved rounds."""
         import torch
 
         from tasks.mla_attention import reference as ref
@@ -384,8 +402,9 @@ class Bench:
         base.update(floor_us=floor, floor_peaks=peaks)
         limit = self.contract.tolerance("bfloat16", "o_heads").rel_l2
         latent_limit = self.contract.tolerance("bfloat16", "o_latent").rel_l2
+        timed: list[tuple[dict, str, object]] = []
         try:
-            self.peer_rows(base, inputs, golden, limit, latent_limit)
+            timed += self.peer_rows(base, inputs, golden, limit, latent_limit)
         except Exception as err:  # noqa: BLE001
             self.emit({**base, "impl": "peers", "ok": False, "why": f"{type(err).__name__}: {err}"[:400]})
         for approach, path in self.points:
@@ -393,42 +412,59 @@ class Bench:
                 print(f"{shape_name} {approach}: not timed (past --budget-s)", flush=True)
                 continue
             try:
-                self.point_row(base, approach, path, inputs, golden["o_heads"], limit)
-            except Exception as err:  # noqa: BLE001 - one point's failure (timing, facts) never ends the run
+                timed += self.point_row(base, approach, path, inputs, golden["o_heads"], limit)
+            except Exception as err:  # noqa: BLE001 - one point's failure (check, facts) never ends the run
                 self.emit({**base, "impl": approach, "ok": False, "why": f"{type(err).__name__}: {err}"[:400]})
-        del golden, inputs
+        try:
+            timed_rounds(timed, self.args.rounds, self.args.cpu)
+        except Exception as err:  # noqa: BLE001 - e.g. a launch failure while timing: the rows say so
+            for row, _key, _call in timed:
+                row["why"] = f"timing failed: {type(err).__name__}: {err}"[:400]
+        for row, key, _call in timed:
+            if row.get(key) and key == "us":
+                row["fraction_of_floor"] = base["floor_us"] / row["us"]
+            self.emit(row)
+        del golden, inputs, timed
         if not self.args.cpu:
             torch.cuda.empty_cache()
 
-    def peer_rows(self, base: dict, inputs: dict, golden: dict, limit: float, latent_limit: float) -> None:
+    def peer_rows(self, base: dict, inputs: dict, golden: dict, limit: float, latent_limit: float) -> list:
+        """torch.compile of the baseline and FlashMLA's core, checked; those to time."""
         if self.out_of_time() or self.args.no_peers:
-            return
+            return []
+        timed = []
         why = check(self.compiled, inputs, self.params, golden["o_heads"], limit)
         row = {**base, "impl": "torch.compile(baseline)", "ok": why is None, "why": why}
         if why is None:
-            row["us"] = step_timer(self.compiled, inputs, self.params, self.args.cpu)
-            row["fraction_of_floor"] = base["floor_us"] / row["us"]
-        self.emit(row)
-        self.emit({**base, "impl": "FlashMLA core (attention only)",
-                   **flash_mla_row(golden, inputs, self.params, latent_limit, self.args.cpu)})
+            timed.append((row, "us", step_call(self.compiled, inputs, self.params)))
+        else:
+            self.emit(row)
+        flash, call = flash_mla_row(golden, inputs, self.params, latent_limit, self.args.cpu)
+        flash_row = {**base, "impl": "FlashMLA core (attention only)", **flash}
+        if call is None:
+            self.emit(flash_row)
+        else:
+            timed.append((flash_row, "flash_mla_core_us", call))
+        return timed
 
-    def point_row(self, base: dict, approach: str, path: Path, inputs: dict, expected, limit: float) -> None:
+    def point_row(self, base: dict, approach: str, path: Path, inputs: dict, expected, limit: float) -> list:
+        """One template point checked (and its compiled facts read); [(row, key, call)] when it is to be timed."""
         row = {**base, "impl": approach, "file": path.name}
         try:
             module = self.module(approach, path)
         except Exception as err:  # noqa: BLE001
             self.emit({**row, "ok": False, "why": f"import failed: {type(err).__name__}: {err}"})
-            return
+            return []
         started = time.monotonic()
         why = check(module.run, inputs, self.params, expected, limit)
         row.update(ok=why is None, why=why, first_call_s=round(time.monotonic() - started, 2))
         row["config"] = module._attention_config(*inputs["q_nope"].shape[:2], inputs["kv_cache"].shape[1],
                                                  inputs["kv_cache"].device)
-        if why is None:
-            row["us"] = step_timer(module.run, inputs, self.params, self.args.cpu)
-            row["fraction_of_floor"] = base["floor_us"] / row["us"]
         row.update(kernel_facts(module))
-        self.emit(row)
+        if why is not None:
+            self.emit(row)
+            return []
+        return [(row, "us", step_call(module.run, inputs, self.params))]
 
 
 # ------------------------------------------------------------------------------------------ sm_90 without a GPU
@@ -567,8 +603,8 @@ def static_sm90(points: list[tuple[str, Path]], heads: int, out: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ report
 def markdown(rows: list[dict]) -> str:
-    lines = ["| shape | implementation | us | x torch.compile | fraction of floor | floor us | wgmma | regs / spills | "
-             "splits | note |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| shape | implementation | us (median) | spread | x torch.compile | fraction of floor | floor us | wgmma | "
+             "regs / spills | splits | note |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     compiled = {r["shape"]: r.get("us") for r in rows if r["impl"] == "torch.compile(baseline)"}
     for r in rows:
         us = r.get("us") or r.get("flash_mla_core_us")
@@ -577,8 +613,11 @@ def markdown(rows: list[dict]) -> str:
         variants = r.get("variants") or []
         regs = ", ".join(f"{v['n_regs']}/{v['n_spills']}" for v in variants) or "-"
         wgmma = "-" if "wgmma" not in r else ("yes" if r["wgmma"] else "no")
+        spread = f"{r['spread']:.1%}" if "spread" in r else "-"
         lines.append(
-            f"| {r['shape']} | {r['impl']} | {f'{us:.1f}' if us else '-'} | {f'{ratio:.2f}' if ratio else '-'} | "
+            f"| {r['shape']} | {r['impl']} | {f'{us:.1f}' if us else '-'} | "
+            f"{spread} | "
+            f"{f'{ratio:.2f}' if ratio else '-'} | "
             f"{f'{fraction:.2f}' if fraction else '-'} | {r['floor_us']:.1f} | {wgmma} | {regs} | "
             f"{(r.get('config') or {}).get('num_splits', '-')} | {r.get('why') or r.get('skipped') or ''} |")
     return "\n".join(lines) + "\n"
@@ -608,6 +647,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--static-sm90", type=int, metavar="HEADS", default=None,
                         help="no GPU needed: compile each point's attention kernel for sm_90 at HEADS heads and table "
                              "wgmma, shared memory, registers and spills (ptxas -v); nothing is run or timed")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="timings of each implementation per shape, interleaved; the table shows their median")
     parser.add_argument("--no-peers", action="store_true",
                         help="time the template points only (no torch.compile, no FlashMLA): a second call's shortcut")
     return parser.parse_args(argv)

@@ -66,12 +66,12 @@ def test_markdown_shows_failures_and_skips(bench):
     base = {"shape": "h128_b64_l4096", "floor_us": 80.0}
     rows = [{**base, "impl": "torch.compile(baseline)", "us": 400.0},
             {**base, "impl": "FlashMLA core (attention only)", "flash_mla_core_us": 125.0},
-            {**base, "impl": "heads<=64", "us": 200.0, "wgmma": True, "config": {"num_splits": 1},
+            {**base, "impl": "heads<=64", "us": 200.0, "spread": 0.031, "wgmma": True, "config": {"num_splits": 1},
              "variants": [{"n_regs": 168, "n_spills": 0}]},
             {**base, "impl": "heads<=128", "ok": False, "why": "OutOfResources: shared memory"}]
     table = bench.markdown(rows)
-    assert "| h128_b64_l4096 | heads<=64 | 200.0 | 2.00 | 0.40 | 80.0 | yes | 168/0 | 1 |" in table
-    assert "OutOfResources: shared memory" in table and "| 125.0 | 3.20 |" in table
+    assert "| h128_b64_l4096 | heads<=64 | 200.0 | 3.1% | 2.00 | 0.40 | 80.0 | yes | 168/0 | 1 |" in table
+    assert "OutOfResources: shared memory" in table and "| 125.0 | - | 3.20 |" in table
     assert "best heads<=64 at 200.0 us" in bench.best_lines(rows)
 
 
@@ -93,3 +93,20 @@ def test_static_sm90_compiles_points_without_a_gpu(tmp_path):
     assert (default["BLOCK_H"], wide["BLOCK_H"], wide["num_warps"]) == (16, 64, 8)
     assert isinstance(wide.get("n_regs"), int), wide
     assert (tmp_path / "mla-template-sm90-static.md").is_file()
+
+
+def test_timed_rounds_interleave_and_take_the_median(bench, monkeypatch):
+    """Every implementation is timed once per round, in turn, and its row gets the median and the spread."""
+    order: list[str] = []
+    times = {"a": iter([10.0, 30.0, 20.0]), "b": iter([5.0, 5.0, 6.0])}
+
+    def fake_time(call, cpu):
+        order.append(call)
+        return next(times[call])
+
+    monkeypatch.setattr(bench, "time_us", fake_time)
+    row_a, row_b = {}, {}
+    bench.timed_rounds([(row_a, "us", "a"), (row_b, "flash_mla_core_us", "b")], 3, cpu=False)
+    assert order == ["a", "b", "a", "b", "a", "b"]
+    assert row_a["us"] == 20.0 and row_a["rounds_us"] == [10.0, 30.0, 20.0] and row_a["spread"] == 1.0
+    assert row_b["flash_mla_core_us"] == 5.0 and row_b["spread"] == 0.2
