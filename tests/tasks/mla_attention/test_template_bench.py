@@ -110,3 +110,11 @@ def test_timed_rounds_interleave_and_take_the_median(bench, monkeypatch):
     assert order == ["a", "b", "a", "b", "a", "b"]
     assert row_a["us"] == 20.0 and row_a["rounds_us"] == [10.0, 30.0, 20.0] and row_a["spread"] == 1.0
     assert row_b["flash_mla_core_us"] == 5.0 and row_b["spread"] == 0.2
+
+
+def test_kernel_lines_list_each_points_kernels(bench):
+    rows = [{"shape": "s", "impl": "p", "kernels_us": {"_split_kv_attention_kernel(...)": 101.25, "_merge": 9.0}},
+            {"shape": "s", "impl": "q"}]
+    text = bench.kernel_lines(rows)
+    assert "- s | p: _split_kv_attention_kernel 101.2, _merge 9.0" in text and "| q:" not in text
+    assert bench.kernel_lines([{"shape": "s", "impl": "q"}]) == ""
