@@ -16,7 +16,6 @@ class Variant(NamedTuple):
     edits: tuple[tuple[str, str], ...]  # (old line, new line): exact lines of the op's candidate
     kind: Literal["faithful", "precision", "skip"]
     what: str
-    cpu_gap: str = ""
 
 
 def replace_lines(source: str, edits: list[tuple[str, str]], name: str) -> str:

@@ -209,14 +209,26 @@ class Edit(_Strict):
     """An edge-case edit applied to one drawn input: set rows, values or a fraction of entries."""
 
     input: str = Field(pattern=_NAME)
-    set: Literal["zeros_rows", "value", "nan", "inf", "-inf", "rows_of_inf", "rows_of_neg_inf"] = Field(
+    set: Literal[
+        "zeros_rows", "value", "nan", "inf", "-inf", "rows_of_inf", "rows_of_neg_inf", "opposing_halves"
+    ] = Field(
         description="zeros_rows / rows_of_inf / rows_of_neg_inf: the rows listed in `rows`; value: every entry equals `value` "
         "(an expression over the dims), or with `at` only the entries listed there; nan / inf / -inf: the entries "
-        "listed in `at`."
+        "listed in `at`; opposing_halves: along `axis`, the first half's entries made non-negative (their absolute "
+        "values) and the second half's the negation of the first half's, position by position (an odd length leaves "
+        "its last entry 0), so that a sum over the axis cancels while a partial sum over either half stays large: "
+        "it amplifies the rounding of partial results a kernel carries between splits of that axis."
     )
     rows: list[int] = []
     at: list[list[int]] = []
     value: ShapeExpr | None = None
+    axis: int | None = Field(default=None, description="opposing_halves: the axis halved (negative counts from the end).")
+
+    @model_validator(mode="after")
+    def _axis_only_for_halves(self) -> Edit:
+        if (self.set == "opposing_halves") != (self.axis is not None):
+            raise ValueError("`axis` is required by set: opposing_halves and allowed with no other edit")
+        return self
 
 
 class Case(_Strict):
@@ -447,6 +459,7 @@ class Contract(_Strict):
         problems: list[str] = []
         stage_names = [s.name for s in self.stages]
         input_names = [i.name for i in self.inputs]
+        input_ranks = {i.name: len(i.shape) for i in self.inputs}
         for what, names in (("stages", stage_names), ("inputs", input_names), ("outputs", [o.name for o in self.outputs])):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
@@ -488,6 +501,9 @@ class Contract(_Strict):
                 for edit in case.edits:
                     if edit.input not in input_names:
                         problems.append(f"cases.{profile}.{case.name}.edits: no input named {edit.input!r}")
+                    elif edit.axis is not None and not -(rank := input_ranks[edit.input]) <= edit.axis < rank:
+                        problems.append(f"cases.{profile}.{case.name}.edits: axis {edit.axis} of {edit.input!r}, "
+                                        f"which has {rank} axes")
         for where, exprs in self._shape_expressions():
             for expr in exprs:
                 try:
@@ -627,6 +643,8 @@ def edits_fit(contract: Contract, edits: list[Edit], dims: Mapping[str, int]) ->
         if any(not 0 <= r < rows for r in edit.rows):
             return False
         if any(len(i) != len(shape) or any(not 0 <= x < n for x, n in zip(i, shape, strict=True)) for i in edit.at):
+            return False
+        if edit.axis is not None and not -len(shape) <= edit.axis < len(shape):
             return False
     return True
 

@@ -87,6 +87,8 @@ def _apply_edit(tensor: torch.Tensor, edit: Edit, dims: dict[str, int]) -> torch
                 tensor[tuple(index)] = value
         else:
             tensor[...] = value
+    elif edit.set == "opposing_halves":
+        _opposing_halves(tensor, edit.axis if edit.axis is not None else -1)
     elif edit.set in ("zeros_rows", "rows_of_inf", "rows_of_neg_inf"):
         fill = {"zeros_rows": 0.0, "rows_of_inf": math.inf, "rows_of_neg_inf": -math.inf}[edit.set]
         for row in edit.rows:
@@ -96,6 +98,17 @@ def _apply_edit(tensor: torch.Tensor, edit: Edit, dims: dict[str, int]) -> torch
         for index in edit.at:
             tensor[tuple(index)] = fill
     return tensor
+
+
+def _opposing_halves(tensor: torch.Tensor, axis: int) -> None:
+    """Along `axis`: the first half's absolute values, then their negation position by position (an odd
+    length's last entry 0). Sums over the axis cancel; partial sums over either half do not."""
+    half = tensor.shape[axis] // 2
+    first = tensor.narrow(axis, 0, half).abs()
+    tensor.narrow(axis, 0, half).copy_(first)
+    tensor.narrow(axis, half, half).copy_(-first)
+    if tensor.shape[axis] % 2:
+        tensor.narrow(axis, 2 * half, 1).zero_()
 
 
 def draw_inputs(contract: Contract, case: Case, dtype: str, seed: int | None = None) -> dict[str, torch.Tensor]:

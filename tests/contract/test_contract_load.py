@@ -276,3 +276,20 @@ def test_every_error_is_reported_at_once(tmp_path):
 
     message = _error(write_contract(tmp_path, mutate))
     assert "budgets.candidate_timout_s" in message and "reference.entry" in message
+
+
+def test_opposing_halves_needs_an_axis_the_input_has(tmp_path):
+    def no_axis(d):
+        d["cases"]["cpu"][4]["edits"] = [{"input": "x", "set": "opposing_halves"}]
+
+    assert "`axis` is required by set: opposing_halves" in _error(write_contract(tmp_path, no_axis))
+
+    def axis_on_rows(d):
+        d["cases"]["cpu"][4]["edits"][0]["axis"] = 0
+
+    assert "allowed with no other edit" in _error(write_contract(tmp_path, axis_on_rows))
+
+    def axis_out_of_range(d):
+        d["cases"]["cpu"][4]["edits"] = [{"input": "x", "set": "opposing_halves", "axis": 2}]
+
+    assert "cases.cpu.zero_rows.edits: axis 2 of 'x', which has 2 axes" in _error(write_contract(tmp_path, axis_out_of_range))

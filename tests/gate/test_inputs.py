@@ -152,3 +152,28 @@ def test_a_contracts_layout_arranges_the_drawn_inputs_after_the_edits(tmp_path):
     from ferret.gate.lock import contract_entry_modules
 
     assert "layout_probe_task" in contract_entry_modules(contract)  # the gate's lock covers the layout's code
+
+
+def test_opposing_halves_cancel_along_the_axis_while_each_half_stays_large():
+    """`set: opposing_halves`: along its axis, the first half's absolute values, then their negation position by
+    position, an odd length's last entry 0; other inputs and other axes keep their drawn values."""
+    import torch
+
+    from ferret.contract.load import load_contract
+    from ferret.contract.model import Edit
+
+    contract = load_contract(RMSNORM_CONTRACT)
+    case = contract.cases_for("cpu")[0]
+    rows = case.dims["M"]
+    for axis, length in ((0, rows), (-1, None)):
+        edited = case.model_copy(update={"edits": [Edit(input="x", set="opposing_halves", axis=axis)]})
+        plain, drawn = inputs.draw_inputs(contract, case, "float32"), inputs.draw_inputs(contract, edited, "float32")
+        x = drawn["x"].double()
+        length = x.shape[axis]
+        half = length // 2
+        first, second = x.narrow(axis, 0, half), x.narrow(axis, half, half)
+        assert torch.equal(first, plain["x"].double().narrow(axis, 0, half).abs())
+        assert torch.equal(second, -first)
+        assert x.sum(dim=axis).abs().max() == 0 if length % 2 == 0 else not x.narrow(axis, length - 1, 1).any()
+        assert first.sum(dim=axis).abs().min() > 0
+        assert torch.equal(drawn["weight"], plain["weight"])
