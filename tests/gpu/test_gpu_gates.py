@@ -61,3 +61,22 @@ def test_mla_simplifications_fail_at_production_shapes(simplification, tmp_path)
     assert verdict.first_failing_stage == SIMPLIFICATIONS[simplification].expected_first_stage
     final = [s for r in verdict.variants for s in r.stages if s.stage == "o_heads"]
     assert any(not s.passed for s in final), "the final output alone must also reject the simplification"
+
+
+def test_mla_bf16_partials_fail_on_the_gpu_cancelling_case(tmp_path):
+    """Each split's partial carried in bf16 (issue 12, section 3): on the GPU profile the edge case whose cache
+    halves cancel under flat attention rejects it, at o_latent, whatever else passes."""
+    from ferret.gate.judge import check
+    from tasks.mla_attention.precision_variants import write_variant
+
+    variant = write_variant("partial_bf16", tmp_path / "mla_partial_bf16.py")
+    verdict, _gate = check(
+        REPO / "contracts/mla_attention.yaml", variant, GATES, profile="gpu", measure_speed=False, run_stress=False,
+        progress=_progress,
+    )
+    assert not verdict.passed
+    failing = {r.id for r in verdict.variants if not r.passed}
+    assert "cancelling_halves_tp1@bfloat16" in failing, failing
+    stages = {s.stage for r in verdict.variants if r.id == "cancelling_halves_tp1@bfloat16" for s in r.stages
+              if not s.passed}
+    assert "o_latent" in stages, stages
