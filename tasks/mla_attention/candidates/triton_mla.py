@@ -40,6 +40,10 @@ NUM_WARPS = 4
 NUM_STAGES = 2
 MIN_TOKENS_PER_SPLIT = 256
 PROGRAMS_PER_SM = 2
+# One compilation of each kernel whatever the shape (specialize=none): on a GPU, kernels 2 and 4 take 64 rows
+# at every batch, the merge reads a vector of MAX_SPLITS log-sum-exps (the split count never exceeds it), and size
+# arguments are not specialized on their values (Triton compiles again for a 1, or for a multiple of 16).
+MAX_SPLITS = 64
 
 # ------------------------------------------------------------------------------------------------
 # Switch points. Tests derive simplified variants by replacing exactly one of these lines.
@@ -179,7 +183,7 @@ def _kv_append_kernel(
 # ------------------------------------------------------------------------------------------------
 # 2. absorption q_nope @ W_UK_h and rope(q_pe) -> q [B, H, RANK + ROPE]
 # ------------------------------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=["batch"])
 def _q_prepare_kernel(
     q_nope_ptr, q_pe_ptr, w_kv_b_ptr, inv_freq_ptr, positions_ptr, q_ptr,
     batch,
@@ -222,7 +226,7 @@ def _q_prepare_kernel(
 # ------------------------------------------------------------------------------------------------
 # 3. split-KV flash decoding over the latent cache
 # ------------------------------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=["heads", "num_splits", "stride_lse_b", "stride_lse_h"])
 def _split_kv_attention_kernel(
     q_ptr, cache_ptr, cache_lens_ptr, partial_ptr, lse_ptr,
     heads, num_splits,
@@ -311,7 +315,7 @@ def _merge_splits(partial_ptr, lse_ptr, rows, row_mask, h, r, lse_max, total, nu
     return latent
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["batch", "heads", "num_splits", "stride_lse_b", "stride_lse_h"])
 def _combine_unabsorb_kernel(
     partial_ptr, lse_ptr, w_kv_b_ptr, out_ptr,
     batch, heads, num_splits,
@@ -364,7 +368,7 @@ def _trace_appended_rows_kernel(cache_ptr, cache_lens_ptr, c_kv_ptr, k_pe_ptr, s
     tl.store(k_pe_ptr + b * ROPE + rope_offs, tl.load(row + RANK + rope_offs))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["batch", "heads", "num_splits", "stride_lse_b", "stride_lse_h"])
 def _trace_o_latent_kernel(
     partial_ptr, lse_ptr, out_ptr, batch, heads, num_splits,
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
@@ -386,7 +390,7 @@ def _trace_o_latent_kernel(
                  _round_to(latent, out_ptr.dtype.element_ty, INTERPRETED), mask=row_mask[:, None])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["heads", "capacity", "num_splits", "stride_lse_b", "stride_lse_h"])
 def _trace_scores_probs_kernel(
     q_ptr, cache_ptr, cache_lens_ptr, lse_ptr, scores_ptr, probs_ptr,
     heads, capacity, num_splits,
@@ -434,6 +438,7 @@ def _trace_scores_probs_kernel(
 # ------------------------------------------------------------------------------------------------
 _inv_freq_by_device: dict[tuple, torch.Tensor] = {}
 _sm_count_by_device: dict[str, int] = {}
+_config_by_shape: dict[tuple, dict] = {}
 
 
 def _inv_freq(params: dict, device: torch.device) -> torch.Tensor:
@@ -454,6 +459,15 @@ def _parallel_slots(device: torch.device) -> int:
 
 
 def _attention_config(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
+    """Kernel 3's sizing for this shape, worked out once per shape (a dict keyed on sizes, never on values): the
+    waves policy's search over split counts is a Python loop, tens of microseconds a step at small batch."""
+    key = (batch, heads, capacity, str(device))
+    if key not in _config_by_shape:
+        _config_by_shape[key] = _attention_config_of(batch, heads, capacity, device)
+    return _config_by_shape[key]
+
+
+def _attention_config_of(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
     """Block sizes and split count of kernel 3, from the template point (module constants above)."""
     # tl.dot needs at least 16 rows: fewer heads than 16 are padded up to a block of 16.
     block_h = min(HEAD_BLOCK, max(16, triton.next_power_of_2(heads)))
@@ -469,7 +483,10 @@ def _attention_config(batch: int, heads: int, capacity: int, device: torch.devic
             "num_splits": splits}
 
 
-def _batch_block(batch: int) -> int:
+def _batch_block(batch: int, interpreted: bool) -> int:
+    if not interpreted:
+        return 64  # one block size whatever the batch: one compilation (padding rows are masked)
+    # the interpreter compiles nothing, and its time grows with the block: the fewest rows that hold the batch
     return min(64, max(16, triton.next_power_of_2(batch)))
 
 
@@ -503,7 +520,8 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     scale = _softmax_scale(params)
     config = _attention_config(batch, heads, capacity, device)
     num_splits = config["num_splits"]
-    splits_pow2 = max(2, triton.next_power_of_2(num_splits))
+    # the merge's vector of split log-sum-exps: one size for every shape, except under the interpreter
+    splits_pow2 = max(2, triton.next_power_of_2(num_splits)) if interpreted else MAX_SPLITS
 
     q = torch.empty((batch, heads, rank + rope), dtype=q_nope.dtype, device=device)
     partial = torch.empty((batch, heads, num_splits, rank), dtype=torch.float32, device=device)
@@ -516,7 +534,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
         RANK=rank, ROPE=rope, APPLY_NORM=_APPLY_KV_NORM, INTERPRETED=interpreted, num_warps=4,
     )
 
-    block_b = _batch_block(batch)
+    block_b = _batch_block(batch, interpreted)
     block_c = 128
     _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), rank // block_c)](
         q_nope, q_pe, w_kv_b, inv_freq, positions, q, batch,

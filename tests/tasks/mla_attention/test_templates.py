@@ -59,7 +59,7 @@ def test_the_honest_candidate_is_the_default_point(optimizer):
 
 
 STRUCTURE_DEFAULTS = {"head_pad": 16, "value_split": 1, "split_policy": "programs", "batch_block": 64,
-                      "side_kernels": "batch_blocks", "small_token_block": 0, "few_tiles": "keep"}
+                      "side_kernels": "batch_blocks", "small_token_block": 0, "few_tiles": "keep", "specialize": "none"}
 
 
 def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
@@ -67,8 +67,9 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     default = optimizer.render(optimizer.space.default_point()).splitlines()
     # head blocks of 64 and 128 have both head_pad values; 16 and 32 have none. small_token_block applies to
     # token blocks of 32 and 64 under the waves policy, few_tiles to 64 under waves (token block x policy x small
-    # tiles x few tiles: 16: 2; 32: 1 + 2; 64: 1 + 2 x 2); batch_block to side_kernels=batch_blocks (3 + 1)
-    assert len(optimizer.points) == (2 * 2 + 2) * 3 * 4 * 4 * 3 * 2 * (2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1)
+    # tiles x few tiles: 16: 2; 32: 1 + 2; 64: 1 + 2 x 2); batch_block to side_kernels=batch_blocks (3 + 1);
+    # specialize to all (2)
+    assert len(optimizer.points) == (2 * 2 + 2) * 3 * 4 * 4 * 3 * 2 * (2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) * 2
     assert len({optimizer.approach(p) for p in optimizer.points}) == len(optimizer.points)
     sizing_only = [p for p in optimizer.points
                    if all(p[name] in (None, value) for name, value in STRUCTURE_DEFAULTS.items())]

@@ -1,0 +1,68 @@
+"""On the GPU: the honest MLA candidate (the template's default point, `specialize: none`) compiles each of its
+kernels once over every GPU case of the contract, traced and untraced, while the `specialize: shape` point
+compiles some kernels again for new shapes. A gate check runs a dozen shapes, fresh ones included, and every
+compilation there costs a second or two of it (issue 11 §4). Run with `pytest -m gpu`."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ferret.contract.load import load_contract
+from ferret.gate.inputs import draw_inputs, output_specs
+from ferret.roles.offline import TemplateSearchOptimizer
+
+REPO = Path(__file__).resolve().parents[3]
+CONTRACT = REPO / "contracts" / "mla_attention.yaml"
+CANDIDATE = REPO / "tasks" / "mla_attention" / "candidates" / "triton_mla.py"
+BENCH = REPO / "benchmarks" / "mla_template_bench.py"
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compilations(module) -> dict[str, int]:
+    """Compiled kernels of each @triton.jit kernel of `module` (the bench's reading of Triton's caches)."""
+    bench = _load(BENCH, "_mla_template_bench_for_compiles")
+    kernels = {n: f for n, f in vars(module).items() if n.endswith("_kernel") and hasattr(f, "run")}
+    return {name: len(bench.compiled_kernels(fn)) for name, fn in kernels.items()}
+
+
+def _run_every_gpu_case(module) -> None:
+    contract = load_contract(CONTRACT)
+    for case in contract.cases_for("gpu"):
+        inputs = {k: v.cuda() for k, v in draw_inputs(contract, case, "bfloat16").items()}
+        outputs = {n: torch.empty(s, dtype=d, device="cuda") for n, (s, d) in output_specs(contract, case, "bfloat16").items()}
+        module.run(inputs, outputs, dict(contract.params))
+        module.run(inputs, outputs, dict(contract.params), trace={})
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_the_honest_candidate_compiles_each_kernel_once_over_every_gpu_case():
+    module = _load(CANDIDATE, "_mla_compile_once_candidate")
+    _run_every_gpu_case(module)
+    counts = _compilations(module)
+    assert len(counts) >= 6, counts  # four fast-path kernels and the trace-only ones
+    assert counts == dict.fromkeys(counts, 1), counts
+
+
+@pytest.mark.gpu
+def test_the_per_shape_point_compiles_again_for_new_shapes(tmp_path):
+    """The control: the same kernels at `specialize: shape` compile more than once over the same cases, so the
+    count above would see a kernel that still follows the shape."""
+    optimizer = TemplateSearchOptimizer(REPO / "tasks" / "mla_attention" / "templates")
+    path = tmp_path / "per_shape.py"
+    path.write_text(optimizer.render({**optimizer.space.default_point(), "specialize": "shape"}))
+    module = _load(path, "_mla_compile_per_shape")
+    _run_every_gpu_case(module)
+    counts = _compilations(module)
+    assert max(counts.values()) > 1, counts
