@@ -117,11 +117,31 @@ class Clock:
     def __init__(self, on_gpu: bool, l2_bytes: int = 0, measure_ms: float = 100.0):
         self.on_gpu, self.measure_ms = on_gpu, measure_ms
         self.late_fractions: list[float] = []  # per `bench`: the fraction of its calls dropped as late
+        self._calibration: tuple[float, float] | None = None  # (spin cycles per ms, one flush's ms)
         if on_gpu:
             self.flush_buffer = torch.empty(max(256 << 20, 4 * l2_bytes), dtype=torch.int8, device="cuda")
-            self.cycles_per_ms = self._spin_cycles_per_ms()
-            self.flush_ms = self._flush_ms()
             self._flush_device_ms: float | None = None
+
+    def calibrate(self) -> None:
+        """Measure the spin kernel's cycles per ms and one L2 flush's GPU time, now. Done on first need otherwise;
+        a timing process calls it when the judge first lets it work alone on the GPU: it starts while the
+        candidate's runner may still be using the GPU, and a spin timed beside another process's kernels reads
+        slow (its cycles per ms too few, every later spin too short)."""
+        self._calibration = (self._spin_cycles_per_ms(), self._measure_flush_ms())
+
+    @property
+    def cycles_per_ms(self) -> float:
+        if self._calibration is None:
+            self.calibrate()
+        assert self._calibration is not None
+        return self._calibration[0]
+
+    @property
+    def flush_ms(self) -> float:
+        if self._calibration is None:
+            self.calibrate()
+        assert self._calibration is not None
+        return self._calibration[1]
 
     def sync(self) -> None:
         if self.on_gpu:
@@ -137,7 +157,7 @@ class Clock:
         torch.cuda.synchronize()
         return 20_000_000 / max(start.elapsed_time(end), 1e-3)
 
-    def _flush_ms(self) -> float:
+    def _measure_flush_ms(self) -> float:
         """GPU time of one L2 flush: it runs before the spin, so it holds the GPU too."""
         times = []
         for _ in range(5):
@@ -404,7 +424,8 @@ def _timed(seconds: dict[str, float], part: str, work: Callable[[], Any]) -> Any
 
 def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, implementations: dict,
                  clock: Clock) -> _CaseState:
-    """Load the case's pool, make the output slots, warm every implementation up and measure its host time."""
+    """Load the case's pool, make the output slots and warm every implementation up (compiling it): work that
+    may overlap other processes' (`measure_host_times` comes in the case's first step)."""
     device = job.device
     seconds: dict[str, float] = {}
     pool = _timed(seconds, "pool", lambda: load_pool(case, device))
@@ -414,12 +435,18 @@ def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, imp
 
     slots = {name: Slots(fn, pool, fresh_outputs, job.params) for name, fn in implementations.items()}
     compile_error = _timed(seconds, "warm_up", lambda: warm_up(slots))
-    host_ms = _timed(seconds, "host_time", lambda: {name: clock.host_ms(slot.call) for name, slot in slots.items()})
     l2_state = guards.reset_persisting_l2() if clock.on_gpu else "not applicable on the CPU"
-    result = wire.TimingCaseResult(case=case.case, samples={k: [] for k in slots}, host_ms=host_ms, pool_sets=len(pool),
+    result = wire.TimingCaseResult(case=case.case, samples={k: [] for k in slots}, host_ms={}, pool_sets=len(pool),
                                    persisting_l2=l2_state, flags=[], compile_error=compile_error, seconds=seconds)
     float_read_only = [n for n in job.read_only if pool[0][n].is_floating_point()]
-    return _CaseState(case, number, slots, fresh_outputs, float_read_only, host_ms, result)
+    return _CaseState(case, number, slots, fresh_outputs, float_read_only, result.host_ms, result)
+
+
+def measure_host_times(state: _CaseState, clock: Clock) -> None:
+    """Each implementation's host launch time, which sizes its spin. Measured in the case's first step, when the
+    judge lets this process alone on the GPU: the process may have warmed up beside the candidate's runner."""
+    state.host_ms.update(_timed(state.result.seconds, "host_time",
+                                lambda: {name: clock.host_ms(slot.call) for name, slot in state.slots.items()}))
 
 
 def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | None, reference: bool = False) -> None:
@@ -490,6 +517,10 @@ def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness:
         for r in range(job.repeats):
             step = f"{number} {r}"
             steps.ready(step)
+            if r == 0:
+                if number == 0 and clock.on_gpu:
+                    clock.calibrate()  # alone on the GPU now (the judge's first step): see Clock.calibrate
+                measure_host_times(state, clock)
             time_round(state, clock, probe, reference=job.role == wire.REFERENCE_TIMER)
             clock.sync()
             steps.finished(step)

@@ -35,6 +35,11 @@ class TimerProcess:
     process: subprocess.Popen | None = None
     outcome: ProcessOutcome | None = None
     thread: threading.Thread | None = field(default=None, repr=False)
+    # Set when the judge starts conducting: until then the process warms up beside other work (the candidate's
+    # correctness run), however long that takes, and only the check's deadline bounds it.
+    conducted: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Set by stop_all: a process that starts after it (its thread was still setting up) is killed on start.
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def read(self, name: str) -> str | None:
         try:
@@ -66,16 +71,23 @@ class TimerFailed(Exception):
 
 
 def start_timer(timer: TimerProcess, timeout_s: float, memory_mb: int, deadline: float | None) -> None:
-    """Run `timer` in a thread of its own (run_isolated watches its limits); returns at once."""
+    """Run `timer` in a thread of its own (run_isolated watches its limits); returns at once. `timeout_s` is the
+    longest it may go without finishing a step once `timer.conducted` is set."""
 
     def remember(process: subprocess.Popen) -> None:
         timer.process = process
+        if timer.stopping.is_set():  # stop_all ran before the process existed (see stop_all)
+            timer.signal_group(signal.SIGKILL)
+
+    def progress() -> object:
+        # Before the judge conducts, every poll counts as progress (the stall clock starts with the first step).
+        return timer.read(wire.FINISHED_FILE) if timer.conducted.is_set() else ("warming up", time.monotonic())
 
     def run() -> None:
         timer.outcome = run_isolated(
             timer.args, timer.folder, timer.env, timeout_s, memory_mb, hide=timer.hide,
             finished_marker=timer.folder / wire.DONE_FILE, deadline=deadline,
-            progress_token=lambda: timer.read(wire.FINISHED_FILE), on_start=remember,
+            progress_token=progress, on_start=remember,
         )
 
     timer.thread = threading.Thread(target=run, name=f"ferret-timer-{timer.role}", daemon=True)
@@ -129,8 +141,11 @@ def wait_until_done(timers: list[TimerProcess]) -> None:
 
 
 def stop_all(timers: list[TimerProcess]) -> None:
-    """Stop every timer that is still running (after a failure of the other): its thread kills the group."""
+    """Stop every timer that is still running (after a failure of the other, or unneeded): its thread kills the
+    group. A timer whose process is not started yet is marked first, so that it is killed as it starts (else
+    its thread would wait for a judge that has gone)."""
     for timer in timers:
+        timer.stopping.set()
         timer.signal_group(signal.SIGCONT)
         timer.signal_group(signal.SIGKILL)
     wait_until_done(timers)

@@ -40,10 +40,10 @@ from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
-from ferret.gate.timing import time_candidate
+from ferret.gate.timing import StartedTiming, finish_timing, start_timing
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
-from ferret.sandbox.launch import keep_compiled, remember_probes_in
+from ferret.sandbox.launch import remember_probes_in
 
 
 def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profile: str, progress: ProgressLike) -> Path:
@@ -123,14 +123,15 @@ class Judge:
         if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for the part
             with clock.phase("batch_inputs"):
                 batch = batch_requests(self.contract, self.manifest, self.gate)
-        compiled = Path(tempfile.mkdtemp(prefix="ferret-compiled-"))  # the runner's kernels, for its timer
+        started = self._start_timing(candidate, progress, compare_compiled, measure_speed, deadline, clock)
         try:
             run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh, batch,
-                                                                          deadline, clock, compiled)
+                                                                          deadline, clock)
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
-            timing = self._timing(candidate, progress, compare_compiled, judged[2], measure_speed, deadline, clock, compiled)
+            timing = self._timing(started, progress, judged[2], measure_speed, deadline, clock)
         finally:
-            shutil.rmtree(compiled, ignore_errors=True)
+            if started is not None:
+                started.stop()  # killed and deleted, timed or not (finish_timing stopped them already)
         parts, detections, passed = judged
         if timing.detections:
             # A time the guards call impossible or replayed rejects the candidate, however correct it was.
@@ -177,11 +178,10 @@ class Judge:
 
     def _run_and_judge(
         self, candidate: Path, progress: Reporter, run_stress: bool, fresh: list[FreshVariant], batch: list[BatchRequest],
-        deadline: float, clock: PhaseClock, compiled: Path,
+        deadline: float, clock: PhaseClock,
     ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
         """The candidate's process over every variant, then each variant judged against its golden stages, and
-        the requests run alone against their rows of the full batch (batch invariance). The runner's compiled
-        kernels are kept in `compiled` for the candidate's timer of this check."""
+        the requests run alone against their rows of the full batch (batch invariance)."""
         workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
         try:
             run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress, run_stress,
@@ -219,24 +219,33 @@ class Judge:
                          f"{len(run.fault.not_run)} variants after it not run")
             return run, results, batch_verdict
         finally:
-            keep_compiled(workdir, compiled)
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, passed: bool, requested: bool,
-                deadline: float, clock: PhaseClock, compiled: Path | None = None) -> TimingResult:
+    def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
+                      deadline: float, clock: PhaseClock) -> StartedTiming | None:
+        """On a GPU, when speed is asked for: the timed inputs drawn and both timing processes started now, so that
+        their start, loading, torch.compile and warm-up overlap the candidate's correctness run (on a warm MLA
+        gate they were a fifth of a check). They are timed only if the candidate turns out correct."""
+        if self.device != "cuda" or not requested:
+            return None
+        with clock.phase("timing_inputs"):
+            return start_timing(self.task, self.manifest, self.gate, candidate, progress, compare_compiled,
+                                deadline=deadline)
+
+    def _timing(self, started: StartedTiming | None, progress: Reporter, passed: bool, requested: bool,
+                deadline: float, clock: PhaseClock) -> TimingResult:
         if self.device != "cuda":
             return TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
         if not passed:
             return TimingResult(measured=False, reason="not timed: the candidate is not correct")
-        if not requested:
+        if not requested or started is None:
             return TimingResult(measured=False, reason="speed measurement not requested")
         if time.monotonic() >= deadline:
             return TimingResult(measured=False, reason="not timed: the check's deadline (budgets.check_timeout_s) passed")
-        # Its phases (timing_inputs, timing_process, timed_answers) are read from its progress steps.
-        phases = TimingPhases(progress, clock)
+        # Its phases (timing_process, timed_answers) are read from its progress steps.
+        phases = TimingPhases(progress, clock, first="timing_process")
         try:
-            return time_candidate(self.task, self.manifest, self.gate, candidate, phases, compare_compiled, deadline=deadline,
-                                  compiled=compiled)
+            return finish_timing(self.task, started, phases)
         finally:
             phases.close_at_end()
 

@@ -43,12 +43,14 @@ class TimingPhases(Reporter):
     reads its steps as phase boundaries: until its first line the judge draws the input pools
     (`timing_inputs`); from the timing process's first step to its last it runs (`timing_process`); after
     it, the judge checks the timed answers against the reference (`timed_answers`). Call `close_at_end()`
-    when time_candidate has returned; without the steps (an early return) it is all `timing_inputs`."""
+    when time_candidate has returned; without the steps (an early return) it is all `timing_inputs`. The judge
+    draws the pools earlier (`ferret.gate.timing.start_timing`, its own `timing_inputs` phase) and passes
+    `first="timing_process"`: then everything until the last step is the timing processes'."""
 
-    def __init__(self, inner: Reporter, clock: PhaseClock):
+    def __init__(self, inner: Reporter, clock: PhaseClock, first: str = "timing_inputs"):
         self.inner = inner
         self.clock = clock
-        self._name = "timing_inputs"
+        self._name = first
         self._since = time.perf_counter()
 
     def _enter(self, name: str) -> None:

@@ -31,7 +31,7 @@ from ferret.gate.interleave import TimerFailed, TimerProcess, conduct, start_tim
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.models import CaseTiming, Detection, GateManifest, RooflineWork, TimingResult
 from ferret.progress import ProgressLike, Reporter, as_reporter
-from ferret.sandbox.launch import candidate_environment, seed_compiled
+from ferret.sandbox.launch import candidate_environment
 
 TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18],
                     "harness_patching": [15], "warmup_detection": [17, 16], "input_mutation": [3]}
@@ -61,36 +61,75 @@ class _Case:
     roofline: RooflineCount
 
 
+@dataclass
+class StartedTiming:
+    """Both timing processes, started and warming up (loading, compiling, the first case's warm-up), waiting for
+    the judge's first step; the cases whose pools the judge drew for them. Started beside the candidate's
+    correctness run (`start_timing`), conducted once the candidate is known correct (`finish_timing`), or
+    stopped (`stop`). Nothing is timed before `finish_timing`: every timed step runs one process at a time."""
+
+    workdir: Path
+    cases: list[_Case]
+    timers: list[TimerProcess]
+    reference_files: dict[Path, str]
+
+    def stop(self) -> None:
+        """Kill both processes (if running) and delete their folder: inputs, pools, answers (hundreds of MB)."""
+        stop_all(self.timers)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_timing(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
+                 compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None) -> StartedTiming:
+    """Draw the timed cases' input pools and start both timing processes; returns at once. They load, compile
+    and warm up while the judge does other work (the candidate's correctness run), then wait for its steps.
+    The caller owns the result: `finish_timing` or `StartedTiming.stop`. ContractError when the roofline is
+    shown wrong on the drawn inputs."""
+    workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
+    try:
+        cases = _prepare_cases(task, manifest, gate, workdir, device)
+        timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
+        for timer in timers:
+            start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    as_reporter(progress)(f"timing processes started for {len(cases)} cases; they warm up beside the candidate's run")
+    return StartedTiming(workdir, cases, timers, reference_files)
+
+
+def finish_timing(task: Task, started: StartedTiming, progress: ProgressLike = None, device: str = "cuda") -> TimingResult:
+    """Conduct the started processes' interleaved rounds and judge what they send back; stops them and deletes
+    their folder in every case."""
+    try:
+        raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress))
+        if isinstance(raw, str):
+            return TimingResult(measured=False, reason=raw)
+        changed = [f.name for f, digest in started.reference_files.items() if _sha256(f) != digest]
+        if changed:
+            return TimingResult(measured=False, reason=f"the reference timer's files were changed while it ran: {changed}")
+        result = _judge_timings(task, started.cases, raw[0], raw[1], device)
+        result.process_seconds = raw[2]
+        return result
+    finally:
+        started.stop()
+
+
 def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
-                   compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None,
-                   compiled: Path | None = None) -> TimingResult:
-    """Time a correct candidate against the baseline; returns a TimingResult. torch.compile of the baseline is
-    timed beside them when the contract asks and `compare_compiled`.
+                   compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None) -> TimingResult:
+    """Time a correct candidate against the baseline: `start_timing` then `finish_timing`, nothing between. torch.compile
+    of the baseline is timed beside them when the contract asks and `compare_compiled`.
 
     `device="cpu"` is a rehearsal of the guards for tests (the judge never asks for it): the same processes,
     step protocol, pool, output slots, fingerprints and timed-answers check on a CPU gate's first case, under
     the Triton interpreter, with a plain clock. Its times are not speedups: the result says `measured=False`,
     and no floor applies.
 
-    Each timing process gets `budgets.case_timeout_s` between two of its steps and stops at `deadline` (a
-    `time.monotonic()` instant: the check's own deadline). ContractError when the roofline is shown wrong: a
-    baseline timed under its floor."""
-    workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
-    try:
-        cases = _prepare_cases(task, manifest, gate, workdir, device)
-        timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
-        seed_compiled(timers[0].folder, compiled)
-        raw = _run_timers(task, timers, [c.job.case for c in cases], as_reporter(progress), deadline)
-        if isinstance(raw, str):
-            return TimingResult(measured=False, reason=raw)
-        changed = [f.name for f, digest in reference_files.items() if _sha256(f) != digest]
-        if changed:
-            return TimingResult(measured=False, reason=f"the reference timer's files were changed while it ran: {changed}")
-        result = _judge_timings(task, cases, raw[0], raw[1], device)
-        result.process_seconds = raw[2]
-        return result
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)  # inputs, pools of answers: hundreds of MB at production shapes
+    Each timing process gets `budgets.case_timeout_s` between two of its steps, counted from the judge's first
+    step, and stops at `deadline` (a `time.monotonic()` instant: the check's own deadline). ContractError when
+    the roofline is shown wrong: a baseline timed under its floor."""
+    started = start_timing(task, manifest, gate, candidate, progress, compare_compiled, device, deadline)
+    return finish_timing(task, started, progress, device)
 
 
 def _sha256(path: Path) -> str:
@@ -189,20 +228,20 @@ def _compile_cache(gate: Path) -> Path:
     return folder
 
 
-def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter,
-                deadline: float | None) -> tuple[wire.TimingResults, wire.TimingResults, dict[str, float]] | str:
-    """Both timing processes run and conducted to the end; their results, validated, and where their time
+def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter
+                ) -> tuple[wire.TimingResults, wire.TimingResults, dict[str, float]] | str:
+    """Both started timing processes conducted to the end; their results, validated, and where their time
     went; or why there are none."""
-    budgets, repeats = task.contract.budgets, task.contract.speed.repeats
+    repeats = task.contract.speed.repeats
     reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds, two processes)")
-    reporter.step("timing", 0, len(names), "starting the timing processes")
+    reporter.step("timing", 0, len(names), "waiting for the timing processes to warm up")
 
     def moved(case: int, what: str) -> None:
         label = "checking its timed calls" if what == "post" else f"round {int(what) + 1}/{repeats}"
         reporter.step("timing", case, len(names), f"{names[case]}: {label}")
 
     for timer in timers:
-        start_timer(timer, budgets.case_timeout_s, budgets.candidate_memory_mb, deadline)
+        timer.conducted.set()  # from now on a step must follow another within budgets.case_timeout_s
     try:
         seconds = conduct(timers, len(names), repeats, on_step=moved)
         wait_until_done(timers)

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -83,35 +82,6 @@ def _tree_rss_mb(pid: int) -> float:
 def triton_cache_of(workdir: Path) -> Path:
     """The Triton cache of the candidate's process that runs in `workdir` (`candidate_environment`)."""
     return workdir / ".triton" / "cache"
-
-
-# A candidate's compiled kernels are carried from its runner to its timer of the same check up to this size: past
-# it, the timer compiles again (a candidate must not slow the judge down by stuffing its cache).
-CARRIED_CACHE_LIMIT_BYTES = 256 << 20
-
-
-def keep_compiled(workdir: Path, into: Path) -> None:
-    """Move the Triton cache of the candidate's process in `workdir` (the runner, which has ended) into `into`,
-    so that the candidate's timer of the same check starts with its kernels compiled. Never beyond one check:
-    `into` is the check's own folder, deleted with it; never to the baseline or a later check (issue 12 §4)."""
-    cache = triton_cache_of(workdir)
-    files = [f for f in cache.rglob("*") if f.is_file() and not f.is_symlink()] if cache.is_dir() else []
-    if files and sum(f.stat().st_size for f in files) <= CARRIED_CACHE_LIMIT_BYTES:
-        shutil.move(str(cache), str(into / "cache"))
-
-
-def seed_compiled(workdir: Path, kept: Path | None) -> None:
-    """Copy what `keep_compiled` kept into the Triton cache of the candidate process about to run in `workdir`.
-    A copy: the kept folder is never written by a candidate process."""
-    if kept is not None and (kept / "cache").is_dir():
-        shutil.copytree(kept / "cache", triton_cache_of(workdir), ignore=_links_and_specials, dirs_exist_ok=True)
-
-
-def _links_and_specials(folder: str, names: list[str]) -> list[str]:
-    """Never followed: a link the candidate planted in its cache may point at files the judge can read (the gate's
-    golden files) and the candidate's process must not; only plain files and folders are copied."""
-    return [n for n in names if os.path.islink(os.path.join(folder, n))
-            or not (os.path.isfile(os.path.join(folder, n)) or os.path.isdir(os.path.join(folder, n)))]
 
 
 def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool = True) -> dict[str, str]:

@@ -55,6 +55,17 @@ def test_timing_phases_follow_the_timing_steps_and_pass_everything_on():
                             ("step", "timing", 1, 2), ("step", "timing", 2, 2)]
 
 
+def test_timing_whose_pools_were_drawn_before_starts_in_the_timing_process():
+    """The judge draws the pools and starts the processes beside the candidate's run (its own timing_inputs
+    phase); what TimingPhases then sees, waiting included, is the timing processes' until the last step."""
+    clock = PhaseClock()
+    phases = TimingPhases(_Recorder(), clock, first="timing_process")
+    phases.step("timing", 0, 1, "waiting for the timing processes to warm up")
+    phases.step("timing", 1, 1, "done")
+    phases.close_at_end()
+    assert [p.name for p in clock.phases()] == ["timing_process", "timed_answers"]
+
+
 def test_timing_that_never_started_its_process_is_all_inputs():
     clock = PhaseClock()
     TimingPhases(_Recorder(), clock).close_at_end()

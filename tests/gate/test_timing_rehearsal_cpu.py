@@ -27,11 +27,12 @@ def rehearse(tmp_path_factory):
     manifest = GateManifest.model_validate(verify_gate(gate))
     folder = tmp_path_factory.mktemp("candidates")
 
-    def run_one(name: str, wrapper: str | None, compiled: Path | None = None):
+    def run_one(name: str, wrapper: str | None):
         # The rehearsal has no correctness runs before it: the switch comes after the warm-up calls.
         path = HONEST if wrapper is None else write_cheat(folder / f"{name}.py", wrapper, after=3)
-        return time_candidate(task, manifest, gate, path, lambda m: None, device="cpu", compiled=compiled)
+        return time_candidate(task, manifest, gate, path, lambda m: None, device="cpu")
 
+    run_one.task, run_one.manifest, run_one.gate = task, manifest, gate  # type: ignore[attr-defined]
     return run_one
 
 
@@ -138,23 +139,40 @@ def test_a_write_outside_its_folder_in_the_timing_process_is_flagged(rehearse):
     assert "gate_tampering" in {d.cheat for d in result.detections}
 
 
-def test_the_candidates_timer_starts_with_what_its_runner_compiled(rehearse, tmp_path, monkeypatch):
-    """time_candidate copies the kernels kept from the runner of the same check into the candidate's timer's own
-    Triton cache (ferret.sandbox.launch.keep_compiled / seed_compiled), and nowhere else."""
+def test_timers_started_beside_the_run_wait_longer_than_a_step_may_take(rehearse):
+    """The judge starts both timing processes beside the candidate's correctness run (`start_timing`) and conducts
+    them later (`finish_timing`). Waiting for the judge is not a stall: with a step timeout of 2 s, processes held
+    for three times that still time the case; the timeout counts from the first step."""
+    import dataclasses
+    import time
+
     from ferret.gate import timing
 
-    kept = tmp_path / "kept"
-    (kept / "cache" / "ABCD").mkdir(parents=True)
-    (kept / "cache" / "ABCD" / "kernel.json").write_text("{}")
-    seeded: dict[str, list[str]] = {}
-    real_seed = timing.seed_compiled
+    budgets = rehearse.task.contract.budgets.model_copy(update={"case_timeout_s": 2.0})
+    task = dataclasses.replace(rehearse.task, contract=rehearse.task.contract.model_copy(update={"budgets": budgets}))
+    said: list[str] = []
+    started = timing.start_timing(task, rehearse.manifest, rehearse.gate, HONEST, said.append, device="cpu")
+    try:
+        assert all(t.running for t in started.timers) and not any(t.conducted.is_set() for t in started.timers)
+        time.sleep(6.0)  # the candidate's run, as far as the timers know
+        assert all(t.running for t in started.timers), [t.outcome for t in started.timers]
+        result = timing.finish_timing(task, started, said.append, device="cpu")
+    finally:
+        started.stop()
+    assert [c.case for c in result.cases] == ["typical"] and result.cases[0].flags == [], result.reason
+    assert "not speedups" in result.reason
+    assert any("timing processes started for 1 cases" in line for line in said), said
+    assert not started.workdir.exists()
 
-    def recording_seed(workdir, compiled):
-        real_seed(workdir, compiled)
-        cache = workdir / ".triton" / "cache"
-        seeded[workdir.name] = sorted(str(p.relative_to(cache)) for p in cache.rglob("*"))
 
-    monkeypatch.setattr(timing, "seed_compiled", recording_seed)
-    result = rehearse("honest", None, compiled=kept)
-    assert result.cases and not result.cases[0].flags
-    assert seeded == {"candidate": ["ABCD", "ABCD/kernel.json"]}
+def test_a_started_timing_that_is_not_needed_is_stopped_and_deleted(rehearse):
+    """A candidate found incorrect is never timed: its started timers are killed and their folder (pools of inputs,
+    hundreds of MB at production shapes) deleted."""
+    from ferret.gate import timing
+
+    started = timing.start_timing(rehearse.task, rehearse.manifest, rehearse.gate, HONEST, lambda m: None, device="cpu")
+    assert started.workdir.is_dir() and all(t.running for t in started.timers)
+    started.stop()
+    assert not started.workdir.exists()
+    assert not any(t.running for t in started.timers)
+    assert all(t.process is None or t.process.poll() is not None for t in started.timers)
