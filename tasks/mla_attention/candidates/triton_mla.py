@@ -40,9 +40,10 @@ NUM_WARPS = 4
 NUM_STAGES = 2
 MIN_TOKENS_PER_SPLIT = 256
 PROGRAMS_PER_SM = 2
-# One compilation of each kernel whatever the shape (specialize=none): on a GPU, kernels 2 and 4 take 64 rows
-# at every batch, the merge reads a vector of MAX_SPLITS log-sum-exps (the split count never exceeds it), and size
-# arguments are not specialized on their values (Triton compiles again for a 1, or for a multiple of 16).
+# Few compilations whatever the shape (specialize=none): on a GPU, kernels 2 and 4 take 16 rows up to 16 requests
+# and 64 above (two compilations at most), the merge reads a vector of MAX_SPLITS log-sum-exps (the
+# split count never exceeds it), and size arguments are not specialized on their values (Triton compiles again for a
+# 1, or for a multiple of 16).
 MAX_SPLITS = 64
 
 # ------------------------------------------------------------------------------------------------
@@ -485,7 +486,9 @@ def _attention_config_of(batch: int, heads: int, capacity: int, device: torch.de
 
 def _batch_block(batch: int, interpreted: bool) -> int:
     if not interpreted:
-        return 64  # one block size whatever the batch: one compilation (padding rows are masked)
+        # two block sizes whatever the batch, so two compilations at most (padding rows are masked): a block of
+        # 64 rows at 8 requests made the H200's step 10% slower (kernel 4's merge works on every row it holds)
+        return 16 if batch <= 16 else 64
     # the interpreter compiles nothing, and its time grows with the block: the fewest rows that hold the batch
     return min(64, max(16, triton.next_power_of_2(batch)))
 

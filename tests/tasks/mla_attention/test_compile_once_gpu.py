@@ -1,7 +1,7 @@
 """On the GPU: the honest MLA candidate (the template's default point, `specialize: none`) compiles each of its
-kernels once over every GPU case of the contract, traced and untraced, while the `specialize: shape` point
-compiles some kernels again for new shapes. A gate check runs a dozen shapes, fresh ones included, and every
-compilation there costs a second or two of it (issue 11 §4). Run with `pytest -m gpu`."""
+kernels once over every GPU case of the contract, traced and untraced, except those sized by the batch (two block
+sizes: twice at most), while the `specialize: shape` point compiles more. A gate check runs a dozen shapes, fresh
+ones included, and every compilation there costs a second or two of it (issue 11 §4). Run with `pytest -m gpu`."""
 from __future__ import annotations
 
 import importlib.util
@@ -46,23 +46,28 @@ def _run_every_gpu_case(module) -> None:
     torch.cuda.synchronize()
 
 
+# Kernels whose rows are a block of requests: 16 rows up to 16 requests, the point's batch block above.
+BATCH_BLOCKED = {"_q_prepare_kernel", "_combine_unabsorb_kernel", "_trace_o_latent_kernel"}
+
+
 @pytest.mark.gpu
 def test_the_honest_candidate_compiles_each_kernel_once_over_every_gpu_case():
     module = _load(CANDIDATE, "_mla_compile_once_candidate")
     _run_every_gpu_case(module)
     counts = _compilations(module)
-    assert len(counts) >= 6, counts  # four fast-path kernels and the trace-only ones
-    assert counts == dict.fromkeys(counts, 1), counts
+    assert len(counts) >= 6 and BATCH_BLOCKED <= set(counts), counts  # the fast path's and the trace's kernels
+    assert {n: c for n, c in counts.items() if n not in BATCH_BLOCKED} == dict.fromkeys(set(counts) - BATCH_BLOCKED, 1)
+    assert all(counts[n] <= 2 for n in BATCH_BLOCKED), counts
 
 
 @pytest.mark.gpu
 def test_the_per_shape_point_compiles_again_for_new_shapes(tmp_path):
-    """The control: the same kernels at `specialize: shape` compile more than once over the same cases, so the
-    count above would see a kernel that still follows the shape."""
+    """The control: the same kernels at `specialize: shape` compile more over the same cases, so the counts above
+    would see a kernel that still follows the shape."""
     optimizer = TemplateSearchOptimizer(REPO / "tasks" / "mla_attention" / "templates")
     path = tmp_path / "per_shape.py"
     path.write_text(optimizer.render({**optimizer.space.default_point(), "specialize": "shape"}))
     module = _load(path, "_mla_compile_per_shape")
     _run_every_gpu_case(module)
     counts = _compilations(module)
-    assert max(counts.values()) > 1, counts
+    assert any(c > 1 for n, c in counts.items() if n not in BATCH_BLOCKED) or max(counts.values()) > 2, counts
