@@ -442,6 +442,15 @@ def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, imp
     return _CaseState(case, number, slots, fresh_outputs, float_read_only, result.host_ms, result)
 
 
+def warm_up_ahead(job: wire.TimingJob, implementations: dict, clock: Clock) -> None:
+    """Every case after the first warmed up now (its pool loaded, each implementation called once, compiling it),
+    then let go: the judge starts this process beside the candidate's correctness run, and compiling here
+    overlaps it, where compiling at the case's turn would hold both processes up between cases. Each case's pool is
+    loaded again at its turn (one case's pool at a time in memory)."""
+    for number, case in enumerate(job.cases[1:], start=1):
+        prepare_case(job, case, number, implementations, clock)
+
+
 def measure_host_times(state: _CaseState, clock: Clock) -> None:
     """Each implementation's host launch time, which sizes its spin. Measured in the case's first step, when the
     judge lets this process alone on the GPU: the process may have warmed up beside the candidate's runner."""
@@ -514,6 +523,8 @@ def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness:
             # The profiler's first use starts CUPTI (seconds): done here, while the reference timer is still
             # loading torch.compile, not in the first case's post step, which both processes wait for.
             _timed(state.result.seconds, "profiler_start", lambda: device_us_per_kernel(clock.sync, clock, 1))
+        if number == 0:
+            _timed(state.result.seconds, "warm_ahead", lambda: warm_up_ahead(job, implementations, clock))
         for r in range(job.repeats):
             step = f"{number} {r}"
             steps.ready(step)

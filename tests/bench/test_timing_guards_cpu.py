@@ -107,3 +107,29 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="broke"):
         timing.time_candidate(None, None, tmp_path, tmp_path / "c.py", lambda m: None)
     assert len(made) == 1 and not Path(made[0]).exists()
+
+
+def test_every_later_case_is_warmed_up_before_the_first_step(tmp_path):
+    """A timing process warms up (compiles) every case after the first before it waits for the judge's first step:
+    it runs beside the candidate's correctness run then, and compiling at a case's turn would hold both timing
+    processes up between cases (issue 11 §4)."""
+    from safetensors.torch import save_file
+
+    from ferret import wire
+    from ferret.bench.process import Clock, warm_up_ahead
+
+    cases = []
+    for name, rows in (("first", 2), ("second", 3), ("third", 5)):
+        pool_file = tmp_path / f"{name}.safetensors"
+        save_file({wire.pool_key(i, "x"): torch.randn(rows, 4) for i in range(2)}, str(pool_file))
+        cases.append(wire.TimingCaseJob(name, str(pool_file), 2, {"y": ([rows, 4], "float32")}))
+    job = wire.TimingJob(role=wire.CANDIDATE_TIMER, source="", entry="run", compile=False, device="cpu", params={},
+                         read_only=["x"], repeats=1, cases=cases, result=str(tmp_path / "result.json"))
+    seen: list[int] = []
+
+    def run(inputs, outputs, params):
+        seen.append(inputs["x"].shape[0])
+        outputs["y"].copy_(inputs["x"])
+
+    warm_up_ahead(job, {"candidate": run}, Clock(on_gpu=False))
+    assert seen == [3, 5]  # each later case once; the first is warmed up at its own turn
