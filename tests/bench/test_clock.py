@@ -45,3 +45,15 @@ def test_a_round_with_late_calls_is_timed_again_with_a_longer_spin(spin_ms, slow
 
     calls = TimedCalls(ms=[0.01, 0.01], queued_ahead=[False, True], enqueue_ms=[0.02, slowest_enqueue_ms])
     assert longer_spin_ms(spin_ms, calls, flush_ms=0.06, max_ms=10.0) == pytest.approx(expected)
+
+
+def test_a_slow_first_call_does_not_set_the_launch_time():
+    """Host launch time is measured in a case's first step, after the process sat waiting for the judge. Taken as
+    the mean of three calls there, it read 0.124 ms on the H200 for a call whose whole synchronized wall time was
+    0.117 ms, which loosened the wall-clock guard enough to miss a side stream. The median of the calls is taken,
+    so one slow call does not set it; calls that waited for the GPU give None."""
+    from ferret.bench.process import launch_time_ms
+
+    assert launch_time_ms([0.124 * 5, 0.021, 0.019, 0.020, 0.022, 0.020, 0.021], hold_ms=40.0) == pytest.approx(0.021)
+    assert launch_time_ms([40.0, 0.02, 0.02], hold_ms=40.0) is None  # the first call waited out the hold
+    assert launch_time_ms([3.0] * 7, hold_ms=40.0) is None  # together half the hold: they waited for the GPU
