@@ -141,19 +141,19 @@ class Clock:
         slow (its cycles per ms too few, every later spin too short)."""
         self._calibration = (self._spin_cycles_per_ms(), self._measure_flush_ms())
 
-    @property
-    def cycles_per_ms(self) -> float:
+    def _calibrated(self) -> tuple[float, float]:
         if self._calibration is None:
             self.calibrate()
         assert self._calibration is not None
-        return self._calibration[0]
+        return self._calibration
+
+    @property
+    def cycles_per_ms(self) -> float:
+        return self._calibrated()[0]
 
     @property
     def flush_ms(self) -> float:
-        if self._calibration is None:
-            self.calibrate()
-        assert self._calibration is not None
-        return self._calibration[1]
+        return self._calibrated()[1]
 
     def sync(self) -> None:
         if self.on_gpu:
