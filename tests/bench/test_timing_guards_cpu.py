@@ -109,27 +109,36 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
     assert len(made) == 1 and not Path(made[0]).exists()
 
 
-def test_every_later_case_is_warmed_up_before_the_first_step(tmp_path):
+def test_every_later_case_is_warmed_up_before_the_first_step(tmp_path, monkeypatch):
     """A timing process warms up (compiles) every case after the first before it waits for the judge's first step:
     it runs beside the candidate's correctness run then, and compiling at a case's turn would hold both timing
-    processes up between cases (issue 11 §4)."""
+    processes up between cases (issue 11 §4). The real step loop, its steps answered at once."""
+    import sys
+
     from safetensors.torch import save_file
 
     from ferret import wire
-    from ferret.bench.process import Clock, warm_up_ahead
+    from ferret.bench import process
+    from ferret.sandbox.watch import HarnessGuard, LaunchRecorder
 
     cases = []
     for name, rows in (("first", 2), ("second", 3), ("third", 5)):
         pool_file = tmp_path / f"{name}.safetensors"
         save_file({wire.pool_key(i, "x"): torch.randn(rows, 4) for i in range(2)}, str(pool_file))
         cases.append(wire.TimingCaseJob(name, str(pool_file), 2, {"y": ([rows, 4], "float32")}))
-    job = wire.TimingJob(role=wire.CANDIDATE_TIMER, source="", entry="run", compile=False, device="cpu", params={},
+    job = wire.TimingJob(role=wire.REFERENCE_TIMER, source="", entry="run", compile=False, device="cpu", params={},
                          read_only=["x"], repeats=1, cases=cases, result=str(tmp_path / "result.json"))
-    seen: list[int] = []
+    events: list[tuple[str, object]] = []
+    monkeypatch.setattr(process.Steps, "ready", lambda self, step: events.append(("ready", step)))
+    monkeypatch.setattr(process.Steps, "finished", lambda self, step: None)
 
     def run(inputs, outputs, params):
-        seen.append(inputs["x"].shape[0])
+        events.append(("call", inputs["x"].shape[0]))
         outputs["y"].copy_(inputs["x"])
 
-    warm_up_ahead(job, {"candidate": run}, Clock(on_gpu=False))
-    assert seen == [3, 5]  # each later case once; the first is warmed up at its own turn
+    harness = HarnessGuard(sys.modules[process.__name__], LaunchRecorder())
+    results = process.run_steps(job, {"baseline": run}, process.Clock(on_gpu=False), harness)
+    first_step = events.index(("ready", "0 0"))
+    # case 0's own warm-up, then each later case once, all before the first step
+    assert events[:first_step] == [("call", 2), ("call", 3), ("call", 5)]
+    assert [r.case for r in results] == ["first", "second", "third"] and "warm_ahead" in results[0].seconds
