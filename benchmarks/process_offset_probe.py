@@ -1,0 +1,129 @@
+"""Why does a tiny case's time move between checks while its rounds agree inside each? Several fresh processes, one case.
+
+On the H200 (benchmarks/results/2026-12-01-h200-repeat/), rope decode_q_64x128's candidate read 5.6, 6.05 and 5.8 us
+in three checks, each check's five rounds within 0.1 us, and torch.compile's time moved the same way in the
+same checks (8.67, 9.02, 9.05 us) although it is timed in another process. What the two processes of one check
+share: the timed input values, and the GPU's state at that time. This probe separates them. Each of `--processes`
+fresh processes times the same case with the judge's clock (`ferret.bench.process.Clock`) for input sets drawn
+from each of `--seeds` (the same seeds in every process), and records per process:
+
+- the SM clock, as the spin kernel's cycles per ms, before and after;
+- per seed: the candidate, torch.compile of the baseline and the eager baseline (event clock, 3 rounds each),
+  and the candidate's kernel device time from the profiler (no events around it);
+- an empty call between the same events (what the events and the spin themselves add).
+
+If times follow the seed in every process, the values set them; if they move together per process for every
+seed, the process or the GPU's state does. Not a gate; GPU only:
+
+    python benchmarks/process_offset_probe.py --op rope --case decode_q_64x128 --processes 6 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _child(args: argparse.Namespace) -> dict:
+    import torch
+
+    from ferret.bench import guards
+    from ferret.bench.process import Clock, Slots, load_function
+    from ferret.contract.imports import load_entry, project_root_of
+    from ferret.contract.load import load_contract
+    from ferret.gate.inputs import draw_inputs, output_specs
+
+    contract_path = REPO / "contracts" / f"{args.op}.yaml"
+    contract = load_contract(contract_path)
+    case = next(c for c in contract.cases_for("gpu") if c.name == args.case)
+    candidate_file = next((REPO / "tasks" / args.op / "candidates").glob("triton_*.py"))
+    fns = {
+        "candidate": load_function(str(candidate_file), contract.candidate_abi.entry, "probe_candidate"),
+        "eager": load_entry(contract.baseline.entry, project_root_of(contract_path)),
+    }
+    fns["compiled"] = torch.compile(fns["eager"])
+    dtype = contract.primary_dtype
+    peaks = guards.peaks_for(torch.cuda.get_device_name(0)) or {"l2_bytes": 64 << 20}
+    clock = Clock(on_gpu=True, l2_bytes=peaks["l2_bytes"])
+    clock.calibrate()
+    record: dict = {"sm_khz_before": clock.cycles_per_ms, "seeds": {}}
+    read_only = [i.name for i in contract.inputs if i.role == "in"]
+    specs = output_specs(contract, case, dtype)
+
+    def fresh_outputs() -> dict:
+        return {n: torch.empty(s, dtype=d, device="cuda") for n, (s, d) in specs.items()}
+
+    for seed in args.seeds:
+        inputs = {k: v.cuda() for k, v in draw_inputs(contract, case, dtype, seed=seed).items()}
+        floats = [n for n in read_only if inputs[n].is_floating_point()]
+        pool = guards.input_pool(inputs, floats, 2 * peaks["l2_bytes"], generator=torch.Generator().manual_seed(seed))
+        row: dict = {}
+        for name, fn in fns.items():
+            slots = Slots(fn, pool, fresh_outputs, contract.params)
+            for _ in range(3):
+                slots.call()  # compile and warm up
+            clock.sync()
+            host = clock.host_ms(slots.call)
+            row[name + "_us"] = [round(clock.bench(slots.call, host) * 1e3, 3) for _ in range(3)]
+            row[name + "_host_us"] = None if host is None else round(host * 1e3, 1)
+        row["candidate_kernel_us"] = round(clock.device_ms(Slots(fns["candidate"], pool, fresh_outputs,
+                                                                 contract.params).call) * 1e3, 3)
+        record["seeds"][str(seed)] = row
+    record["empty_call_us"] = [round(clock.bench(lambda: None, 0.005) * 1e3, 3) for _ in range(3)]
+    clock.calibrate()
+    record["sm_khz_after"] = clock.cycles_per_ms
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--op", default="rope")
+    parser.add_argument("--case", default="decode_q_64x128")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--processes", type=int, default=6)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(args)))
+        return 0
+    import torch
+    import triton
+
+    rows = []
+    for index in range(args.processes):
+        command = [sys.executable, __file__, "--child", "--op", args.op, "--case", args.case,
+                   "--seeds", *map(str, args.seeds)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode:
+            print(done.stderr[-3000:], file=sys.stderr)
+            return done.returncode
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"process {index}: {rows[-1]}", flush=True)
+    result = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(0),
+        "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]},
+        "command": "python benchmarks/process_offset_probe.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "processes": rows,
+        "candidate_median_us_by_seed": {
+            seed: [statistics.median(r["seeds"][seed]["candidate_us"]) for r in rows] for seed in map(str, args.seeds)},
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"process-offset-{args.op}-{args.case}.json").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
