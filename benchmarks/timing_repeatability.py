@@ -37,7 +37,8 @@ sys.path.insert(0, str(REPO))
 from honest_candidates import CANDIDATES  # noqa: E402 - beside this script, on sys.path when run as a file
 
 LIMIT_FRACTION, LIMIT_MS = 0.05, 0.0005
-FIRST_GUESS_S = {"mla_attention": 150.0, "mla_attention_paged": 200.0}  # a cold check's length before any was seen (H200, 2026-11-30: 134 s)
+# A cold check's length before any was seen (H200: MLA 134 s on 2026-11-30, paged MLA 114 s on 2026-12-01).
+FIRST_GUESS_S = {"mla_attention": 150.0, "mla_attention_paged": 200.0}
 
 
 def one_check(op: str, gates_dir: Path, timeout_s: float) -> dict:

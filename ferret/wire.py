@@ -204,6 +204,10 @@ class TimingJob:
     repeats: int
     cases: list[TimingCaseJob]
     result: str
+    # The reference timer's baseline with its project-local imports: `module` imported with `import_root` first
+    # on the path (a copy of the project's files it needs). Empty: `source` is one self-contained file.
+    import_root: str = ""
+    module: str = ""
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))

@@ -513,10 +513,19 @@ def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, 
     state.result.flags += flags
 
 
+def load_baseline(job: wire.TimingJob) -> Callable[..., Any]:
+    """The baseline: its module imported from the judge's copy of the project files it needs, first on the path;
+    or one self-contained file."""
+    if not job.import_root:
+        return load_function(job.source, job.entry, "ferret_baseline")
+    sys.path.insert(0, job.import_root)
+    return getattr(importlib.import_module(job.module), job.entry)
+
+
 def load_implementations(job: wire.TimingJob) -> dict[str, Callable[..., Any]]:
     if job.role == wire.CANDIDATE_TIMER:
         return {"candidate": load_function(job.source, job.entry, "ferret_candidate")}
-    baseline = load_function(job.source, job.entry, "ferret_baseline")
+    baseline = load_baseline(job)
     implementations = {"baseline": baseline}
     if job.compile:
         implementations["baseline_compiled"] = torch.compile(baseline)

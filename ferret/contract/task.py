@@ -43,7 +43,7 @@ class Task:
 
     @property
     def baseline_file(self) -> Path:
-        """The baseline's one self-contained source file (copied into the timing process's folder)."""
+        """The baseline's source file (copied, with the project modules it imports, into the reference timer's folder)."""
         source = inspect.getsourcefile(self.baseline)
         if source is None:
             raise ValueError(f"{self.contract.baseline.entry}: the baseline has no source file")

@@ -120,11 +120,17 @@ def project_source_hashes(record: dict) -> dict[str, str]:
     `record["entry_modules"]` that lie inside the root and what they import from inside it, and the
     tolerance file (as it is now: a file gone is left out, and named missing by the verification)."""
     root = Path(record["root"])
-    files = _imported_files(record["entry_modules"], lambda module: _project_module_file(root, module))
+    files = project_module_files(record["entry_modules"], root)
     names = [os.path.relpath(path, root) for path in files]
     if record.get("tolerance_file") and (root / record["tolerance_file"]).is_file():
         names.append(record["tolerance_file"])
     return sha256_files(root, sorted(set(names)))
+
+
+def project_module_files(modules: Iterable[str], root: Path) -> list[Path]:
+    """The files of `modules` that lie inside the project `root`, of the project-local modules they import and
+    of the packages holding them: what loading them reads from the project (and what its lock covers)."""
+    return _imported_files(modules, lambda module: _project_module_file(root, module))
 
 
 def _project_module_file(root: Path, module: str) -> Path | None:

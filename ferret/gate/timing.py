@@ -29,6 +29,7 @@ from ferret.gate.answers import check_timed_answers
 from ferret.gate.inputs import output_specs, prepare_inputs
 from ferret.gate.interleave import TimerFailed, TimerProcess, conduct, start_timer, stop_all, wait_until_done
 from ferret.gate.isolation import hidden_from_candidates
+from ferret.gate.lock import project_module_files
 from ferret.gate.models import CaseTiming, Detection, GateManifest, RooflineWork, TimingResult
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.launch import candidate_environment
@@ -105,7 +106,8 @@ def finish_timing(task: Task, started: StartedTiming, progress: ProgressLike = N
         raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress))
         if isinstance(raw, str):
             return TimingResult(measured=False, reason=raw)
-        changed = [f.name for f, digest in started.reference_files.items() if _sha256(f) != digest]
+        changed = [str(f.relative_to(started.workdir)) for f, digest in started.reference_files.items()
+                   if _sha256(f) != digest]
         if changed:
             return TimingResult(measured=False, reason=f"the reference timer's files were changed while it ran: {changed}")
         result = _judge_timings(task, started.cases, raw[0], raw[1], device)
@@ -178,9 +180,9 @@ def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path
 def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: list[_Case], compare_compiled: bool,
                  device: str) -> tuple[list[TimerProcess], dict[Path, str]]:
     """The two timing processes' folders and jobs: the candidate's timer gets a copy of the candidate and
-    nothing else, the reference timer a copy of the baseline (loaded by file: a machine may have an unrelated
-    top-level `tasks` package installed; a baseline is one self-contained file). Each gets its own copy of
-    the pools. Returns the timers (candidate's first) and the reference timer's files with their digests."""
+    nothing else, the reference timer a copy of the baseline and of the project modules it imports
+    (`_copy_baseline`). Each gets its own copy of the pools. Returns the timers (candidate's first) and the
+    reference timer's files with their digests."""
     contract = task.contract
     hidden = hidden_from_candidates(gate, task.project_root)
     roles = {
@@ -188,11 +190,17 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
         wire.REFERENCE_TIMER: (task.baseline_file, task.baseline.__name__,
                                contract.baseline.compile and compare_compiled and device == "cuda"),
     }
-    timers = []
+    timers, reference_copies = [], []
     for role, (source, entry, compile_it) in roles.items():
         folder = workdir / role
         folder.mkdir()
-        shutil.copyfile(source, folder / "source.py")
+        import_root, module = "", ""
+        if role == wire.REFERENCE_TIMER:
+            loaded, root, reference_copies = _copy_baseline(task, folder)
+            import_root, module = (str(root), task.contract.baseline.entry.partition(":")[0]) if root else ("", "")
+        else:
+            loaded = folder / "source.py"
+            shutil.copyfile(source, loaded)
         case_jobs = []
         for case in cases:
             own_pool = folder / Path(case.job.pool_file).name
@@ -202,9 +210,10 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
                 shutil.copyfile(case.job.pool_file, own_pool)  # a copy the candidate may rewrite; the judge checks its own
             case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
         job = wire.TimingJob(
-            role=role, source=str(folder / "source.py"), entry=entry, compile=bool(compile_it), device=device,
+            role=role, source=str(loaded), entry=entry, compile=bool(compile_it), device=device,
             params=dict(contract.params), read_only=[i.name for i in contract.inputs if i.role == "in"],
             repeats=contract.speed.repeats, cases=case_jobs, result=str(folder / wire.TIMING_RESULT_FILE),
+            import_root=import_root, module=module,
         )
         job.write(folder / "job.json")
         args = [sys.executable, "-m", "ferret.bench.process", "job.json"]
@@ -215,9 +224,29 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
         # timer's folder; the reference timer runs only the project's own baseline, and keeps its compile cache.
         hide = [*hidden, workdir / wire.REFERENCE_TIMER] if role == wire.CANDIDATE_TIMER else []
         timers.append(TimerProcess(role, folder, args, env, hide))
-    reference = timers[1].folder
-    files = {f: _sha256(f) for f in (reference / "source.py", reference / "job.json")}
+    files = {f: _sha256(f) for f in (*reference_copies, timers[1].folder / "job.json")}
     return timers, files
+
+
+def _copy_baseline(task: Task, folder: Path) -> tuple[Path, Path | None, list[Path]]:
+    """The reference timer's copy of the baseline: its module, the project-local modules it imports and their
+    packages (the files the gate's lock covers for it), in their folders under `folder/project`, imported with
+    that folder first on the path, so an unrelated `tasks` package installed on the machine is never the one
+    loaded. A baseline outside the project is copied as its one file. Returns the file to load, the import
+    root (None for one file) and every file copied."""
+    root = task.project_root.resolve()
+    baseline = task.baseline_file.resolve()
+    files = project_module_files([task.contract.baseline.entry.partition(":")[0]], root)
+    if baseline not in files:
+        target = folder / "source.py"
+        shutil.copyfile(baseline, target)
+        return target, None, [target]
+    tree = folder / "project"
+    copies = [tree / path.relative_to(root) for path in files]
+    for path, copy in zip(files, copies, strict=True):
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy)
+    return tree / baseline.relative_to(root), tree, copies
 
 
 def _compile_cache(gate: Path) -> Path:
