@@ -1,6 +1,6 @@
 """Why does a tiny case's time move between checks while its rounds agree inside each? Several fresh processes, one case.
 
-On the H200 (benchmarks/results/2026-12-01-h200-repeat/), rope decode_q_64x128's candidate read 5.6, 6.05 and 5.8 us
+On the H200 (benchmarks/results/2026-12-01-h200-repeat-all/), rope decode_q_64x128's candidate read 5.6, 6.05 and 5.8 us
 in three checks, each check's five rounds within 0.1 us, and torch.compile's time moved the same way in the
 same checks (8.67, 9.02, 9.05 us) although it is timed in another process. What the two processes of one check
 share: the timed input values, and the GPU's state at that time. This probe separates them. Each of `--processes`
@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     rows = []
+    if args.out:  # each process's row is written as it comes: a run stopped by a time limit keeps what it measured
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"process-offset-{args.op}-{args.case}.jsonl").write_text("")
     for index in range(args.processes):
         command = [sys.executable, __file__, "--child", "--op", args.op, "--case", args.case,
                    "--seeds", *map(str, args.seeds)]
@@ -108,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             return done.returncode
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"process {index}: {rows[-1]}", flush=True)
+        if args.out:
+            with (args.out / f"process-offset-{args.op}-{args.case}.jsonl").open("a") as rows_file:
+                rows_file.write(json.dumps(rows[-1]) + "\n")
     result = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(0),
@@ -120,7 +126,6 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"process-offset-{args.op}-{args.case}.json").write_text(text + "\n")
     return 0
 
