@@ -10,7 +10,9 @@ from each of `--seeds` (the same seeds in every process), and records per proces
 - the SM clock, as the spin kernel's cycles per ms, before and after;
 - per seed: the candidate, torch.compile of the baseline and the eager baseline (event clock, 3 rounds each),
   and the candidate's kernel device time from the profiler (no events around it);
-- an empty call between the same events (what the events and the spin themselves add).
+- an empty call between the same events (what the events and the spin themselves add);
+- one tiny torch kernel between the same events, the candidate without the flush, its kernels per call, and its
+  time sampled over ~12 s in the one process (`_launch_and_time`).
 
 If times follow the seed in every process, the values set them; if they move together per process for every
 seed, the process or the GPU's state does. Not a gate; GPU only:
@@ -78,9 +80,49 @@ def _child(args: argparse.Namespace) -> dict:
                                                                  contract.params).call) * 1e3, 3)
         record["seeds"][str(seed)] = row
     record["empty_call_us"] = [round(clock.bench(lambda: None, 0.005) * 1e3, 3) for _ in range(3)]
+    record.update(_launch_and_time(args, clock, fns["candidate"], pool, fresh_outputs, contract.params))
     clock.calibrate()
     record["sm_khz_after"] = clock.cycles_per_ms
     return record
+
+
+def _launch_and_time(args: argparse.Namespace, clock, candidate, pool: list[dict], fresh_outputs, params: dict) -> dict:
+    """What separates the hypotheses left by the first run (2026-12-01): one tiny torch kernel between the same
+    events (does a single launch's overhead move with the candidate?), the candidate without the L2 flush before
+    each call (does the flush's write-back set the offset?), its kernels per call, and its time sampled
+    `--over-time` times, 1.5 s apart, in this one process (does the offset move inside a process?)."""
+    import time
+
+    import torch
+
+    from ferret.bench.process import Slots, device_us_per_kernel
+
+    tiny = torch.zeros(1, device="cuda")
+    slots = Slots(candidate, pool, fresh_outputs, params)
+    host = clock.host_ms(slots.call)
+
+    def unflushed_us() -> float:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(200)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(200)]
+        clock.sync()
+        for start, end in zip(starts, ends, strict=True):
+            clock.spin(0.0 if host is None else 1.5 * host + 0.02)
+            start.record()
+            slots.call()
+            end.record()
+        clock.sync()
+        return statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)) * 1e3
+
+    over_time = []
+    for _ in range(args.over_time):
+        over_time.append(round(clock.bench(slots.call, host) * 1e3, 3))
+        time.sleep(1.5)
+    return {
+        "one_torch_kernel_us": [round(clock.bench(lambda: tiny.add_(1), 0.02) * 1e3, 3) for _ in range(3)],
+        "candidate_unflushed_us": [round(unflushed_us(), 3) for _ in range(3)],
+        "candidate_kernels_per_call": {k: round(v, 3) for k, v in device_us_per_kernel(slots.call, clock, 10).items()},
+        "candidate_over_time_us": over_time,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", default="decode_q_64x128")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--processes", type=int, default=6)
+    parser.add_argument("--over-time", type=int, default=8, help="candidate times sampled 1.5 s apart in each process")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -104,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / f"process-offset-{args.op}-{args.case}.jsonl").write_text("")
     for index in range(args.processes):
         command = [sys.executable, __file__, "--child", "--op", args.op, "--case", args.case,
-                   "--seeds", *map(str, args.seeds)]
+                   "--seeds", *map(str, args.seeds), "--over-time", str(args.over_time)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode:
             print(done.stderr[-3000:], file=sys.stderr)
