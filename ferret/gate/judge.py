@@ -40,7 +40,7 @@ from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
-from ferret.gate.timing import StartedTiming, finish_timing, start_timing
+from ferret.gate.timing import StartedTiming, finish_timing, speed_lines, start_timing
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
 from ferret.sandbox.launch import remember_probes_in
@@ -129,6 +129,8 @@ class Judge:
                                                                           deadline, clock)
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
             timing = self._timing(started, progress, judged[2], measure_speed, deadline, clock)
+            for line in speed_lines(timing):
+                progress(line)
         finally:
             if started is not None:
                 started.stop()  # killed and deleted, timed or not (finish_timing stopped them already)

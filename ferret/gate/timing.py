@@ -452,3 +452,29 @@ def _check_roofline(task: Task, timing: CaseTiming) -> None:
 def _peaks_seen_by_judge(device: str) -> dict | None:
     """The datasheet peaks of the GPU this (the judge's) process sees; None on the CPU or an unlisted GPU."""
     return guards.peaks_for(torch.cuda.get_device_name(0)) if device == "cuda" and torch.cuda.is_available() else None
+
+
+def speed_lines(timing: TimingResult) -> list[str]:
+    """What a person reads of a timing result at the end of a check: why speed was not measured (a process's
+    traceback cut to its first line and its exception), or each case's time, speedups and fraction of the floor,
+    then the target."""
+    if not timing.measured:
+        lines = [line for line in timing.reason.strip().splitlines() if line.strip()]
+        said = lines[0] if len(lines) <= 1 else f"{lines[0][:200]} ... {lines[-1].strip()[:200]}"
+        return [f"speed not measured: {said}"]
+    shown = [_case_speed_line(case) for case in timing.cases]
+    target = "met" if timing.target_met else "NOT met"
+    geomean = "none stable" if timing.geomean_speedup is None else f"{timing.geomean_speedup:.2f}x"
+    return [*shown, f"speed: geomean {geomean} over the baseline, target {timing.min_speedup_required}x {target}"
+            + (f"; unstable (not counted): {', '.join(timing.unstable_cases)}" if timing.unstable_cases else "")]
+
+
+def _case_speed_line(case: CaseTiming) -> str:
+    parts = [f"{case.candidate_ms * 1e3:.1f} us", f"{case.speedup:.2f}x baseline"]
+    if case.speedup_vs_compiled is not None:
+        parts.append(f"{case.speedup_vs_compiled:.2f}x torch.compile")
+    if case.fraction_of_floor is not None:
+        parts.append(f"{case.fraction_of_floor:.1%} of the floor")
+    if case.unstable:
+        parts.append(f"UNSTABLE ({case.unstable_reason or 'rounds disagree'})")
+    return f"  speed {case.case}: " + ", ".join(parts)

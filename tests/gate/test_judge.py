@@ -643,3 +643,5 @@ def test_progress_goes_to_the_ferret_logger_by_default(rmsnorm_gate, rmsnorm_gat
     messages = [r.getMessage() for r in caplog.records if r.name == "ferret"]
     assert any(m.startswith(f"gate {rmsnorm_gate.name[:16]}") and "verified" in m for m in messages), messages
     assert "  typical@bfloat16: ok" in messages
+    # the check ends saying what became of speed, not only PASS
+    assert "speed not measured: no GPU: speed is not measured (an interpreter time is never a speedup)" in messages

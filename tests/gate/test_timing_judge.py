@@ -87,3 +87,32 @@ def test_a_round_measured_by_the_host_makes_the_case_unstable():
     assert result.late_fraction == {"candidate": [0.0, 0.02, 0.8]}
     mine.late_fraction = {"candidate": [0.0, 0.02, 0.5]}  # half late: the other half measured the GPU alone
     assert not timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10).unstable
+
+
+def test_speed_lines_say_each_case_and_the_target():
+    from ferret.gate.models import CaseTiming, TimingResult
+
+    steady = CaseTiming(case="decode", candidate_ms=0.0055, baseline_ms=0.044, baseline_compiled_ms=0.0056,
+                        speedup=8.0, speedup_vs_compiled=1.018, fraction_of_floor=0.07)
+    shaky = CaseTiming(case="prefill", candidate_ms=0.034, baseline_ms=0.4156, speedup=12.2, unstable=True,
+                       unstable_reason="candidate rounds spread 14% (limit 10%)")
+    result = TimingResult(measured=True, cases=[steady, shaky], min_speedup_required=1.5, target_met=True,
+                          geomean_speedup=8.0, unstable_cases=["prefill"])
+    assert timing.speed_lines(result) == [
+        "  speed decode: 5.5 us, 8.00x baseline, 1.02x torch.compile, 7.0% of the floor",
+        "  speed prefill: 34.0 us, 12.20x baseline, UNSTABLE (candidate rounds spread 14% (limit 10%))",
+        "speed: geomean 8.00x over the baseline, target 1.5x met; unstable (not counted): prefill",
+    ]
+
+
+def test_speed_not_measured_names_the_failing_process_and_its_exception():
+    from ferret.gate.models import TimingResult
+
+    reason = ("the reference timing process failed before step '0 0': exited  Traceback (most recent call last):\n"
+              '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+              "ModuleNotFoundError: No module named 'tasks'\n")
+    assert timing.speed_lines(TimingResult(measured=False, reason=reason)) == [
+        "speed not measured: the reference timing process failed before step '0 0': exited  Traceback (most recent "
+        "call last): ... ModuleNotFoundError: No module named 'tasks'"]
+    assert timing.speed_lines(TimingResult(measured=False, reason="not timed: the candidate is not correct")) == [
+        "speed not measured: not timed: the candidate is not correct"]
