@@ -5,8 +5,9 @@ parameter space (names -> ordered lists of values), its default point and how po
 `TemplateSearchOptimizer` proposes points of that space round by round:
 
 * round 1: the default point, alone;
-* with a passing point that the gate timed (`{"speedup": x}` in the feedback): untried points nearest
-  to the fastest passing one, one parameter moved one step first;
+* with a passing point that the gate timed (`{"speedup": x}` in the feedback): first the space's untried
+  `starts` (approach families several steps from the default), then untried points nearest to the fastest
+  passing one, one parameter moved one step first;
 * with a passing point but no timing (the CPU profile: an interpreter time is never a speedup): nothing,
   `[]`: no proposal could be shown to be better;
 * with no passing point yet: untried points nearest to the default, simpler ones first;
@@ -60,6 +61,12 @@ class TemplateSpace(BaseModel):
         default_factory=dict, description="parameter -> format string with {} or value -> text ('' leaves it out)."
     )
     pivot: str = Field(default="block_policy", description="The parameter that names the approach family, changed on a pivot.")
+    starts: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Points, each given as its changes from the default, proposed as soon as a point passes with a "
+        "time and before any neighbour: approach families that a one-step search from the default would need "
+        "several improving steps to reach. The gate judges them like any other point.",
+    )
     invariants: str = Field(
         description="What every point keeps (the math, the stages it exposes), quoted in each proposal's plan for the reviewer."
     )
@@ -95,7 +102,20 @@ class TemplateSpace(BaseModel):
             raise ValueError(f"pivot {self.pivot!r} is not a parameter")
         if self.pivot in self.applies_when:
             raise ValueError(f"pivot {self.pivot!r} must apply at every point")
+        for index, start in enumerate(self.starts):
+            self._check_start(index, start)
         return self
+
+    def _check_start(self, index: int, start: dict[str, Any]) -> None:
+        for name, value in start.items():
+            if name not in self.parameters:
+                raise ValueError(f"starts[{index}] names unknown parameter {name!r}")
+            if value not in self.parameters[name]:
+                raise ValueError(f"starts[{index}]: {name}={value!r} is not one of {self.parameters[name]}")
+            if not self.applies(name, {**self.default, **start}):
+                raise ValueError(f"starts[{index}]: {name} does not apply at that point (applies_when)")
+        if self.canonical({**self.default, **start}) == self.canonical(dict(self.default)):
+            raise ValueError(f"starts[{index}] is the default point")
 
     # ------------------------------------------------------------------------------------------ points
     def applies(self, name: str, point: Point) -> bool:
@@ -121,6 +141,10 @@ class TemplateSpace(BaseModel):
 
     def default_point(self) -> Point:
         return self.canonical(dict(self.default))
+
+    def start_points(self) -> list[Point]:
+        """The `starts`, as whole points, in the order the space lists them."""
+        return [self.canonical({**self.default, **start}) for start in self.starts]
 
     def approach(self, point: Point) -> str:
         """A short stable name of the point, e.g. `rows=4,warps=8,single-pass`."""
@@ -314,8 +338,13 @@ class TemplateSearchOptimizer:
             return [self._proposal(p, why.format(new=p[space.pivot])) for p in chosen]
         if best is not None:
             speed = max(t[0] for t in timed)
-            chosen = self._ranked(untried, best)[: self.budget]
+            starts = [p for p in space.start_points() if space.approach(p) not in tried][: self.budget]
+            chosen = self._ranked([p for p in untried if p not in starts], best)[: self.budget - len(starts)]
             return [
+                self._proposal(p, f"A start of the space, several steps from the default, tried before any "
+                                  f"neighbour: {self._moves(default, p)}")
+                for p in starts
+            ] + [
                 self._proposal(p, f"One step from the fastest passing point {space.approach(best)} "
                                   f"(speedup {speed:.3g}x): {self._moves(best, p)}")
                 for p in chosen

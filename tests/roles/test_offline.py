@@ -322,3 +322,55 @@ def test_budget_seed_and_op(optimizer):
         TemplateSearchOptimizer(TEMPLATES, budget=0)
     with pytest.raises(ValueError, match="softmax"):
         optimizer.propose(context().model_copy(update={"op": "softmax"}))
+
+
+# ------------------------------------------------------------------------------------------------ starts
+@pytest.fixture(scope="module")
+def mla_optimizer() -> TemplateSearchOptimizer:
+    return TemplateSearchOptimizer(REPO / "tasks" / "mla_attention" / "templates")
+
+
+def _mla(history=(), tried=()) -> OptimizerContext:
+    return context(history, tried).model_copy(update={"op": "mla_attention"})
+
+
+def test_starts_come_first_once_a_point_is_timed_then_the_neighbours(mla_optimizer):
+    space = mla_optimizer.space
+    default = space.approach(space.default_point())
+    starts = [space.approach(p) for p in space.start_points()]
+    assert len(starts) == len(set(starts)) == 3 and default not in starts
+    assert all(space.distance(p, space.default_point()) >= 5 for p in space.start_points())
+    proposals = mla_optimizer.propose(_mla([feedback(default, True, 1.3)]))
+    assert [p.approach for p in proposals[:3]] == starts
+    assert all("A start of the space" in p.notes for p in proposals[:3])
+    # the budget's remainder: one step from the fastest passing point
+    assert len(proposals) == mla_optimizer.budget
+    assert space.distance(mla_optimizer.by_approach[proposals[3].approach], space.default_point()) == 1
+    # a start already tried is not proposed again; the next ones move up
+    again = mla_optimizer.propose(_mla([feedback(default, True, 1.3), feedback(starts[0], True, 1.9, round=2)]))
+    assert [p.approach for p in again[:2]] == starts[1:]
+    assert all(space.distance(mla_optimizer.by_approach[p.approach], space.start_points()[0]) == 1 for p in again[2:])
+
+
+def test_starts_wait_for_a_timed_pass(mla_optimizer):
+    space = mla_optimizer.space
+    default = space.approach(space.default_point())
+    starts = {space.approach(p) for p in space.start_points()}
+    # nothing has passed yet: correctness first, near the default
+    failed = mla_optimizer.propose(_mla([feedback(default, False)]))
+    assert failed and not {p.approach for p in failed} & starts
+    # passed without a time (no GPU): nothing could be shown faster, so nothing, starts included
+    assert mla_optimizer.propose(_mla([feedback(default, True)])) == []
+
+
+@pytest.mark.parametrize(("start", "message"), [
+    ({"tiles": 2}, r"starts\[0\] names unknown parameter 'tiles'"),
+    ({"num_warps": 3}, r"starts\[0\]: num_warps=3 is not one of \[1, 2, 4, 8, 16\]"),
+    ({"block_n": 1024}, r"starts\[0\]: block_n does not apply at that point"),
+    ({"num_warps": 4}, r"starts\[0\] is the default point"),
+])
+def test_a_bad_start_is_refused_naming_it(start, message):
+    data = load_space(TEMPLATES).model_dump()
+    assert data["default"]["num_warps"] == 4 and data["default"]["block_policy"] == "next_pow2"
+    with pytest.raises(ValueError, match=message):
+        TemplateSpace.model_validate({**data, "starts": [start]})

@@ -94,7 +94,7 @@ def _changed_lines(old: list[str], new: list[str]):
 
 def test_sampled_points_compile_and_scan_clean(optimizer):
     sample = [optimizer.space.default_point()] + [optimizer.space.canonical({**optimizer.space.default, **c}) for c in CORNERS]
-    sample += optimizer.points[:: len(optimizer.points) // 6]
+    sample += optimizer.points[:: len(optimizer.points) // 6] + optimizer.space.start_points()
     assert_points_compile_and_scan_clean(optimizer, sample, REPO / "contracts" / "mla_attention.yaml")
 
 
@@ -119,8 +119,17 @@ def test_head_block_and_warps_rule(optimizer, tmp_path, head_block, warps, heads
 
 @pytest.mark.parametrize("corner", CORNERS, ids=["heads64-tokens16-stages1", "heads16-tokens64-stages3"])
 def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, corner):
-    point = {**optimizer.space.default, **corner}
-    module = _load(optimizer.render(point), tmp_path / "corner.py")
+    _assert_stages_match_the_reference(_load(optimizer.render({**optimizer.space.default, **corner}), tmp_path / "corner.py"))
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["heads64-waves", "heads64-waves-few-tiles-default", "heads64-pv-halves"])
+def test_the_spaces_starts_match_the_reference_stage_by_stage(optimizer, tmp_path, index):
+    """The points the search proposes first once a point is timed (space.yaml `starts`)."""
+    assert len(optimizer.space.start_points()) == 3
+    _assert_stages_match_the_reference(_load(optimizer.render(optimizer.space.start_points()[index]), tmp_path / "start.py"))
+
+
+def _assert_stages_match_the_reference(module) -> None:
     inputs = make_inputs(seed=3, batch=3, heads=40, cache_capacity=70, cache_lens=[69, 5, 33],
                          positions=[16383, 6000, 9000])
     copies = {name: t.clone() for name, t in inputs.items()}
