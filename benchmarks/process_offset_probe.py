@@ -12,7 +12,8 @@ from each of `--seeds` (the same seeds in every process), and records per proces
   and the candidate's kernel device time from the profiler (no events around it);
 - an empty call between the same events (what the events and the spin themselves add);
 - one tiny torch kernel between the same events, the candidate without the flush, its kernels per call, and its
-  time sampled over ~12 s in the one process (`_launch_and_time`).
+  time sampled over ~12 s in the one process beside nvidia-smi's temperatures, clocks and power
+  (`_launch_and_time`).
 
 If times follow the seed in every process, the values set them; if they move together per process for every
 seed, the process or the GPU's state does. Not a gate; GPU only:
@@ -113,16 +114,29 @@ def _launch_and_time(args: argparse.Namespace, clock, candidate, pool: list[dict
         clock.sync()
         return statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)) * 1e3
 
-    over_time = []
+    over_time, gpu_state = [], []
     for _ in range(args.over_time):
         over_time.append(round(clock.bench(slots.call, host) * 1e3, 3))
+        gpu_state.append(_gpu_state())
         time.sleep(1.5)
     return {
         "one_torch_kernel_us": [round(clock.bench(lambda: tiny.add_(1), 0.02) * 1e3, 3) for _ in range(3)],
         "candidate_unflushed_us": [round(unflushed_us(), 3) for _ in range(3)],
         "candidate_kernels_per_call": {k: round(v, 3) for k, v in device_us_per_kernel(slots.call, clock, 10).items()},
         "candidate_over_time_us": over_time,
+        "gpu_state_over_time": gpu_state,
     }
+
+
+GPU_STATE = "temperature.gpu,temperature.memory,clocks.sm,clocks.mem,clocks.gr,power.draw,pstate"
+
+
+def _gpu_state() -> str:
+    """nvidia-smi's temperatures (core, HBM), clocks, power and performance state, right after a timed round: does
+    the offset follow the HBM's temperature (refresh) or a clock that the spin kernel does not read?"""
+    done = subprocess.run(["nvidia-smi", f"--query-gpu={GPU_STATE}", "--format=csv,noheader"], capture_output=True,
+                          text=True, check=False)
+    return done.stdout.strip() or done.stderr.strip()[:200]
 
 
 def main(argv: list[str] | None = None) -> int:
