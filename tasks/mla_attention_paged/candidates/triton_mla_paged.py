@@ -35,6 +35,12 @@ NUM_WARPS = 4
 NUM_STAGES = 2
 MIN_TOKENS_PER_SPLIT = 256
 PROGRAMS_PER_SM = 2
+# Few compilations whatever the shape, as the contiguous candidate (its template's specialize=none): on a GPU, the
+# batch-blocked kernels take 16 rows up to 16 requests and 64 above (two compilations at most), the merge reads a
+# vector of MAX_SPLITS log-sum-exps (the split count never exceeds it), and size arguments (the block table's row
+# stride, pages per request, among them) are not specialized on their values (Triton compiles again for a 1, or
+# for a multiple of 16).
+MAX_SPLITS = 64
 RANK, NOPE, ROPE, V_DIM = KV_LORA_RANK, QK_NOPE_HEAD_DIM, QK_ROPE_HEAD_DIM, V_HEAD_DIM
 _USE_YARN = True
 _SCALE_MODE = "mscale"
@@ -133,7 +139,7 @@ def _cos_sin(angle):
 # ------------------------------------------------------------------------------------------------
 # 2. absorption q_nope @ W_UK_h and rope(q_pe) -> q [B, H, RANK + ROPE]
 # ------------------------------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=["batch"])
 def _q_prepare_kernel(
     q_nope_ptr, q_pe_ptr, w_kv_b_ptr, inv_freq_ptr, positions_ptr, q_ptr,
     batch,
@@ -205,7 +211,7 @@ def _merge_splits(partial_ptr, lse_ptr, rows, row_mask, h, r, lse_max, total, nu
     return latent
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["batch", "heads", "num_splits", "stride_lse_b", "stride_lse_h"])
 def _combine_unabsorb_kernel(
     partial_ptr, lse_ptr, w_kv_b_ptr, out_ptr,
     batch, heads, num_splits,
@@ -245,7 +251,7 @@ def _combine_unabsorb_kernel(
 
 
 # trace only (copied)
-@triton.jit
+@triton.jit(do_not_specialize=["batch", "heads", "num_splits", "stride_lse_b", "stride_lse_h"])
 def _trace_o_latent_kernel(
     partial_ptr, lse_ptr, out_ptr, batch, heads, num_splits,
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
@@ -273,6 +279,7 @@ def _trace_o_latent_kernel(
 # ------------------------------------------------------------------------------------------------
 _inv_freq_by_device: dict[tuple, torch.Tensor] = {}
 _sm_count_by_device: dict[str, int] = {}
+_config_by_shape: dict[tuple, dict] = {}
 
 
 def _inv_freq(params: dict, device: torch.device) -> torch.Tensor:
@@ -293,6 +300,14 @@ def _parallel_slots(device: torch.device) -> int:
 
 
 def _attention_config(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
+    """Kernel 3's sizing for this shape, worked out once per shape (a dict keyed on sizes, never on values)."""
+    key = (batch, heads, capacity, str(device))
+    if key not in _config_by_shape:
+        _config_by_shape[key] = _attention_config_of(batch, heads, capacity, device)
+    return _config_by_shape[key]
+
+
+def _attention_config_of(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
     """Block sizes and split count of kernel 3, from the template point (module constants above)."""
     # tl.dot needs at least 16 rows: fewer heads than 16 are padded up to a block of 16.
     block_h = min(HEAD_BLOCK, max(16, triton.next_power_of_2(heads)))
@@ -308,7 +323,11 @@ def _attention_config(batch: int, heads: int, capacity: int, device: torch.devic
             "num_splits": splits}
 
 
-def _batch_block(batch: int) -> int:
+def _batch_block(batch: int, interpreted: bool) -> int:
+    if not interpreted:
+        # two block sizes whatever the batch, so two compilations at most (padding rows are masked)
+        return 16 if batch <= 16 else 64
+    # the interpreter compiles nothing, and its time grows with the block: the fewest rows that hold the batch
     return min(64, max(16, triton.next_power_of_2(batch)))
 
 
@@ -341,7 +360,7 @@ def _token_rows(cache_ptr, block_table_ptr, b, t, t_mask, stride_bt_b, stride_pa
     return cache_ptr + (pages * stride_page + (t % PAGE_SIZE).to(tl.int64) * stride_row)[:, None]
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["stride_bt_b"])
 def _paged_kv_append_kernel(
     kv_a_ptr, gamma_ptr, inv_freq_ptr, positions_ptr, cache_lens_ptr, block_table_ptr, cache_ptr,
     stride_kv_a_b, stride_bt_b, stride_page, stride_row,
@@ -371,7 +390,7 @@ def _paged_kv_append_kernel(
     tl.store(row_out + RANK + 2 * pair + 1, _round_to(odd * cos + even * sin, out_dtype, INTERPRETED))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["heads", "num_splits", "stride_bt_b", "stride_lse_b", "stride_lse_h"])
 def _paged_attention_kernel(
     q_ptr, cache_ptr, block_table_ptr, cache_lens_ptr, partial_ptr, lse_ptr,
     heads, num_splits,
@@ -432,7 +451,7 @@ def _paged_attention_kernel(
 # ------------------------------------------------------------------------------------------------
 # trace only
 # ------------------------------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=["stride_bt_b"])
 def _trace_paged_appended_rows_kernel(cache_ptr, block_table_ptr, cache_lens_ptr, c_kv_ptr, k_pe_ptr,
                                       stride_bt_b, stride_page, stride_row,
                                       RANK: tl.constexpr, ROPE: tl.constexpr, PAGE_SIZE: tl.constexpr):
@@ -445,7 +464,7 @@ def _trace_paged_appended_rows_kernel(cache_ptr, block_table_ptr, cache_lens_ptr
     tl.store(k_pe_ptr + b * ROPE + rope_offs, tl.load(row + RANK + rope_offs))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["heads", "capacity", "num_splits", "stride_bt_b", "stride_lse_b", "stride_lse_h"])
 def _trace_paged_scores_probs_kernel(
     q_ptr, cache_ptr, block_table_ptr, cache_lens_ptr, lse_ptr, scores_ptr, probs_ptr,
     heads, capacity, num_splits,
@@ -517,7 +536,8 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     scale = _softmax_scale(params)
     config = _attention_config(batch, heads, capacity, device)
     num_splits = config["num_splits"]
-    splits_pow2 = max(2, triton.next_power_of_2(num_splits))
+    # the merge's vector of split log-sum-exps: one size for every shape, except under the interpreter
+    splits_pow2 = max(2, triton.next_power_of_2(num_splits)) if interpreted else MAX_SPLITS
     q = torch.empty((batch, heads, RANK + ROPE), dtype=q_nope.dtype, device=device)
     partial = torch.empty((batch, heads, num_splits, RANK), dtype=torch.float32, device=device)
     lse = torch.empty((batch, heads, num_splits), dtype=torch.float32, device=device)
@@ -527,7 +547,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
         kv_a.stride(0), *paging, params["rms_norm_eps"], magnitude,
         RANK=RANK, ROPE=ROPE, PAGE_SIZE=page, INTERPRETED=interpreted, num_warps=4,
     )
-    block_b, block_c = _batch_block(batch), 128
+    block_b, block_c = _batch_block(batch, interpreted), 128
     _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), RANK // block_c)](
         q_nope, q_pe, w_kv_b, inv_freq, positions, q, batch,
         q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),

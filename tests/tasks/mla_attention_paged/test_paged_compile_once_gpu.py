@@ -1,0 +1,52 @@
+"""On the GPU: the honest paged MLA candidate compiles each of its kernels once over every GPU case of its contract
+and three odd shapes like the fresh cases a check draws (traced and untraced), except the kernels whose rows are a
+block of requests (16 rows up to 16 requests, 64 above: twice at most). Its checks on the H200 spent 23.6-26.6 s
+of a warm check in the runner's first calls, compiling per shape (benchmarks/results/2026-12-01-h200-repeat-all,
+call 3); the contiguous candidate's twin is tests/tasks/mla_attention/test_compile_once_gpu.py.
+Run with `pytest -m gpu`."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ferret.contract.load import load_contract
+from ferret.gate.inputs import draw_inputs, output_specs
+
+REPO = Path(__file__).resolve().parents[3]
+CONTRACT = REPO / "contracts" / "mla_attention_paged.yaml"
+CANDIDATE = REPO / "tasks" / "mla_attention_paged" / "candidates" / "triton_mla_paged.py"
+BENCH = REPO / "benchmarks" / "mla_template_bench.py"
+# Shapes like the fresh cases of the H200's checks (B, H, pages per request): ones, odd sizes, no multiple of 16.
+FRESH_LIKE = [{"B": 17, "H": 61, "P": 38}, {"B": 1, "H": 1, "P": 1}, {"B": 11, "H": 7, "P": 95}]
+BATCH_BLOCKED = {"_q_prepare_kernel", "_combine_unabsorb_kernel", "_trace_o_latent_kernel"}
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.gpu
+def test_the_paged_candidate_compiles_each_kernel_once_over_every_gpu_case_and_odd_shapes():
+    module = _load(CANDIDATE, "_mla_paged_compile_once_candidate")
+    contract = load_contract(CONTRACT)
+    cases = contract.cases_for("gpu")
+    cases += [cases[0].model_copy(update={"name": f"odd{i}", "dims": dims, "edits": []}) for i, dims in enumerate(FRESH_LIKE)]
+    for case in cases:
+        inputs = {k: v.cuda() for k, v in draw_inputs(contract, case, "bfloat16").items()}
+        outputs = {n: torch.empty(s, dtype=d, device="cuda") for n, (s, d) in output_specs(contract, case, "bfloat16").items()}
+        module.run(inputs, outputs, dict(contract.params))
+        module.run(inputs, outputs, dict(contract.params), trace={})
+    torch.cuda.synchronize()
+    bench = _load(BENCH, "_mla_template_bench_for_paged_compiles")
+    counts = {n: len(bench.compiled_kernels(f)) for n, f in vars(module).items() if n.endswith("_kernel") and hasattr(f, "run")}
+    assert len(counts) >= 7 and BATCH_BLOCKED <= set(counts), counts  # the fast path's four and the trace's three
+    assert {n: c for n, c in counts.items() if n not in BATCH_BLOCKED} == dict.fromkeys(set(counts) - BATCH_BLOCKED, 1)
+    assert all(counts[n] <= 2 for n in BATCH_BLOCKED), counts
