@@ -122,6 +122,8 @@ def _launch_and_time(args: argparse.Namespace, clock, candidate, pool: list[dict
     return {
         "one_torch_kernel_us": [round(clock.bench(lambda: tiny.add_(1), 0.02) * 1e3, 3) for _ in range(3)],
         "candidate_unflushed_us": [round(unflushed_us(), 3) for _ in range(3)],
+        # the spin eager gets (its launch time is ~0.4 ms): is the offset gone when the GPU is held as long?
+        "candidate_long_spin_us": [round(clock.bench(slots.call, 0.4) * 1e3, 3) for _ in range(3)],
         "candidate_kernels_per_call": {k: round(v, 3) for k, v in device_us_per_kernel(slots.call, clock, 10).items()},
         "candidate_over_time_us": over_time,
         "gpu_state_over_time": gpu_state,
