@@ -91,7 +91,8 @@ def _launch_and_time(args: argparse.Namespace, clock, candidate, pool: list[dict
     """What separates the hypotheses left by the first run (2026-12-01): one tiny torch kernel between the same
     events (does a single launch's overhead move with the candidate?), the candidate without the L2 flush before
     each call (does the flush's write-back set the offset?), its kernels per call, and its time sampled
-    `--over-time` times, 1.5 s apart, in this one process (does the offset move inside a process?)."""
+    `--over-time` times, 1.5 s apart, in this one process (does the offset move inside a process?); and the
+    candidate behind the spin eager gets (eager, launched in ~0.4 ms, held steady in the checks while it moved)."""
     import time
 
     import torch
