@@ -331,6 +331,11 @@ def _batch_block(batch: int, interpreted: bool) -> int:
     return min(64, max(16, triton.next_power_of_2(batch)))
 
 
+def _splits_vector(num_splits: int, interpreted: bool) -> int:
+    """The merge's vector of split log-sum-exps: one size for every shape, except under the interpreter."""
+    return max(2, triton.next_power_of_2(num_splits)) if interpreted else MAX_SPLITS
+
+
 def _check_params(params: dict) -> None:
     expected = {"kv_lora_rank": KV_LORA_RANK, "qk_nope_head_dim": QK_NOPE_HEAD_DIM,
                 "qk_rope_head_dim": QK_ROPE_HEAD_DIM, "v_head_dim": V_HEAD_DIM}
@@ -536,8 +541,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     scale = _softmax_scale(params)
     config = _attention_config(batch, heads, capacity, device)
     num_splits = config["num_splits"]
-    # the merge's vector of split log-sum-exps: one size for every shape, except under the interpreter
-    splits_pow2 = max(2, triton.next_power_of_2(num_splits)) if interpreted else MAX_SPLITS
+    splits_pow2 = _splits_vector(num_splits, interpreted)
     q = torch.empty((batch, heads, RANK + ROPE), dtype=q_nope.dtype, device=device)
     partial = torch.empty((batch, heads, num_splits, RANK), dtype=torch.float32, device=device)
     lse = torch.empty((batch, heads, num_splits), dtype=torch.float32, device=device)

@@ -75,6 +75,21 @@ def test_candidate_fast_path_is_deterministic_and_writes_only_the_new_rows(contr
             assert torch.equal(after[name], inputs[name]), name
 
 
+def test_candidate_with_its_gpu_sizing_matches_the_reference(contract, cases, monkeypatch):
+    """The sizing the candidate uses on a GPU (16 or 64 rows per batch block, a 64-wide split vector whatever the
+    split count: one compilation per kernel), run under the interpreter, stage by stage."""
+    module = importlib.import_module(IMPLEMENTATIONS["triton_mla_paged"])
+    monkeypatch.setattr(module, "_batch_block", lambda batch, interpreted: 16 if batch <= 16 else 64)
+    monkeypatch.setattr(module, "_splits_vector", lambda num_splits, interpreted: module.MAX_SPLITS)
+    assert module.MAX_SPLITS == 64
+    for name, (inputs, golden) in cases.items():
+        outputs, trace, _ = _run(module, inputs, traced=True)
+        errors = {stage: rel_l2(trace[stage], golden[stage]) for stage in ref.STAGES}
+        failing = {s: e for s, e in errors.items() if e > contract.tolerance("bfloat16", s, name).rel_l2}
+        assert not failing, (name, failing)
+        assert torch.equal(outputs["o_heads"], trace["o_heads"])
+
+
 def test_contiguous_page_reads_diverge(cases, tmp_path):
     variant = load_variant("contiguous_pages", tmp_path)
     inputs, golden = cases["typical"]
