@@ -197,7 +197,9 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
         import_root, module = "", ""
         if role == wire.REFERENCE_TIMER:
             loaded, root, reference_copies = _copy_baseline(task, folder)
-            import_root, module = (str(root), task.contract.baseline.entry.partition(":")[0]) if root else ("", "")
+            if root is not None:  # imported as the contract names it, `module:attr`
+                module, _, entry = task.contract.baseline.entry.partition(":")
+                import_root = str(root)
         else:
             loaded = folder / "source.py"
             shutil.copyfile(source, loaded)
