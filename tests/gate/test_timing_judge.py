@@ -103,6 +103,9 @@ def test_speed_lines_say_each_case_and_the_target():
         "  speed prefill: 34.0 us, 12.20x baseline, UNSTABLE (candidate rounds spread 14% (limit 10%))",
         "speed: geomean 8.00x over the baseline, target 1.5x met; unstable (not counted): prefill",
     ]
+    unset = result.model_copy(update={"cases": [steady], "min_speedup_required": None, "target_met": None,
+                                      "unstable_cases": []})
+    assert timing.speed_lines(unset)[-1] == "speed: geomean 8.00x over the baseline, target none set"
 
 
 def test_speed_not_measured_names_the_failing_process_and_its_exception():

@@ -6,8 +6,6 @@ call 3); the contiguous candidate's twin is tests/tasks/mla_attention/test_compi
 Run with `pytest -m gpu`."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import torch
 
 from ferret.contract.load import load_contract
 from ferret.gate.inputs import draw_inputs, output_specs
+from tasks.variants import import_file
 
 REPO = Path(__file__).resolve().parents[3]
 CONTRACT = REPO / "contracts" / "mla_attention_paged.yaml"
@@ -25,17 +24,9 @@ FRESH_LIKE = [{"B": 17, "H": 61, "P": 38}, {"B": 1, "H": 1, "P": 1}, {"B": 11, "
 BATCH_BLOCKED = {"_q_prepare_kernel", "_combine_unabsorb_kernel", "_trace_o_latent_kernel"}
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.gpu
 def test_the_paged_candidate_compiles_each_kernel_once_over_every_gpu_case_and_odd_shapes():
-    module = _load(CANDIDATE, "_mla_paged_compile_once_candidate")
+    module = import_file(CANDIDATE, "_mla_paged_compile_once_candidate")
     contract = load_contract(CONTRACT)
     cases = contract.cases_for("gpu")
     cases += [cases[0].model_copy(update={"name": f"odd{i}", "dims": dims, "edits": []}) for i, dims in enumerate(FRESH_LIKE)]
@@ -45,7 +36,7 @@ def test_the_paged_candidate_compiles_each_kernel_once_over_every_gpu_case_and_o
         module.run(inputs, outputs, dict(contract.params))
         module.run(inputs, outputs, dict(contract.params), trace={})
     torch.cuda.synchronize()
-    bench = _load(BENCH, "_mla_template_bench_for_paged_compiles")
+    bench = import_file(BENCH, "_mla_template_bench_for_paged_compiles")
     counts = {n: len(bench.compiled_kernels(f)) for n, f in vars(module).items() if n.endswith("_kernel") and hasattr(f, "run")}
     assert len(counts) >= 7 and BATCH_BLOCKED <= set(counts), counts  # the fast path's four and the trace's three
     assert {n: c for n, c in counts.items() if n not in BATCH_BLOCKED} == dict.fromkeys(set(counts) - BATCH_BLOCKED, 1)
