@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -65,6 +66,37 @@ def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profil
 def device_for(profile: str) -> str:
     """The device a profile runs on; its checks (cpu or gpu, a GPU present for gpu) are resolve_profile's."""
     return "cuda" if resolve_profile(profile) == "gpu" else "cpu"
+
+
+# Variants judged at once: their golden and result files are loaded and compared in threads (the work is in
+# safetensors and torch, which let go of the GIL); a few at a time keeps the memory of large MLA variants bounded.
+_COMPARE_WORKERS = 4
+
+
+class _TimingStart:
+    """`Judge._start_timing` run in a thread of its own, beside the fresh draw and the candidate's run. `result()`
+    waits for it and raises what it raised (a roofline shown wrong on the timed inputs: ContractError); `stop()`,
+    always called, waits for it too and stops whatever it started, so no timing process outlives its check."""
+
+    def __init__(self, start: Callable[[], StartedTiming | None], wanted: bool):
+        """Nothing is started, and no thread, where timing is not `wanted` (no GPU, or speed not asked for)."""
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferret-timing-start") if wanted else None
+        self._future: Future[StartedTiming | None] | None = self._pool.submit(start) if self._pool else None
+
+    def result(self, clock: PhaseClock) -> StartedTiming | None:
+        if self._future is None:
+            return None
+        with clock.phase("timing_start_wait"):
+            return self._future.result()
+
+    def stop(self) -> None:
+        if self._pool is None or self._future is None:
+            return
+        self._pool.shutdown(wait=True)
+        if self._future.exception() is None:
+            started = self._future.result()
+            if started is not None:
+                started.stop()
 
 
 class Judge:
@@ -115,25 +147,29 @@ class Judge:
             static = scan_candidate(candidate, self.contract) if static is None else static
         for finding in static:
             progress(f"static scan: {finding.evidence}")
-        with clock.phase("fresh_draw"):
-            fresh = draw_fresh_cases(self.task, self.profile, self.device)
-        if fresh:
-            progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
-        batch: list[BatchRequest] = []
-        if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for the part
-            with clock.phase("batch_inputs"):
-                batch = batch_requests(self.contract, self.manifest, self.gate)
-        started = self._start_timing(candidate, progress, compare_compiled, measure_speed, deadline, clock)
+        # The timed inputs are drawn and both timing processes started in a thread beside the fresh draw and the
+        # candidate's run (`_TimingStart`): on a warm MLA gate drawing them was 3-4 s of a check's serial path.
+        starting = _TimingStart(lambda: self._start_timing(candidate, progress, compare_compiled, measure_speed,
+                                                           deadline, clock),
+                                wanted=self.device == "cuda" and measure_speed)
         try:
+            with clock.phase("fresh_draw"):
+                fresh = draw_fresh_cases(self.task, self.profile, self.device)
+            if fresh:
+                progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
+            batch: list[BatchRequest] = []
+            if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for the part
+                with clock.phase("batch_inputs"):
+                    batch = batch_requests(self.contract, self.manifest, self.gate)
             run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh, batch,
                                                                           deadline, clock)
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
+            started = starting.result(clock)  # the roofline shown wrong on the timed inputs: ContractError, here
             timing = self._timing(started, progress, judged[2], measure_speed, deadline, clock)
             for line in speed_lines(timing):
                 progress(line)
         finally:
-            if started is not None:
-                started.stop()  # killed and deleted, timed or not (finish_timing stopped them already)
+            starting.stop()  # killed and deleted, timed or not (finish_timing stopped them already)
         parts, detections, passed = judged
         if timing.detections:
             # A time the guards call impossible or replayed rejects the candidate, however correct it was.
@@ -199,14 +235,10 @@ class Judge:
                 for r in self.manifest.variants
             ]
             to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
-            results = []
-            for ids, golden, input_digests in to_judge:
-                with clock.phase(f"compare:{ids[3]}"):
-                    result = judge_variant(self.contract, ids, golden(), run.statuses.get(ids[0]),
-                                           workdir / "out" / wire.tensors_file(ids[0]), input_digests)
-                results.append(result)
+            results = self._judge_variants(run, to_judge, workdir / "out", clock)
+            for result in results:
                 if result.failure is None or result.failure.kind != "not_run":
-                    progress(f"  {ids[0]}: {mark(result)}")
+                    progress(f"  {result.id}: {mark(result)}")
             if batch:
                 with clock.phase("compare:batch_invariance"):
                     batch_verdict = judge_batch(self.contract, batch, run.statuses, workdir / "out")
@@ -222,6 +254,31 @@ class Judge:
             return run, results, batch_verdict
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def _judge_variants(self, run: CandidateRun, to_judge: list[tuple[VariantIds, Callable[[], dict[str, torch.Tensor]],
+                                                                  dict[str, str]]],
+                        out: Path, clock: PhaseClock) -> list[VariantResult]:
+        """Every variant judged against its golden stages, a few at a time (loading the golden and result files
+        and comparing them was 5 s of a warm MLA check, one after another), in the order given. Each part's
+        `compare:<part>` phase is its wall time: from its first variant's start to its last one's end."""
+
+        def judged(item: tuple[VariantIds, Callable[[], dict[str, torch.Tensor]], dict[str, str]]
+                   ) -> tuple[VariantResult, float, float]:
+            ids, golden, input_digests = item
+            begun = time.perf_counter()
+            result = judge_variant(self.contract, ids, golden(), run.statuses.get(ids[0]), out / wire.tensors_file(ids[0]),
+                                   input_digests)
+            return result, begun, time.perf_counter()
+
+        with ThreadPoolExecutor(max_workers=_COMPARE_WORKERS, thread_name_prefix="ferret-compare") as pool:
+            done = list(pool.map(judged, to_judge))
+        spans: dict[str, tuple[float, float]] = {}
+        for (ids, _, _), (_, begun, ended) in zip(to_judge, done, strict=True):
+            first, last = spans.get(ids[3], (begun, ended))
+            spans[ids[3]] = (min(first, begun), max(last, ended))
+        for part, (begun, ended) in spans.items():
+            clock.add(f"compare:{part}", ended - begun)
+        return [result for result, _, _ in done]
 
     def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
                       deadline: float, clock: PhaseClock) -> StartedTiming | None:

@@ -7,10 +7,14 @@
     verdict.phases = clock.phases()         # in the order first seen, a name's times summed
 
 Wall-clock seconds in the judge's process (`time.perf_counter`), never a time the candidate's process
-reports about itself."""
+reports about itself. The phases follow one another, except `timing_inputs`: the judge draws the timed inputs and
+starts the timing processes in a thread beside `fresh_draw` and the candidate's run, and `timing_start_wait` is
+how long the check then waited for that thread. A `compare:<part>` phase is the wall time of its variants,
+compared a few at a time."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +26,11 @@ from ferret.progress import Reporter
 class PhaseClock:
     def __init__(self) -> None:
         self._seconds: dict[str, float] = {}
+        self._lock = threading.Lock()  # the timing processes are started in a thread beside the judge's main one
 
     def add(self, name: str, seconds: float) -> None:
-        self._seconds[name] = self._seconds.get(name, 0.0) + max(seconds, 0.0)
+        with self._lock:
+            self._seconds[name] = self._seconds.get(name, 0.0) + max(seconds, 0.0)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -35,7 +41,8 @@ class PhaseClock:
             self.add(name, time.perf_counter() - started)
 
     def phases(self) -> list[PhaseTime]:
-        return [PhaseTime(name=name, seconds=round(seconds, 4)) for name, seconds in self._seconds.items()]
+        with self._lock:
+            return [PhaseTime(name=name, seconds=round(seconds, 4)) for name, seconds in self._seconds.items()]
 
 
 class TimingPhases(Reporter):
