@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 import secrets
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import torch
@@ -33,6 +34,9 @@ from ferret.gate.inputs import draw_inputs, tensor_content_sha256
 
 # Tries at dims uniform in the fresh ranges before a case that must hold something takes the top of them.
 _DIM_TRIES = 200
+# Fresh cases drawn at once (`draw_fresh_cases`); contracts plan four or five.
+_DRAW_WORKERS = 4
+
 # Draws of a strata case's dims, of which the one with room for the most input strata is kept.
 _CASE_DRAWS = 16
 
@@ -283,17 +287,22 @@ def _entry_edit(contract: Contract, name: str, index: int, value: int, dims: dic
 
 
 def draw_fresh_cases(task: Task, profile: ProfileName, device: str) -> list[FreshVariant]:
+    """The check's fresh cases, each drawn with an OS-random seed and its golden stages computed by the reference.
+    The cases are drawn at once, in threads (torch's draws and the reference let go of the GIL): one after another
+    they were 2-4 s of a warm MLA check on the H200. Their order is the plan's."""
     contract = task.contract
-    rng = secrets.SystemRandom()
+    planned = plan_fresh_cases(contract, profile, secrets.SystemRandom())
+    with ThreadPoolExecutor(max_workers=_DRAW_WORKERS, thread_name_prefix="ferret-fresh") as pool:
+        return list(pool.map(lambda item: _fresh_variant(task, item[0], item[1], device), planned))
+
+
+def _fresh_variant(task: Task, planned: Case, strata: tuple[str, ...], device: str) -> FreshVariant:
+    contract = task.contract
     golden_dtype = torch.float32 if contract.reference.golden_dtype == "float32" else torch.float64
-    drawn = []
-    for planned, strata in plan_fresh_cases(contract, profile, rng):
-        seed = secrets.randbits(62)
-        case = planned.model_copy(update={"seed": seed})
-        inputs = draw_inputs(contract, case, contract.primary_dtype)
-        with torch.no_grad():
-            stages = task.reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
-        golden = {st.name: stages[st.name].detach().to("cpu", golden_dtype) for st in contract.stages}
-        drawn.append(FreshVariant(f"{case.name}@{contract.primary_dtype}", case, contract.primary_dtype, seed, inputs,
-                                  golden, strata))
-    return drawn
+    seed = secrets.randbits(62)
+    case = planned.model_copy(update={"seed": seed})
+    inputs = draw_inputs(contract, case, contract.primary_dtype)
+    with torch.no_grad():
+        stages = task.reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
+    golden = {st.name: stages[st.name].detach().to("cpu", golden_dtype) for st in contract.stages}
+    return FreshVariant(f"{case.name}@{contract.primary_dtype}", case, contract.primary_dtype, seed, inputs, golden, strata)
