@@ -17,8 +17,11 @@ them into probabilities with kernel 3's own log-sum-exp. q_absorbed and q_pe_rop
 Sizing (H200): at 16/32 heads the step is memory bound and every cache byte is read once per head block;
 at 128 heads it is compute bound and head blocks keep the cache re-reads in L2. Kernel 3's block sizes and
 split count come from the point of Ferret's MLA kernel template (tasks/mla_attention/templates) below:
-head_block=16, token_block=32, num_warps=4,
-num_stages=2, min_tokens_per_split=256, programs_per_sm=2.
+head_block=64, token_block=64, num_warps=8,
+num_stages=2, min_tokens_per_split=256, programs_per_sm=1.
+Structure: head_pad=16 (fewest rows of a head block), value_split=1 (P@V as
+1 dot(s) over the 512-wide latent), split_policy=waves (how the split count is chosen),
+batch_block=64 (most requests per program of kernels 2 and 4).
 """
 from __future__ import annotations
 
@@ -34,12 +37,12 @@ QK_ROPE_HEAD_DIM = 64
 V_HEAD_DIM = 128
 
 # Kernel 3's sizing: the template point (see _attention_config).
-HEAD_BLOCK = 16
-TOKEN_BLOCK = 32
-NUM_WARPS = 4
+HEAD_BLOCK = 64
+TOKEN_BLOCK = 64
+NUM_WARPS = 8
 NUM_STAGES = 2
 MIN_TOKENS_PER_SPLIT = 256
-PROGRAMS_PER_SM = 2
+PROGRAMS_PER_SM = 1
 # Few compilations whatever the shape (specialize=none): on a GPU, kernels 2 and 4 take 16 rows up to 16 requests
 # and 64 above (two compilations at most), the merge reads a vector of MAX_SPLITS log-sum-exps (the
 # split count never exceeds it), and size arguments are not specialized on their values (Triton compiles again for a
@@ -459,6 +462,18 @@ def _parallel_slots(device: torch.device) -> int:
     return PROGRAMS_PER_SM * _sm_count_by_device[key]
 
 
+def _wave_filling_splits(programs_per_split: int, tiles: int, most: int, slots: int) -> int:
+    """The split count (1..most) with the least modelled time: the waves of `slots` resident programs
+    that B * head blocks * splits programs take, times each program's tiles of the longest request plus two
+    tiles' worth of prologue and epilogue (the q load, the partial store). Ties go to fewer splits (a
+    cheaper merge)."""
+    def cost(splits: int) -> int:
+        waves = triton.cdiv(programs_per_split * splits, slots)
+        return waves * (triton.cdiv(tiles, splits) + 2)
+
+    return min(range(1, most + 1), key=lambda splits: (cost(splits), splits))
+
+
 def _attention_config(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
     """Kernel 3's sizing for this shape, worked out once per shape (a dict keyed on sizes, never on values): the
     waves policy's search over split counts is a Python loop, tens of microseconds a step at small batch."""
@@ -478,8 +493,8 @@ def _attention_config_of(batch: int, heads: int, capacity: int, device: torch.de
     # Each split should cover a few hundred tokens on a GPU, so the merge stays cheap; under the
     # interpreter small caches still get several splits so the merge is exercised.
     min_tokens_per_split = MIN_TOKENS_PER_SPLIT if device.type == "cuda" else block_n
-    splits = triton.cdiv(_parallel_slots(device), batch * head_blocks)
-    splits = max(1, min(splits, triton.cdiv(capacity, min_tokens_per_split), 64))
+    most = max(1, min(triton.cdiv(capacity, min_tokens_per_split), 64))
+    splits = _wave_filling_splits(batch * head_blocks, triton.cdiv(capacity, block_n), most, _parallel_slots(device))
     return {"BLOCK_H": block_h, "BLOCK_N": block_n, "num_warps": num_warps, "num_stages": NUM_STAGES,
             "num_splits": splits}
 
