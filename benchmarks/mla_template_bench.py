@@ -62,27 +62,34 @@ NARROW = {**WIDE, "token_block": 16, "value_split": 2, "num_stages": 3}
 # small tiles 1.8x slower for LARGE). few_tiles=default_point runs kernel 3 as the default sizes it where LARGE's
 # programs would walk few tiles (B=8, B=1), LARGE elsewhere: the list now starts with it, then LARGE itself.
 LARGE = {**WIDE, "token_block": 64}
+# The space's default until 2026-12-01, when the template search on the H200 made LARGE the default
+# (benchmarks/results/2026-12-01-h200-session3, call 3). Every point below but the first two is written over it,
+# so each is the kernel it was when measured.
+PREVIOUS_DEFAULT = {"head_block": 16, "token_block": 32, "num_warps": 4, "num_stages": 2, "min_tokens_per_split": 256,
+                    "programs_per_sm": 2, "split_policy": "programs"}
 GPU_POINTS: list[dict] = [
-    {},
+    {},  # the default: LARGE
     {**LARGE, "few_tiles": "default_point"},  # one point for B=1, 8 and 64
-    {**LARGE},
-    {**LARGE, "side_kernels": "streamed", "few_tiles": "default_point"},
-    {**LARGE, "side_kernels": "streamed", "small_token_block": 16},
-    {**NARROW, "head_pad": 64, "side_kernels": "streamed"},
-    {**LARGE, "small_token_block": 16},
-    {"side_kernels": "streamed"},  # the default's kernel 3 with the new kernels 2 and 4
-    {"split_policy": "waves"},  # today's kernel, its split count sized to whole waves (16-head cases)
-    {**NARROW},
-    {**NARROW, "num_stages": 2},
-    {**NARROW, "num_stages": 4},
-    {**WIDE},
-    {**WIDE, "value_split": 2},
-    {**WIDE, "value_split": 2, "num_stages": 3},
-    {**NARROW, "batch_block": 16},
-    {**NARROW, "head_pad": 64},
-    {"head_block": 32, "num_warps": 4, "split_policy": "waves"},
+    {**PREVIOUS_DEFAULT},
+    *({**PREVIOUS_DEFAULT, **point} for point in (
+        {**LARGE, "side_kernels": "streamed", "few_tiles": "default_point"},
+        {**LARGE, "side_kernels": "streamed", "small_token_block": 16},
+        {**NARROW, "head_pad": 64, "side_kernels": "streamed"},
+        {**LARGE, "small_token_block": 16},
+        {"side_kernels": "streamed"},  # the previous default's kernel 3 with the new kernels 2 and 4
+        {"split_policy": "waves"},  # the previous default's kernel, its split count sized to whole waves
+        {**NARROW},
+        {**NARROW, "num_stages": 2},
+        {**NARROW, "num_stages": 4},
+        {**WIDE},
+        {**WIDE, "value_split": 2},
+        {**WIDE, "value_split": 2, "num_stages": 3},
+        {**NARROW, "batch_block": 16},
+        {**NARROW, "head_pad": 64},
+        {"head_block": 32, "num_warps": 4, "split_policy": "waves"},
+    )),
 ]
-CPU_POINTS: list[dict] = [{}, {**NARROW, "head_pad": 64}]
+CPU_POINTS: list[dict] = [{}, {**PREVIOUS_DEFAULT}, {**PREVIOUS_DEFAULT, **NARROW, "head_pad": 64}]
 
 # name -> (B, H, L); every request at full length (cache_lens = L - 1).
 FULL_SHAPES = {f"h128_b{b}_l4096": (b, 128, 4096) for b in (64, 128, 8, 1)}

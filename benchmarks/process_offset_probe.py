@@ -47,7 +47,7 @@ def _child(args: argparse.Namespace) -> dict:
     contract_path = REPO / "contracts" / f"{args.op}.yaml"
     contract = load_contract(contract_path)
     case = next(c for c in contract.cases_for("gpu") if c.name == args.case)
-    candidate_file = next((REPO / "tasks" / args.op / "candidates").glob("triton_*.py"))
+    candidate_file = sorted((REPO / "tasks" / args.op / "candidates").glob("triton_*.py"))[0]
     fns = {
         "candidate": load_function(str(candidate_file), contract.candidate_abi.entry, "probe_candidate"),
         "eager": load_entry(contract.baseline.entry, project_root_of(contract_path)),

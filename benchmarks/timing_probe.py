@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     contract_path = REPO / "contracts" / f"{args.op}.yaml"
     contract = load_contract(contract_path)
     case = next(c for c in contract.cases_for("gpu") if c.name == args.case)
-    candidate_file = args.candidate or next((REPO / "tasks" / args.op / "candidates").glob("triton_*.py"))
+    candidate_file = args.candidate or sorted((REPO / "tasks" / args.op / "candidates").glob("triton_*.py"))[0]
     from ferret.bench.process import load_function
 
     candidate = load_function(str(candidate_file), contract.candidate_abi.entry, "probe_candidate")

@@ -35,7 +35,8 @@ from pathlib import Path
 import yaml
 
 from ferret.gate.calibrate import FLOAT32_UNIT_ROUNDOFF, FLOOR_UNITS, _tolerance_from, calibrate
-from tasks.mla_attention.precision_variants import CANDIDATE_PATH, FAITHFUL, write_variant
+from tasks.mla_attention.precision_variants import FAITHFUL, VARIANT_BASE_PATH, write_variant
+from tasks.mla_attention.simplifications import CANDIDATE_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = ROOT / "contracts" / "mla_attention.yaml"
@@ -193,7 +194,7 @@ def write(table: dict, seeds: int, margin: float) -> Path:
 def derive(seeds: int, margin: float, check_seeds: int) -> Path:
     before = yaml.safe_load(TABLE.read_text())
     with tempfile.TemporaryDirectory(prefix="mla-faithful-") as tmp:
-        faithful = [CANDIDATE_PATH] + [write_variant(n, Path(tmp) / f"triton_mla_{n}.py") for n in FAITHFUL]
+        faithful = [CANDIDATE_PATH, VARIANT_BASE_PATH] + [write_variant(n, Path(tmp) / f"triton_mla_{n}.py") for n in FAITHFUL]
         calibrate(CONTRACT, seeds=seeds, margin=margin, check_seeds=check_seeds, candidates=faithful,
                   progress=print)
     write(finish(yaml.safe_load(TABLE.read_text()), before, seeds, margin), seeds, margin)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from ferret_testkit import REPO, unnamed_rejection  # noqa: E402
 
 from ferret.contract.task import Task  # noqa: E402
-from tasks.mla_attention.candidates import triton_mla  # noqa: E402
+from tasks.mla_attention.candidates import triton_mla, triton_mla_h16  # noqa: E402
 from tasks.mla_attention.precision_variants import (  # noqa: E402
     CUTS,
     FAITHFUL,
@@ -52,22 +52,24 @@ def _failing_stages(run, gate_cases) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_every_variant_is_an_exact_edit_of_the_honest_candidate(name):
+def test_every_variant_is_an_exact_edit_of_its_base_kernel(name):
     source = variant_source(name)
-    assert source != Path(triton_mla.__file__).read_text()
+    assert source != Path(triton_mla_h16.__file__).read_text()
     compile(source, f"triton_mla_{name}.py", "exec")
 
 
 def test_the_long_peaked_case_is_long_enough_for_accumulation():
-    """At least one CPU case has rows of many token blocks (the honest candidate runs one split a request
+    """At least one CPU case has rows of many token blocks (the variants' base kernel runs one split a request
     there, so its float32 accumulator carries every block)."""
     contract = Task.load(CONTRACT).contract
-    long_cases = [c for c in contract.cases_for("cpu") if c.dims["L"] >= 24 * triton_mla.TOKEN_BLOCK and c.dims["B"] >= 8]
+    long_cases = [c for c in contract.cases_for("cpu") if c.dims["L"] >= 24 * triton_mla_h16.TOKEN_BLOCK and c.dims["B"] >= 8]
     assert long_cases, "no CPU case long enough for accumulation error to show"
 
 
-def test_honest_candidate_passes_every_gate_case(gate_cases):
-    assert _failing_stages(triton_mla.run, gate_cases) == []
+@pytest.mark.parametrize("honest", [triton_mla, triton_mla_h16], ids=["triton_mla", "triton_mla_h16"])
+def test_honest_kernels_pass_every_gate_case(gate_cases, honest):
+    """The committed candidate, and the kernel the variants edit (precision_variants.py's docstring)."""
+    assert _failing_stages(honest.run, gate_cases) == []
 
 
 @pytest.mark.parametrize("name", sorted(FAITHFUL))

@@ -54,12 +54,12 @@ def test_points_parse_and_render(bench, tmp_path):
 
 
 def test_gpu_points_lead_with_the_point_for_every_batch(bench):
-    """The list stays short enough for one device call; the points first timed are the fastest measured kernel 3
-    at large batch (64-token tiles) falling back to the default's sizing where its programs would walk few tiles,
-    then that kernel alone (the two measured best: LARGE at B=64, the default at B=8)."""
+    """The list stays short enough for one device call; the points first timed are the default (LARGE since the
+    search of 2026-12-01), LARGE falling back to the previous default's sizing where its programs would walk few
+    tiles, then the previous default itself (the two measured best: LARGE at B=64, the previous default at B=8)."""
     assert len(bench.GPU_POINTS) <= 18 and bench.GPU_POINTS[0] == {}
     assert bench.GPU_POINTS[1] == {**bench.LARGE, "few_tiles": "default_point"}
-    assert bench.GPU_POINTS[2] == bench.LARGE
+    assert bench.GPU_POINTS[2] == bench.PREVIOUS_DEFAULT
 
 
 def test_markdown_shows_failures_and_skips(bench):
@@ -77,21 +77,21 @@ def test_markdown_shows_failures_and_skips(bench):
 
 @pytest.mark.skipif(shutil.which("ptxas") is None and not os.environ.get("TRITON_PTXAS_PATH"), reason="no ptxas here")
 def test_static_sm90_compiles_points_without_a_gpu(tmp_path):
-    """--static-sm90 (its own process: the tests run Triton's interpreter): the default point builds mma.sync
-    code, a 64-head point with 8 warps builds wgmma, both with their loads pipelined (cp.async: the divisibility
-    hints of a real launch are given)."""
+    """--static-sm90 (its own process: the tests run Triton's interpreter): the default point (64 heads, 8 warps,
+    the committed candidate since 2026-12-01) builds Hopper's wgmma, the previous default (16 heads, 4 warps)
+    mma.sync, both with their loads pipelined (cp.async: the divisibility hints of a real launch are given)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(REPO)
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "mla_template_bench.py"), "--static-sm90", "128", "--out", str(tmp_path),
-         "--point", "", "--point", "head_block=64,num_warps=8,token_block=16,value_split=2"],
+         "--point", "head_block=16,token_block=32,num_warps=4,programs_per_sm=2,split_policy=programs", "--point", ""],
         capture_output=True, text=True, env=env, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    default, wide = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
-    assert default.get("wgmma") is False and wide.get("wgmma") is True, (default, wide)
-    assert default["cp_async"] > 0 and wide["cp_async"] > 0
-    assert (default["BLOCK_H"], wide["BLOCK_H"], wide["num_warps"]) == (16, 64, 8)
-    assert isinstance(wide.get("n_regs"), int), wide
+    previous, default = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
+    assert previous.get("wgmma") is False and default.get("wgmma") is True, (previous, default)
+    assert previous["cp_async"] > 0 and default["cp_async"] > 0
+    assert (previous["BLOCK_H"], default["BLOCK_H"], default["num_warps"]) == (16, 64, 8)
+    assert isinstance(default.get("n_regs"), int), default
     assert (tmp_path / "mla-template-sm90-static.md").is_file()
 
 

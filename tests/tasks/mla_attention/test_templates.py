@@ -50,6 +50,13 @@ def _load(source: str, path: Path):
     return import_file(path, f"mla_point_{path.stem}")
 
 
+def test_the_precision_variants_base_is_the_previous_default(optimizer):
+    """tasks/mla_attention/candidates/triton_mla_h16.py, the kernel the precision variants edit, is the template at
+    the space's default until 2026-12-01 (its starts[0])."""
+    rendered = optimizer.render(optimizer.space.start_points()[0])
+    assert rendered == (CANDIDATE.parent / "triton_mla_h16.py").read_text()
+
+
 def test_the_honest_candidate_is_the_default_point(optimizer):
     rendered = optimizer.render(optimizer.space.default_point())
     assert rendered == CANDIDATE.read_text(), (
@@ -63,8 +70,9 @@ STRUCTURE_DEFAULTS = {"head_pad": 16, "value_split": 1, "split_policy": "program
 
 
 def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
-    """Points at the structural axes' first values render today's kernel with other sizing constants."""
-    default = optimizer.render(optimizer.space.default_point()).splitlines()
+    """Points at the structural axes' first values render one kernel with other sizing constants (the default
+    point has wave-sized splits since 2026-12-01: the comparison is with its sizing at those first values)."""
+    default = optimizer.render(optimizer.space.canonical({**optimizer.space.default, **STRUCTURE_DEFAULTS})).splitlines()
     # head blocks of 64 and 128 have both head_pad values; 16 and 32 have none. small_token_block applies to
     # token blocks of 32 and 64 under the waves policy, few_tiles to 64 under waves (token block x policy x small
     # tiles x few tiles: 16: 2; 32: 1 + 2; 64: 1 + 2 x 2); batch_block to side_kernels=batch_blocks (3 + 1);
