@@ -40,12 +40,13 @@ def test_offline_dispatch_runs_to_a_verdict_and_names_its_roles(tmp_path, op):
 def test_template_render_writes_a_point_and_refuses_values_outside_the_space(tmp_path):
     out = tmp_path / "mla_point.py"
     command = [sys.executable, "-m", "ferret.cli.main", "template", "render", str(REPO / "tasks/mla_attention/templates")]
-    done = subprocess.run(command + ["--set", "head_block=64", "--set", "num_stages=3", "--out", str(out)],
+    done = subprocess.run(command + ["--set", "head_block=32", "--set", "num_stages=3", "--out", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     source = out.read_text()
-    assert "HEAD_BLOCK = 64\n" in source and "NUM_STAGES = 3\n" in source and "TOKEN_BLOCK = 32\n" in source
-    assert "point heads<=64," in done.stderr
+    # the two values set, the rest the default point's (64-token tiles since 2026-12-01)
+    assert "HEAD_BLOCK = 32\n" in source and "NUM_STAGES = 3\n" in source and "TOKEN_BLOCK = 64\n" in source
+    assert "point heads<=32," in done.stderr
     default = subprocess.run(command, capture_output=True, text=True)
     assert default.stdout == (REPO / "tasks/mla_attention/candidates/triton_mla.py").read_text()
     for bad in ("head_block=48", "heads=32", "head_block"):
