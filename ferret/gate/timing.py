@@ -87,12 +87,14 @@ def start_timing(task: Task, manifest: GateManifest, gate: Path, candidate: Path
     The caller owns the result: `finish_timing` or `StartedTiming.stop`. ContractError when the roofline is
     shown wrong on the drawn inputs."""
     workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
+    timers: list[TimerProcess] = []
     try:
         cases = _prepare_cases(task, manifest, gate, workdir, device)
         timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
         for timer in timers:
             start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
     except BaseException:
+        stop_all(timers)  # one already started would otherwise wait for a judge that has gone
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     as_reporter(progress)(f"timing processes started for {len(cases)} cases; they warm up beside the candidate's run")

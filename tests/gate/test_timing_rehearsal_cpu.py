@@ -176,3 +176,41 @@ def test_a_started_timing_that_is_not_needed_is_stopped_and_deleted(rehearse):
     assert not started.workdir.exists()
     assert not any(t.running for t in started.timers)
     assert all(t.process is None or t.process.poll() is not None for t in started.timers)
+
+
+def test_a_timer_started_before_another_fails_to_start_is_stopped(rehearse, monkeypatch):
+    """start_timing starts the candidate's timer, then the reference's: if the second start raises, the first is
+    stopped (not left waiting for a judge that has gone) and the folder is deleted."""
+    import tempfile
+
+    import ferret.gate.timing as timing
+    from ferret.gate.interleave import start_timer, stop_all
+
+    started, stopped, folders = [], [], []
+
+    def start_then_fail(timer, *args):
+        if started:
+            raise OSError("no more processes")
+        started.append(timer)
+        start_timer(timer, *args)
+
+    def recording_stop_all(timers):
+        stopped.extend(timers)
+        stop_all(timers)
+
+    real_mkdtemp = tempfile.mkdtemp
+
+    def folder_in_tmp_path(*args, **kwargs):  # the module's own tempfile: every caller's mkdtemp comes here
+        folder = real_mkdtemp(*args, **kwargs)
+        if kwargs.get("prefix") == "ferret-timing-":
+            folders.append(folder)
+        return folder
+
+    monkeypatch.setattr(timing, "start_timer", start_then_fail)
+    monkeypatch.setattr(timing, "stop_all", recording_stop_all)
+    monkeypatch.setattr(timing.tempfile, "mkdtemp", folder_in_tmp_path)
+    with pytest.raises(OSError, match="no more processes"):
+        timing.start_timing(rehearse.task, rehearse.manifest, rehearse.gate, HONEST, device="cpu")
+    assert len(started) == 1 and started[0] in stopped
+    assert started[0].thread is not None and not started[0].thread.is_alive()  # its process killed, its thread done
+    assert folders and not Path(folders[0]).exists()
