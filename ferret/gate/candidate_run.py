@@ -28,6 +28,8 @@ from ferret.progress import ProgressLike, as_reporter
 from ferret.sandbox.launch import ProcessOutcome, candidate_environment, run_isolated
 
 _STATUS = TypeAdapter(wire.VariantStatus)
+# Gate variants whose inputs are written at once (`write_candidate_job`).
+_INPUT_WORKERS = 4
 _STRESS = TypeAdapter(wire.StressResult)
 
 
@@ -65,7 +67,7 @@ def write_candidate_job(
     targets = [workdir / "in" / f"{record.id}.safetensors" for record in manifest.variants]
     # Written a few at a time: reading, hashing against the lock and writing a large MLA variant's inputs let
     # go of the GIL, and one after another they were 2.5 s of a warm MLA check.
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="ferret-inputs") as pool:
+    with ThreadPoolExecutor(max_workers=_INPUT_WORKERS, thread_name_prefix="ferret-inputs") as pool:
         list(pool.map(lambda pair: prepare_inputs(contract, gate, *pair), zip(manifest.variants, targets, strict=True)))
     variants = []
     for record, target in zip(manifest.variants, targets, strict=True):

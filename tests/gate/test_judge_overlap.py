@@ -89,3 +89,78 @@ def test_variants_are_compared_at_once_and_returned_in_their_order(monkeypatch, 
     assert [r.id for r in results] == ["a", "b", "c"]
     assert sorted(order) == ["a", "b", "c"]
     assert [p.name for p in clock.phases()] == ["compare:correctness", "compare:fresh_cases"]
+
+
+def _first_two_meet(real):
+    """`real`, whose first two calls must be running at the same time (else the barrier breaks: an error)."""
+    both_in, calls, lock = threading.Barrier(2, timeout=30), [], threading.Lock()
+
+    def wrapped(*args, **kwargs):
+        with lock:
+            calls.append(args)
+            first_two = len(calls) <= 2
+        if first_two:
+            both_in.wait()
+        return real(*args, **kwargs)
+
+    wrapped.calls = calls  # type: ignore[attr-defined]
+    return wrapped
+
+
+def test_fresh_cases_are_drawn_at_once_in_the_plans_order(monkeypatch):
+    from ferret.gate import fresh
+
+    planned = [("first", ("stratum_a",)), ("second", ()), ("third", ())]
+    monkeypatch.setattr(fresh, "plan_fresh_cases", lambda contract, profile, rng: planned)
+    monkeypatch.setattr(fresh, "_fresh_variant",
+                        _first_two_meet(lambda task, case, strata, device: (case, strata, device)))
+    task = types.SimpleNamespace(contract=None)
+    assert fresh.draw_fresh_cases(task, "cpu", "cpu") == [  # type: ignore[arg-type]
+        ("first", ("stratum_a",), "cpu"), ("second", (), "cpu"), ("third", (), "cpu")]
+
+
+def test_gate_inputs_are_written_at_once_and_the_job_keeps_the_manifests_order(rmsnorm_gate, monkeypatch, tmp_path):
+    from ferret.contract.task import Task
+    from ferret.gate import candidate_run
+    from ferret.gate.lock import verify_gate
+    from ferret.gate.models import GateManifest
+    from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
+
+    contract = Task.load(RMSNORM_CONTRACT).contract
+    manifest = GateManifest.model_validate(verify_gate(rmsnorm_gate))
+    assert len(manifest.variants) >= 2
+    writing = _first_two_meet(candidate_run.prepare_inputs)
+    monkeypatch.setattr(candidate_run, "prepare_inputs", writing)
+    job = candidate_run.write_candidate_job(contract, manifest, rmsnorm_gate, TRITON_RMSNORM, tmp_path, "cpu",
+                                            run_stress=False, fresh=[])
+    assert [v.id for v in job.variants] == [r.id for r in manifest.variants]
+    assert all(Path(v.inputs_file).is_file() for v in job.variants) and len(writing.calls) == len(manifest.variants)
+
+
+def test_a_check_starts_timing_before_the_fresh_draw_and_always_stops_it(rmsnorm_gate, rmsnorm_gates_dir, monkeypatch):
+    """The wiring in `Judge.check`: the timing start is made before the fresh draw (so it runs beside it and the
+    candidate's run), its result asked for after the run, and it is stopped at the end."""
+    from ferret.contract.task import Task
+    from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
+
+    events = []
+
+    class Recording(_TimingStart):
+        def __init__(self, start, wanted):
+            events.append(("made", wanted))
+            super().__init__(start, wanted)
+
+        def result(self, clock):
+            events.append(("result",))
+            return super().result(clock)
+
+        def stop(self):
+            events.append(("stop",))
+            super().stop()
+
+    real_draw = judge_module.draw_fresh_cases
+    monkeypatch.setattr(judge_module, "_TimingStart", Recording)
+    monkeypatch.setattr(judge_module, "draw_fresh_cases", lambda *a: events.append(("fresh_draw",)) or real_draw(*a))
+    verdict = Judge(Task.load(RMSNORM_CONTRACT), rmsnorm_gates_dir, "cpu").check(TRITON_RMSNORM, run_stress=False)
+    assert verdict.passed
+    assert events == [("made", False), ("fresh_draw",), ("result",), ("stop",)]  # the CPU profile times nothing
