@@ -8,7 +8,8 @@ product (the query, the cache tile, and P for P @ V) may be bf16, as in every pr
 Each variant is a set of exact line edits of `candidates/triton_mla_h16.py` (every old line must occur exactly
 once): the template's default point until 2026-12-01 (16 heads per program, 32-token tiles), on which the tolerance
 rows were derived and the long peaked case sized (24 blocks of 32 tokens). The committed candidate since then
-(`triton_mla.py`, 64-token tiles) walks 12 blocks there, too few for a bf16 running sum to show:
+(`triton_mla.py`, 64-token tiles) walks 12 blocks there, too few for its own bf16 running sum to show (DESIGN.md,
+what the tolerance admits). Used as:
 
     path = write_variant("acc_bf16", tmp_dir / "mla_acc_bf16.py")   # a candidate file for the judge
     module = load_variant("acc_bf16", tmp_dir)                      # or imported, same run(...) ABI
@@ -30,8 +31,8 @@ that rounding shows (0.070 against the faithful 0.0023 at L=512). DESIGN.md says
 from __future__ import annotations
 
 import sys
-
 from pathlib import Path
+
 from tasks.variants import JudgedCase, Variant, VariantFiles, failing_stages, frozen_cases  # noqa: F401 - re-exported
 
 _ACC_LINE = "        acc = acc * rescale[:, None] + tl.dot(p_operand, kv_latent)"
