@@ -10,6 +10,7 @@ import hashlib
 import math
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import torch
@@ -178,11 +179,23 @@ def prepare_inputs(contract: Contract, gate: Path, record: VariantRecord, target
         shutil.copyfile(gate / record.inputs.file, target)
         return
     cached = inputs_cache_of(gate) / f"{record.id}.safetensors"
-    data = _read_cached_inputs(gate, record, cached)
-    if data is None:
-        data = _draw_checked(contract, record)
-        _write_cached_inputs(cached, data)
+    with _lock_for(cached):  # the check's threads (timing inputs, candidate inputs) may want one variant at once
+        data = _read_cached_inputs(gate, record, cached)
+        if data is None:
+            data = _draw_checked(contract, record)
+            _write_cached_inputs(cached, data)
     target.write_bytes(data)
+
+
+_CACHE_LOCKS: dict[Path, threading.Lock] = {}
+_CACHE_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(cached: Path) -> threading.Lock:
+    """One lock per cached file in this process: the first thread draws a large variant, the others wait and
+    read it (drawing it twice cost seconds, and both moving a temporary file of one name into place raced)."""
+    with _CACHE_LOCKS_GUARD:
+        return _CACHE_LOCKS.setdefault(cached, threading.Lock())
 
 
 def _draw_checked(contract: Contract, record: VariantRecord) -> bytes:
@@ -227,7 +240,7 @@ def _write_cached_inputs(cached: Path, data: bytes) -> None:
     """Written whole or not at all (a temporary file moved into place), read-only, by the judge's process
     before any candidate's process of this check starts."""
     cached.parent.mkdir(mode=0o700, exist_ok=True)
-    temporary = cached.parent / f".{cached.name}.{os.getpid()}.tmp"
+    temporary = cached.parent / f".{cached.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     temporary.unlink(missing_ok=True)  # left read-only by an earlier process of this id that was killed
     temporary.write_bytes(data)
     temporary.chmod(0o400)

@@ -65,6 +65,40 @@ def test_large_inputs_are_drawn_once_per_gate_then_read_from_the_cache(gate, tmp
     assert (tmp_path / "second.safetensors").read_bytes() == (tmp_path / "first.safetensors").read_bytes()
 
 
+def test_two_threads_wanting_one_uncached_variant_draw_it_once(gate, tmp_path, monkeypatch):
+    """A check prepares the timed inputs in a thread beside the candidate's inputs: on a cold gate both wanted
+    one large variant at once, and the second move of a temporary file of the same name into place failed (H200,
+    2026-12-01: a cold MLA check exited 2). The first thread draws it; the other waits and reads it."""
+    import threading
+
+    contract, record = _first(gate)
+    draws, real_draw = [], inputs.draw_inputs
+    both_started = threading.Barrier(2, timeout=10)
+
+    def slow_draw(*args, **kwargs):
+        draws.append(threading.get_ident())
+        return real_draw(*args, **kwargs)
+
+    monkeypatch.setattr(inputs, "draw_inputs", slow_draw)
+    failures: list[BaseException] = []
+
+    def prepare(name: str) -> None:
+        both_started.wait()
+        try:
+            inputs.prepare_inputs(contract, gate, record, tmp_path / name)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            failures.append(err)
+
+    threads = [threading.Thread(target=prepare, args=(f"{k}.safetensors",)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [] and len(draws) == 1
+    assert (tmp_path / "0.safetensors").read_bytes() == (tmp_path / "1.safetensors").read_bytes()
+    assert not list(_cache_of(gate, record).parent.glob(".*.tmp")), "no temporary file left behind"
+
+
 def _tampered(gate: Path, tmp_path: Path) -> GateTampered:
     contract, record = _first(gate)
     with pytest.raises(GateTampered) as info:
