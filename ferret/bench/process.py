@@ -28,8 +28,8 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,7 @@ class TimedCalls:
     ms: list[float]
     queued_ahead: list[bool]
     enqueue_ms: list[float]
+    copies: list[int] = field(default_factory=list)  # which loaded copy of the code each call ran (Slots)
 
     @property
     def late(self) -> int:
@@ -90,6 +91,19 @@ class TimedCalls:
         """The calls measured on the GPU alone; all of them when none was (the round then shows the host)."""
         kept = [ms for ms, ahead in zip(self.ms, self.queued_ahead, strict=True) if ahead]
         return kept or list(self.ms)
+
+    def round_ms(self) -> float:
+        """The round's time: the median of the kept calls, per loaded copy of the code, then the mean over copies.
+        Each copy sits at its own code address, which sets a fixed part of a short call's time (up to ~0.5 us on
+        the H200: benchmarks/results/2026-12-01-h200-session4/), so a median across copies would jump between their
+        levels, and one copy's level is the process's luck."""
+        ahead = self.queued_ahead if any(self.queued_ahead) else [True] * len(self.ms)
+        copies = self.copies or [0] * len(self.ms)
+        by_copy: dict[int, list[float]] = {}
+        for ms, kept, copy in zip(self.ms, ahead, copies, strict=True):
+            if kept:
+                by_copy.setdefault(copy, []).append(ms)
+        return statistics.fmean(statistics.median(times) for times in by_copy.values())
 
 
 def launch_time_ms(per_call_ms: list[float], hold_ms: float) -> float | None:
@@ -103,6 +117,11 @@ def launch_time_ms(per_call_ms: list[float], hold_ms: float) -> float | None:
         return None
     return statistics.median(per_call_ms)
 
+
+# The candidate timer loads the candidate this many times and calls the copies in turn: where a kernel's code sits
+# sets a fixed part of a short call's time, different per loaded copy (rope decode's candidate read 5.76 or 6.30 us
+# per copy in one process on the H200), and a process that loaded one copy carried its luck into the check.
+CODE_COPIES = 4
 
 MAX_LATE_FRACTION = 0.1  # more late calls than this in a round: the round is timed again with a longer spin
 
@@ -185,7 +204,7 @@ class Clock:
         if ms > 0:
             torch.cuda._sleep(int(self.cycles_per_ms * ms))
 
-    def host_ms(self, fn: Callable[[], None], calls: int = 7) -> float | None:
+    def host_ms(self, fn: Callable[[], object], calls: int = 7) -> float | None:
         """CPU time to enqueue one call, measured while the GPU is held busy (`launch_time_ms`); None when the call
         waits for the GPU (a host synchronization inside it), where no spin can keep its launches ahead."""
         if not self.on_gpu:
@@ -200,7 +219,7 @@ class Clock:
         self.sync()
         return launch_time_ms(per_call, self.HOLD_MS)
 
-    def bench(self, fn: Callable[[], None], host_ms: float | None) -> float:
+    def bench(self, fn: Callable[[], object], host_ms: float | None) -> float:
         if not self.on_gpu:
             times = []
             for _ in range(3):
@@ -219,11 +238,11 @@ class Clock:
             timed = self._timed_calls(fn, spin_ms, calls)
         if host_ms is None:  # a call that waits for the GPU: no spin, nothing can be queued ahead of it
             self.late_fractions.append(0.0)
-            return statistics.median(timed.ms)
+            return TimedCalls(timed.ms, [True] * calls, timed.enqueue_ms, timed.copies).round_ms()
         self.late_fractions.append(timed.late / calls)
-        return statistics.median(timed.kept_ms())
+        return timed.round_ms()
 
-    def device_ms(self, fn: Callable[[], None]) -> float:
+    def device_ms(self, fn: Callable[[], object]) -> float:
         """Device time per call of the kernels `fn` launches (torch.profiler's CUPTI records), the L2 flushed
         before each call and the flush's own time taken off. For the reference timer's calls that synchronize
         with the host (the eager MLA baseline sizes its attention by `cache_lens.max()`): no spin can queue
@@ -244,46 +263,69 @@ class Clock:
         total_ms = sum(device_us_per_kernel(flush_then_call, self, calls).values()) / 1e3
         return max(total_ms - self._flush_device_ms, 0.0)
 
-    def _timed_calls(self, fn: Callable[[], None], spin_ms: float, calls: int) -> TimedCalls:
+    def _timed_calls(self, fn: Callable[[], object], spin_ms: float, calls: int) -> TimedCalls:
         """Each call between two events behind the flush and the spin. Right after its end event is queued, the
         start event is asked whether it has run: if it has, the GPU reached the call before the host had queued
         all of it, and the events measured the host (a late call)."""
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        queued_ahead, enqueue_ms = [], []
+        queued_ahead, enqueue_ms, copies = [], [], []
         self.sync()
         for start, end in zip(starts, ends, strict=True):
             self.flush_buffer.zero_()
             self.spin(spin_ms)
             started = time.perf_counter()
             start.record()
-            fn()
+            copy = fn()
             end.record()
             enqueue_ms.append((time.perf_counter() - started) * 1e3)
             queued_ahead.append(not start.query())
+            copies.append(copy if isinstance(copy, int) else 0)  # Slots.call says which copy ran; anything else: one
         self.sync()
         return TimedCalls([start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)], queued_ahead,
-                          enqueue_ms)
+                          enqueue_ms, copies)
 
 
 class Slots:
-    """Rotating input sets and output buffers for one implementation on one case.
+    """Rotating input sets and output buffers for one implementation on one case, and its loaded copies in turn.
 
     One more output set than input sets: each output buffer meets a different input set every time around,
     so an answer left in a buffer by an earlier call is never the right one for this call; and a different
-    input set, at a different address, on every call: nothing to replay."""
+    input set, at a different address, on every call: nothing to replay. `fn` may be several loaded copies of the
+    same code (the candidate timer's `CODE_COPIES`), called in turn; `fn` alone names the first."""
 
-    def __init__(self, fn: Callable[..., None], pool: list[dict], fresh_outputs: Callable[[], dict], params: dict):
-        self.fn, self.pool, self.params = fn, pool, params
+    def __init__(self, fn: Callable[..., None] | Sequence[Callable[..., None]], pool: list[dict],
+                 fresh_outputs: Callable[[], dict], params: dict):
+        self.copies = list(fn) if isinstance(fn, Sequence) else [fn]
+        self.fn, self.pool, self.params = self.copies[0], pool, params
         self.outputs = [fresh_outputs() for _ in range(len(pool) + 1)]
         self.last_input: list[int | None] = [None] * len(self.outputs)
+        self.first_input: list[int | None] = [None] * len(self.outputs)
         self.counter = itertools.count()
 
-    def call(self) -> None:
+    def call(self) -> int:
+        """One call; returns which copy ran it (`TimedCalls.round_ms` takes each copy's median)."""
         k = next(self.counter)
-        i, j = k % len(self.pool), k % len(self.outputs)
+        i, j, copy = k % len(self.pool), k % len(self.outputs), k % len(self.copies)
+        self._call_into(j, i, copy)
+        return copy
+
+    def _call_into(self, j: int, i: int, copy: int) -> None:
         self.last_input[j] = i
-        self.fn(self.pool[i], self.outputs[j], self.params)
+        if self.first_input[j] is None:
+            self.first_input[j] = i
+        self.copies[copy](self.pool[i], self.outputs[j], self.params)
+
+    def end_away_from_first_inputs(self) -> None:
+        """One more call into every slot whose last input is the one it first got: a candidate that writes a slot
+        once and leaves that answer there afterwards would otherwise pass whenever the number of calls brings each
+        slot back to its first input set (with 2 sets, every other count of calls: the CPU rehearsal's lazy
+        candidate passed once each process loaded 4 copies)."""
+        if len(self.pool) < 2:
+            return
+        for j, (first, last) in enumerate(zip(self.first_input, self.last_input, strict=True)):
+            if first is not None and last == first:
+                self._call_into(j, (first + 1) % len(self.pool), j % len(self.copies))
 
 
 def load_pool(case: wire.TimingCaseJob, device: str) -> list[dict]:
@@ -302,7 +344,8 @@ def warm_up(slots: dict[str, Slots]) -> str | None:
     compile_error = None
     for name in list(slots):
         try:
-            slots[name].call()
+            for _ in slots[name].copies:  # each loaded copy compiles (or loads) its own kernels
+                slots[name].call()
         except Exception as err:  # noqa: BLE001 - only torch.compile of the baseline may fail here
             if name != "baseline_compiled":
                 raise
@@ -399,7 +442,7 @@ def device_us_per_kernel(work: Callable[[], object], clock: Clock, calls: int) -
     return totals
 
 
-def kernel_breakdown(call: Callable[[], None], clock: Clock, calls: int = 10) -> dict[str, float]:
+def kernel_breakdown(call: Callable[[], object], clock: Clock, calls: int = 10) -> dict[str, float]:
     """Device microseconds per call of each kernel the call launches (torch.profiler, L2 flushed before each
     call; the flush's own kernels left out). Kernel names are the candidate's text: they inform an optimizer,
     they never decide anything."""
@@ -498,6 +541,7 @@ def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, 
     event_ms = statistics.median(state.result.samples["candidate"])
     state.result.wall_ms, flags = _timed(
         seconds, "wall", lambda: wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"]))
+    candidate.end_away_from_first_inputs()
     flags += _timed(seconds, "replay", lambda: replay_flags(candidate, state.fresh_outputs, clock))
     answers = Path(job.result).parent / wire.answers_file(state.number)
     _timed(seconds, "answers", lambda: save_answers(candidate, state.float_read_only, answers))
@@ -522,13 +566,15 @@ def load_baseline(job: wire.TimingJob) -> Callable[..., Any]:
     return getattr(importlib.import_module(job.module), job.entry)
 
 
-def load_implementations(job: wire.TimingJob) -> dict[str, Callable[..., Any]]:
+def load_implementations(job: wire.TimingJob) -> dict[str, list[Callable[..., Any]]]:
+    """Each implementation this process times, as its loaded copies (`CODE_COPIES` of the candidate; torch's
+    kernels load once per process, so the baselines are one copy each)."""
     if job.role == wire.CANDIDATE_TIMER:
-        return {"candidate": load_function(job.source, job.entry, "ferret_candidate")}
+        return {"candidate": [load_function(job.source, job.entry, f"ferret_candidate_{k}") for k in range(CODE_COPIES)]}
     baseline = load_baseline(job)
-    implementations = {"baseline": baseline}
+    implementations = {"baseline": [baseline]}
     if job.compile:
-        implementations["baseline_compiled"] = torch.compile(baseline)
+        implementations["baseline_compiled"] = [torch.compile(baseline)]
     return implementations
 
 
