@@ -11,7 +11,11 @@ the temperature. Things a process fixes once, varied here inside one process (th
 - `addresses`: the tiny kernel on tensors at several addresses, spaced by odd sizes of allocated gap;
 - `code_copies`: the rope candidate loaded as several separate modules: each holds its own loaded copy of the
   same compiled kernel, at another code address;
-- `cpus`: the tiny kernel with the process pinned to each of several CPUs in turn.
+- `cpus`: the tiny kernel with the process pinned to each of several CPUs in turn;
+- `flush_buffers` (after the first run, where eager rope moved 3% between processes in one call, and every one of
+  its ~20 kernels has code of its own): the tiny kernel and the eager rope baseline behind each of several L2 flush
+  buffers, each a separate allocation (the flush leaves L2 full of its dirty lines, which the timed call's misses
+  must write back);
 
 If one of these spreads the time inside a process as far as the processes differ, it is the cause's candidate.
 Not a gate; GPU only:
@@ -108,7 +112,39 @@ def _cpus(clock, count: int) -> dict:
     return times
 
 
-def _child(count: int) -> dict:
+def _flush_buffers(clock, count: int) -> dict:
+    import torch
+
+    from ferret.bench import guards
+    from ferret.bench.process import Slots
+    from ferret.contract.imports import load_entry, project_root_of
+    from ferret.contract.load import load_contract
+    from ferret.gate.inputs import draw_inputs, output_specs
+
+    contract_path = REPO / "contracts" / "rope.yaml"
+    contract = load_contract(contract_path)
+    case = next(c for c in contract.cases_for("gpu") if c.name == "decode_q_64x128")
+    dtype = contract.primary_dtype
+    inputs = {k: v.cuda() for k, v in draw_inputs(contract, case, dtype, seed=1).items()}
+    floats = [i.name for i in contract.inputs if i.role == "in" and inputs[i.name].is_floating_point()]
+    pool = guards.input_pool(inputs, floats, 2 * (60 << 20), generator=torch.Generator().manual_seed(1))
+    specs = output_specs(contract, case, dtype)
+    eager = Slots(load_entry(contract.baseline.entry, project_root_of(contract_path)), pool,
+                  lambda: {n: torch.empty(s, dtype=d, device="cuda") for n, (s, d) in specs.items()}, contract.params)
+    eager.call()
+    tiny = torch.zeros(1, device="cuda")
+    original, buffers = clock.flush_buffer, [clock.flush_buffer]
+    buffers += [torch.empty_like(original) for _ in range(count - 1)]
+    rows = {"tiny": [], "eager_rope": []}
+    for buffer in buffers:
+        clock.flush_buffer = buffer
+        rows["tiny"].append(_rounds_us(clock, lambda: tiny.add_(1)))
+        rows["eager_rope"].append(round(statistics.median(clock.bench(eager.call, 0.5) * 1e3 for _ in range(3)), 3))
+    clock.flush_buffer = original
+    return rows
+
+
+def _child(count: int, only_flush: bool) -> dict:
     import torch
 
     from ferret.bench.process import Clock
@@ -116,6 +152,9 @@ def _child(count: int) -> dict:
     clock = Clock(on_gpu=True, l2_bytes=60 << 20)
     clock.calibrate()
     tiny = torch.zeros(1, device="cuda")
+    if only_flush:
+        return {"tiny_default_stream_us": _rounds_us(clock, lambda: tiny.add_(1)),
+                "flush_buffers": _flush_buffers(clock, count)}
     return {
         "tiny_default_stream_us": _rounds_us(clock, lambda: tiny.add_(1)),
         "empty_call_us": _rounds_us(clock, lambda: None),
@@ -123,6 +162,7 @@ def _child(count: int) -> dict:
         "addresses": _addresses(clock, count),
         "code_copies": _code_copies(clock, count)["times"],
         "cpus": _cpus(clock, count),
+        "flush_buffers": _flush_buffers(clock, count),
         "tiny_default_stream_again_us": _rounds_us(clock, lambda: tiny.add_(1)),
     }
 
@@ -135,27 +175,33 @@ def summary(rows: list[dict]) -> dict:
     """Per thing varied: the largest spread inside one process, against the spread of the processes' own
     default-stream times."""
     inside = {key: max(_spread(list(r[key].values()) if isinstance(r[key], dict) else r[key]) for r in rows)
-              for key in ("streams", "addresses", "code_copies", "cpus")}
-    return {"between_processes_us": _spread([r["tiny_default_stream_us"] for r in rows]),
-            "largest_inside_one_process_us": inside}
+              for key in ("streams", "addresses", "code_copies", "cpus") if all(key in r for r in rows)}
+    if all("flush_buffers" in r for r in rows):
+        for what in ("tiny", "eager_rope"):
+            inside[f"flush_buffers_{what}"] = max(_spread(r["flush_buffers"][what]) for r in rows)
+    between = {"tiny": _spread([r["tiny_default_stream_us"] for r in rows])}
+    if all("flush_buffers" in r for r in rows):
+        between["eager_rope_first_buffer"] = _spread([r["flush_buffers"]["eager_rope"][0] for r in rows])
+    return {"between_processes_us": between, "largest_inside_one_process_us": inside}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--count", type=int, default=6, help="streams, addresses, code copies and CPUs tried each")
+    parser.add_argument("--only-flush", action="store_true", help="only the flush-buffer part (and the defaults)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(_child(args.count)))
+        print(json.dumps(_child(args.count, args.only_flush)))
         return 0
     import torch
     import triton
 
     rows = []
     for index in range(args.processes):
-        command = [sys.executable, __file__, "--child", "--count", str(args.count)]
+        command = [sys.executable, __file__, "--child", "--count", str(args.count)] + (["--only-flush"] * args.only_flush)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode:
             print(done.stderr[-3000:], file=sys.stderr)
