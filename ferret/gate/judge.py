@@ -260,7 +260,8 @@ class Judge:
                         out: Path, clock: PhaseClock) -> list[VariantResult]:
         """Every variant judged against its golden stages, a few at a time (loading the golden and result files
         and comparing them was 5 s of a warm MLA check, one after another), in the order given. Each part's
-        `compare:<part>` phase is its wall time: from its first variant's start to its last one's end."""
+        `compare:<part>` phase is its wall time: from its first variant's start (or the previous part's end, where they
+        overlap) to its last one's end."""
 
         def judged(item: tuple[VariantIds, Callable[[], dict[str, torch.Tensor]], dict[str, str]]
                    ) -> tuple[VariantResult, float, float]:
@@ -276,8 +277,10 @@ class Judge:
         for (ids, _, _), (_, begun, ended) in zip(to_judge, done, strict=True):
             first, last = spans.get(ids[3], (begun, ended))
             spans[ids[3]] = (min(first, begun), max(last, ended))
+        covered = float("-inf")  # a part's first variants overlap the previous part's last: each second said once
         for part, (begun, ended) in spans.items():
-            clock.add(f"compare:{part}", ended - begun)
+            clock.add(f"compare:{part}", max(ended - max(begun, covered), 0.0))
+            covered = max(covered, ended)
         return [result for result, _, _ in done]
 
     def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,

@@ -91,6 +91,20 @@ def test_variants_are_compared_at_once_and_returned_in_their_order(monkeypatch, 
     assert [p.name for p in clock.phases()] == ["compare:correctness", "compare:fresh_cases"]
 
 
+def test_overlapping_parts_are_each_said_once(monkeypatch, tmp_path: Path):
+    """With four comparisons at once, a part's first variants start while the previous part's last still runs: the
+    phases then said more seconds than the check had (CI, 2026-12-01: 4.50 s of phases in a 4.42 s check)."""
+    ticks = iter([0.0, 2.0, 1.0, 3.0])  # a: 0-2 s, b (next part): 1-3 s
+    monkeypatch.setattr(judge_module.time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(judge_module, "_COMPARE_WORKERS", 1)  # the ticks in a fixed order
+    monkeypatch.setattr(judge_module, "judge_variant", lambda *args: types.SimpleNamespace(id=args[1][0]))
+    to_judge = [((vid, "case", "float32", part), lambda: {}, {}) for vid, part in (("a", "correctness"), ("b", "dtypes"))]
+    clock = PhaseClock()
+    Judge._judge_variants(types.SimpleNamespace(contract=None), types.SimpleNamespace(statuses={}), to_judge,  # type: ignore[arg-type]
+                          tmp_path, clock)
+    assert {p.name: p.seconds for p in clock.phases()} == {"compare:correctness": 2.0, "compare:dtypes": 1.0}
+
+
 def _first_two_meet(real):
     """`real`, whose first two calls must be running at the same time (else the barrier breaks: an error)."""
     both_in, calls, lock = threading.Barrier(2, timeout=30), [], threading.Lock()
