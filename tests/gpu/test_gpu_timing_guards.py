@@ -15,12 +15,13 @@ REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
 LARGE = REPO / "tests/gpu/contracts/rmsnorm_large.yaml"  # floor ~100 us: far above launch overhead
 HONEST = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
-# When the cheats at the large shape switch. The candidate's own process calls it about 20 times there (3 dtypes
-# x 5 runs, and 5 stress runs); the timing process, at about 0.1 ms a call, makes some 600 calls in each of its
-# 3 do_bench rounds. Switching at call 200 keeps every correctness run honest and makes at least two of the
-# three timed rounds, so the median, the cheat's. (At 2000 the switch never comes: with at most 300 calls a
-# round, the timing process makes fewer than 2000 calls in all.)
-LARGE_SWITCH = 200
+# When the cheats at the large shape switch: after this many calls of their own module. The candidate's own process
+# calls it about 20 times there (3 dtypes x 5 runs, and 5 stress runs); the timing process, at about 0.1 ms a call,
+# makes up to 300 calls in each of its 5 rounds, spread over its `CODE_COPIES` (4) loaded copies of the candidate,
+# each copy a module with its own counter. Switching at a copy's call 50 (about the timing process's call 200) keeps
+# every correctness run honest and makes the last three rounds, so the median, the cheat's. (At 200 a copy switched
+# only in the third round: the idle cheat was not under the floor, the side-stream one passed, H200 2026-12-01.)
+LARGE_SWITCH = 50
 GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
 
 pytestmark = pytest.mark.gpu
