@@ -37,6 +37,18 @@ class GateTampered(FerretError):
         super().__init__(f"gate {gate_dir} is tampered:\n  " + "\n  ".join(problems))
 
 
+class CudaCompileError(FerretError):
+    """A CUDA candidate's source that NVRTC refused: the compiler's log, whole, is the message (`log`)."""
+
+    def __init__(self, log: str, flags: list[str]):
+        self.log, self.flags = log, flags
+        super().__init__(f"NVRTC refused the CUDA source (flags {' '.join(flags)}):\n{log.strip()}")
+
+
+class BackendUnavailable(FerretError, RuntimeError):
+    """A backend this machine lacks (CuPy or NVRTC for CUDA candidates): the message says what to install."""
+
+
 class JudgeError(FerretError, RuntimeError):
     """The judge itself could not do its job (not the candidate's fault)."""
 

@@ -16,7 +16,7 @@ if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
     # No GPU: the CPU build of torch (a plain `torch` would pull a multi-GB CUDA build).
     "$venv/bin/python" -m pip install -q "torch==2.13.0" >&2
   fi
-  "$venv/bin/python" -m pip install -q -e "$repo[dev]" >&2
+  "$venv/bin/python" -m pip install -q -e "$repo[dev,cuda]" >&2
   touch "$stamp"
 fi
 # The report's browser test (tests/reporting/test_browser.py) renders in the OS's Chromium; on a fresh

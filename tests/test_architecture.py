@@ -27,7 +27,7 @@ PACKAGE = "ferret"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("ferret.errors", "ferret.wire", "ferret.progress"),  # leaves: the standard library only
     ("ferret.contract",),
-    ("ferret.integrity", "ferret.sandbox"),
+    ("ferret.integrity", "ferret.sandbox", "ferret.backends"),
     ("ferret.bench",),
     ("ferret.gate",),
     ("ferret.models",),  # above the gate: the Claude CLI backend uses ferret.gate.trust's private folders

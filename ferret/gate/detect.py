@@ -60,7 +60,7 @@ def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[st
         calls = ", ".join(f"{k} x{v}" for k, v in sorted(status.watch_evasion.items()))
         found.append(Detection(cheat="library_call", catalogue=[9, 15], source="runtime", variant=result.id,
                                evidence=f"the candidate took the ATen watch off the dispatch stack while it ran: {calls}"))
-    if backend == "triton" and status.launches == 0:
+    if backend in ("triton", "cuda") and status.launches == 0:
         found.append(Detection(cheat="decoy_kernel", catalogue=[8, 9], source="runtime", variant=result.id,
                                evidence="no Triton kernel was launched by the fast path"))
     noop_same = [n for n in outputs if wire.noop_key(n) in got and bitwise_equal(got[wire.noop_key(n)], got[wire.fast_key(0, n)])]

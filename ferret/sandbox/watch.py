@@ -47,13 +47,14 @@ class ComputeOpRecorder(TorchDispatchMode):
 
 
 class LaunchRecorder:
-    """Wraps the launch entry point of Triton kernels (compiled and interpreted) to count launches by
-    kernel name; with `noop` set, launches do nothing, so outputs show what the kernels contributed."""
+    """Wraps the launch entry point of Triton kernels (compiled and interpreted) and of CUDA candidates' kernels
+    (`ferret.backends.cuda.Source.launch`) to count launches by kernel name; with `noop` set, launches do nothing,
+    so outputs show what the kernels contributed."""
 
     def __init__(self):
         self.counts: collections.Counter[str] = collections.Counter()
         self.noop = False
-        self.patched: dict[str, tuple[Any, Callable[..., Any]]] = {}  # label -> (patched class, its wrapper run)
+        self.patched: dict[str, tuple[Any, Callable[..., Any], str]] = {}  # label -> (class, its wrapper, attribute)
         try:
             from triton.runtime.jit import JITFunction
 
@@ -66,23 +67,29 @@ class LaunchRecorder:
             self._patch(InterpretedFunction, "InterpretedFunction.run")
         except ImportError:
             pass
+        from ferret.backends.cuda import Source
 
-    def _patch(self, cls, label: str) -> None:
-        original = cls.run
+        self._patch(Source, "cuda.Source.launch", "launch")
+
+    def _patch(self, cls, label: str, attr: str = "run") -> None:
+        original = getattr(cls, attr)
         recorder = self
 
         def run(fn_self, *args, **kwargs):
-            name = getattr(fn_self, "__name__", None) or getattr(getattr(fn_self, "fn", None), "__name__", "kernel")
+            if attr == "launch":  # Source.launch(kernel, ...): the kernel's name is its first argument
+                name = str(args[0] if args else kwargs.get("kernel", "kernel"))
+            else:
+                name = getattr(fn_self, "__name__", None) or getattr(getattr(fn_self, "fn", None), "__name__", "kernel")
             recorder.counts[name] += 1
             if recorder.noop:
                 return None
             return original(fn_self, *args, **kwargs)
 
-        cls.run = run
-        self.patched[label] = (cls, run)
+        setattr(cls, attr, run)
+        self.patched[label] = (cls, run, attr)
 
     def intact(self) -> list[str]:
-        return [label for label, (cls, run) in self.patched.items() if cls.run is not run]
+        return [label for label, (cls, run, attr) in self.patched.items() if getattr(cls, attr) is not run]
 
 
 class WatchEvasion:

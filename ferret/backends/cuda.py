@@ -1,0 +1,198 @@
+"""CUDA C++ candidates: their source compiled through NVRTC (CuPy's binding) with the contract's flags, launched
+on torch's current stream, on the judge's tensors (raw device pointers, no copies).
+
+A CUDA candidate is one Python file, the launcher, with the ABI every candidate has:
+
+    from ferret.backends import cuda
+
+    KERNELS = cuda.Source(r'''
+    extern "C" __global__ void scale(const float* x, float* y, float a, int n) { ... }
+    ''')
+
+    def run(inputs, outputs, params, trace=None):
+        n = inputs["x"].numel()
+        KERNELS.launch("scale", grid=((n + 255) // 256,), block=(256,),
+                       args=(inputs["x"], outputs["y"], cuda.f32(params["a"]), cuda.i32(n)))
+
+The launcher never compiles or launches anything itself (CuPy is not among a candidate's imports): the flags are
+the contract's (`backend.compile_flags`), the compiled code is cached in the candidate's own folder, keyed by source,
+flags, architecture and NVRTC version, and every launch goes on the stream the judge times. Compiling needs no
+GPU, so the CPU profile and CI compile a CUDA candidate; running it needs one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ferret.errors import BackendUnavailable, CudaCompileError
+
+FLAGS_ENV = "FERRET_CUDA_FLAGS"  # the contract's compile flags (a JSON list), set by the judge for the candidate
+CACHE_ENV = "FERRET_CUDA_CACHE"  # the folder for compiled code, set by the judge: the candidate's own
+DEFAULT_FLAGS = ("-std=c++17",)
+DEFAULT_ARCH = "sm_90"  # where no GPU says otherwise (compiling on the CPU): the H200's
+INSTALL_HINT = ("CUDA candidates need CuPy and NVRTC: pip install 'ferret[cuda]' (cupy-cuda13x and nvidia-cuda-nvrtc; "
+                "on a machine with the CUDA toolkit, cupy-cuda13x alone)")
+
+
+def nvrtc() -> Any:
+    """CuPy's NVRTC binding, or BackendUnavailable saying what to install."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc as binding
+    except ImportError as err:
+        raise BackendUnavailable(f"{INSTALL_HINT} ({err})") from None
+    try:
+        binding.getVersion()
+    except Exception as err:  # noqa: BLE001 - the library is missing or cannot load: say so, with what to install
+        raise BackendUnavailable(f"{INSTALL_HINT}; NVRTC would not load: {err}") from None
+    return binding
+
+
+def contract_flags() -> list[str]:
+    """The flags the judge set for this process (the contract's), else the defaults."""
+    raw = os.environ.get(FLAGS_ENV)
+    return list(json.loads(raw)) if raw else list(DEFAULT_FLAGS)
+
+
+def flags_from_contract(compile_flags: dict[str, Any]) -> list[str]:
+    """A contract's `backend.compile_flags` as NVRTC options, names as NVRTC spells them: `{"std": "c++17",
+    "use_fast_math": true, "fmad": "false", "maxrregcount": 128}` -> `--fmad=false --maxrregcount=128 --std=c++17
+    --use_fast_math`; true alone, false left out (write "false" where NVRTC takes it as a value)."""
+    options = []
+    for name, value in sorted(compile_flags.items()):
+        if value is True:
+            options.append(f"--{name}")
+        elif value is not False and value is not None:
+            options.append(f"--{name}={value}")
+    return options or list(DEFAULT_FLAGS)
+
+
+def header_folders() -> list[str]:
+    """Where `#include <cuda_bf16.h>` and the rest of CUDA's headers are found: the copy Triton ships (pinned by
+    the Triton version every verdict records, and readable inside the sandbox), else the toolkit's."""
+    import importlib.util
+
+    found = []
+    triton = importlib.util.find_spec("triton")
+    if triton is not None and triton.origin:
+        found.append(Path(triton.origin).parent / "backends" / "nvidia" / "include")
+    found += [Path(os.environ[k]) / "include" for k in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
+    return [str(folder) for folder in found if (folder / "cuda_bf16.h").is_file()][:1]
+
+
+def compile_cubin(source: str, flags: Sequence[str], arch: str = DEFAULT_ARCH, name: str = "candidate.cu") -> bytes:
+    """Machine code for `arch` (`sm_90`), or CudaCompileError with NVRTC's log. No GPU needed."""
+    binding = nvrtc()
+    options = [*flags, f"-arch={arch}", *(f"--include-path={folder}" for folder in header_folders())]
+    program = binding.createProgram(source, name, [], [])
+    try:
+        try:
+            binding.compileProgram(program, options)
+        except Exception:  # noqa: BLE001 - NVRTC's own error says only "compilation failed": the log says why
+            raise CudaCompileError(binding.getProgramLog(program), options) from None
+        return binding.getCUBIN(program)
+    finally:
+        binding.destroyProgram(program)
+
+
+def cache_key(source: str, flags: Sequence[str], arch: str) -> str:
+    version = ".".join(map(str, nvrtc().getVersion()))
+    return hashlib.sha256(json.dumps([source, list(flags), arch, version, header_folders()]).encode()).hexdigest()
+
+
+def cached_cubin(source: str, flags: Sequence[str], arch: str, cache: Path | None) -> bytes:
+    """`compile_cubin`, kept in `cache` under the key of everything that decides the machine code."""
+    if cache is None:
+        return compile_cubin(source, flags, arch)
+    path = cache / f"{cache_key(source, flags, arch)}.cubin"
+    if path.is_file():
+        return path.read_bytes()
+    cubin = compile_cubin(source, flags, arch)
+    cache.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(cubin)
+    temporary.replace(path)
+    return cubin
+
+
+class Scalar:
+    """A kernel argument by value, its C type explicit (a Python number's width would be a guess)."""
+
+    def __init__(self, value: float, ctype: str):
+        self.value, self.ctype = value, ctype
+
+
+NULL = Scalar(0, "uint64")  # a null pointer argument (an optional output the kernel skips)
+
+
+def i32(value: int) -> Scalar:
+    return Scalar(int(value), "int32")
+
+
+def i64(value: int) -> Scalar:
+    return Scalar(int(value), "int64")
+
+
+def f32(value: float) -> Scalar:
+    return Scalar(float(value), "float32")
+
+
+def kernel_args(args: Sequence[Any]) -> tuple[Any, ...]:
+    """torch tensors as their device pointers, `Scalar`s as numpy values of their type; anything else is a
+    TypeError naming the argument (a bare Python number's C width is unknown)."""
+    import numpy
+    import torch
+
+    converted: list[Any] = []
+    for index, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor):
+            if arg.device.type != "cuda":
+                raise TypeError(f"kernel argument {index}: a tensor on {arg.device}, not on the GPU")
+            converted.append(numpy.uint64(arg.data_ptr()))
+        elif isinstance(arg, Scalar):
+            converted.append(numpy.dtype(arg.ctype).type(arg.value))
+        else:
+            raise TypeError(f"kernel argument {index}: {type(arg).__name__}; pass a tensor, or a number as "
+                            "cuda.i32(...), cuda.i64(...) or cuda.f32(...)")
+    return tuple(converted)
+
+
+class Source:
+    """One CUDA C++ translation unit of a candidate, compiled on first launch in this process."""
+
+    def __init__(self, code: str):
+        self.code = code
+        self._module: Any = None
+        self._functions: dict[str, Any] = {}
+
+    def cubin(self, arch: str = DEFAULT_ARCH) -> bytes:
+        cache = os.environ.get(CACHE_ENV)
+        return cached_cubin(self.code, contract_flags(), arch, Path(cache) if cache else None)
+
+    def launch(self, kernel: str, grid: Sequence[int], block: Sequence[int], args: Sequence[Any],
+               shared_mem: int = 0) -> None:
+        """`kernel<<<grid, block, shared_mem, torch's current stream>>>(args)`."""
+        import cupy
+        import torch
+
+        if not torch.cuda.is_available():
+            raise BackendUnavailable("a CUDA candidate runs on a GPU; without one its source can only be compiled")
+        function = self._function(kernel)
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        function(tuple(grid), tuple(block), kernel_args(args), shared_mem=shared_mem, stream=stream)
+
+    def _function(self, kernel: str) -> Any:
+        if kernel not in self._functions:
+            if self._module is None:
+                import cupy
+                import torch
+
+                major, minor = torch.cuda.get_device_capability()
+                self._module = cupy.cuda.function.Module()
+                self._module.load(self.cubin(f"sm_{major}{minor}"))
+            self._functions[kernel] = self._module.get_function(kernel)
+        return self._functions[kernel]

@@ -1,0 +1,107 @@
+"""The CUDA backend's judge side without a GPU: NVRTC compiles (CuPy's binding, no driver needed), its refusals
+carry the compiler's log, the compiled code is cached by everything that decides it, kernel arguments are typed,
+and a machine without CuPy or NVRTC is told what to install."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy
+import pytest
+import torch
+
+from ferret.backends import cuda
+from ferret.errors import BackendUnavailable, CudaCompileError
+
+SCALE = r'''
+extern "C" __global__ void scale(const float* x, float* y, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+'''
+
+
+def test_nvrtc_compiles_for_hopper_without_a_gpu():
+    cubin = cuda.compile_cubin(SCALE, ["-std=c++17"], "sm_90")
+    assert cubin[:4] == b"\x7fELF" and b"scale" in cubin
+
+
+def test_a_refused_source_raises_with_the_compilers_log_naming_the_line():
+    with pytest.raises(CudaCompileError) as info:
+        cuda.compile_cubin(SCALE.replace("a * x[i];", "a * x[i]"), ["-std=c++17"], "sm_90", name="launcher.cu")
+    assert 'launcher.cu(5): error: expected a ";"' in info.value.log
+    assert "-arch=sm_90" in info.value.flags and "NVRTC refused" in str(info.value)
+
+
+def test_contract_flags_become_nvrtc_options_that_nvrtc_takes():
+    flags = cuda.flags_from_contract({"std": "c++17", "use_fast_math": True, "maxrregcount": 128, "fmad": "false",
+                                      "G": False})
+    assert flags == ["--fmad=false", "--maxrregcount=128", "--std=c++17", "--use_fast_math"]
+    assert cuda.compile_cubin(SCALE, flags, "sm_90")[:4] == b"\x7fELF"
+    assert cuda.flags_from_contract({}) == list(cuda.DEFAULT_FLAGS)
+
+
+def test_compiled_code_is_cached_by_source_flags_and_arch(tmp_path, monkeypatch):
+    first = cuda.cached_cubin(SCALE, ["-std=c++17"], "sm_90", tmp_path)
+    assert len(list(tmp_path.glob("*.cubin"))) == 1
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("compiled again although the cache holds it")
+
+    real_compile = cuda.compile_cubin
+    monkeypatch.setattr(cuda, "compile_cubin", no_compiling)
+    assert cuda.cached_cubin(SCALE, ["-std=c++17"], "sm_90", tmp_path) == first
+    monkeypatch.setattr(cuda, "compile_cubin", real_compile)
+    cuda.cached_cubin(SCALE, ["-std=c++17", "-use_fast_math"], "sm_90", tmp_path)
+    cuda.cached_cubin(SCALE, ["-std=c++17"], "sm_80", tmp_path)
+    assert len(list(tmp_path.glob("*.cubin"))) == 3, "other flags or another architecture: other machine code"
+
+
+def test_the_source_compiles_with_the_flags_and_cache_the_judge_set(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setenv(cuda.FLAGS_ENV, '["-std=c++17", "-maxrregcount=64"]')
+    monkeypatch.setenv(cuda.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(cuda, "cached_cubin", lambda *args: seen.append(args) or b"")
+    cuda.Source(SCALE).cubin()
+    assert seen == [(SCALE, ["-std=c++17", "-maxrregcount=64"], "sm_90", tmp_path)]
+
+
+def test_kernel_arguments_are_typed():
+    assert [type(a) for a in cuda.kernel_args([cuda.i32(3), cuda.i64(4), cuda.f32(0.5)])] == [
+        numpy.int32, numpy.int64, numpy.float32]
+    with pytest.raises(TypeError, match=r"kernel argument 1: int; pass a tensor, or a number as cuda.i32"):
+        cuda.kernel_args([cuda.i32(1), 7])
+    with pytest.raises(TypeError, match="kernel argument 0: a tensor on cpu, not on the GPU"):
+        cuda.kernel_args([torch.zeros(2)])
+
+
+def test_without_a_gpu_a_launch_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    with pytest.raises(BackendUnavailable, match="runs on a GPU"):
+        cuda.Source(SCALE).launch("scale", (1,), (32,), [])
+
+
+def test_a_machine_without_cupy_is_told_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", None)
+    monkeypatch.delitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", raising=False)
+    with pytest.raises(BackendUnavailable, match=r"pip install 'ferret\[cuda\]' \(cupy-cuda13x and nvidia-cuda-nvrtc"):
+        cuda.compile_cubin(SCALE, [], "sm_90")
+
+
+def test_cuda_launches_are_counted_by_kernel_and_can_be_made_no_ops(monkeypatch):
+    """The runner's launch count (a candidate that launches nothing is a decoy) and its no-op run (outputs show
+    what the kernels contributed) hold for CUDA candidates as for Triton's."""
+    from ferret.sandbox.watch import LaunchRecorder
+
+    ran = []
+    monkeypatch.setattr(cuda.Source, "launch", lambda self, kernel, *args, **kwargs: ran.append(kernel))
+    recorder = LaunchRecorder()
+    source = cuda.Source(SCALE)
+    source.launch("scale", (1,), (32,), [])
+    recorder.noop = True
+    source.launch("scale", (1,), (32,), [])
+    assert recorder.counts == {"scale": 2} and ran == ["scale"]
+    assert recorder.intact() == []
+    monkeypatch.setattr(cuda.Source, "launch", lambda *args, **kwargs: None)  # replaced by a candidate, say
+    assert recorder.intact() == ["cuda.Source.launch"]
