@@ -17,6 +17,8 @@ ALLOWED_IMPORTS = {
     "fractions", "decimal", "bisect", "heapq", "warnings", "types", "statistics", "random", "json",
     "torch", "torch.cuda", "torch.types", "torch.backends",
     "triton", "triton.language", "triton.runtime", "triton.compiler", "triton.tools",
+    # A CUDA candidate's launcher compiles and launches through the judge's backend, nothing else of ferret's.
+    "ferret.backends", "ferret.backends.cuda",
 }
 
 LIB = "library_call"  # the slug most rules report

@@ -50,6 +50,12 @@ def snippet(body: str = "", top: str = "", kernel: str = "") -> str:
                        body=textwrap.indent(textwrap.dedent(body).strip("\n"), "    "))
 
 
+def _cuda(line: str, before: str = "") -> str:
+    """An honest candidate that also holds a CUDA kernel with `line` in its body (and `before` above it)."""
+    return snippet(top='from ferret.backends import cuda\n\nK = cuda.Source(r"""\n' + before + '\n'
+                       'extern "C" __global__ void k(float* y) {\n    ' + line + '\n}\n""")')
+
+
 SNIPPETS: dict[str, str] = {
     # --- run and its tensors
     "run_missing": "import torch  # here\n\n\ndef forward(x):\n    return x\n",
@@ -187,6 +193,15 @@ SNIPPETS: dict[str, str] = {
     "never_taken_else": snippet("if True:\n    pass\nelse:\n    z = 1  # here"),
     "unreachable_code": snippet("return\nz = 1  # here"),
     "unlaunched_kernel": snippet(top="@triton.jit\ndef _fast_kernel(x_ptr, y_ptr):  # here\n    pass"),
+    # --- CUDA source (the line inside the CUDA string ends with the mark, after a CUDA comment)
+    "cuda_other_stream_or_launch": _cuda("cudaStream_t s; cudaStreamCreate(&s); // # here"),
+    "cuda_clock_read": _cuda("long long t = clock64(); // # here"),
+    "cuda_host_memory": _cuda("float* h; cudaHostGetDevicePointer((void**)&h, y, 0); // # here"),
+    "cuda_library": _cuda("cublasSscal(handle, 1, &a, y, 1); // # here"),
+    "cuda_device_state": _cuda("y[0] = 1.f;", before="__device__ int calls = 0; // # here"),
+    "cuda_persisting_l2": _cuda("cudaStreamAttrValue v; v.accessPolicyWindow.hitRatio = 1.f; // # here"),
+    "cuda_source_not_literal": snippet(top='from ferret.backends import cuda\n\nPARTS = ["extern"]\n'
+                                           'K = cuda.Source(" ".join(PARTS))  # here'),
 }
 
 SHAPE_CONSTANTS = {7168, 4096}
