@@ -47,6 +47,7 @@ class FailureKind(str, Enum):
     HARNESS_TAMPERED = "harness_tampered"
     RESULT_MISSING = "result_missing"
     NOT_RUN = "not_run"
+    COMPILE_ERROR = "compile_error"  # a CUDA candidate's source NVRTC refused: the message is the compiler's log
     # Refused by the sandbox's audit hooks (`ferret.sandbox.audit`) in a process that runs candidate code.
     PROCESS_SPAWNED = "process_spawned"
     READ_REFUSED = "file_read_refused"

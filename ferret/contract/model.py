@@ -343,10 +343,22 @@ class CandidateAbi(_Strict):
     )
 
 
+Language = Literal["triton", "cuda"]
+
+
 class Backend(_Strict):
-    language: Literal["triton", "cuda"] = "triton"
-    compile_flags: dict[str, Any] = Field(default_factory=dict)
+    language: Language = Field(default="triton", description="What the op's template and honest candidate are "
+                               "written in; candidates may be written in it, and in `allowed_languages`.")
+    allowed_languages: list[Language] = Field(
+        default_factory=list, description="Languages a candidate may also be written in (`[cuda]`: CUDA C++ through "
+        "ferret.backends.cuda). A candidate in another language is refused (exit 2).")
+    compile_flags: dict[str, Any] = Field(
+        default_factory=dict, description="CUDA candidates' NVRTC options, by NVRTC's names: {std: c++17, "
+        "use_fast_math: true}; true alone, false left out. Empty: -std=c++17.")
     interpret_on_cpu: bool = Field(default=True, description="Run Triton under TRITON_INTERPRET=1 where there is no GPU.")
+
+    def allows(self, language: str) -> bool:
+        return language == self.language or language in self.allowed_languages
 
 
 class Speed(_Strict):

@@ -25,9 +25,10 @@ import torch
 from safetensors.torch import load_file
 
 from ferret import wire
+from ferret.backends import CUDA_MODULE, language_of
 from ferret.contract.model import Contract, ProfileName
 from ferret.contract.task import Task
-from ferret.errors import JudgeError
+from ferret.errors import JudgeError, UsageError
 from ferret.gate import detect
 from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
@@ -135,6 +136,7 @@ class Judge:
         started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         if not candidate.is_file():
             raise FileNotFoundError(f"{candidate}: no such candidate file")
+        self._require_its_language(candidate)
         clock = PhaseClock()
         if self._setup_seconds is not None:
             clock.add("gate_setup", self._setup_seconds)
@@ -282,6 +284,19 @@ class Judge:
             clock.add(f"compare:{part}", max(ended - max(begun, covered), 0.0))
             covered = max(covered, ended)
         return [result for result, _, _ in done]
+
+    def _require_its_language(self, candidate: Path) -> None:
+        """A candidate in a language the contract does not allow, or a CUDA candidate where there is no GPU to run
+        it, is the user's mistake (UsageError, exit 2), not a failed verdict."""
+        language = language_of(candidate.read_text(errors="replace"))
+        backend = self.contract.backend
+        if not backend.allows(language):
+            allowed = ", ".join([backend.language, *backend.allowed_languages])
+            raise UsageError(f"{candidate} is a {language} candidate (it imports {CUDA_MODULE}), but "
+                             f"{self.task.path} allows {allowed} only (backend.language, backend.allowed_languages)")
+        if language == "cuda" and self.device != "cuda":
+            raise UsageError(f"{candidate} is a CUDA candidate: it runs on a GPU, and the {self.profile} profile has "
+                             "none (its source compiles without one: ferret.backends.cuda.compile_cubin)")
 
     def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
                       deadline: float, clock: PhaseClock) -> StartedTiming | None:

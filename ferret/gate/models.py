@@ -84,7 +84,7 @@ class GateManifest(BaseModel):
 
 FailureKind = Literal[
     "exception", "crash", "timeout", "out_of_memory", "bad_output", "input_mutated", "internal",
-    "thread_left_running", "harness_tampered", "result_missing", "not_run",
+    "thread_left_running", "harness_tampered", "result_missing", "not_run", "compile_error",
     "process_spawned", "file_read_refused", "file_write_refused", "native_load_refused",
 ]
 

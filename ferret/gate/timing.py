@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from safetensors.torch import load_file, save_file
 
 from ferret import wire
+from ferret.backends import cuda
 from ferret.bench import guards
 from ferret.contract.roofline import RooflineCount, count_roofline
 from ferret.contract.task import Task
@@ -221,7 +222,8 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
         )
         job.write(folder / "job.json")
         args = [sys.executable, "-m", "ferret.bench.process", "job.json"]
-        env = candidate_environment(folder, interpret=device != "cuda", runs_candidate=role == wire.CANDIDATE_TIMER)
+        env = candidate_environment(folder, interpret=device != "cuda", runs_candidate=role == wire.CANDIDATE_TIMER,
+                                    cuda_flags=cuda.flags_from_contract(contract.backend.compile_flags))
         if role == wire.REFERENCE_TIMER:
             env["TORCHINDUCTOR_CACHE_DIR"] = str(_compile_cache(gate))
         # The candidate's process sees neither the gates (nor the compile cache beside them) nor the reference

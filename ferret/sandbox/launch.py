@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferret.backends import cuda
 from ferret.sandbox import allow, audit
 from ferret.sandbox.children import kill_group, start_group
 
@@ -84,11 +85,13 @@ def triton_cache_of(workdir: Path) -> Path:
     return workdir / ".triton" / "cache"
 
 
-def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool = True) -> dict[str, str]:
+def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool = True,
+                          cuda_flags: list[str] | None = None) -> dict[str, str]:
     """The environment of a process the judge starts in `workdir`. A process that runs candidate code
     (`runs_candidate`: the runner, the candidate's timer) gets a Triton cache of its own inside `workdir`,
     discarded with it: what a candidate compiles (or plants) is never read by a later check or by the
-    baseline; and it is told to install the sandbox's audit hooks (`ferret.sandbox.audit`). A process that runs
+    baseline; likewise its compiled CUDA code, compiled with the contract's `cuda_flags` (`ferret.backends.cuda`);
+    and it is told to install the sandbox's audit hooks (`ferret.sandbox.audit`). A process that runs
     no candidate code (the reference timer) keeps the judge's cache and has no hooks."""
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
     # The import path is fixed by the judge: a folder holding only a copy of the ferret modules the
@@ -105,7 +108,7 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
         (runtime / "ferret").mkdir(parents=True)
         for module in ("__init__.py", "errors.py", "wire.py"):
             shutil.copy2(ferret_package / module, runtime / "ferret" / module)
-        for package in ("sandbox", "bench"):
+        for package in ("sandbox", "bench", "backends"):
             shutil.copytree(ferret_package / package, runtime / "ferret" / package, ignore=shutil.ignore_patterns("__pycache__"))
     installed = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")]
     extra = [p for p in os.environ.get("FERRET_CANDIDATE_PATH", "").split(os.pathsep) if p]
@@ -132,6 +135,8 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
         cache.mkdir(parents=True, exist_ok=True)
         env["TRITON_CACHE_DIR"] = str(cache)
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / ".inductor")  # its own too, discarded with the folder
+        env[cuda.CACHE_ENV] = str(workdir / ".cuda")
+        env[cuda.FLAGS_ENV] = json.dumps(list(cuda_flags) if cuda_flags is not None else list(cuda.DEFAULT_FLAGS))
         if audit.wanted():
             env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
     else:

@@ -24,6 +24,7 @@ import xxhash
 from safetensors.torch import load_file, save_file
 
 from ferret import wire
+from ferret.errors import CudaCompileError
 from ferret.sandbox import audit
 from ferret.sandbox.interpreter import memoize_language_patch
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder, WatchEvasion
@@ -281,6 +282,8 @@ def _run_one(entry, variant: wire.VariantJob, job: wire.CandidateJob, out: Path,
         status = wire.VariantStatus.failed(_REFUSALS[type(err).__name__], str(err))
     except torch.cuda.OutOfMemoryError as err:
         status = wire.VariantStatus.failed(wire.FailureKind.OUT_OF_MEMORY, str(err), traceback.format_exc())
+    except CudaCompileError as err:
+        status = wire.VariantStatus.failed(wire.FailureKind.COMPILE_ERROR, str(err))
     except BaseException as err:  # noqa: BLE001 - the candidate's failure is a verdict, not a crash
         status = wire.VariantStatus.failed(wire.FailureKind.EXCEPTION, f"{type(err).__name__}: {err}", traceback.format_exc())
     refused = audit.first_refusal(sandbox)

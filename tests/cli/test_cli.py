@@ -98,6 +98,26 @@ def test_a_roofline_naming_an_unknown_dim_exits_2_naming_file_field_and_line(gat
     assert f"{contract}:{line_of(contract, 'nbytes(x) * Q')}: roofline.bytes:" in result.stderr and "'Q'" in result.stderr
 
 
+CUDA_RMSNORM = Path(__file__).resolve().parents[2] / "tasks" / "rmsnorm" / "candidates" / "cuda_rmsnorm.py"
+
+
+def test_a_triton_only_contract_refuses_a_cuda_candidate_with_exit_2(gates_dir):
+    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(CUDA_RMSNORM), "--gates-dir", str(gates_dir),
+                                      "--profile", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert "GATE_RESULT" not in result.stdout
+    assert f"{CUDA_RMSNORM} is a cuda candidate (it imports ferret.backends.cuda), but {RMSNORM_CONTRACT} allows " \
+           "triton only (backend.language, backend.allowed_languages)" in " ".join(result.stderr.split())
+
+
+def test_a_contract_allowing_cuda_takes_it_but_the_cpu_profile_says_it_needs_a_gpu(gates_dir, tmp_path):
+    contract = write_contract(tmp_path, lambda d: d["backend"].update(allowed_languages=["cuda"]))
+    result = CliRunner().invoke(app, ["check", str(contract), str(CUDA_RMSNORM), "--gates-dir", str(gates_dir),
+                                      "--profile", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert "is a CUDA candidate: it runs on a GPU, and the cpu profile has none" in " ".join(result.stderr.split())
+
+
 def test_check_failure_kind_in_gate_result(gate, gates_dir, tmp_path):
     candidate = tmp_path / "raises.py"
     candidate.write_text("def run(inputs, outputs, params, trace=None):\n    raise KeyError('ferret-cli-test')\n")
