@@ -92,3 +92,14 @@ def test_a_launcher_may_import_the_cuda_backend_and_nothing_else_of_ferrets():
     assert on_the_import("from ferret.backends import cuda") == []
     assert on_the_import("from ferret.gate import judge") == ["reference_import"]
     assert on_the_import("import cupy") != [], "CuPy stays out of reach: the backend compiles and launches"
+
+
+def test_cudas_math_constants_are_not_the_persisting_l2_runtime_but_its_controls_are():
+    prelude = "#include <math_constants.h>"
+    assert _scan("    y[i] = -CUDART_INF_F;", prelude=prelude).findings == []
+    findings = _scan("    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);").findings
+    assert ("persisting_l2", BODY_LINE) in [(f.cheat, f.line) for f in findings]
+
+
+def test_the_honest_cuda_softmax_passes_the_scan():
+    assert scan_file(REPO / "tasks" / "softmax" / "candidates" / "cuda_softmax.py").findings == []

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from ferret.integrity.context import ScanContext
 from ferret.integrity.registry import Hit, rule
+from ferret.integrity.tables import PERSISTING_MARKERS
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
@@ -106,8 +107,9 @@ def device_state(ctx: ScanContext) -> Iterator[Hit]:
                         "kernel can count its calls, or keep answers for the next call")
 
 
-_PERSISTING = re.compile(r"\b(cudaAccessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaStreamSetAttribute|"
-                         r"accessPolicyWindow)\b")
+# The Python scan's markers of the persisting-L2 controls, but `cudart`: in CUDA C++ it also begins CUDA's math
+# constants (CUDART_INF_F), and the runtime's own calls are named by the other markers.
+_PERSISTING = re.compile("|".join(re.escape(m) for m in PERSISTING_MARKERS if m != "cudart"), re.IGNORECASE)
 
 
 @rule("cuda_persisting_l2", "persisting_l2")

@@ -90,8 +90,11 @@ def _identifiers(ctx: ScanContext) -> Iterator[tuple[ast.AST, str, str]]:
 
 @rule("persisting_identifier", "persisting_l2")
 def persisting_identifier(ctx: ScanContext) -> Iterator[Hit]:
-    """An identifier or string that spells CUDA's persisting-L2 controls (access-policy windows, cudart)."""
+    """An identifier or string that spells CUDA's persisting-L2 controls (access-policy windows, cudart). CUDA C++
+    source is read by `cuda_persisting_l2` instead, where `cudart` is also the prefix of CUDA's math constants."""
     for node, text, what in _identifiers(ctx):
+        if what == "string" and "__global__" in text:
+            continue
         if any(marker in text.lower() for marker in PERSISTING_MARKERS):
             yield Hit(node, f"the {what} {text[:60]!r} points at CUDA's persisting-L2 controls (access-policy "
                       "windows, cudaLimitPersistingL2CacheSize), which keep data in L2 past the judge's flush")
