@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from ferret.backends import cuda
 from ferret.contract.task import Task
 from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, RoundRecord, RunLog, StopReason
 from ferret.errors import UsageError
@@ -39,12 +40,17 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+COMPILE_LOG_CHARS = 2000
+
+
 def _failures(gate: VerdictSummary | None) -> list[str]:
     """Each failing case and stage with its numbers and tolerance, as the optimizer may see them."""
     failures = []
     for case, result in (gate.cases if gate else {}).items():
         if result.failure:
-            failures.append(f"{case}: {result.failure}: {(result.message or '')[:200]}")
+            # A compiler's log is what a CUDA candidate's author needs whole; other messages are one line.
+            most = COMPILE_LOG_CHARS if result.failure == "compile_error" else 200
+            failures.append(f"{case}: {result.failure}: {(result.message or '')[:most]}")
         for stage, metrics in result.stages.items():
             if isinstance(metrics, StageSummary) and not metrics.passed:
                 failures.append(f"{case}: stage {stage}: rel_l2 {metrics.rel_l2}, max_abs_rel_peak "
@@ -56,6 +62,8 @@ def _failures(gate: VerdictSummary | None) -> list[str]:
 def _feedback(record: CandidateRecord) -> RoundFeedback:
     """The gate's numbers as the optimizer may see them: stage, metric, value, tolerance; never goldens."""
     failures = _failures(record.gate)
+    if record.error:  # the judge refused the file itself (a language the contract does not allow, say)
+        failures.insert(0, f"not judged: {record.error[:COMPILE_LOG_CHARS]}")
     review = ""
     if record.review is not None:
         review = f"integrity {record.review.integrity}, plan {record.review.plan}: {record.review.recommendation}; " + "; ".join(
@@ -329,6 +337,8 @@ class Dispatcher:
                 tried_approaches=sorted({c.approach for r in log.rounds for c in r.candidates}),
                 must_pivot=must_pivot,
                 round=number,
+                languages=[self.contract.backend.language, *self.contract.backend.allowed_languages],
+                cuda_flags=cuda.flags_from_contract(self.contract.backend.compile_flags),
             )
             self.progress.step("rounds", number - 1, self.max_rounds, f"round {number}: the optimizer proposes")
             proposals = self.optimizer.propose(context)[: self.proposals_per_round]

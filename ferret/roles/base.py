@@ -73,6 +73,9 @@ class OptimizerContext(BaseModel):
     tried_approaches: list[str] = []
     must_pivot: bool = Field(default=False, description="No progress for N rounds: propose an approach not tried yet.")
     round: int = 1
+    languages: list[str] = Field(default_factory=lambda: ["triton"],
+                                 description="What a candidate may be written in (the contract's backend): triton, cuda.")
+    cuda_flags: list[str] = Field(default_factory=list, description="NVRTC options CUDA candidates are compiled with.")
 
 
 class Proposal(BaseModel):

@@ -384,3 +384,22 @@ def test_each_proposal_says_where_it_stands_against_the_floor():
     generic = TimingResult(measured=True, cases=[case("a", 0.5)], roofline_source="generic")
     assert _floor_text(generic) == ", at 50% of the floor (generic roofline)"
     assert _floor_text(TimingResult(measured=True, cases=[case("a", None)])) == ""
+
+
+def test_the_optimizer_sees_a_compilers_log_whole_and_why_the_judge_refused_a_file():
+    from ferret.dispatch.dispatcher import COMPILE_LOG_CHARS, _feedback
+    from ferret.dispatch.runlog import CandidateRecord
+    from ferret.gate.models import CaseSummary, VerdictSummary
+
+    log = "candidate.cu(3): error: identifier \"INFINITY\" is undefined\n" + "y" * 1500
+    gate = VerdictSummary.model_construct(
+        passed=False, first_failing_stage=None, detections=[],
+        cases={"typical@bfloat16": CaseSummary.model_construct(failure="compile_error", message=log, stages={}),
+               "odd@bfloat16": CaseSummary.model_construct(failure="exception", message="z" * 500, stages={})})
+    record = CandidateRecord(round=1, index=1, approach="cuda", file="c.py", sha256="0" * 64, gate=gate,
+                             error="UsageError: c.py is a cuda candidate (it imports ferret.backends.cuda), but ...")
+    failures = _feedback(record).failures
+    assert failures[0].startswith("not judged: UsageError: c.py is a cuda candidate")
+    assert any(log in line for line in failures), "the compiler's log, whole (it is under the limit)"
+    assert any(line.endswith("z" * 200) and "z" * 201 not in line for line in failures), "other messages: one line"
+    assert COMPILE_LOG_CHARS >= 2000

@@ -283,3 +283,21 @@ def test_optimizer_prompt_says_where_each_case_stands_against_the_floor_and_whic
     assert ("tp8_b32_l8192: 183.5 us, 6.54x the baseline, 5.99x torch.compile; 18% of the roofline floor (32.4 us; "
             "0.85 TB/s, 1.4 TFLOP/s)") in user
     assert "`_combine_unabsorb_kernel` 84.9, `_split_kv_attention_kernel` 77.7" in user
+
+
+def test_a_contract_allowing_cuda_gets_the_cuda_launcher_form_and_its_flags():
+    _, triton_only = render("optimizer", optimizer_context([]).model_dump())
+    assert "CUDA C++ candidates" not in triton_only and "ferret.backends" not in triton_only
+    context = optimizer_context([], languages=["triton", "cuda"], cuda_flags=["--std=c++17", "--use_fast_math"])
+    _, user = render("optimizer", context.model_dump())
+    assert "Triton kernels, or CUDA C++ kernels" in user and "## CUDA C++ candidates" in user
+    assert "from ferret.backends import cuda" in user and "KERNELS.launch(" in user
+    assert "contract's flags: `--std=c++17 --use_fast_math`" in user and "compile_error" in user
+
+
+def test_a_compile_error_reaches_the_optimizer_with_the_compilers_log():
+    log = 'candidate.cu(12): error: expected a ";"\n' + "x" * 900
+    history = [RoundFeedback(round=1, approach="cuda-row-per-block", passed=False,
+                             failures=[f"typical@bfloat16: compile_error: NVRTC refused the CUDA source:\n{log}"])]
+    _, user = render("optimizer", optimizer_context(history, languages=["triton", "cuda"]).model_dump())
+    assert 'candidate.cu(12): error: expected a ";"' in user and "x" * 900 in user
