@@ -141,6 +141,13 @@ def f32(value: float) -> Scalar:
     return Scalar(float(value), "float32")
 
 
+def aligned(*tensors: Any, to: int) -> bool:
+    """Whether every tensor's data starts on a multiple of `to` bytes: what a kernel's vector loads need. The
+    backend answers it, so that a launcher never reads an address itself (the scan names `.data_ptr` in a
+    candidate, the key of answers cached across calls)."""
+    return all(t.data_ptr() % to == 0 for t in tensors)
+
+
 def kernel_args(args: Sequence[Any]) -> tuple[Any, ...]:
     """torch tensors as their device pointers, `Scalar`s as numpy values of their type; anything else is a
     TypeError naming the argument (a bare Python number's C width is unknown)."""

@@ -51,5 +51,6 @@ class Task:
 
     @property
     def templates_dir(self) -> Path:
-        """Where the offline optimizer's kernel templates of this op live."""
-        return self.project_root / "tasks" / self.contract.op / "templates"
+        """Where the offline optimizer's kernel templates of this op live (`cuda/` below for a CUDA contract)."""
+        folder = self.project_root / "tasks" / self.contract.op / "templates"
+        return folder / "cuda" if self.contract.backend.language == "cuda" else folder

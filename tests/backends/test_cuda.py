@@ -105,3 +105,8 @@ def test_cuda_launches_are_counted_by_kernel_and_can_be_made_no_ops(monkeypatch)
     assert recorder.intact() == []
     monkeypatch.setattr(cuda.Source, "launch", lambda *args, **kwargs: None)  # replaced by a candidate, say
     assert recorder.intact() == ["cuda.Source.launch"]
+
+
+def test_the_backend_answers_whether_tensors_are_aligned_for_vector_loads():
+    base = torch.zeros(64, dtype=torch.float32)
+    assert cuda.aligned(base, base[4:], to=16) and not cuda.aligned(base, base[1:], to=16)

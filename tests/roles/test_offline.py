@@ -374,3 +374,33 @@ def test_a_bad_start_is_refused_naming_it(start, message):
     assert data["default"]["num_warps"] == 4 and data["default"]["block_policy"] == "next_pow2"
     with pytest.raises(ValueError, match=message):
         TemplateSpace.model_validate({**data, "starts": [start]})
+
+
+def test_every_point_of_the_cuda_rmsnorm_template_compiles_for_hopper_and_scans_clean():
+    """The CUDA template (issue 15): each of its 15 points renders a launcher whose kernels NVRTC compiles for
+    sm_90, with the block size and vector width of the point, and that the scan passes."""
+    import types
+
+    optimizer = TemplateSearchOptimizer(TEMPLATES / "cuda")
+    assert optimizer.space.op == "rmsnorm" and len(optimizer.points) == 15
+    constants = shape_constants(load_contract(CONTRACT))
+    for point in optimizer.points:
+        source, name = optimizer.render(point), optimizer.approach(point)
+        result = scan_source(source, path=f"{name}.py", shape_constants=constants)
+        assert result.passed, (name, [(f.line, f.message) for f in result.findings])
+        module = types.ModuleType(f"cuda_rmsnorm_point_{len(name)}")
+        exec(compile(source, name, "exec"), module.__dict__)
+        assert module.VEC == point["vec"] and f"#define VEC {point['vec']}\n" in source
+        assert module.THREADS == (point["threads"] if point["row_mode"] == "block" else 256)
+        cubin = module.KERNELS.cubin("sm_90")
+        assert all(kernel.encode() in cubin for kernel in module.KERNEL_FOR.values()), name
+
+
+def test_a_cuda_contract_is_searched_over_the_cuda_templates(tmp_path):
+    from ferret_testkit import write_contract
+
+    contract = write_contract(tmp_path, lambda d: d["backend"].update(language="cuda"), link_tasks=True)
+    optimizer = TemplateSearchOptimizer.from_contract(contract)
+    assert optimizer.template_dir == (tmp_path / "tasks" / "rmsnorm" / "templates" / "cuda")
+    assert optimizer.space.template == "rmsnorm_cuda.py.j2"
+    assert TemplateSearchOptimizer.from_contract(CONTRACT).template_dir == TEMPLATES
