@@ -68,15 +68,17 @@ def _addresses(clock, count: int) -> list[float]:
     return times
 
 
-def _code_copies(clock, count: int) -> dict:
+def _rope_decode() -> tuple:
+    """rope decode_q_64x128 on the GPU, as the judge's timer holds it: the contract, its file, a pool of input sets
+    over 2x the L2 and fresh output buffers."""
     import torch
 
     from ferret.bench import guards
-    from ferret.bench.process import Slots, load_function
     from ferret.contract.load import load_contract
     from ferret.gate.inputs import draw_inputs, output_specs
 
-    contract = load_contract(REPO / "contracts" / "rope.yaml")
+    contract_path = REPO / "contracts" / "rope.yaml"
+    contract = load_contract(contract_path)
     case = next(c for c in contract.cases_for("gpu") if c.name == "decode_q_64x128")
     dtype = contract.primary_dtype
     inputs = {k: v.cuda() for k, v in draw_inputs(contract, case, dtype, seed=1).items()}
@@ -87,6 +89,13 @@ def _code_copies(clock, count: int) -> dict:
     def fresh_outputs() -> dict:
         return {n: torch.empty(s, dtype=d, device="cuda") for n, (s, d) in specs.items()}
 
+    return contract, contract_path, pool, fresh_outputs
+
+
+def _code_copies(clock, count: int) -> dict:
+    from ferret.bench.process import Slots, load_function
+
+    contract, _, pool, fresh_outputs = _rope_decode()
     candidate_file = REPO / "tasks" / "rope" / "candidates" / "triton_rope.py"
     times = []
     for index in range(count):
@@ -115,22 +124,12 @@ def _cpus(clock, count: int) -> dict:
 def _flush_buffers(clock, count: int) -> dict:
     import torch
 
-    from ferret.bench import guards
     from ferret.bench.process import Slots
     from ferret.contract.imports import load_entry, project_root_of
-    from ferret.contract.load import load_contract
-    from ferret.gate.inputs import draw_inputs, output_specs
 
-    contract_path = REPO / "contracts" / "rope.yaml"
-    contract = load_contract(contract_path)
-    case = next(c for c in contract.cases_for("gpu") if c.name == "decode_q_64x128")
-    dtype = contract.primary_dtype
-    inputs = {k: v.cuda() for k, v in draw_inputs(contract, case, dtype, seed=1).items()}
-    floats = [i.name for i in contract.inputs if i.role == "in" and inputs[i.name].is_floating_point()]
-    pool = guards.input_pool(inputs, floats, 2 * (60 << 20), generator=torch.Generator().manual_seed(1))
-    specs = output_specs(contract, case, dtype)
-    eager = Slots(load_entry(contract.baseline.entry, project_root_of(contract_path)), pool,
-                  lambda: {n: torch.empty(s, dtype=d, device="cuda") for n, (s, d) in specs.items()}, contract.params)
+    contract, contract_path, pool, fresh_outputs = _rope_decode()
+    eager = Slots(load_entry(contract.baseline.entry, project_root_of(contract_path)), pool, fresh_outputs,
+                  contract.params)
     eager.call()
     tiny = torch.zeros(1, device="cuda")
     original, buffers = clock.flush_buffer, [clock.flush_buffer]

@@ -71,9 +71,13 @@ def flags_from_contract(compile_flags: dict[str, Any]) -> list[str]:
     return options or list(DEFAULT_FLAGS)
 
 
+FERRET_HEADERS = Path(__file__).resolve().parent / "include"  # `#include <ferret/dtypes.cuh>`
+
+
 def header_folders() -> list[str]:
-    """Where `#include <cuda_bf16.h>` and the rest of CUDA's headers are found: the copy Triton ships (pinned by
-    the Triton version every verdict records, and readable inside the sandbox), else the toolkit's."""
+    """The judge's own headers (`ferret/dtypes.cuh`), then where `#include <cuda_bf16.h>` and the rest of CUDA's
+    headers are found: the copy Triton ships (pinned by the Triton version every verdict records, and readable
+    inside the sandbox), else the toolkit's."""
     import importlib.util
 
     found = []
@@ -81,7 +85,15 @@ def header_folders() -> list[str]:
     if triton is not None and triton.origin:
         found.append(Path(triton.origin).parent / "backends" / "nvidia" / "include")
     found += [Path(os.environ[k]) / "include" for k in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
-    return [str(folder) for folder in found if (folder / "cuda_bf16.h").is_file()][:1]
+    return [str(FERRET_HEADERS)] + [str(folder) for folder in found if (folder / "cuda_bf16.h").is_file()][:1]
+
+
+def _headers_digest() -> str:
+    """The judge's headers' contents: a change to them is a change to every candidate's machine code."""
+    digest = hashlib.sha256()
+    for path in sorted(FERRET_HEADERS.rglob("*.cuh")):
+        digest.update(path.relative_to(FERRET_HEADERS).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def compile_cubin(source: str, flags: Sequence[str], arch: str = DEFAULT_ARCH, name: str = "candidate.cu") -> bytes:
@@ -101,7 +113,8 @@ def compile_cubin(source: str, flags: Sequence[str], arch: str = DEFAULT_ARCH, n
 
 def cache_key(source: str, flags: Sequence[str], arch: str) -> str:
     version = ".".join(map(str, nvrtc().getVersion()))
-    return hashlib.sha256(json.dumps([source, list(flags), arch, version, header_folders()]).encode()).hexdigest()
+    key = [source, list(flags), arch, version, header_folders(), _headers_digest()]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
 
 def cached_cubin(source: str, flags: Sequence[str], arch: str, cache: Path | None) -> bytes:

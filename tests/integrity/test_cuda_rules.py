@@ -103,3 +103,9 @@ def test_cudas_math_constants_are_not_the_persisting_l2_runtime_but_its_controls
 
 def test_the_honest_cuda_softmax_passes_the_scan():
     assert scan_file(REPO / "tasks" / "softmax" / "candidates" / "cuda_softmax.py").findings == []
+
+
+def test_the_judges_cuda_headers_may_be_included_and_nothing_else_of_ferrets():
+    assert _scan("    y[i] = x[i];", prelude="#include <ferret/dtypes.cuh>").findings == []
+    named = _scan('    const char* p = "ferret/gate/judge.py";', prelude="#include <ferret/dtypes.cuh>").findings
+    assert "reference_import" in {f.cheat for f in named}

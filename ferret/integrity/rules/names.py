@@ -8,6 +8,7 @@ Some references need no call to be a cheat: reaching `sys.modules`, `x.data_ptr`
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ferret.integrity.astutil import str_value
@@ -139,12 +140,19 @@ def _strings_of(ctx: ScanContext) -> list[tuple[ast.Constant, str]]:
     return [(node, text) for node, text in texts if text is not None]
 
 
+# In CUDA C++ source, the judge's own headers (`ferret.backends.cuda` puts them on the compiler's path).
+_JUDGE_INCLUDE = re.compile(r"#[ \t]*include[ \t]*<ferret/[\w./]+>")
+
+
 def _strings(slug: str):
-    """The rule for one cheat of STRING_RULES: a string literal that contains a banned marker."""
+    """The rule for one cheat of STRING_RULES: a string literal that contains a banned marker (in CUDA source, an
+    `#include <ferret/...>` of the judge's headers aside)."""
     markers = [(marker, why) for marker, s, why in STRING_RULES if s == slug]
 
     def check(ctx: ScanContext) -> Iterator[Hit]:
         for node, text in _strings_of(ctx):
+            if "__global__" in text:
+                text = _JUDGE_INCLUDE.sub("", text)
             for marker, why in markers:
                 if marker in text:
                     yield Hit(node, f"the string {text[:60]!r} names {marker!r}: {why}")

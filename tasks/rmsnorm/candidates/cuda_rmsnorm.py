@@ -15,16 +15,10 @@ from ferret.backends import cuda
 THREADS = 256
 
 KERNELS = cuda.Source(r"""
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <ferret/dtypes.cuh>
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using ferret::from_float;
+using ferret::to_float;
 
 template <typename T>
 __device__ void rmsnorm_row(const T* x, const T* weight, T* y, float* inv_rms, int n, long long stride_x,
