@@ -31,6 +31,10 @@ from typing import Any
 
 from ferret.errors import BackendUnavailable, CudaCompileError
 
+# What a launcher may use (the scan's `cuda_backend_attribute` names anything else it reaches through the module:
+# its imports, such as `os`, and the compiling the judge does for it).
+LAUNCHER_API = ("Source", "i32", "i64", "f32", "NULL", "aligned")
+
 FLAGS_ENV = "FERRET_CUDA_FLAGS"  # the contract's compile flags (a JSON list), set by the judge for the candidate
 CACHE_ENV = "FERRET_CUDA_CACHE"  # the folder for compiled code, set by the judge: the candidate's own
 DEFAULT_FLAGS = ("-std=c++17",)

@@ -109,3 +109,14 @@ def test_the_judges_cuda_headers_may_be_included_and_nothing_else_of_ferrets():
     assert _scan("    y[i] = x[i];", prelude="#include <ferret/dtypes.cuh>").findings == []
     named = _scan('    const char* p = "ferret/gate/judge.py";', prelude="#include <ferret/dtypes.cuh>").findings
     assert "reference_import" in {f.cheat for f in named}
+
+
+def test_a_launcher_reaches_only_the_backends_launcher_api():
+    def cheats(body: str) -> list[tuple[str, int]]:
+        source = ("from ferret.backends import cuda\n\n\ndef run(inputs, outputs, params, trace=None):\n"
+                  "    outputs['y'].copy_(inputs['x'])\n" + body)
+        return [(f.cheat, f.line) for f in scan_source(source).findings]
+
+    assert cheats("    cuda.aligned(inputs['x'], to=16)\n    cuda.i32(1), cuda.i64(2), cuda.f32(3.0), cuda.NULL\n") == []
+    assert cheats("    env = cuda.os.environ\n") == [("reading_expected", 6)]
+    assert cheats("    cuda.compile_cubin('', [], 'sm_90')\n") == [("reading_expected", 6)]

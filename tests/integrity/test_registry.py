@@ -200,6 +200,7 @@ SNIPPETS: dict[str, str] = {
     "cuda_library": _cuda("cublasSscal(handle, 1, &a, y, 1); // # here"),
     "cuda_device_state": _cuda("y[0] = 1.f;", before="__device__ int calls = 0; // # here"),
     "cuda_persisting_l2": _cuda("cudaStreamAttrValue v; v.accessPolicyWindow.hitRatio = 1.f; // # here"),
+    "cuda_backend_attribute": snippet("e = cuda.os.environ  # here", top="from ferret.backends import cuda"),
     "cuda_source_not_literal": snippet(top='from ferret.backends import cuda\n\nPARTS = ["extern"]\n'
                                            'K = cuda.Source(" ".join(PARTS))  # here'),
 }

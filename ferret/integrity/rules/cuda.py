@@ -11,6 +11,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from ferret.backends.cuda import LAUNCHER_API
 from ferret.integrity.context import ScanContext
 from ferret.integrity.registry import Hit, rule
 from ferret.integrity.tables import PERSISTING_MARKERS
@@ -118,6 +119,22 @@ def persisting_l2(ctx: ScanContext) -> Iterator[Hit]:
     flush."""
     yield from _matches(ctx, _PERSISTING, "CUDA code asks L2 to keep data ({match}), which the judge's flush cannot "
                         "evict")
+
+
+@rule("cuda_backend_attribute", "reading_expected")
+def backend_attribute(ctx: ScanContext) -> Iterator[Hit]:
+    """A name of `ferret.backends.cuda` outside what a launcher needs (`Source`, `launch`'s typed numbers, `NULL`,
+    `aligned`): the module's own imports (`os`, `json`) and the judge's compiling are not the candidate's to reach
+    through it."""
+    prefix = "ferret.backends.cuda."
+    for node in ctx.nodes_of(ast.Attribute, ast.Name):
+        path = ctx.resolve(node)
+        if path is None or not path.startswith(prefix) or isinstance(getattr(node, "ctx", None), ast.Store):
+            continue
+        name = path[len(prefix):].split(".")[0]
+        if name not in LAUNCHER_API:
+            yield Hit(node, f"reaches {prefix}{name}: a launcher uses only {', '.join(LAUNCHER_API)} of the CUDA "
+                      "backend")
 
 
 @rule("cuda_source_not_literal", "decoy_kernel")
