@@ -94,6 +94,7 @@ def test_cuda_launches_are_counted_by_kernel_and_can_be_made_no_ops(monkeypatch)
     what the kernels contributed) hold for CUDA candidates as for Triton's."""
     from ferret.sandbox.watch import LaunchRecorder
 
+    _restore_launchers_after(monkeypatch)
     ran = []
     monkeypatch.setattr(cuda.Source, "launch", lambda self, kernel, *args, **kwargs: ran.append(kernel))
     recorder = LaunchRecorder()
@@ -110,3 +111,14 @@ def test_cuda_launches_are_counted_by_kernel_and_can_be_made_no_ops(monkeypatch)
 def test_the_backend_answers_whether_tensors_are_aligned_for_vector_loads():
     base = torch.zeros(64, dtype=torch.float32)
     assert cuda.aligned(base, base[4:], to=16) and not cuda.aligned(base, base[1:], to=16)
+
+
+def _restore_launchers_after(monkeypatch) -> None:
+    """A LaunchRecorder wraps Triton's launch entry points for the life of the process (the runner's is one process
+    per candidate); in a test process they are put back at teardown, or a no-op recorder would silence every later
+    test's kernels."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    monkeypatch.setattr(JITFunction, "run", JITFunction.run)
+    monkeypatch.setattr(InterpretedFunction, "run", InterpretedFunction.run)
