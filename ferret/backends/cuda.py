@@ -186,16 +186,27 @@ def kernel_args(args: Sequence[Any]) -> tuple[Any, ...]:
 
 
 class Source:
-    """One CUDA C++ translation unit of a candidate, compiled on first launch in this process."""
+    """One CUDA C++ translation unit of a candidate, compiled on first launch in this process. The compiler's
+    messages name the launcher's file and line: the code is compiled behind a `#line` directive pointing at the
+    line of the `Source(...)` call, where the string literal starts."""
 
     def __init__(self, code: str):
+        import sys
+
+        caller = sys._getframe(1)
         self.code = code
+        self.file, self.line = Path(caller.f_code.co_filename).name, caller.f_lineno
         self._module: Any = None
         self._functions: dict[str, Any] = {}
 
+    @property
+    def compiled_code(self) -> str:
+        """The code as compiled: behind the `#line` directive that maps its lines to the launcher's."""
+        return f'#line {self.line} "{self.file}"\n{self.code}'
+
     def cubin(self, arch: str = DEFAULT_ARCH) -> bytes:
         cache = os.environ.get(CACHE_ENV)
-        return cached_cubin(self.code, contract_flags(), arch, Path(cache) if cache else None)
+        return cached_cubin(self.compiled_code, contract_flags(), arch, Path(cache) if cache else None)
 
     def launch(self, kernel: str, grid: Sequence[int], block: Sequence[int], args: Sequence[Any],
                shared_mem: int = 0) -> None:

@@ -62,8 +62,10 @@ def test_the_source_compiles_with_the_flags_and_cache_the_judge_set(tmp_path, mo
     monkeypatch.setenv(cuda.FLAGS_ENV, '["-std=c++17", "-maxrregcount=64"]')
     monkeypatch.setenv(cuda.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cuda, "cached_cubin", lambda *args: seen.append(args) or b"")
-    cuda.Source(SCALE).cubin()
-    assert seen == [(SCALE, ["-std=c++17", "-maxrregcount=64"], "sm_90", tmp_path)]
+    source = cuda.Source(SCALE)
+    source.cubin()
+    assert seen == [(source.compiled_code, ["-std=c++17", "-maxrregcount=64"], "sm_90", tmp_path)]
+    assert source.compiled_code == f'#line {source.line} "test_cuda.py"\n{SCALE}'  # messages name this file
 
 
 def test_kernel_arguments_are_typed():
@@ -122,3 +124,16 @@ def _restore_launchers_after(monkeypatch) -> None:
 
     monkeypatch.setattr(JITFunction, "run", JITFunction.run)
     monkeypatch.setattr(InterpretedFunction, "run", InterpretedFunction.run)
+
+
+def test_a_launchers_compile_error_names_its_file_and_line(tmp_path, monkeypatch):
+    """The compiler's log points at the line of the launcher a user edits, not at a line of an anonymous string."""
+    monkeypatch.delenv(cuda.CACHE_ENV, raising=False)
+    launcher = tmp_path / "my_kernel.py"
+    launcher.write_text('from ferret.backends import cuda\n\nKERNELS = cuda.Source(r"""\n'
+                        'extern "C" __global__ void k(float* y) {\n    y[0] = not_declared;\n}\n""")\n')
+    namespace: dict = {}
+    exec(compile(launcher.read_text(), str(launcher), "exec"), namespace)
+    with pytest.raises(CudaCompileError) as info:
+        namespace["KERNELS"].cubin("sm_90")
+    assert 'my_kernel.py(5): error: identifier "not_declared" is undefined' in info.value.log  # line 5 of the file
