@@ -26,9 +26,10 @@ from safetensors.torch import load_file
 
 from ferret import wire
 from ferret.backends import CUDA_MODULE, language_of
+from ferret.backends import cuda as cuda_backend
 from ferret.contract.model import Contract, ProfileName
 from ferret.contract.task import Task
-from ferret.errors import JudgeError, UsageError
+from ferret.errors import BackendUnavailable, JudgeError, UsageError
 from ferret.gate import detect
 from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
@@ -297,6 +298,11 @@ class Judge:
         if language == "cuda" and self.device != "cuda":
             raise UsageError(f"{candidate} is a CUDA candidate: it runs on a GPU, and the {self.profile} profile has "
                              "none (its source compiles without one: ferret.backends.cuda.compile_cubin)")
+        if language == "cuda":
+            try:
+                cuda_backend.nvrtc()
+            except BackendUnavailable as err:
+                raise UsageError(f"{candidate} is a CUDA candidate, and this machine cannot compile it: {err}") from None
 
     def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
                       deadline: float, clock: PhaseClock) -> StartedTiming | None:

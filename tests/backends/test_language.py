@@ -25,3 +25,23 @@ def test_a_contract_allows_its_language_and_those_it_names():
     both = Backend(allowed_languages=["cuda"])
     assert both.allows("triton") and both.allows("cuda")
     assert Backend(language="cuda").allows("cuda") and not Backend(language="cuda").allows("triton")
+
+
+def test_a_cuda_candidate_on_a_machine_without_cupy_is_told_what_to_install(monkeypatch, tmp_path):
+    """The judge's refusal (exit 2 from `ferret check`) comes before any process starts, naming what to install."""
+    import sys
+    import types
+
+    from ferret.errors import UsageError
+    from ferret.gate.judge import Judge
+
+    candidate = tmp_path / "cuda_candidate.py"
+    candidate.write_text("from ferret.backends import cuda\n")
+    judge = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(allowed_languages=["cuda"])),
+                                  task=types.SimpleNamespace(path=tmp_path / "op.yaml"), device="cuda", profile="gpu")
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", None)
+    monkeypatch.delitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", raising=False)
+    with pytest.raises(UsageError, match=r"cannot compile it: CUDA candidates need CuPy and NVRTC: pip install"):
+        Judge._require_its_language(judge, candidate)  # type: ignore[arg-type]
+    monkeypatch.undo()
+    Judge._require_its_language(judge, candidate)  # type: ignore[arg-type]  # with CuPy and NVRTC: accepted
