@@ -51,6 +51,7 @@ class Task:
 
     @property
     def templates_dir(self) -> Path:
-        """Where the offline optimizer's kernel templates of this op live (`cuda/` below for a CUDA contract)."""
+        """Where the offline optimizer's kernel templates of this op live: `<project>/tasks/<op>/templates`, and its
+        `cuda/` folder where the contract's `backend.language` is cuda."""
         folder = self.project_root / "tasks" / self.contract.op / "templates"
         return folder / "cuda" if self.contract.backend.language == "cuda" else folder

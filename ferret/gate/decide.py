@@ -119,7 +119,7 @@ def judge_variant(
         result.failure = RunFailure(kind="input_mutated", message=f"read-only inputs {changed} changed during the call")
     result.detections = (
         detect.from_failure(result)
-        + detect.from_runtime(result, status, got, outputs, contract.backend.language, bitwise_equal)
+        + detect.from_runtime(result, status, got, outputs, bitwise_equal)
         + detect.from_outputs(result, got, golden, outputs, repeat_diffs, traced_diffs)
     )
     if any(d.source == "runtime" for d in result.detections):

@@ -50,7 +50,9 @@ def from_failure(result: VariantResult) -> list[Detection]:
 
 
 def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[str, torch.Tensor], outputs: list[str],
-                 backend: str, bitwise_equal) -> list[Detection]:
+                 bitwise_equal) -> list[Detection]:
+    """What the candidate's process saw while it ran. Launches are those of Triton's launch entry points and of the
+    CUDA backend's `Source.launch`, both counted and both made no-ops in the no-op run, whatever the language."""
     found = []
     if status.aten_compute:
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(status.aten_compute.items()))
@@ -60,13 +62,13 @@ def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[st
         calls = ", ".join(f"{k} x{v}" for k, v in sorted(status.watch_evasion.items()))
         found.append(Detection(cheat="library_call", catalogue=[9, 15], source="runtime", variant=result.id,
                                evidence=f"the candidate took the ATen watch off the dispatch stack while it ran: {calls}"))
-    if backend in ("triton", "cuda") and status.launches == 0:
+    if status.launches == 0:
         found.append(Detection(cheat="decoy_kernel", catalogue=[8, 9], source="runtime", variant=result.id,
-                               evidence="no Triton kernel was launched by the fast path"))
+                               evidence="no kernel (Triton, or CUDA through Source.launch) was launched by the fast path"))
     noop_same = [n for n in outputs if wire.noop_key(n) in got and bitwise_equal(got[wire.noop_key(n)], got[wire.fast_key(0, n)])]
-    if backend == "triton" and noop_same:
+    if noop_same:
         found.append(Detection(cheat="decoy_kernel", catalogue=[8], source="runtime", variant=result.id,
-                               evidence=f"with every Triton launch made a no-op, outputs {noop_same} came out bitwise the same: "
+                               evidence=f"with every kernel launch made a no-op, outputs {noop_same} came out bitwise the same: "
                                "the kernels did not produce them"))
     return found
 

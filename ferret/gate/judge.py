@@ -293,8 +293,9 @@ class Judge:
         backend = self.contract.backend
         if not backend.allows(language):
             allowed = ", ".join([backend.language, *backend.allowed_languages])
-            raise UsageError(f"{candidate} is a {language} candidate (it imports {CUDA_MODULE}), but "
-                             f"{self.task.path} allows {allowed} only (backend.language, backend.allowed_languages)")
+            why = f"it imports {CUDA_MODULE}" if language == "cuda" else f"it does not import {CUDA_MODULE}"
+            raise UsageError(f"{candidate} is a {language} candidate ({why}), but {self.task.path} allows {allowed} "
+                             "only (backend.language, backend.allowed_languages)")
         if language == "cuda" and self.device != "cuda":
             raise UsageError(f"{candidate} is a CUDA candidate: it runs on a GPU, and the {self.profile} profile has "
                              "none (its source compiles without one: ferret.backends.cuda.compile_cubin)")

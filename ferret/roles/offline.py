@@ -212,14 +212,10 @@ def available_templates(op_dir: str | Path) -> bool:
 
 
 def templates_dir_of(contract_path: Path) -> Path:
-    """Where the offline optimizer looks for a contract's templates: `<project>/tasks/<op>/templates`, and its
-    `cuda/` folder where the contract's `backend.language` is cuda."""
-    from ferret.contract.imports import project_root_of
-    from ferret.contract.load import load_contract
+    """Where the offline optimizer looks for a contract's templates (`Task.templates_dir`)."""
+    from ferret.contract.task import Task
 
-    contract = load_contract(contract_path)
-    folder = project_root_of(contract_path) / "tasks" / contract.op / "templates"
-    return folder / "cuda" if contract.backend.language == "cuda" else folder
+    return Task.load(contract_path).templates_dir
 
 
 class MissingTemplates(UsageError):

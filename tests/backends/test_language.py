@@ -45,3 +45,18 @@ def test_a_cuda_candidate_on_a_machine_without_cupy_is_told_what_to_install(monk
         Judge._require_its_language(judge, candidate)  # type: ignore[arg-type]
     monkeypatch.undo()
     Judge._require_its_language(judge, candidate)  # type: ignore[arg-type]  # with CuPy and NVRTC: accepted
+
+
+def test_a_cuda_only_contract_refuses_a_triton_candidate_saying_why(tmp_path):
+    import types
+
+    from ferret.errors import UsageError
+    from ferret.gate.judge import Judge
+
+    candidate = tmp_path / "triton_candidate.py"
+    candidate.write_text("import triton\n")
+    judge = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(language="cuda")),
+                                  task=types.SimpleNamespace(path=tmp_path / "op.yaml"), device="cuda", profile="gpu")
+    with pytest.raises(UsageError, match=r"is a triton candidate \(it does not import ferret.backends.cuda\), but "
+                                         r".*op.yaml allows cuda only"):
+        Judge._require_its_language(judge, candidate)  # type: ignore[arg-type]

@@ -111,3 +111,25 @@ def test_the_last_resort_names_the_failing_parts():
     (found,) = unnamed({"correctness": PartResult(status="fail", detail="typical@bfloat16: stage y"),
                         "dtypes": PartResult(status="pass")})
     assert found.cheat == "unnamed_rejection" and found.evidence == "failing parts: correctness: typical@bfloat16: stage y"
+
+
+def test_launch_counts_and_the_no_op_run_name_decoys_whatever_the_candidates_language():
+    """Triton's launches and the CUDA backend's are counted and made no-ops alike, so neither check depends on the
+    contract's `backend.language` (a CUDA-only contract once skipped the no-op check)."""
+    import torch
+
+    from ferret.gate.detect import from_runtime
+
+    result = _result()
+    out = torch.ones(3)
+    same = {wire.fast_key(0, "y"): out, wire.noop_key("y"): out.clone()}
+    differs = {wire.fast_key(0, "y"): out, wire.noop_key("y"): torch.full((3,), float("nan"))}
+
+    def named(status, got):
+        return [d.evidence for d in from_runtime(result, status, got, ["y"], lambda a, b: torch.equal(a, b))]
+
+    assert named(wire.VariantStatus(ok=True, launches=2), differs) == []
+    assert named(wire.VariantStatus(ok=True, launches=0), differs) == [
+        "no kernel (Triton, or CUDA through Source.launch) was launched by the fast path"]
+    assert any("with every kernel launch made a no-op, outputs ['y']" in e
+               for e in named(wire.VariantStatus(ok=True, launches=2), same))
