@@ -10,7 +10,9 @@ layout (ASLR) may decide where the driver puts code and data. Each mode starts `
 - `fixed`: the host layout not randomized (personality ADDR_NO_RANDOMIZE, inherited through exec) and
   PYTHONHASHSEED=0: the same layout in every process;
 - `eager_load`: CUDA_MODULE_LOADING=EAGER, every kernel loaded at start in one order;
-- `fixed_eager_load`: both.
+- `fixed_eager_load`: both;
+- `read_flush`: the L2 flushed by reading the flush buffer (clean lines left in L2), not by writing it (dirty lines
+  the timed call's misses must write back first).
 
 Each process records the GPU addresses of its first allocations (are they the same in every process?) and times
 eager rope decode and one tiny kernel with the judge's clock. If `fixed` gives one time in every process where
@@ -39,7 +41,22 @@ MODES = {
     "fixed": ({"PYTHONHASHSEED": "0"}, True),
     "eager_load": ({"CUDA_MODULE_LOADING": "EAGER"}, False),
     "fixed_eager_load": ({"PYTHONHASHSEED": "0", "CUDA_MODULE_LOADING": "EAGER"}, True),
+    "read_flush": ({"FERRET_PROBE_FLUSH": "read"}, False),
 }
+
+
+class _ReadFlush:
+    """The clock's flush buffer, flushed by reading it (a reduction) instead of writing zeros: L2 left full of clean
+    lines, not dirty ones. Does the timed call's offset come from writing the flush's dirty lines back?"""
+
+    def __init__(self, buffer):
+        self.buffer = buffer.view(-1).view(__import__("torch").float32).zero_()
+
+    def zero_(self):
+        return self.buffer.sum()
+
+    def data_ptr(self) -> int:
+        return self.buffer.data_ptr()
 
 
 def _child(args: argparse.Namespace) -> dict:
@@ -57,6 +74,8 @@ def _child(args: argparse.Namespace) -> dict:
     eager = load_entry(contract.baseline.entry, project_root_of(contract_path))
     peaks = guards.peaks_for(torch.cuda.get_device_name(0)) or {"l2_bytes": 64 << 20}
     clock = Clock(on_gpu=True, l2_bytes=peaks["l2_bytes"])
+    if os.environ.get("FERRET_PROBE_FLUSH") == "read":
+        clock.flush_buffer = _ReadFlush(clock.flush_buffer)
     clock.calibrate()
     dtype = contract.primary_dtype
     inputs = {k: v.cuda() for k, v in draw_inputs(contract, case, dtype, seed=1).items()}
@@ -77,6 +96,7 @@ def _child(args: argparse.Namespace) -> dict:
         "host_object_address": hex(id(object())),
         "flush_buffer_address": hex(clock.flush_buffer.data_ptr()),
         "first_input_address": hex(next(iter(pool[0].values())).data_ptr()),
+        "flush_us": round(clock.flush_ms * 1e3, 2),
         "eager_us": [round(clock.bench(slots.call, host) * 1e3, 3) for _ in range(args.rounds)],
         "tiny_us": [round(clock.bench(lambda: tiny.add_(1), 0.02) * 1e3, 3) for _ in range(args.rounds)],
     }
@@ -99,7 +119,10 @@ def _run_child(mode: str, args: argparse.Namespace) -> dict:
 def _summary(rows: list[dict]) -> dict:
     medians = [statistics.median(r["eager_us"]) for r in rows if "eager_us" in r]
     tiny = [statistics.median(r["tiny_us"]) for r in rows if "tiny_us" in r]
-    spread = (lambda xs: round(100 * (max(xs) - min(xs)) / min(xs), 2) if xs else None)
+
+    def spread(xs: list[float]) -> float | None:
+        return round(100 * (max(xs) - min(xs)) / min(xs), 2) if xs else None
+
     return {"eager_medians_us": medians, "eager_spread_pct": spread(medians), "tiny_medians_us": tiny,
             "tiny_spread_pct": spread(tiny),
             "distinct_flush_addresses": len({r.get("flush_buffer_address") for r in rows})}

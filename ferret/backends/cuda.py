@@ -56,6 +56,24 @@ def nvrtc() -> Any:
     return binding
 
 
+def load_before_sandbox(on_gpu: bool) -> None:
+    """Load what compiling and launching will need, in a candidate's process before its sandbox is installed: CuPy
+    and NVRTC open native libraries as they load (CuPy 14's `cuda.pathfinder` opens `libdl.so.2` by name), which
+    the sandbox refuses once the candidate's code may run (every CUDA candidate failed so on the H200, 2026-12-01).
+    On the GPU, the launch path's objects too (an external stream, an empty module)."""
+    nvrtc()
+    try:
+        import cupy
+        import cupy.cuda.function  # noqa: F401 - loaded now, used at the first launch
+    except ImportError as err:
+        raise BackendUnavailable(f"{INSTALL_HINT} ({err})") from None
+    if on_gpu:
+        import torch
+
+        cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        cupy.cuda.function.Module()
+
+
 def contract_flags() -> list[str]:
     """The flags the judge set for this process (the contract's), else the defaults."""
     raw = os.environ.get(FLAGS_ENV)

@@ -621,6 +621,8 @@ def main(job_path: str) -> int:
     harness = HarnessGuard(sys.modules[__name__], LaunchRecorder())
     # The candidate's timer runs candidate code: the sandbox's audit hook first (ferret/sandbox/audit.py). The
     # reference timer runs only the baseline and torch.compile, which starts compiler processes of its own.
+    if job.role == wire.CANDIDATE_TIMER:
+        audit.load_language_runtime(Path(job.source), on_gpu)
     sandbox = audit.install_if_asked(Path(job.result).parent) if job.role == wire.CANDIDATE_TIMER else None
     loading = time.perf_counter()
     implementations = load_implementations(job)

@@ -274,3 +274,24 @@ def first_refusal(sandbox: Sandbox | None) -> tuple[wire.FailureKind, str] | Non
     kind, what = seen[0]
     more = f" (and {len(seen) - 1} more refused)" if len(seen) > 1 else ""
     return kind, f"the sandbox refused {what}{more}"
+
+
+def load_language_runtime(candidate: Path, on_gpu: bool) -> None:
+    """Before `install`: what the candidate's language loads from native libraries as it starts (CuPy and NVRTC for a
+    CUDA candidate), loaded by the harness while loading is still allowed. A machine without them is the judge's to
+    refuse before any process starts (ferret.gate.judge); here it is left to the first launch to say so."""
+    from ferret.backends import language_of
+
+    try:
+        text = candidate.read_text(errors="replace")
+    except OSError:
+        return
+    if language_of(text) != "cuda":
+        return
+    from ferret.backends import cuda
+    from ferret.errors import BackendUnavailable
+
+    try:
+        cuda.load_before_sandbox(on_gpu)
+    except BackendUnavailable:
+        pass

@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     guard = HarnessGuard(sys.modules[__name__], launches, evasion)
     # From here on, for the life of the process: no process started, no file read or written outside the
     # allow-lists, no foreign native library (ferret/sandbox/audit.py). The harness has loaded what it needs.
+    audit.load_language_runtime(Path(job.candidate), job.device == "cuda")
     sandbox = audit.install_if_asked(Path.cwd())
     entry, failed = _load_or_status(job, guard, sandbox)
     if failed is not None:

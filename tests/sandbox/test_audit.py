@@ -211,3 +211,47 @@ def test_a_program_no_folder_of_path_holds_fails_by_itself_and_is_not_a_refusal(
     assert results == {"absent": "FileNotFoundError", "absent_but_writable_path": "refused",
                        "absent_relative_path": "refused"}, results
     assert [kind for kind, _ in seen] == ["process_spawned", "process_spawned"]
+
+
+CUDA_LOAD_PROBE = """
+import json, sys
+from pathlib import Path
+import torch
+from ferret.sandbox import audit
+own, candidate, preload = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1"
+if preload:
+    audit.load_language_runtime(candidate, on_gpu=False)
+sandbox = audit.install(own)
+result = "ok"
+try:
+    import cupy  # what a launch imports
+    from ferret.backends import cuda
+    cuda.compile_cubin('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }', ["-std=c++17"])
+except Exception as err:
+    result = type(err).__name__
+print(json.dumps({"result": result, "seen": [k.value for k, _ in sandbox.take()]}))
+"""
+
+
+@pytest.mark.parametrize("preload", [True, False])
+def test_a_cuda_candidates_process_loads_cupy_and_nvrtc_before_its_sandbox(tmp_path, preload):
+    """CuPy 14 opens `libdl.so.2` (and here the main program) as it is imported: inside the sandbox that is refused,
+    which failed every CUDA candidate on the H200 (2026-12-01). The harness loads them first; without that, the same
+    compile is refused (the control)."""
+    pytest.importorskip("cupy")
+    from ferret.backends import cuda
+
+    cuda.nvrtc()  # skips nothing: a machine without NVRTC fails here, as `.[cuda]` is part of the dev install
+    own = tmp_path / "own"
+    own.mkdir()
+    script = tmp_path / "probe.py"
+    script.write_text(CUDA_LOAD_PROBE)
+    candidate = Path(__file__).resolve().parents[2] / "tasks" / "rmsnorm" / "candidates" / "cuda_rmsnorm.py"
+    done = subprocess.run([sys.executable, str(script), str(own), str(candidate), "1" if preload else "0"], cwd=own,
+                          env={**os.environ, "TMPDIR": str(own)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    if preload:
+        assert data == {"result": "ok", "seen": []}, data
+    else:
+        assert data["result"] != "ok" and "native_load_refused" in data["seen"], data
