@@ -1,5 +1,5 @@
-"""The judge's conductor of the two timing processes (`ferret.bench.process`): the candidate's timer and the
-reference timer run side by side, each isolated like a candidate's process, and the judge lets exactly one
+"""The judge's conductor of the timing processes (`ferret.bench.process`): the candidate's timer and the
+reference timers run side by side, each isolated like a candidate's process, and the judge lets exactly one
 of them work on the GPU at a time, step by step (`ferret.wire.timing_steps`), alternating which goes first
 in each round so that slow drifts of the GPU's state fall on both alike.
 
@@ -101,37 +101,58 @@ def _wait_for(timer: TimerProcess, name: str, step: str, poll_s: float) -> None:
         time.sleep(poll_s)
 
 
+def reference_rounds(repeats: int, references: int) -> list[list[int]]:
+    """Which of a case's `repeats` rounds each of `references` reference processes takes: round g goes to process
+    g % references, so every process takes at least one round when references <= repeats."""
+    return [list(range(k, repeats, references)) for k in range(references)]
+
+
 def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Callable[[int, str], None] | None = None,
             poll_s: float = 0.002) -> dict[str, float]:
-    """Drive every step of both processes, one process at a time; raises TimerFailed when one ends early.
-    `timers` holds the candidate's timer first and the reference timer second.
+    """Drive every step of every process, one process at a time; raises TimerFailed when one ends early.
+    `timers` holds the candidate's timer first, then one or more reference timers. The candidate's timer takes
+    every round; the reference timers take them in turn (`reference_rounds`), each counting its own rounds from 0,
+    so that a round of the baseline comes from each reference process in turn. In each round the two working
+    processes alternate which goes first; every process does each case's post step.
 
-    Returns where the processes' time went, on the judge's clock: `setup` (waiting until both are ready for
-    a step: starting, loading the pools, warming up, torch.compile of the baseline), `rounds` (the timed
+    Returns where the processes' time went, on the judge's clock: `setup` (waiting until the processes are ready
+    for a step: starting, loading the pools, warming up, torch.compile of the baseline), `rounds` (the timed
     rounds) and `post` (the checks after each case's rounds)."""
+    candidate, references = timers[0], timers[1:]
     seconds = {"setup": 0.0, "rounds": 0.0, "post": 0.0}
-    for step in wire.timing_steps(cases, repeats):
-        case, _, what = step.partition(" ")
+    for case in range(cases):
+        for round_number in range(repeats):
+            if on_step is not None:
+                on_step(case, str(round_number))
+            reference = references[round_number % len(references)]
+            pair = [(candidate, f"{case} {round_number}"), (reference, f"{case} {round_number // len(references)}")]
+            _step(pair if round_number % 2 else pair[::-1], timers, seconds, "rounds", poll_s)
         if on_step is not None:
-            on_step(int(case), what)
-        order = timers if what == "post" or int(what) % 2 else list(reversed(timers))
-        started = time.perf_counter()
-        for timer in order:
-            _wait_for(timer, wire.READY_FILE, step, poll_s)
-        ready = time.perf_counter()
-        seconds["setup"] += ready - started
-        for timer in order:
-            others = [t for t in timers if t is not timer and t.role == wire.CANDIDATE_TIMER]
-            for other in others:
-                other.signal_group(signal.SIGSTOP)
-            try:
-                timer.say_go(step)
-                _wait_for(timer, wire.FINISHED_FILE, step, poll_s)
-            finally:
-                for other in others:
-                    other.signal_group(signal.SIGCONT)
-        seconds["post" if what == "post" else "rounds"] += time.perf_counter() - ready
+            on_step(case, "post")
+        _step([(timer, f"{case} post") for timer in timers], timers, seconds, "post", poll_s)
     return {name: round(value, 3) for name, value in seconds.items()}
+
+
+def _step(order: list[tuple[TimerProcess, str]], timers: list[TimerProcess], seconds: dict[str, float], part: str,
+          poll_s: float) -> None:
+    """Each (process, its step) in `order`, one at a time, once all of them are ready; the candidate's process
+    stopped (SIGSTOP, its whole group) while another works."""
+    started = time.perf_counter()
+    for timer, step in order:
+        _wait_for(timer, wire.READY_FILE, step, poll_s)
+    ready = time.perf_counter()
+    seconds["setup"] += ready - started
+    for timer, step in order:
+        others = [t for t in timers if t is not timer and t.role == wire.CANDIDATE_TIMER]
+        for other in others:
+            other.signal_group(signal.SIGSTOP)
+        try:
+            timer.say_go(step)
+            _wait_for(timer, wire.FINISHED_FILE, step, poll_s)
+        finally:
+            for other in others:
+                other.signal_group(signal.SIGCONT)
+    seconds[part] += time.perf_counter() - ready
 
 
 def wait_until_done(timers: list[TimerProcess]) -> None:

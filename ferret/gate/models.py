@@ -152,8 +152,13 @@ class CaseTiming(BaseModel):
     speedup: float
     speedup_vs_compiled: float | None = None
     samples: dict[str, list[float]] = Field(default={}, description="Each implementation's time (ms), one per round.")
+    reference_process_ms: dict[str, list[float]] = Field(
+        default={}, description="Per baseline (eager, torch.compile), the median of its kept rounds in each reference "
+        "process. The baseline's time is their mean: each process carries a fixed part of a short call's time, set "
+        "by where its code and data sit on the GPU.")
     round_spread: dict[str, float] = Field(
-        default={}, description="(slowest - fastest) / median of each implementation's kept rounds.")
+        default={}, description="(slowest - fastest) / median of each implementation's kept rounds; for a baseline, "
+        "the largest such spread inside one reference process.")
     unstable: bool = Field(
         default=False, description="The rounds disagree by more than speed.max_round_spread, or the GPU was shared: "
         "the case never counts toward the speed target.")

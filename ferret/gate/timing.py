@@ -1,5 +1,5 @@
-"""The judge's side of timing: it draws the input pool, starts the two timing processes
-(`ferret.bench.process`: the candidate's timer, and the reference timer that never loads candidate code),
+"""The judge's side of timing: it draws the input pool, starts the timing processes
+(`ferret.bench.process`: the candidate's timer, and reference timers that never load candidate code),
 conducts their interleaved rounds (`ferret.gate.interleave`), and checks everything that comes back: the
 answers of the timed calls against the reference, the rounds' agreement, the roofline floor, the speedups.
 The candidate's timer shares its memory with the candidate, so nothing it computes about right answers or
@@ -28,7 +28,15 @@ from ferret.contract.task import Task
 from ferret.errors import ContractError
 from ferret.gate.answers import check_timed_answers
 from ferret.gate.inputs import output_specs, prepare_inputs
-from ferret.gate.interleave import TimerFailed, TimerProcess, conduct, start_timer, stop_all, wait_until_done
+from ferret.gate.interleave import (
+    TimerFailed,
+    TimerProcess,
+    conduct,
+    reference_rounds,
+    start_timer,
+    stop_all,
+    wait_until_done,
+)
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.lock import project_module_files
 from ferret.gate.models import CaseTiming, Detection, GateManifest, RooflineWork, TimingResult
@@ -39,14 +47,16 @@ TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17
                     "harness_patching": [15], "warmup_detection": [17, 16], "input_mutation": [3]}
 
 METHOD = (
-    "two timing processes, interleaved round by round by the judge with one on the GPU at a time: the "
-    "candidate's, and a reference process that never loads candidate code (baseline, torch.compile; the "
-    "candidate's process stopped while it runs, an interference probe around each of its rounds). Each call: "
+    "timing processes interleaved round by round by the judge with one on the GPU at a time: the candidate's "
+    "(its code loaded as several copies, called in turn), and reference processes that never load candidate code "
+    "(baseline, torch.compile), taking the rounds in turn (the candidate's process stopped while one runs, an "
+    "interference probe around each of its rounds). Each call: "
     "L2 flushed (persisting L2 reset), the flush and a spin kernel holding the GPU for 1.5x the call's host "
     "launch time, then CUDA events around the call (a reference call that synchronizes with the host, where no "
     "spin can queue its launches ahead: its kernels' device time from torch.profiler, the flush taken off); "
     "median of ~100 ms of calls (at most 300) per round over a rotating pool of "
-    "re-randomized input sets larger than 2x L2; median over {repeats} rounds, a case unstable when its rounds "
+    "re-randomized input sets larger than 2x L2; median over {repeats} rounds (a baseline: the mean "
+    "over reference processes of each one's median), a case unstable when its rounds (inside one process) "
     "spread more than {spread:.0%}; then synchronized wall time, every output fingerprinted and re-checked "
     "against a synchronous call, every timed answer checked by the judge against the reference, and the "
     "roofline floor (datasheet peaks)"
@@ -180,58 +190,100 @@ def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path
     return cases
 
 
+# How many reference processes time the baselines on the GPU, each taking the rounds in turn. A process carries a
+# fixed part of a short call's time for its life, set by where its code and data land in the GPU's memory: eager
+# rope decode (about 20 kernels) read 72-73 us in some processes and 76-78 us in others, with the same host and GPU
+# addresses in every process (host layout fixed) and with L2 flushed by reading instead of writing (H200,
+# 2026-12-01, benchmarks/layout_probe.py). torch's kernels load once per process, so the candidate's remedy (loaded
+# copies of its code, `ferret.bench.process.CODE_COPIES`) is not open to the baselines: the baseline's time is the
+# mean over reference processes of each one's median, as the candidate's is over its copies.
+REFERENCE_PROCESSES = 3
+
+
+def reference_processes(repeats: int, device: str) -> int:
+    """The reference processes of a check: one on the CPU rehearsal (times there are no speedups), at most one per
+    round on the GPU."""
+    return min(REFERENCE_PROCESSES, repeats) if device == "cuda" else 1
+
+
 def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: list[_Case], compare_compiled: bool,
                  device: str) -> tuple[list[TimerProcess], dict[Path, str]]:
-    """The two timing processes' folders and jobs: the candidate's timer gets a copy of the candidate and
-    nothing else, the reference timer a copy of the baseline and of the project modules it imports
-    (`_copy_baseline`). Each gets its own copy of the pools. Returns the timers (candidate's first) and the
-    reference timer's files with their digests."""
+    """The timing processes' folders and jobs: the candidate's timer gets a copy of the candidate and nothing else;
+    each reference timer (`reference_processes`) a copy of the baseline and of the project modules it imports
+    (`_copy_baseline`), and the rounds it takes (`reference_rounds`). Each gets its own copy of the pools. Returns
+    the timers (candidate's first) and the reference timers' files with their digests."""
     contract = task.contract
     hidden = hidden_from_candidates(gate, task.project_root)
-    roles = {
-        wire.CANDIDATE_TIMER: (candidate, contract.candidate_abi.entry, False),
-        wire.REFERENCE_TIMER: (task.baseline_file, task.baseline.__name__,
-                               contract.baseline.compile and compare_compiled and device == "cuda"),
-    }
-    timers, reference_copies = [], []
-    for role, (source, entry, compile_it) in roles.items():
-        folder = workdir / role
-        folder.mkdir()
-        import_root, module = "", ""
-        if role == wire.REFERENCE_TIMER:
-            loaded, root, reference_copies = _copy_baseline(task, folder)
-            if root is not None:  # imported as the contract names it, `module:attr`
-                module, _, entry = task.contract.baseline.entry.partition(":")
-                import_root = str(root)
-        else:
-            loaded = folder / "source.py"
-            shutil.copyfile(source, loaded)
-        case_jobs = []
-        for case in cases:
-            own_pool = folder / Path(case.job.pool_file).name
-            if role == wire.REFERENCE_TIMER:
-                os.link(case.job.pool_file, own_pool)  # the judge's own file: no candidate process sees it
-            else:
-                shutil.copyfile(case.job.pool_file, own_pool)  # a copy the candidate may rewrite; the judge checks its own
-            case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
-        job = wire.TimingJob(
-            role=role, source=str(loaded), entry=entry, compile=bool(compile_it), device=device,
-            params=dict(contract.params), read_only=[i.name for i in contract.inputs if i.role == "in"],
-            repeats=contract.speed.repeats, cases=case_jobs, result=str(folder / wire.TIMING_RESULT_FILE),
-            import_root=import_root, module=module,
-        )
-        job.write(folder / "job.json")
-        args = [sys.executable, "-m", "ferret.bench.process", "job.json"]
-        env = candidate_environment(folder, interpret=device != "cuda", runs_candidate=role == wire.CANDIDATE_TIMER,
-                                    cuda_flags=cuda.flags_from_contract(contract.backend.compile_flags))
-        if role == wire.REFERENCE_TIMER:
-            env["TORCHINDUCTOR_CACHE_DIR"] = str(_compile_cache(gate))
-        # The candidate's process sees neither the gates (nor the compile cache beside them) nor the reference
-        # timer's folder; the reference timer runs only the project's own baseline, and keeps its compile cache.
-        hide = [*hidden, workdir / wire.REFERENCE_TIMER] if role == wire.CANDIDATE_TIMER else []
-        timers.append(TimerProcess(role, folder, args, env, hide))
-    files = {f: _sha256(f) for f in (*reference_copies, timers[1].folder / "job.json")}
+    shares = reference_rounds(contract.speed.repeats, reference_processes(contract.speed.repeats, device))
+    timers = [_candidate_timer(task, candidate, workdir / wire.CANDIDATE_TIMER, cases, device,
+                               [*hidden, workdir / wire.REFERENCE_TIMER])]
+    files: dict[Path, str] = {}
+    for index, rounds in enumerate(shares):
+        timer, copies = _reference_timer(task, gate, workdir / wire.REFERENCE_TIMER / str(index), cases, device,
+                                         len(rounds), compare_compiled)
+        timers.append(timer)
+        files.update({f: _sha256(f) for f in (*copies, timer.folder / "job.json")})
     return timers, files
+
+
+def _timing_job(task: Task, role: str, loaded: Path, entry: str, compile_it: bool, device: str, repeats: int,
+                case_jobs: list[wire.TimingCaseJob], folder: Path, import_root: str = "", module: str = "") -> None:
+    contract = task.contract
+    job = wire.TimingJob(
+        role=role, source=str(loaded), entry=entry, compile=compile_it, device=device, params=dict(contract.params),
+        read_only=[i.name for i in contract.inputs if i.role == "in"], repeats=repeats, cases=case_jobs,
+        result=str(folder / wire.TIMING_RESULT_FILE), import_root=import_root, module=module,
+    )
+    job.write(folder / "job.json")
+
+
+def _timer_process(task: Task, role: str, folder: Path, device: str, hide: list[Path]) -> TimerProcess:
+    env = candidate_environment(folder, interpret=device != "cuda", runs_candidate=role == wire.CANDIDATE_TIMER,
+                                cuda_flags=cuda.flags_from_contract(task.contract.backend.compile_flags))
+    return TimerProcess(role, folder, [sys.executable, "-m", "ferret.bench.process", "job.json"], env, hide)
+
+
+def _candidate_timer(task: Task, candidate: Path, folder: Path, cases: list[_Case], device: str,
+                     hide: list[Path]) -> TimerProcess:
+    """The candidate's timer: a copy of the candidate and copies of the pools (the candidate may rewrite them; the
+    judge checks its own). It sees neither the gates (nor the compile cache beside them) nor the reference
+    timers' folders."""
+    folder.mkdir(parents=True)
+    loaded = folder / "source.py"
+    shutil.copyfile(candidate, loaded)
+    case_jobs = []
+    for case in cases:
+        own_pool = folder / Path(case.job.pool_file).name
+        shutil.copyfile(case.job.pool_file, own_pool)
+        case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
+    _timing_job(task, wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device,
+                task.contract.speed.repeats, case_jobs, folder)
+    return _timer_process(task, wire.CANDIDATE_TIMER, folder, device, hide)
+
+
+def _reference_timer(task: Task, gate: Path, folder: Path, cases: list[_Case], device: str, repeats: int,
+                     compare_compiled: bool) -> tuple[TimerProcess, list[Path]]:
+    """One reference timer: the project's own baseline (and its torch.compile, with the gate's compile cache),
+    the judge's pools linked (no candidate process sees them), `repeats` rounds of its own. Returns it and the
+    files copied for it."""
+    contract = task.contract
+    folder.mkdir(parents=True)
+    loaded, root, copies = _copy_baseline(task, folder)
+    entry, module, import_root = task.baseline.__name__, "", ""
+    if root is not None:  # imported as the contract names it, `module:attr`
+        module, _, entry = contract.baseline.entry.partition(":")
+        import_root = str(root)
+    case_jobs = []
+    for case in cases:
+        own_pool = folder / Path(case.job.pool_file).name
+        os.link(case.job.pool_file, own_pool)
+        case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
+    compile_it = bool(contract.baseline.compile and compare_compiled and device == "cuda")
+    _timing_job(task, wire.REFERENCE_TIMER, loaded, entry, compile_it, device, repeats, case_jobs, folder,
+                import_root, module)
+    timer = _timer_process(task, wire.REFERENCE_TIMER, folder, device, [])
+    timer.env["TORCHINDUCTOR_CACHE_DIR"] = str(_compile_cache(gate))
+    return timer, copies
 
 
 def _copy_baseline(task: Task, folder: Path) -> tuple[Path, Path | None, list[Path]]:
@@ -264,11 +316,12 @@ def _compile_cache(gate: Path) -> Path:
 
 
 def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter
-                ) -> tuple[wire.TimingResults, wire.TimingResults, dict[str, float]] | str:
-    """Both started timing processes conducted to the end; their results, validated, and where their time
-    went; or why there are none."""
+                ) -> tuple[wire.TimingResults, list[wire.TimingResults], dict[str, float]] | str:
+    """Every started timing process conducted to the end; their results, validated (the candidate's, then each
+    reference timer's), and where their time went; or why there are none."""
     repeats = task.contract.speed.repeats
-    reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds, two processes)")
+    reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds; the candidate's process "
+             f"and {len(timers) - 1} reference processes)")
     reporter.step("timing", 0, len(names), "waiting for the timing processes to warm up")
 
     def moved(case: int, what: str) -> None:
@@ -293,9 +346,8 @@ def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], report
     problems = [r for r in results if isinstance(r, str)]
     if problems:
         return "; ".join(str(p) for p in problems)
-    candidate_results, reference_results = results
-    assert not isinstance(candidate_results, str) and not isinstance(reference_results, str)
-    return candidate_results, reference_results, seconds
+    valid = [r for r in results if not isinstance(r, str)]
+    return valid[0], valid[1:], seconds
 
 
 def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults | str:
@@ -313,7 +365,7 @@ def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults |
     return raw
 
 
-def _judge_timings(task: Task, cases: list[_Case], candidate: wire.TimingResults, reference: wire.TimingResults,
+def _judge_timings(task: Task, cases: list[_Case], candidate: wire.TimingResults, references: list[wire.TimingResults],
                    device: str) -> TimingResult:
     """Answers, rounds, floor and speedups, computed here from what the judge knows (the device it sees, the
     inputs it drew): the candidate's timer shares its memory with the candidate."""
@@ -322,7 +374,8 @@ def _judge_timings(task: Task, cases: list[_Case], candidate: wire.TimingResults
     peaks = _peaks_seen_by_judge(device)
     timings = []
     # One result per case, in order: _read_results refused results whose cases differ from the job's.
-    for case, mine, theirs in zip(cases, candidate.cases, reference.cases, strict=True):
+    for number, (case, mine) in enumerate(zip(cases, candidate.cases, strict=True)):
+        theirs = ReferenceRounds.of([r.cases[number] for r in references], contract.speed.repeats)
         if mine.answers_file is None:
             checked, wrong = 0, ["cross_call_caching: the candidate's timer sent back no answers of its timed calls"]
         else:
@@ -386,21 +439,84 @@ def _late_round_reasons(late_fraction: dict[str, list[float]]) -> list[str]:
     return reasons
 
 
-def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: wire.TimingCaseResult, checked: int,
+@dataclass
+class ReferenceRounds:
+    """One case's rounds from every reference process (`per_process[k]` took the judge's rounds `shares[k]`), put
+    back in the judge's round order; a baseline's time is the mean over processes of each one's median."""
+
+    per_process: list[wire.TimingCaseResult]
+    shares: list[list[int]]
+
+    @classmethod
+    def of(cls, results: list[wire.TimingCaseResult], repeats: int) -> ReferenceRounds:
+        return cls(results, reference_rounds(repeats, len(results)))
+
+    def _in_round_order(self, field_of) -> dict[str, list[float]]:
+        merged: dict[str, list[tuple[int, float]]] = {}
+        for result, share in zip(self.per_process, self.shares, strict=True):
+            for name, values in field_of(result).items():
+                merged.setdefault(name, []).extend(zip(share, values, strict=False))
+        return {name: [value for _, value in sorted(pairs)] for name, pairs in merged.items()}
+
+    @property
+    def samples(self) -> dict[str, list[float]]:
+        return self._in_round_order(lambda r: r.samples)
+
+    @property
+    def late_fraction(self) -> dict[str, list[float]]:
+        return self._in_round_order(lambda r: r.late_fraction)
+
+    def interfered(self) -> list[int]:
+        """The judge's rounds whose reference process's interference probe saw other work on the GPU."""
+        return sorted(share[local] for result, share in zip(self.per_process, self.shares, strict=True)
+                      for local in guards.interfered_rounds(result.probes_ms) if local < len(share))
+
+    def kept_by_process(self, name: str, interfered: list[int]) -> list[list[float]]:
+        return [[t for g, t in zip(share, result.samples.get(name, []), strict=False) if g not in interfered]
+                for result, share in zip(self.per_process, self.shares, strict=True)]
+
+    def probes_text(self) -> str:
+        return "; ".join(", ".join(f"{1e3 * ms:.1f}" for ms in r.probes_ms) for r in self.per_process)
+
+    def seconds(self) -> dict[str, float]:
+        return {f"reference{index or ''}:{part}": value for index, result in enumerate(self.per_process)
+                for part, value in result.seconds.items()}
+
+
+def _reference_times(theirs: ReferenceRounds, interfered: list[int]
+                     ) -> tuple[dict[str, float], dict[str, float], dict[str, list[float]]]:
+    """Per baseline: the mean over reference processes of each one's median (processes whose rounds all
+    interfered left out, unless all did), the largest spread of rounds inside one process, and the medians."""
+    means, spreads, per_process = {}, {}, {}
+    for name in theirs.samples:
+        kept = [rounds for rounds in theirs.kept_by_process(name, interfered) if rounds]
+        kept = kept or [rounds for rounds in theirs.kept_by_process(name, []) if rounds]
+        if kept:
+            per_process[name] = [statistics.median(rounds) for rounds in kept]
+            means[name] = statistics.fmean(per_process[name])
+            spreads[name] = max(_spread(rounds) for rounds in kept)
+    return means, spreads, per_process
+
+
+def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: ReferenceRounds, checked: int,
                  wrong: list[str], peaks: dict | None, max_spread: float) -> CaseTiming:
-    interfered = guards.interfered_rounds(theirs.probes_ms)
-    rounds = _kept_rounds({**theirs.samples, **mine.samples}, interfered)
-    if not rounds.get("candidate") or not rounds.get("baseline"):
-        rounds = {**theirs.samples, **mine.samples}  # every round interfered: kept for the record, never counted
+    interfered = theirs.interfered()
+    rounds = _kept_rounds(mine.samples, interfered) if mine.samples.get("candidate") else {}
+    if not rounds.get("candidate") or all(not r for r in theirs.kept_by_process("baseline", interfered)):
+        rounds = dict(mine.samples)  # every round interfered: kept for the record, never counted
     med = {name: statistics.median(times) for name, times in rounds.items() if times}
     spreads = {name: _spread(times) for name, times in rounds.items() if times}
+    reference_ms, reference_spreads, per_process = _reference_times(theirs, interfered)
+    med.update(reference_ms)
+    spreads.update(reference_spreads)
     reasons = [f"{name}'s rounds spread {value:.1%}, more than the contract's {max_spread:.0%}"
                for name, value in spreads.items() if value > max_spread]
     reasons += _late_round_reasons({**theirs.late_fraction, **mine.late_fraction})
     if interfered:
-        probes = ", ".join(f"{1e3 * ms:.1f}" for ms in theirs.probes_ms)
         reasons.append(f"the GPU was shared during reference rounds {interfered} (interference probe, us before and "
-                       f"after each round: {probes}; over {guards.INTERFERENCE_TOLERANCE:g}x the fastest)")
+                       f"after each round, per reference process: {theirs.probes_text()}; over "
+                       f"{guards.INTERFERENCE_TOLERANCE:g}x the fastest)")
+    first = theirs.per_process[0]
     candidate_ms, baseline_ms = med["candidate"], med["baseline"]
     compiled_ms = med.get("baseline_compiled")
     speedup = baseline_ms / candidate_ms
@@ -409,14 +525,14 @@ def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: wire.TimingCa
     timing = CaseTiming(
         case=mine.case, candidate_ms=candidate_ms, baseline_ms=baseline_ms, baseline_compiled_ms=compiled_ms,
         speedup=speedup, speedup_vs_compiled=(compiled_ms / candidate_ms) if compiled_ms else None,
-        samples={**theirs.samples, **mine.samples}, round_spread=spreads, unstable=bool(reasons),
-        unstable_reason="; ".join(reasons) or None, interfered_rounds=interfered, host_ms={**theirs.host_ms, **mine.host_ms},
-        late_fraction={**theirs.late_fraction, **mine.late_fraction},
-        compile_error=theirs.compile_error, wall_ms=mine.wall_ms, pool_sets=mine.pool_sets,
+        samples={**theirs.samples, **mine.samples}, reference_process_ms=per_process, round_spread=spreads,
+        unstable=bool(reasons), unstable_reason="; ".join(reasons) or None, interfered_rounds=interfered,
+        host_ms={**first.host_ms, **mine.host_ms}, late_fraction={**theirs.late_fraction, **mine.late_fraction},
+        compile_error=next((r.compile_error for r in theirs.per_process if r.compile_error), None),
+        wall_ms=mine.wall_ms, pool_sets=mine.pool_sets,
         persisting_l2=mine.persisting_l2, answers_checked=checked, flags=list(mine.flags) + wrong, review=review,
         kernels=dict(list(mine.kernels.items())[:20]),
-        process_seconds={**{f"reference:{k}": v for k, v in theirs.seconds.items()},
-                         **{f"candidate:{k}": v for k, v in mine.seconds.items()}},
+        process_seconds={**theirs.seconds(), **{f"candidate:{k}": v for k, v in mine.seconds.items()}},
         roofline=RooflineWork(bytes=case.roofline.bytes, flops=case.roofline.flops, source=case.roofline.source,
                           explanation=case.roofline.explanation),
     )

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from ferret import wire
-from ferret.gate.interleave import TimerFailed, TimerProcess, conduct, start_timer, stop_all, wait_until_done
+from ferret.gate.interleave import (
+    TimerFailed,
+    TimerProcess,
+    conduct,
+    reference_rounds,
+    start_timer,
+    stop_all,
+    wait_until_done,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +33,7 @@ STAND_IN = textwrap.dedent('''
     folder, role, cases, repeats, log, die_at = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5]), sys.argv[6]
     def write(name, text):
         wire.write_step(folder / name, text)
-    if role == "candidate":
+    if role.startswith("candidate"):
         def beat():
             with open(folder / "heartbeat", "a") as out:
                 while True:
@@ -47,17 +55,20 @@ STAND_IN = textwrap.dedent('''
 ''')
 
 
-def _timers(tmp_path: Path, cases: int, repeats: int, die_at: str = "never") -> tuple[list[TimerProcess], Path]:
+def _timers(tmp_path: Path, cases: int, repeats: int, die_at: str = "never", references: int = 1
+            ) -> tuple[list[TimerProcess], Path]:
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
     log = tmp_path / "log"
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
+    shares = reference_rounds(repeats, references)
     timers = []
-    for role in (wire.CANDIDATE_TIMER, wire.REFERENCE_TIMER):
-        folder = tmp_path / role
+    for index, role in enumerate([wire.CANDIDATE_TIMER] + [wire.REFERENCE_TIMER] * references):
+        folder = tmp_path / f"{role}{index}"
         folder.mkdir()
         dies = die_at if role == wire.CANDIDATE_TIMER else "never"
-        args = [sys.executable, str(script), str(folder), role, str(cases), str(repeats), str(log), dies]
+        rounds = repeats if role == wire.CANDIDATE_TIMER else len(shares[index - 1])
+        args = [sys.executable, str(script), str(folder), f"{role}{index}", str(cases), str(rounds), str(log), dies]
         timers.append(TimerProcess(role, folder, args, env, hide=()))
     return timers, log
 
@@ -83,10 +94,10 @@ def test_one_process_at_a_time_alternating_and_the_candidate_stopped_while_the_r
         assert second_start >= first_end, "two timing processes worked at the same time"
     order = [(step, role) for _, _, role, step in spans]
     firsts = {step: role for step, role in reversed(order)}  # the role that went first at each step
-    assert firsts["0:0"] == firsts["0:2"] == firsts["1:0"] == wire.REFERENCE_TIMER
-    assert firsts["0:1"] == firsts["1:1"] == wire.CANDIDATE_TIMER
-    beats = [float(t) for t in (tmp_path / wire.CANDIDATE_TIMER / "heartbeat").read_text().split()]
-    reference_spans = [(began, ended) for began, ended, role, _ in spans if role == wire.REFERENCE_TIMER]
+    assert firsts["0:0"] == firsts["0:2"] == firsts["1:0"] == "reference1"
+    assert firsts["0:1"] == firsts["1:1"] == "candidate0"
+    beats = [float(t) for t in (tmp_path / "candidate0" / "heartbeat").read_text().split()]
+    reference_spans = [(began, ended) for began, ended, role, _ in spans if role.startswith(wire.REFERENCE_TIMER)]
     assert beats, "the candidate's stand-in never ran"
     # Stopped with its whole group while the reference works: no heartbeat inside a reference step (20 ms of
     # slack at each end for the signal to land and the step's timestamps to be taken).
@@ -110,3 +121,19 @@ def test_the_conductor_says_where_the_processes_time_went(tmp_path):
     assert seconds["rounds"] >= 2 * 2 * 3 * 0.06
     assert seconds["post"] >= 2 * 2 * 0.06
     assert seconds["post"] < seconds["rounds"]
+
+
+def test_reference_processes_take_the_rounds_in_turn_each_counting_its_own(tmp_path):
+    """Three rounds over two reference processes: the first takes rounds 0 and 2 (its own 0 and 1), the second
+    round 1 (its own 0); each round is the candidate's and one reference process's, one at a time, alternating which
+    goes first, and every process does each case's post step."""
+    timers, log = _timers(tmp_path, cases=1, repeats=3, references=2)
+    _run(timers, cases=1, repeats=3)
+    entries = sorted((float(began), role, step) for role, step, began, _ in (line.split() for line in log.read_text().splitlines()))
+    assert [(role, step) for _, role, step in entries] == [
+        ("reference1", "0:0"), ("candidate0", "0:0"),
+        ("candidate0", "0:1"), ("reference2", "0:0"),
+        ("reference1", "0:1"), ("candidate0", "0:2"),
+        ("candidate0", "0:post"), ("reference1", "0:post"), ("reference2", "0:post"),
+    ]
+    assert reference_rounds(5, 3) == [[0, 3], [1, 4], [2]]

@@ -1,4 +1,4 @@
-"""The judge's reading of the two timing processes' rounds (`ferret.gate.timing`), on literal numbers: medians
+"""The judge's reading of the timing processes' rounds (`ferret.gate.timing`), on literal numbers: medians
 of kept rounds, the spread that marks a case unstable, rounds dropped for interference, the roofline floor
 and where the candidate stands against it, and a target that unstable cases never help to meet."""
 
@@ -24,7 +24,7 @@ def _sides(candidate: list[float], baseline: list[float], probes: list[float] | 
                                  persisting_l2="", flags=[], wall_ms=candidate[0])
     theirs = wire.TimingCaseResult(case="c", samples={"baseline": baseline}, host_ms={"baseline": None}, pool_sets=2,
                                    persisting_l2="", flags=[], probes_ms=probes or [])
-    return mine, theirs
+    return mine, timing.ReferenceRounds.of([theirs], len(baseline))
 
 
 def test_medians_speedup_and_place_on_the_roofline():
@@ -119,3 +119,35 @@ def test_speed_not_measured_names_the_failing_process_and_its_exception():
         "call last): ... ModuleNotFoundError: No module named 'tasks'"]
     assert timing.speed_lines(TimingResult(measured=False, reason="not timed: the candidate is not correct")) == [
         "speed not measured: not timed: the candidate is not correct"]
+
+
+def _reference(baseline: list[float], probes: list[float] | None = None) -> wire.TimingCaseResult:
+    return wire.TimingCaseResult(case="c", samples={"baseline": baseline}, host_ms={"baseline": None}, pool_sets=2,
+                                 persisting_l2="", flags=[], probes_ms=probes or [])
+
+
+def test_a_baseline_is_the_mean_over_reference_processes_of_each_ones_median():
+    """Each process carries its own fixed offset (eager rope decode: 72 or 77 us by process, H200 2026-12-01). Five
+    rounds over three processes (rounds 0 and 3, 1 and 4, 2): the mean of the processes' medians, not the median of
+    the five rounds (which would be one process's value); their disagreement is no instability of the rounds."""
+    mine = wire.TimingCaseResult(case="c", samples={"candidate": [0.010] * 5}, host_ms={"candidate": 0.01},
+                                 pool_sets=2, persisting_l2="", flags=[], wall_ms=0.010)
+    theirs = timing.ReferenceRounds.of([_reference([0.072, 0.0722]), _reference([0.077, 0.0772]), _reference([0.072])], 5)
+    result = timing._case_timing(_case(), mine, theirs, 5, [], H200, max_spread=0.05)
+    assert result.samples["baseline"] == [0.072, 0.077, 0.072, 0.0722, 0.0772]  # the judge's round order
+    assert result.reference_process_ms["baseline"] == pytest.approx([0.0721, 0.0771, 0.072])
+    assert result.baseline_ms == pytest.approx((0.0721 + 0.0771 + 0.072) / 3)
+    assert result.round_spread["baseline"] == pytest.approx(0.0002 / 0.0721) and not result.unstable
+
+
+def test_an_interfered_round_is_dropped_from_its_own_reference_process():
+    """Process 1's probe after its only round (the judge's round 1) saw the GPU shared: that round goes, for the
+    candidate too; the other processes' rounds stay."""
+    mine = wire.TimingCaseResult(case="c", samples={"candidate": [0.010, 0.020, 0.010]}, host_ms={"candidate": 0.01},
+                                 pool_sets=2, persisting_l2="", flags=[], wall_ms=0.010)
+    theirs = timing.ReferenceRounds.of([_reference([0.030, 0.031], [0.01, 0.01, 0.01, 0.01]),
+                                        _reference([0.050], [0.01, 0.05])], 3)
+    result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
+    assert result.interfered_rounds == [1] and result.unstable
+    assert result.candidate_ms == pytest.approx(0.010)
+    assert result.baseline_ms == pytest.approx(0.0305)
