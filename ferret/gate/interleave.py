@@ -121,6 +121,13 @@ def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Calla
     candidate, references = timers[0], timers[1:]
     seconds = {"setup": 0.0, "rounds": 0.0, "post": 0.0}
     for case in range(cases):
+        # Every process ready for the case first: one still warming up (torch.compile's workers on every core)
+        # beside another's timed round made the candidate's host late (a cold rmsnorm decode's rounds spread 13.7%
+        # on the H200, 2026-12-01, when only the two working processes were waited for).
+        started = time.perf_counter()
+        for timer in timers:
+            _wait_for(timer, wire.READY_FILE, f"{case} 0", poll_s)
+        seconds["setup"] += time.perf_counter() - started
         for round_number in range(repeats):
             if on_step is not None:
                 on_step(case, str(round_number))

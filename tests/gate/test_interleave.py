@@ -39,10 +39,12 @@ STAND_IN = textwrap.dedent('''
                 while True:
                     out.write(f"{time.time()}\\n"); out.flush(); time.sleep(0.002)
         threading.Thread(target=beat, daemon=True).start()
-    time.sleep(0.3)  # a process's set-up before its first step (loading, warming up)
+    time.sleep(float(os.environ.get("STAND_IN_SETUP_" + role, "0.3")))  # set-up before the first step (loading, warming up)
     for step in wire.timing_steps(cases, repeats):
         if step == die_at:
             sys.exit(3)
+        with open(log, "a") as out:
+            out.write(f"{role} ready:{step.replace(' ', ':')} {time.time()} {time.time()}\\n")
         write(wire.READY_FILE, step)
         while not (folder / wire.GO_FILE).exists() or (folder / wire.GO_FILE).read_text() != step:
             time.sleep(0.001)
@@ -55,12 +57,12 @@ STAND_IN = textwrap.dedent('''
 ''')
 
 
-def _timers(tmp_path: Path, cases: int, repeats: int, die_at: str = "never", references: int = 1
-            ) -> tuple[list[TimerProcess], Path]:
+def _timers(tmp_path: Path, cases: int, repeats: int, die_at: str = "never", references: int = 1,
+            env_extra: dict[str, str] | None = None) -> tuple[list[TimerProcess], Path]:
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
     log = tmp_path / "log"
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), **(env_extra or {})}
     shares = reference_rounds(repeats, references)
     timers = []
     for index, role in enumerate([wire.CANDIDATE_TIMER] + [wire.REFERENCE_TIMER] * references):
@@ -87,7 +89,7 @@ def _run(timers: list[TimerProcess], cases: int, repeats: int) -> dict[str, floa
 def test_one_process_at_a_time_alternating_and_the_candidate_stopped_while_the_reference_works(tmp_path):
     timers, log = _timers(tmp_path, cases=2, repeats=3)
     _run(timers, cases=2, repeats=3)
-    entries = [line.split() for line in log.read_text().splitlines()]
+    entries = [line.split() for line in log.read_text().splitlines() if " ready:" not in line]
     spans = sorted((float(began), float(ended), role, step) for role, step, began, ended in entries)
     assert len(spans) == 2 * 2 * (3 + 1)  # two processes, two cases, three rounds and the post step each
     for (_, first_end, *_), (second_start, *_) in zip(spans, spans[1:], strict=False):
@@ -129,7 +131,8 @@ def test_reference_processes_take_the_rounds_in_turn_each_counting_its_own(tmp_p
     goes first, and every process does each case's post step."""
     timers, log = _timers(tmp_path, cases=1, repeats=3, references=2)
     _run(timers, cases=1, repeats=3)
-    entries = sorted((float(began), role, step) for role, step, began, _ in (line.split() for line in log.read_text().splitlines()))
+    lines = [line.split() for line in log.read_text().splitlines() if " ready:" not in line]
+    entries = sorted((float(began), role, step) for role, step, began, _ in lines)
     assert [(role, step) for _, role, step in entries] == [
         ("reference1", "0:0"), ("candidate0", "0:0"),
         ("candidate0", "0:1"), ("reference2", "0:0"),
@@ -137,3 +140,14 @@ def test_reference_processes_take_the_rounds_in_turn_each_counting_its_own(tmp_p
         ("candidate0", "0:post"), ("reference1", "0:post"), ("reference2", "0:post"),
     ]
     assert reference_rounds(5, 3) == [[0, 3], [1, 4], [2]]
+
+
+def test_no_round_of_a_case_starts_before_every_process_is_ready_for_it(tmp_path):
+    """A reference process still warming up (here 1.5 s of set-up) must not warm up beside another's timed round: the
+    case's first round waits for it, though it takes none of the first rounds itself."""
+    timers, log = _timers(tmp_path, cases=1, repeats=3, references=2, env_extra={"STAND_IN_SETUP_reference2": "1.5"})
+    _run(timers, cases=1, repeats=3)
+    lines = [line.split() for line in log.read_text().splitlines()]
+    late_ready = next(float(t) for role, step, t, _ in lines if role == "reference2" and step == "ready:0:0")
+    first_round = min(float(t) for _, step, t, _ in lines if not step.startswith("ready:"))
+    assert first_round >= late_ready
