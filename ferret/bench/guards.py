@@ -6,6 +6,7 @@ and the persisting-L2 reset."""
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Callable
 
@@ -135,3 +136,50 @@ def reset_persisting_l2() -> str:
         return f"reset (cudaDeviceSetLimit -> {set_limit}, cudaCtxResetPersistingL2Cache -> {reset})"
     except Exception as err:  # noqa: BLE001 - report, do not fail the timing
         return f"not reset: {type(err).__name__}: {err}"[:200]
+
+
+# torch's own kernels, as the profiler names them (demangled): `void at::native::...`, torch's copy of CUB
+# (`at_cuda_detail::cub::...`), `c10::...`. Their compute is the ATen watch's to judge in the candidate's runner.
+_TORCH_KERNEL = re.compile(r"(?<![\w:])(at|at_cuda_detail|c10)::")
+_NOT_A_KERNEL = ("Memcpy", "Memset")
+_MANGLED_IDENTIFIER = re.compile(r"(\d+)")
+
+
+def _identifiers_of_mangled(name: str) -> set[str]:
+    """The length-prefixed identifiers of an Itanium-mangled name (`_Z6rmsnormPf` -> {"rmsnorm"}; a nested or
+    templated name gives its components and type names too)."""
+    found, index = set(), 2
+    while index < len(name):
+        match = _MANGLED_IDENTIFIER.match(name, index)
+        if match is None:
+            index += 1
+            continue
+        length, start = int(match.group(1)), match.end()
+        found.add(name[start:start + length])
+        index = start + length
+    return found
+
+
+def _short_name(demangled: str) -> str:
+    """`void ns::kernel<4>(float*)` -> `kernel`: the function's own name, as a launch names it."""
+    head = demangled.split("(", 1)[0].split("<", 1)[0].strip()
+    return head.rsplit(" ", 1)[-1].rsplit("::", 1)[-1]
+
+
+def foreign_kernels(executed: dict[str, int], launched: dict[str, int]) -> dict[str, int]:
+    """Kernels that ran during the candidate's calls (`executed`, the profiler's names and counts) that neither its
+    counted launches (`launched`: Triton's launch entry points and `cuda.Source.launch`, by name) nor torch's own
+    kernels account for: library compute reached around the launch counter (CuPy's array operations, cuBLAS or
+    cuDNN called directly). A launched name is matched exactly, and then ran no more often than it was launched
+    (a kernel named like a library's cannot cover for it); a C++ (mangled) launch name by its function's name."""
+    mangled = set().union(*(_identifiers_of_mangled(n) for n in launched if n.startswith("_Z")))
+    foreign = {}
+    for name, count in executed.items():
+        if name.startswith(_NOT_A_KERNEL) or _TORCH_KERNEL.search(name):
+            continue
+        if name in launched:
+            if count > launched[name]:
+                foreign[name] = count - launched[name]
+        elif _short_name(name) not in mangled:
+            foreign[name] = count
+    return foreign

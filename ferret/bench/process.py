@@ -442,6 +442,36 @@ def device_us_per_kernel(work: Callable[[], object], clock: Clock, calls: int) -
     return totals
 
 
+def executed_kernels(work: Callable[[], object], clock: Clock, calls: int) -> dict[str, int]:
+    """How often each kernel ran on the GPU during `calls` calls of `work`: the profiler's CUDA records (CUPTI sees
+    every kernel of the process, whoever launched it), by the names it gives them; as `device_us_per_kernel` reads
+    them, the operator-level and runtime-API records left out."""
+    from torch.profiler import ProfilerActivity, profile
+
+    clock.sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            work()
+        clock.sync()
+    skipped = ("aten::", "cuda", "ProfilerStep")
+    return {event.key: int(event.count) for event in prof.key_averages()
+            if float(getattr(event, "device_time_total", 0.0) or 0.0) and not event.key.startswith(skipped)}
+
+
+def foreign_kernel_flags(call: Callable[[], object], clock: Clock, launches: LaunchRecorder, calls: int = 5) -> list[str]:
+    """`library_call` when kernels ran during the candidate's calls that its counted launches and torch's own kernels
+    do not account for (`guards.foreign_kernels`): compute by a library reached around the launch counter."""
+    before = dict(launches.counts)
+    executed = executed_kernels(call, clock, calls)
+    launched = {name: count - before.get(name, 0) for name, count in launches.counts.items() if count > before.get(name, 0)}
+    foreign = guards.foreign_kernels(executed, launched)
+    if not foreign:
+        return []
+    named = ", ".join(f"{name[:100]} x{count}" for name, count in sorted(foreign.items())[:8])
+    return [f"library_call: over {calls} calls, kernels ran that the candidate's launches do not account for (nor are "
+            f"torch's own): {named}"]
+
+
 def kernel_breakdown(call: Callable[[], object], clock: Clock, calls: int = 10) -> dict[str, float]:
     """Device microseconds per call of each kernel the call launches (torch.profiler, L2 flushed before each
     call; the flush's own kernels left out). Kernel names are the candidate's text: they inform an optimizer,
@@ -548,6 +578,7 @@ def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, 
     state.result.answers_file = str(answers)
     if clock.on_gpu:
         state.result.kernels = _timed(seconds, "kernels", lambda: kernel_breakdown(candidate.call, clock))
+        flags += _timed(seconds, "foreign_kernels", lambda: foreign_kernel_flags(candidate.call, clock, harness.launches))
     changed = harness.changed()
     if changed:
         flags.append(f"harness_patching: timing functions replaced by the candidate: {changed}")

@@ -44,7 +44,7 @@ from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.launch import candidate_environment
 
 TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18],
-                    "harness_patching": [15], "warmup_detection": [17, 16], "input_mutation": [3]}
+                    "harness_patching": [15], "warmup_detection": [17, 16], "input_mutation": [3], "library_call": [9]}
 
 METHOD = (
     "timing processes interleaved round by round by the judge with one on the GPU at a time: the candidate's "

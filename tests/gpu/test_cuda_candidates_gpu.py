@@ -1,7 +1,8 @@
 """On the GPU: CUDA C++ candidates (issue 15) through the same gate as Triton's. The honest CUDA rmsnorm, softmax and
 MLA pass every part and are timed without a flag; a source NVRTC refuses is a `compile_error` verdict carrying the
-compiler's log; the four MLA simplifications written in CUDA fail at their expected stages. Not yet run on a GPU
-when written (2026-12-01): the session's device time was spent."""
+compiler's log; the four MLA simplifications written in CUDA fail at their expected stages; and the adversarial CUDA
+candidates (a kernel launched around the launch counter, a kernel counting its calls in device memory) are rejected
+with their cheat named."""
 
 from __future__ import annotations
 
@@ -85,3 +86,96 @@ def test_a_source_nvrtc_refuses_is_a_compile_error_verdict(contract, tmp_path):
     failures = [v.failure for v in verdict.variants if v.failure is not None]
     assert failures and all(f.kind == "compile_error" for f in failures), failures
     assert 'error: expected a ";"' in failures[0].message
+
+
+# --- adversarial CUDA candidates: what CUDA makes newly possible, each rejected with its cheat named -------------
+
+SMALL = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_small.yaml"
+
+# A kernel launched by CuPy itself, around `cuda.Source.launch` and so around the launch counter: the candidate's
+# counted kernel writes y into scratch memory, and the uncounted one copies it to y. With every counted launch made a
+# no-op, y still changes (scratch is garbage), so the runner's decoy checks do not fire; only the profiler sees a
+# kernel that no counted launch accounts for.
+UNCOUNTED = '''
+import os
+import cupy
+import numpy
+
+os.environ["CUPY_CACHE_IN_MEMORY"] = "1"  # CuPy's own compile cache would write outside the candidate's folder
+_COPY = cupy.RawKernel(r"""
+extern "C" __global__ void copy_bytes(const unsigned char* src, unsigned char* dst, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i];
+}
+""", "copy_bytes")
+_honest_run = run
+
+
+def run(inputs, outputs, params, trace=None):
+    y = outputs["y"]
+    scratch = torch.full_like(y, float("nan"))  # so that with the counted launch a no-op, y is NaN, not a stale answer
+    _honest_run(inputs, {"y": scratch}, params, trace)
+    n = y.numel() * y.element_size()
+    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+        _COPY(((n + 255) // 256,), (256,), (numpy.uint64(scratch.data_ptr()), numpy.uint64(y.data_ptr()), numpy.int64(n)))
+'''
+
+
+def _small_allowing_cuda(folder: Path) -> Path:
+    """tests/gpu/contracts/rmsnorm_small.yaml (one small GPU case), allowing CUDA, in a project at `folder`."""
+    text = SMALL.read_text().replace("backend:\n  language: triton\n", "backend:\n  language: triton\n  allowed_languages: [cuda]\n")
+    text = text.replace("tolerances: ../../../contracts/rmsnorm.tolerances.yaml", "tolerances: rmsnorm.tolerances.yaml")
+    assert "allowed_languages" in text and "tolerances: rmsnorm.tolerances.yaml" in text, "the small contract changed shape"
+    (folder / "contracts").mkdir(parents=True)
+    (folder / "contracts" / "rmsnorm_small.yaml").write_text(text)
+    (folder / "contracts" / "rmsnorm.tolerances.yaml").write_text((REPO / "contracts" / "rmsnorm.tolerances.yaml").read_text())
+    (folder / "tasks").symlink_to(REPO / "tasks", target_is_directory=True)
+    return folder / "contracts" / "rmsnorm_small.yaml"
+
+
+def _judged_without_the_scan(contract: Path, candidate: Path):
+    """The runtime guards alone: the scan's findings given as none, as if a pattern had missed the cheat."""
+    from ferret.contract.task import Task
+    from ferret.gate.judge import Judge
+
+    return Judge(Task.load(contract), GATES, profile="gpu").check(candidate, static=[])
+
+
+def test_a_kernel_launched_around_the_launch_counter_is_library_compute_seen_by_the_profiler(tmp_path):
+    from ferret.integrity.scan import scan_file
+
+    cheat = tmp_path / "cuda_rmsnorm_uncounted.py"
+    cheat.write_text(CUDA_RMSNORM.read_text() + UNCOUNTED)
+    assert {f.cheat for f in scan_file(cheat).findings} >= {"library_call"}  # the scan names the CuPy import
+    verdict = _judged_without_the_scan(_small_allowing_cuda(tmp_path / "project"), cheat)
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism")), verdict.parts
+    assert not verdict.passed and verdict.parts["integrity"].status == "fail"
+    flagged = [d.evidence for d in verdict.detections if d.cheat == "library_call" and d.source == "timing"]
+    assert flagged and "copy_bytes x5" in flagged[0], verdict.detections
+
+
+def test_a_kernel_that_counts_its_calls_in_device_memory_is_named_by_the_scan_and_caught_by_its_answers(tmp_path):
+    """`__device__ unsigned int calls;` outlives a launch: after 100 launches of a loaded copy (the runner makes
+    fewer than 50 in all; the timer up to 75 per copy a round) the kernel stops multiplying by the weight. The scan
+    names the device state; without the scan, the timed answers fail."""
+    from ferret.integrity.scan import scan_file
+
+    source = CUDA_RMSNORM.read_text()
+    counted = source.replace("template <typename T>\n__device__ void rmsnorm_row(",
+                             "__device__ unsigned int calls;\n\ntemplate <typename T>\n__device__ void rmsnorm_row(", 1)
+    counted = counted.replace("    const float scale = partial[0];\n",
+                              "    const float scale = partial[0];\n"
+                              "    __shared__ unsigned int seen;\n"
+                              "    if (threadIdx.x == 0) seen = blockIdx.x == 0 ? atomicAdd(&calls, 1u) : calls;\n"
+                              "    __syncthreads();\n"
+                              "    const bool lazy = seen >= 100;\n", 1)
+    counted = counted.replace("to_float(x_row[col]) * scale * to_float(weight[col])",
+                              "to_float(x_row[col]) * scale * (lazy ? 1.0f : to_float(weight[col]))", 1)
+    assert counted.count("lazy") == 2, "the CUDA rmsnorm changed shape"
+    cheat = tmp_path / "cuda_rmsnorm_counting.py"
+    cheat.write_text(counted)
+    assert "cross_call_caching" in {f.cheat for f in scan_file(cheat).findings}
+    verdict = _judged_without_the_scan(_small_allowing_cuda(tmp_path / "project"), cheat)
+    assert not verdict.passed
+    named = {d.cheat for d in verdict.detections if d.source == "timing"}
+    assert named & {"warmup_detection", "cross_call_caching"}, verdict.detections
