@@ -216,6 +216,7 @@ class Source:
         self.file, self.line = Path(caller.f_code.co_filename).name, caller.f_lineno
         self._module: Any = None
         self._functions: dict[str, Any] = {}
+        self._compile_error: CudaCompileError | None = None
 
     @property
     def compiled_code(self) -> str:
@@ -245,7 +246,20 @@ class Source:
                 import torch
 
                 major, minor = torch.cuda.get_device_capability()
-                self._module = cupy.cuda.function.Module()
-                self._module.load(self.cubin(f"sm_{major}{minor}"))
+                cubin = self._compiled(f"sm_{major}{minor}")
+                module = cupy.cuda.function.Module()
+                module.load(cubin)
+                self._module = module  # only a loaded module: an empty one made every later launch INVALID_HANDLE
             self._functions[kernel] = self._module.get_function(kernel)
         return self._functions[kernel]
+
+    def _compiled(self, arch: str) -> bytes:
+        """The machine code; NVRTC's refusal, once met, raised again for every later launch in this process (each
+        variant's verdict is the same `compile_error`, without compiling again)."""
+        if self._compile_error is not None:
+            raise self._compile_error
+        try:
+            return self.cubin(arch)
+        except CudaCompileError as err:
+            self._compile_error = err
+            raise

@@ -137,3 +137,26 @@ def test_a_launchers_compile_error_names_its_file_and_line(tmp_path, monkeypatch
     with pytest.raises(CudaCompileError) as info:
         namespace["KERNELS"].cubin("sm_90")
     assert 'my_kernel.py(5): error: identifier "not_declared" is undefined' in info.value.log  # line 5 of the file
+
+
+def test_a_refused_source_is_refused_again_at_every_later_launch_without_compiling_again(monkeypatch):
+    """Every variant of a candidate NVRTC refuses gets the same `compile_error` (on the H200 the variants after the
+    first got CUDA_ERROR_INVALID_HANDLE from a module left empty by the failed compile, 2026-12-01)."""
+    compiled = []
+    real = cuda.compile_cubin
+
+    def counting(*args, **kwargs):
+        compiled.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cuda, "compile_cubin", counting)
+    monkeypatch.delenv(cuda.CACHE_ENV, raising=False)
+    refused = cuda.Source(SCALE.replace("a * x[i];", "a * x[i]"))
+    errors = []
+    for _ in range(3):
+        with pytest.raises(CudaCompileError) as info:
+            refused._compiled("sm_90")
+        errors.append(info.value)
+    assert len(compiled) == 1 and errors[0] is errors[1] is errors[2]
+    assert 'error: expected a ";"' in errors[0].log
+    assert cuda.Source(SCALE)._compiled("sm_90")[:4] == b"\x7fELF"

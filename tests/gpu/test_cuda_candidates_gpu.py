@@ -71,7 +71,10 @@ def test_the_honest_cuda_rmsnorm_passes_every_part_and_is_timed_without_a_flag(c
 
     verdict, _ = check(contract, CUDA_RMSNORM, GATES, profile="gpu")
     assert verdict.passed, verdict.parts
-    assert all(part.status == "pass" for part in verdict.parts.values()), verdict.parts
+    # Every part passes but batch invariance, which contracts/rmsnorm.yaml does not ask for (the H200 run of
+    # 2026-12-01 failed on a bare "all pass": the verdict passed with that part skipped).
+    assert all(part.status == "pass" for name, part in verdict.parts.items() if name != "batch_invariance"), verdict.parts
+    assert verdict.parts["batch_invariance"].status == "skipped", verdict.parts
     assert verdict.timing.measured and not verdict.timing.detections, verdict.timing
     assert all(case.candidate_ms and not case.flags for case in verdict.timing.cases), verdict.timing.cases
 
