@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from ferret_testkit import CONTRACTS, REPO, unnamed_rejection  # noqa: E402
@@ -164,16 +165,36 @@ def softmax_gates(tmp_path_factory):
     return folder
 
 
-def test_a_kernel_wrong_past_a_boundary_is_rejected_by_every_check(softmax_gates, tmp_path, monkeypatch):
+def _cut_shows(fresh) -> bool:
+    """Whether the first-block statistics of the mutant differ, on this fresh variant's own inputs, from the golden
+    row max or row sum by more than their bfloat16 tolerances (4.77e-07, 4.9e-07) in some row: a row of nearly
+    one-hot values, or a masked tail, hides a short cut (a check of 2026-12-01 drew only such rows past 16384)."""
+    x = fresh.inputs["x"].float()
+    if x.shape[-1] <= 16384:
+        return False
+    head = x[:, :8192]
+    row_max = head.max(-1).values
+    row_sum = torch.exp(head - row_max[:, None]).sum(-1)
+    gold_max, gold_sum = fresh.golden["row_max"].float(), fresh.golden["row_sum"].float()
+    finite = torch.isfinite(gold_max) & torch.isfinite(gold_sum) & (gold_sum > 0)
+    off_max = (row_max - gold_max).abs() > 4.77e-07 * gold_max.abs()
+    off_sum = (row_sum - gold_sum).abs() > 4.9e-07 * gold_sum.abs()
+    return bool((finite & (off_max | off_sum)).any())
+
+
+def test_a_kernel_wrong_past_a_boundary_is_rejected_by_every_check_whose_inputs_show_it(softmax_gates, tmp_path,
+                                                                                         monkeypatch):
     import ferret.gate.judge as judge_module
     from ferret.contract.task import Task
     from ferret.gate.judge import Judge
 
     drawn: dict[str, dict[str, int]] = {}
+    shows: list[bool] = []
 
     def recording(*args, **kwargs):
         fresh = draw_fresh_cases(*args, **kwargs)
         drawn.update({f.id: f.case.dims for f in fresh})
+        shows.append(any(_cut_shows(f) for f in fresh))
         return fresh
 
     monkeypatch.setattr(judge_module, "draw_fresh_cases", recording)
@@ -191,14 +212,17 @@ def test_a_kernel_wrong_past_a_boundary_is_rejected_by_every_check(softmax_gates
     judge = Judge(Task.load(SOFTMAX_CONTRACT), gates_dir=softmax_gates, profile="cpu")
     for _ in range(3):
         verdict = judge.check(mutant, measure_speed=False)
-        assert not verdict.passed
-        # Every frozen case passes: only the fresh stratum past the boundary catches the cut, each time.
+        # Every frozen case passes: only the fresh stratum past the boundary can catch the cut.
         assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "edge_cases")), verdict.parts
+        if not shows[-1]:
+            continue  # about 3% of checks draw past 16384 only rows that hide the cut (simulated, 300 draws)
+        assert not verdict.passed
         assert verdict.parts["fresh_cases"].status == "fail"
         failing = [r.id for r in verdict.variants if r.part == "fresh_cases" and not r.passed]
         assert failing and all(drawn[i]["N"] > 16384 for i in failing), [(i, drawn[i]) for i in failing]
         assert unnamed_rejection(verdict) is None
         assert verdict.parts["integrity"].status == "pass", verdict.parts["integrity"].detail  # not a pattern's catch
+    assert any(shows), "no check drew a row that shows the cut: the test saw nothing"
 
     honest = judge.check(HONEST_SOFTMAX, measure_speed=False)
     assert honest.passed, honest.parts
