@@ -101,6 +101,27 @@ class _TimingStart:
                 started.stop()
 
 
+def require_language(task: Task, device: str, profile: str, candidate: Path) -> None:
+    """A candidate in a language the contract does not allow, or a CUDA candidate where there is no GPU to run it or
+    no NVRTC to compile it, is the user's mistake (UsageError, exit 2), not a failed verdict; said before any gate is
+    found or built."""
+    language = language_of(candidate.read_text(errors="replace"))
+    backend = task.contract.backend
+    if not backend.allows(language):
+        allowed = ", ".join([backend.language, *backend.allowed_languages])
+        why = f"it imports {CUDA_MODULE}" if language == "cuda" else f"it does not import {CUDA_MODULE}"
+        raise UsageError(f"{candidate} is a {language} candidate ({why}), but {task.path} allows {allowed} "
+                         "only (backend.language, backend.allowed_languages)")
+    if language == "cuda" and device != "cuda":
+        raise UsageError(f"{candidate} is a CUDA candidate: it runs on a GPU, and the {profile} profile has "
+                         "none (its source compiles without one: ferret.backends.cuda.compile_cubin)")
+    if language == "cuda":
+        try:
+            cuda_backend.nvrtc()
+        except BackendUnavailable as err:
+            raise UsageError(f"{candidate} is a CUDA candidate, and this machine cannot compile it: {err}") from None
+
+
 class Judge:
     """One task's gate on this machine, ready to judge candidates. What depends only on the gate (finding or
     building it, its manifest) is done once here; every check verifies the lock again."""
@@ -287,23 +308,7 @@ class Judge:
         return [result for result, _, _ in done]
 
     def _require_its_language(self, candidate: Path) -> None:
-        """A candidate in a language the contract does not allow, or a CUDA candidate where there is no GPU to run
-        it, is the user's mistake (UsageError, exit 2), not a failed verdict."""
-        language = language_of(candidate.read_text(errors="replace"))
-        backend = self.contract.backend
-        if not backend.allows(language):
-            allowed = ", ".join([backend.language, *backend.allowed_languages])
-            why = f"it imports {CUDA_MODULE}" if language == "cuda" else f"it does not import {CUDA_MODULE}"
-            raise UsageError(f"{candidate} is a {language} candidate ({why}), but {self.task.path} allows {allowed} "
-                             "only (backend.language, backend.allowed_languages)")
-        if language == "cuda" and self.device != "cuda":
-            raise UsageError(f"{candidate} is a CUDA candidate: it runs on a GPU, and the {self.profile} profile has "
-                             "none (its source compiles without one: ferret.backends.cuda.compile_cubin)")
-        if language == "cuda":
-            try:
-                cuda_backend.nvrtc()
-            except BackendUnavailable as err:
-                raise UsageError(f"{candidate} is a CUDA candidate, and this machine cannot compile it: {err}") from None
+        require_language(self.task, self.device, self.profile, candidate)
 
     def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
                       deadline: float, clock: PhaseClock) -> StartedTiming | None:
@@ -358,7 +363,11 @@ def check(
     GateTampered for a gate whose lock does not hold.
     """
     with stop_on_signals():
-        judge = Judge(Task.load(contract_path), gates_dir, profile, progress)
+        task = Task.load(contract_path)
+        if Path(candidate_path).is_file():  # a wrong language is said before a gate is found or built
+            name = resolve_profile(profile, needs_gpu=False) if profile else default_profile()
+            require_language(task, device_for(name), name, Path(candidate_path))
+        judge = Judge(task, gates_dir, profile, progress)
         verdict = judge.check(candidate_path, measure_speed=measure_speed, run_stress=run_stress,
                               compare_compiled=compare_compiled)
         return verdict, judge.gate

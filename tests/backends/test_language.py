@@ -33,30 +33,29 @@ def test_a_cuda_candidate_on_a_machine_without_cupy_is_told_what_to_install(monk
     import types
 
     from ferret.errors import UsageError
-    from ferret.gate.judge import Judge
+    from ferret.gate.judge import require_language
 
     candidate = tmp_path / "cuda_candidate.py"
     candidate.write_text("from ferret.backends import cuda\n")
-    judge = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(allowed_languages=["cuda"])),
-                                  task=types.SimpleNamespace(path=tmp_path / "op.yaml"), device="cuda", profile="gpu")
+    task = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(allowed_languages=["cuda"])),
+                                 path=tmp_path / "op.yaml")
     monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", None)
     monkeypatch.delitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", raising=False)
     with pytest.raises(UsageError, match=r"cannot compile it: CUDA candidates need CuPy and NVRTC: pip install"):
-        Judge._require_its_language(judge, candidate)  # type: ignore[arg-type]
+        require_language(task, "cuda", "gpu", candidate)  # type: ignore[arg-type]
     monkeypatch.undo()
-    Judge._require_its_language(judge, candidate)  # type: ignore[arg-type]  # with CuPy and NVRTC: accepted
+    require_language(task, "cuda", "gpu", candidate)  # type: ignore[arg-type]  # with CuPy and NVRTC: accepted
 
 
 def test_a_cuda_only_contract_refuses_a_triton_candidate_saying_why(tmp_path):
     import types
 
     from ferret.errors import UsageError
-    from ferret.gate.judge import Judge
+    from ferret.gate.judge import require_language
 
     candidate = tmp_path / "triton_candidate.py"
     candidate.write_text("import triton\n")
-    judge = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(language="cuda")),
-                                  task=types.SimpleNamespace(path=tmp_path / "op.yaml"), device="cuda", profile="gpu")
+    task = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(language="cuda")), path=tmp_path / "op.yaml")
     with pytest.raises(UsageError, match=r"is a triton candidate \(it does not import ferret.backends.cuda\), but "
                                          r".*op.yaml allows cuda only"):
-        Judge._require_its_language(judge, candidate)  # type: ignore[arg-type]
+        require_language(task, "cuda", "gpu", candidate)  # type: ignore[arg-type]

@@ -110,6 +110,16 @@ def test_a_triton_only_contract_refuses_a_cuda_candidate_with_exit_2(gates_dir):
            "triton only (backend.language, backend.allowed_languages)" in " ".join(result.stderr.split())
 
 
+def test_the_wrong_language_is_refused_before_any_gate_is_built(tmp_path):
+    empty = tmp_path / "gates"
+    empty.mkdir()
+    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(CUDA_RMSNORM), "--gates-dir", str(empty),
+                                      "--profile", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert "is a cuda candidate" in " ".join(result.stderr.split())
+    assert [p.name for p in empty.iterdir() if not p.name.startswith(".")] == []  # no gate was built first
+
+
 def test_a_contract_allowing_cuda_takes_it_but_the_cpu_profile_says_it_needs_a_gpu(gates_dir, tmp_path):
     contract = write_contract(tmp_path, lambda d: d["backend"].update(allowed_languages=["cuda"]))
     result = CliRunner().invoke(app, ["check", str(contract), str(CUDA_RMSNORM), "--gates-dir", str(gates_dir),
