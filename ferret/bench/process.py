@@ -41,7 +41,7 @@ from ferret import wire
 from ferret.bench import guards
 from ferret.sandbox import audit
 from ferret.sandbox.runner import fresh_outputs as runner_outputs
-from ferret.sandbox.watch import HarnessGuard, LaunchRecorder
+from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
 
 
 def load_function(path: str, attr: str, module_name: str) -> Callable[..., Any]:
@@ -458,6 +458,21 @@ def executed_kernels(work: Callable[[], object], clock: Clock, calls: int) -> di
             if float(getattr(event, "device_time_total", 0.0) or 0.0) and not event.key.startswith(skipped)}
 
 
+def torch_compute_flags(call: Callable[[], object], calls: int = 3) -> list[str]:
+    """`library_call` when PyTorch computed floating-point results during `calls` of the candidate's calls in the
+    timer (the runner's ATen watch, `ComputeOpRecorder`, sees only each variant's first call): torch's own kernels
+    pass the profiler's account (`foreign_kernel_flags`), so a candidate that hands its math to torch once it
+    is timed is named here."""
+    recorder = ComputeOpRecorder()
+    with recorder:
+        for _ in range(calls):
+            call()
+    if not recorder.flagged:
+        return []
+    ops = ", ".join(f"{name} x{count}" for name, count in sorted(recorder.flagged.items())[:8])
+    return [f"library_call: PyTorch computed floating-point results during {calls} of the candidate's timed calls: {ops}"]
+
+
 def foreign_kernel_flags(call: Callable[[], object], clock: Clock, launches: LaunchRecorder, calls: int = 5) -> list[str]:
     """`library_call` when kernels ran during the candidate's calls that its counted launches and torch's own kernels
     do not account for (`guards.foreign_kernels`): compute by a library reached around the launch counter."""
@@ -576,6 +591,7 @@ def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, 
     answers = Path(job.result).parent / wire.answers_file(state.number)
     _timed(seconds, "answers", lambda: save_answers(candidate, state.float_read_only, answers))
     state.result.answers_file = str(answers)
+    flags += _timed(seconds, "torch_compute", lambda: torch_compute_flags(candidate.call))
     if clock.on_gpu:
         state.result.kernels = _timed(seconds, "kernels", lambda: kernel_breakdown(candidate.call, clock))
         flags += _timed(seconds, "foreign_kernels", lambda: foreign_kernel_flags(candidate.call, clock, harness.launches))

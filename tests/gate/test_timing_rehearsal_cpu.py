@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from timing_cheats import LAZY, REWRITES_INPUTS, SIMPLIFIED, write_cheat
+from timing_cheats import LAZY, REWRITES_INPUTS, SIMPLIFIED, TORCH_WHEN_TIMED, write_cheat
 
 from ferret.contract.task import Task
 from ferret.gate.judge import locate_gate
@@ -214,3 +214,14 @@ def test_a_timer_started_before_another_fails_to_start_is_stopped(rehearse, monk
     assert len(started) == 1 and started[0] in stopped
     assert started[0].thread is not None and not started[0].thread.is_alive()  # its process killed, its thread done
     assert folders and not Path(folders[0]).exists()
+
+
+def test_math_handed_to_torch_once_timed_is_named_by_the_timers_aten_watch(rehearse):
+    """Right answers, deterministic, no kernel of its own once timed: the answers check cannot see it, and on the
+    GPU torch's kernels pass the profiler's account; the ATen watch over the timer's post-round calls names it."""
+    result = rehearse("torch_when_timed", TORCH_WHEN_TIMED)
+    flags = result.cases[0].flags
+    assert any(f.startswith("library_call: PyTorch computed floating-point results during 3 of the candidate's timed")
+               for f in flags), flags
+    assert "library_call" in {d.cheat for d in result.detections}
+    assert not any(f.startswith("warmup_detection") for f in flags), flags  # its answers are right
