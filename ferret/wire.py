@@ -191,7 +191,7 @@ REFERENCE_TIMER = "reference"
 
 @dataclass(frozen=True)
 class TimingJob:
-    """One timing process's job. Two run per check, in processes of their own: the candidate's timer loads
+    """One timing process's job. Several run per check, each in a process of its own: the candidate's timer loads
     the candidate and nothing else; the reference timer loads the baseline (and its torch.compile) and never
     candidate code, so nothing the candidate does can reach the denominator of its speedup."""
 
@@ -222,7 +222,7 @@ class TimingJob:
 
 @dataclass
 class TimingCaseResult:
-    """One timed case as one timing process saw it; the judge puts both processes' results together and adds
+    """One timed case as one timing process saw it; the judge puts the processes' results together and adds
     the floor, the speedups and the answer checks."""
 
     case: str
@@ -248,7 +248,7 @@ class TimingResults:
     cases: list[TimingCaseResult]
 
 
-# The step protocol of the two timing processes: only one of them works on the GPU at any time. A process
+# The step protocol of the timing processes: only one of them works on the GPU at any time. A process
 # writes the step it is ready for to READY_FILE, waits until the judge writes the same step to GO_FILE, does
 # it, and writes it to FINISHED_FILE. Steps: "<case> <round>" for each round, then "<case> post" (the
 # candidate's checks of its timed calls), in the order of `timing_steps`.

@@ -1,12 +1,12 @@
 """A timing process (`python -m ferret.bench.process job.json`): one side of a speed measurement.
 
-Two run per check, each in its own process, started by the judge like a candidate's process (empty folder,
-scrubbed environment, no gates, no `tasks/`): the candidate's timer loads the candidate and nothing else,
-the reference timer the baseline and its torch.compile and never candidate code, so the denominator of a
-speedup is out of the candidate's reach. The judge interleaves their rounds through the step protocol of
-`ferret.wire` (one process on the GPU at a time; the candidate's process is stopped while the reference
-is timed) and checks everything that comes back (`ferret.gate.timing`): these processes know no right
-answer, and the candidate's is trusted with nothing.
+Several run per check (the candidate's timers, the reference timers), each in its own process, started by the
+judge like a candidate's process (empty folder, scrubbed environment, no gates, no `tasks/`): a candidate's
+timer loads the candidate and nothing else, a reference timer the baseline and its torch.compile and never
+candidate code, so the denominator of a speedup is out of the candidate's reach. The judge interleaves their
+rounds through the step protocol of `ferret.wire` (one process on the GPU at a time; the candidate's processes
+are stopped while another works) and checks everything that comes back (`ferret.gate.timing`): these processes
+know no right answer, and the candidate's is trusted with nothing.
 
 The clock (`Clock.bench`): before each timed call the L2 is flushed and the GPU is held by a spin kernel at
 least as long as the call's host launch time, so the call's launches are all queued before its start event

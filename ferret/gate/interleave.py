@@ -3,9 +3,9 @@ reference timers run side by side, each isolated like a candidate's process, and
 of them work on the GPU at a time, step by step (`ferret.wire.timing_steps`), alternating which goes first
 in each round so that slow drifts of the GPU's state fall on both alike.
 
-While the reference timer works, the candidate's whole process group is stopped (SIGSTOP): it cannot
-launch anything meant to slow the baseline down. Work it queued on the GPU before it stopped, or a process
-it left outside its group, is what the reference timer's interference probe looks for.
+While another timer works, every candidate's timer is stopped with its whole process group (SIGSTOP): it
+cannot launch anything meant to slow the baseline (or another round) down. Work it queued on the GPU before it
+stopped, or a process it left outside its group, is what the reference timers' interference probe looks for.
 """
 
 from __future__ import annotations
@@ -101,24 +101,26 @@ def _wait_for(timer: TimerProcess, name: str, step: str, poll_s: float) -> None:
         time.sleep(poll_s)
 
 
-def reference_rounds(repeats: int, references: int) -> list[list[int]]:
-    """Which of a case's `repeats` rounds each of `references` reference processes takes: round g goes to process
-    g % references, so every process takes at least one round when references <= repeats."""
-    return [list(range(k, repeats, references)) for k in range(references)]
+def rounds_in_turn(repeats: int, processes: int) -> list[list[int]]:
+    """Which of a case's `repeats` rounds each of `processes` processes of one role takes: round g goes to process
+    g % processes, so every process takes at least one round when processes <= repeats."""
+    return [list(range(k, repeats, processes)) for k in range(processes)]
 
 
 def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Callable[[int, str], None] | None = None,
             poll_s: float = 0.002) -> dict[str, float]:
     """Drive every step of every process, one process at a time; raises TimerFailed when one ends early.
-    `timers` holds the candidate's timer first, then one or more reference timers. The candidate's timer takes
-    every round; the reference timers take them in turn (`reference_rounds`), each counting its own rounds from 0,
-    so that a round of the baseline comes from each reference process in turn. In each round the two working
-    processes alternate which goes first; every process does each case's post step.
+    `timers` holds the candidate's timers and the reference timers (told apart by role). Each round is one
+    candidate timer's and one reference timer's: the processes of a role take the rounds in turn
+    (`rounds_in_turn`), each counting its own rounds from 0, so that each process carries its fixed part of a short
+    call's time into only its share of the rounds. In each round the two alternate which goes first; every process
+    does each case's post step, and no round of a case starts before every process is ready for it.
 
     Returns where the processes' time went, on the judge's clock: `setup` (waiting until the processes are ready
     for a step: starting, loading the pools, warming up, torch.compile of the baseline), `rounds` (the timed
     rounds) and `post` (the checks after each case's rounds)."""
-    candidate, references = timers[0], timers[1:]
+    candidates = [t for t in timers if t.role == wire.CANDIDATE_TIMER]
+    references = [t for t in timers if t.role != wire.CANDIDATE_TIMER]
     seconds = {"setup": 0.0, "rounds": 0.0, "post": 0.0}
     for case in range(cases):
         # Every process ready for the case first: one still warming up (torch.compile's workers on every core)
@@ -131,8 +133,8 @@ def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Calla
         for round_number in range(repeats):
             if on_step is not None:
                 on_step(case, str(round_number))
-            reference = references[round_number % len(references)]
-            pair = [(candidate, f"{case} {round_number}"), (reference, f"{case} {round_number // len(references)}")]
+            pair = [(group[round_number % len(group)], f"{case} {round_number // len(group)}")
+                    for group in (candidates, references)]
             _step(pair if round_number % 2 else pair[::-1], timers, seconds, "rounds", poll_s)
         if on_step is not None:
             on_step(case, "post")
@@ -142,8 +144,8 @@ def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Calla
 
 def _step(order: list[tuple[TimerProcess, str]], timers: list[TimerProcess], seconds: dict[str, float], part: str,
           poll_s: float) -> None:
-    """Each (process, its step) in `order`, one at a time, once all of them are ready; the candidate's process
-    stopped (SIGSTOP, its whole group) while another works."""
+    """Each (process, its step) in `order`, one at a time, once all of them are ready; every candidate's timer but
+    the working one stopped (SIGSTOP, its whole group) meanwhile."""
     started = time.perf_counter()
     for timer, step in order:
         _wait_for(timer, wire.READY_FILE, step, poll_s)

@@ -171,7 +171,7 @@ class Judge:
             static = scan_candidate(candidate, self.contract) if static is None else static
         for finding in static:
             progress(f"static scan: {finding.evidence}")
-        # The timed inputs are drawn and both timing processes started in a thread beside the fresh draw and the
+        # The timed inputs are drawn and the timing processes started in a thread beside the fresh draw and the
         # candidate's run (`_TimingStart`): on a warm MLA gate drawing them was 3-4 s of a check's serial path.
         starting = _TimingStart(lambda: self._start_timing(candidate, progress, compare_compiled, measure_speed,
                                                            deadline, clock),
@@ -312,7 +312,7 @@ class Judge:
 
     def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
                       deadline: float, clock: PhaseClock) -> StartedTiming | None:
-        """On a GPU, when speed is asked for: the timed inputs drawn and both timing processes started now, so that
+        """On a GPU, when speed is asked for: the timed inputs drawn and the timing processes started now, so that
         their start, loading, torch.compile and warm-up overlap the candidate's correctness run (on a warm MLA
         gate they were a fifth of a check). They are timed only if the candidate turns out correct."""
         if self.device != "cuda" or not requested:

@@ -146,19 +146,20 @@ class RooflineWork(BaseModel):
 
 class CaseTiming(BaseModel):
     case: str
-    candidate_ms: float = Field(description="Median over the kept rounds of the candidate's per-call GPU time.")
+    candidate_ms: float = Field(description="The candidate's per-call GPU time: the mean over its timing processes of "
+                                "each one's median over its kept rounds.")
     baseline_ms: float
     baseline_compiled_ms: float | None = None
     speedup: float
     speedup_vs_compiled: float | None = None
     samples: dict[str, list[float]] = Field(default={}, description="Each implementation's time (ms), one per round.")
-    reference_process_ms: dict[str, list[float]] = Field(
-        default={}, description="Per baseline (eager, torch.compile), the median of its kept rounds in each reference "
-        "process. The baseline's time is their mean: each process carries a fixed part of a short call's time, set "
-        "by where its code and data sit on the GPU.")
+    process_ms: dict[str, list[float]] = Field(
+        default={}, description="Per implementation, the median of its kept rounds in each of its timing processes "
+        "(the candidate's timers, the reference timers), which take the rounds in turn. Its time is their mean: each "
+        "process carries a fixed part of a short call's time, set by where its code and data sit on the GPU.")
     round_spread: dict[str, float] = Field(
-        default={}, description="(slowest - fastest) / median of each implementation's kept rounds; for a baseline, "
-        "the largest such spread inside one reference process.")
+        default={}, description="(slowest - fastest) / median of each implementation's kept rounds: the largest such "
+        "spread inside one of its processes.")
     unstable: bool = Field(
         default=False, description="The rounds disagree by more than speed.max_round_spread, or the GPU was shared: "
         "the case never counts toward the speed target.")

@@ -32,7 +32,7 @@ from ferret.gate.interleave import (
     TimerFailed,
     TimerProcess,
     conduct,
-    reference_rounds,
+    rounds_in_turn,
     start_timer,
     stop_all,
     wait_until_done,
@@ -49,14 +49,14 @@ TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17
 METHOD = (
     "timing processes interleaved round by round by the judge with one on the GPU at a time: the candidate's "
     "(its code loaded as several copies, called in turn), and reference processes that never load candidate code "
-    "(baseline, torch.compile), taking the rounds in turn (the candidate's process stopped while one runs, an "
-    "interference probe around each of its rounds). Each call: "
+    "(baseline, torch.compile), each role's processes taking the rounds in turn (the candidate's processes stopped "
+    "while another runs, an interference probe around each reference round). Each call: "
     "L2 flushed (persisting L2 reset), the flush and a spin kernel holding the GPU for 1.5x the call's host "
     "launch time, then CUDA events around the call (a reference call that synchronizes with the host, where no "
     "spin can queue its launches ahead: its kernels' device time from torch.profiler, the flush taken off); "
     "median of ~100 ms of calls (at most 300) per round over a rotating pool of "
-    "re-randomized input sets larger than 2x L2; median over {repeats} rounds (a baseline: the mean "
-    "over reference processes of each one's median), a case unstable when its rounds (inside one process) "
+    "re-randomized input sets larger than 2x L2; over {repeats} rounds, an implementation's time the mean "
+    "over its processes of each one's median over its rounds, a case unstable when its rounds (inside one process) "
     "spread more than {spread:.0%}; then synchronized wall time, every output fingerprinted and re-checked "
     "against a synchronous call, every timed answer checked by the judge against the reference, and the "
     "roofline floor (datasheet peaks)"
@@ -86,14 +86,14 @@ class StartedTiming:
     reference_files: dict[Path, str]
 
     def stop(self) -> None:
-        """Kill both processes (if running) and delete their folder: inputs, pools, answers (hundreds of MB)."""
+        """Kill every timing process (if running) and delete their folder: inputs, pools, answers (hundreds of MB)."""
         stop_all(self.timers)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def start_timing(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
                  compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None) -> StartedTiming:
-    """Draw the timed cases' input pools and start both timing processes; returns at once. They load, compile
+    """Draw the timed cases' input pools and start the timing processes; returns at once. They load, compile
     and warm up while the judge does other work (the candidate's correctness run), then wait for its steps.
     The caller owns the result: `finish_timing` or `StartedTiming.stop`. ContractError when the roofline is
     shown wrong on the drawn inputs."""
@@ -198,6 +198,10 @@ def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path
 # copies of its code, `ferret.bench.process.CODE_COPIES`) is not open to the baselines: the baseline's time is the
 # mean over reference processes of each one's median, as the candidate's is over its copies.
 REFERENCE_PROCESSES = 3
+# The candidate's timer carries such an offset too, beside its loaded copies: rope decode's candidate rounds agreed
+# within 0.1 us inside each check and moved 6.3 -> 6.6 us between checks (H200, 2026-12-01, session 5 call 3). So it
+# runs in 2 processes taking the rounds in turn, each with every post-round check.
+CANDIDATE_PROCESSES = 2
 
 
 def reference_processes(repeats: int, device: str) -> int:
@@ -206,19 +210,28 @@ def reference_processes(repeats: int, device: str) -> int:
     return min(REFERENCE_PROCESSES, repeats) if device == "cuda" else 1
 
 
+def candidate_processes(repeats: int, device: str) -> int:
+    """The candidate's timing processes of a check: one on the CPU rehearsal, at most one per round on the GPU."""
+    return min(CANDIDATE_PROCESSES, repeats) if device == "cuda" else 1
+
+
 def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: list[_Case], compare_compiled: bool,
                  device: str) -> tuple[list[TimerProcess], dict[Path, str]]:
-    """The timing processes' folders and jobs: the candidate's timer gets a copy of the candidate and nothing else;
-    each reference timer (`reference_processes`) a copy of the baseline and of the project modules it imports
-    (`_copy_baseline`), and the rounds it takes (`reference_rounds`). Each gets its own copy of the pools. Returns
-    the timers (candidate's first) and the reference timers' files with their digests."""
+    """The timing processes' folders and jobs, each with the rounds it takes (`rounds_in_turn`): the candidate's
+    timers (`candidate_processes`) a copy of the candidate and nothing else, each hidden from the others; each
+    reference timer (`reference_processes`) a copy of the baseline and of the project modules it imports
+    (`_copy_baseline`). Each gets its own copy of the pools. Returns the timers (the candidate's first) and the
+    reference timers' files with their digests."""
     contract = task.contract
+    repeats = contract.speed.repeats
     hidden = hidden_from_candidates(gate, task.project_root)
-    shares = reference_rounds(contract.speed.repeats, reference_processes(contract.speed.repeats, device))
-    timers = [_candidate_timer(task, candidate, workdir / wire.CANDIDATE_TIMER, cases, device,
-                               [*hidden, workdir / wire.REFERENCE_TIMER])]
+    shares = rounds_in_turn(repeats, candidate_processes(repeats, device))
+    folders = [workdir / wire.CANDIDATE_TIMER / str(index) for index in range(len(shares))]
+    timers = [_candidate_timer(task, candidate, folder, cases, device, len(rounds),
+                               [*hidden, workdir / wire.REFERENCE_TIMER, *(f for f in folders if f != folder)])
+              for folder, rounds in zip(folders, shares, strict=True)]
     files: dict[Path, str] = {}
-    for index, rounds in enumerate(shares):
+    for index, rounds in enumerate(rounds_in_turn(repeats, reference_processes(repeats, device))):
         timer, copies = _reference_timer(task, gate, workdir / wire.REFERENCE_TIMER / str(index), cases, device,
                                          len(rounds), compare_compiled)
         timers.append(timer)
@@ -243,11 +256,11 @@ def _timer_process(task: Task, role: str, folder: Path, device: str, hide: list[
     return TimerProcess(role, folder, [sys.executable, "-m", "ferret.bench.process", "job.json"], env, hide)
 
 
-def _candidate_timer(task: Task, candidate: Path, folder: Path, cases: list[_Case], device: str,
+def _candidate_timer(task: Task, candidate: Path, folder: Path, cases: list[_Case], device: str, repeats: int,
                      hide: list[Path]) -> TimerProcess:
-    """The candidate's timer: a copy of the candidate and copies of the pools (the candidate may rewrite them; the
-    judge checks its own). It sees neither the gates (nor the compile cache beside them) nor the reference
-    timers' folders."""
+    """One candidate's timer: a copy of the candidate and copies of the pools (the candidate may rewrite them; the
+    judge checks its own), `repeats` rounds of its own. It sees neither the gates (nor the compile cache beside
+    them) nor the other timers' folders."""
     folder.mkdir(parents=True)
     loaded = folder / "source.py"
     shutil.copyfile(candidate, loaded)
@@ -256,8 +269,8 @@ def _candidate_timer(task: Task, candidate: Path, folder: Path, cases: list[_Cas
         own_pool = folder / Path(case.job.pool_file).name
         shutil.copyfile(case.job.pool_file, own_pool)
         case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
-    _timing_job(task, wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device,
-                task.contract.speed.repeats, case_jobs, folder)
+    _timing_job(task, wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device, repeats,
+                case_jobs, folder)
     return _timer_process(task, wire.CANDIDATE_TIMER, folder, device, hide)
 
 
@@ -316,12 +329,13 @@ def _compile_cache(gate: Path) -> Path:
 
 
 def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter
-                ) -> tuple[wire.TimingResults, list[wire.TimingResults], dict[str, float]] | str:
-    """Every started timing process conducted to the end; their results, validated (the candidate's, then each
-    reference timer's), and where their time went; or why there are none."""
+                ) -> tuple[list[wire.TimingResults], list[wire.TimingResults], dict[str, float]] | str:
+    """Every started timing process conducted to the end; their results, validated (the candidate's timers', then
+    the reference timers'), and where their time went; or why there are none."""
     repeats = task.contract.speed.repeats
-    reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds; the candidate's process "
-             f"and {len(timers) - 1} reference processes)")
+    candidates = sum(timer.role == wire.CANDIDATE_TIMER for timer in timers)
+    reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds; {candidates} candidate "
+             f"and {len(timers) - candidates} reference processes)")
     reporter.step("timing", 0, len(names), "waiting for the timing processes to warm up")
 
     def moved(case: int, what: str) -> None:
@@ -347,7 +361,8 @@ def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], report
     if problems:
         return "; ".join(str(p) for p in problems)
     valid = [r for r in results if not isinstance(r, str)]
-    return valid[0], valid[1:], seconds
+    candidates = sum(timer.role == wire.CANDIDATE_TIMER for timer in timers)
+    return valid[:candidates], valid[candidates:], seconds
 
 
 def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults | str:
@@ -365,8 +380,8 @@ def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults |
     return raw
 
 
-def _judge_timings(task: Task, cases: list[_Case], candidate: wire.TimingResults, references: list[wire.TimingResults],
-                   device: str) -> TimingResult:
+def _judge_timings(task: Task, cases: list[_Case], candidates: list[wire.TimingResults],
+                   references: list[wire.TimingResults], device: str) -> TimingResult:
     """Answers, rounds, floor and speedups, computed here from what the judge knows (the device it sees, the
     inputs it drew): the candidate's timer shares its memory with the candidate."""
     contract = task.contract
@@ -374,12 +389,16 @@ def _judge_timings(task: Task, cases: list[_Case], candidate: wire.TimingResults
     peaks = _peaks_seen_by_judge(device)
     timings = []
     # One result per case, in order: _read_results refused results whose cases differ from the job's.
-    for number, (case, mine) in enumerate(zip(cases, candidate.cases, strict=True)):
-        theirs = ReferenceRounds.of([r.cases[number] for r in references], contract.speed.repeats)
-        if mine.answers_file is None:
-            checked, wrong = 0, ["cross_call_caching: the candidate's timer sent back no answers of its timed calls"]
-        else:
-            checked, wrong = check_timed_answers(task, case.pool, Path(mine.answers_file), contract.primary_dtype, read_only)
+    for number, case in enumerate(cases):
+        mine = ProcessRounds.of([r.cases[number] for r in candidates], contract.speed.repeats)
+        theirs = ProcessRounds.of([r.cases[number] for r in references], contract.speed.repeats)
+        checked, wrong = 0, []
+        for result in mine.per_process:  # every candidate timer's timed answers, each against the judge's pool
+            if result.answers_file is None:
+                wrong.append("cross_call_caching: a candidate's timer sent back no answers of its timed calls")
+                continue
+            got, flags = check_timed_answers(task, case.pool, Path(result.answers_file), contract.primary_dtype, read_only)
+            checked, wrong = checked + got, wrong + flags
         timing = _case_timing(case, mine, theirs, checked, wrong, peaks, contract.speed.max_round_spread)
         _check_roofline(task, timing)
         timings.append(timing)
@@ -390,8 +409,8 @@ def _judge_timings(task: Task, cases: list[_Case], candidate: wire.TimingResults
     method = METHOD.format(repeats=contract.speed.repeats, spread=contract.speed.max_round_spread)
     if device != "cuda":
         return TimingResult(measured=False, reason="guard rehearsal on the CPU: the guards ran, the times are not speedups",
-                            device=candidate.device, method=method, cases=timings, detections=detections)
-    return _measured_result(task, candidate.device, method, timings, detections)
+                            device=candidates[0].device, method=method, cases=timings, detections=detections)
+    return _measured_result(task, candidates[0].device, method, timings, detections)
 
 
 def _measured_result(task: Task, device_name: str, method: str, timings: list[CaseTiming],
@@ -416,10 +435,6 @@ def _measured_result(task: Task, device_name: str, method: str, timings: list[Ca
     )
 
 
-def _kept_rounds(samples: dict[str, list[float]], interfered: list[int]) -> dict[str, list[float]]:
-    return {name: [t for r, t in enumerate(times) if r not in interfered] for name, times in samples.items()}
-
-
 def _spread(times: list[float]) -> float:
     """(slowest - fastest) / median of the rounds' times: how far the rounds disagree."""
     return (max(times) - min(times)) / statistics.median(times) if len(times) > 1 else 0.0
@@ -440,16 +455,21 @@ def _late_round_reasons(late_fraction: dict[str, list[float]]) -> list[str]:
 
 
 @dataclass
-class ReferenceRounds:
-    """One case's rounds from every reference process (`per_process[k]` took the judge's rounds `shares[k]`), put
-    back in the judge's round order; a baseline's time is the mean over processes of each one's median."""
+class ProcessRounds:
+    """One case's rounds from every timing process of one role (`per_process[k]` took the judge's rounds
+    `shares[k]`), put back in the judge's round order. Each process carries a fixed part of a short call's time, so
+    an implementation's time is the mean over processes of each one's median."""
 
     per_process: list[wire.TimingCaseResult]
     shares: list[list[int]]
 
     @classmethod
-    def of(cls, results: list[wire.TimingCaseResult], repeats: int) -> ReferenceRounds:
-        return cls(results, reference_rounds(repeats, len(results)))
+    def of(cls, results: list[wire.TimingCaseResult], repeats: int) -> ProcessRounds:
+        return cls(results, rounds_in_turn(repeats, len(results)))
+
+    @property
+    def first(self) -> wire.TimingCaseResult:
+        return self.per_process[0]
 
     def _in_round_order(self, field_of) -> dict[str, list[float]]:
         merged: dict[str, list[tuple[int, float]]] = {}
@@ -467,7 +487,7 @@ class ReferenceRounds:
         return self._in_round_order(lambda r: r.late_fraction)
 
     def interfered(self) -> list[int]:
-        """The judge's rounds whose reference process's interference probe saw other work on the GPU."""
+        """The judge's rounds whose (reference) process's interference probe saw other work on the GPU."""
         return sorted(share[local] for result, share in zip(self.per_process, self.shares, strict=True)
                       for local in guards.interfered_rounds(result.probes_ms) if local < len(share))
 
@@ -475,40 +495,39 @@ class ReferenceRounds:
         return [[t for g, t in zip(share, result.samples.get(name, []), strict=False) if g not in interfered]
                 for result, share in zip(self.per_process, self.shares, strict=True)]
 
+    def flags(self) -> list[str]:
+        """Every process's flags, each once, in order."""
+        return list(dict.fromkeys(flag for result in self.per_process for flag in result.flags))
+
     def probes_text(self) -> str:
         return "; ".join(", ".join(f"{1e3 * ms:.1f}" for ms in r.probes_ms) for r in self.per_process)
 
-    def seconds(self) -> dict[str, float]:
-        return {f"reference{index or ''}:{part}": value for index, result in enumerate(self.per_process)
+    def seconds(self, role: str) -> dict[str, float]:
+        return {f"{role}{index or ''}:{part}": value for index, result in enumerate(self.per_process)
                 for part, value in result.seconds.items()}
 
 
-def _reference_times(theirs: ReferenceRounds, interfered: list[int]
-                     ) -> tuple[dict[str, float], dict[str, float], dict[str, list[float]]]:
-    """Per baseline: the mean over reference processes of each one's median (processes whose rounds all
-    interfered left out, unless all did), the largest spread of rounds inside one process, and the medians."""
+def _process_times(rounds: ProcessRounds, interfered: list[int]
+                   ) -> tuple[dict[str, float], dict[str, float], dict[str, list[float]]]:
+    """Per implementation: the mean over its processes of each one's median (processes whose rounds all interfered
+    left out, unless all did), the largest spread of rounds inside one process, and the medians."""
     means, spreads, per_process = {}, {}, {}
-    for name in theirs.samples:
-        kept = [rounds for rounds in theirs.kept_by_process(name, interfered) if rounds]
-        kept = kept or [rounds for rounds in theirs.kept_by_process(name, []) if rounds]
+    for name in rounds.samples:
+        kept = [times for times in rounds.kept_by_process(name, interfered) if times]
+        kept = kept or [times for times in rounds.kept_by_process(name, []) if times]
         if kept:
-            per_process[name] = [statistics.median(rounds) for rounds in kept]
+            per_process[name] = [statistics.median(times) for times in kept]
             means[name] = statistics.fmean(per_process[name])
-            spreads[name] = max(_spread(rounds) for rounds in kept)
+            spreads[name] = max(_spread(times) for times in kept)
     return means, spreads, per_process
 
 
-def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: ReferenceRounds, checked: int,
+def _case_timing(case: _Case, mine: ProcessRounds, theirs: ProcessRounds, checked: int,
                  wrong: list[str], peaks: dict | None, max_spread: float) -> CaseTiming:
     interfered = theirs.interfered()
-    rounds = _kept_rounds(mine.samples, interfered) if mine.samples.get("candidate") else {}
-    if not rounds.get("candidate") or all(not r for r in theirs.kept_by_process("baseline", interfered)):
-        rounds = dict(mine.samples)  # every round interfered: kept for the record, never counted
-    med = {name: statistics.median(times) for name, times in rounds.items() if times}
-    spreads = {name: _spread(times) for name, times in rounds.items() if times}
-    reference_ms, reference_spreads, per_process = _reference_times(theirs, interfered)
-    med.update(reference_ms)
-    spreads.update(reference_spreads)
+    candidate_times, candidate_spreads, candidate_processes_ms = _process_times(mine, interfered)
+    reference_times, reference_spreads, reference_processes_ms = _process_times(theirs, interfered)
+    med, spreads = {**reference_times, **candidate_times}, {**reference_spreads, **candidate_spreads}
     reasons = [f"{name}'s rounds spread {value:.1%}, more than the contract's {max_spread:.0%}"
                for name, value in spreads.items() if value > max_spread]
     reasons += _late_round_reasons({**theirs.late_fraction, **mine.late_fraction})
@@ -516,23 +535,23 @@ def _case_timing(case: _Case, mine: wire.TimingCaseResult, theirs: ReferenceRoun
         reasons.append(f"the GPU was shared during reference rounds {interfered} (interference probe, us before and "
                        f"after each round, per reference process: {theirs.probes_text()}; over "
                        f"{guards.INTERFERENCE_TOLERANCE:g}x the fastest)")
-    first = theirs.per_process[0]
     candidate_ms, baseline_ms = med["candidate"], med["baseline"]
     compiled_ms = med.get("baseline_compiled")
     speedup = baseline_ms / candidate_ms
     review = ([f"speedup {speedup:.1f}x over the baseline is above {guards.SUSPICIOUS_SPEEDUP:g}x: look at it"]
               if speedup > guards.SUSPICIOUS_SPEEDUP else [])
+    first = mine.first
     timing = CaseTiming(
-        case=mine.case, candidate_ms=candidate_ms, baseline_ms=baseline_ms, baseline_compiled_ms=compiled_ms,
+        case=first.case, candidate_ms=candidate_ms, baseline_ms=baseline_ms, baseline_compiled_ms=compiled_ms,
         speedup=speedup, speedup_vs_compiled=(compiled_ms / candidate_ms) if compiled_ms else None,
-        samples={**theirs.samples, **mine.samples}, reference_process_ms=per_process, round_spread=spreads,
-        unstable=bool(reasons), unstable_reason="; ".join(reasons) or None, interfered_rounds=interfered,
-        host_ms={**first.host_ms, **mine.host_ms}, late_fraction={**theirs.late_fraction, **mine.late_fraction},
+        samples={**theirs.samples, **mine.samples}, process_ms={**reference_processes_ms, **candidate_processes_ms},
+        round_spread=spreads, unstable=bool(reasons), unstable_reason="; ".join(reasons) or None,
+        interfered_rounds=interfered, host_ms={**theirs.first.host_ms, **first.host_ms},
+        late_fraction={**theirs.late_fraction, **mine.late_fraction},
         compile_error=next((r.compile_error for r in theirs.per_process if r.compile_error), None),
-        wall_ms=mine.wall_ms, pool_sets=mine.pool_sets,
-        persisting_l2=mine.persisting_l2, answers_checked=checked, flags=list(mine.flags) + wrong, review=review,
-        kernels=dict(list(mine.kernels.items())[:20]),
-        process_seconds={**theirs.seconds(), **{f"candidate:{k}": v for k, v in mine.seconds.items()}},
+        wall_ms=first.wall_ms, pool_sets=first.pool_sets, persisting_l2=first.persisting_l2, answers_checked=checked,
+        flags=mine.flags() + wrong, review=review, kernels=dict(list(first.kernels.items())[:20]),
+        process_seconds={**theirs.seconds("reference"), **mine.seconds("candidate")},
         roofline=RooflineWork(bytes=case.roofline.bytes, flops=case.roofline.flops, source=case.roofline.source,
                           explanation=case.roofline.explanation),
     )

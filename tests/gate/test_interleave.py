@@ -18,7 +18,7 @@ from ferret.gate.interleave import (
     TimerFailed,
     TimerProcess,
     conduct,
-    reference_rounds,
+    rounds_in_turn,
     start_timer,
     stop_all,
     wait_until_done,
@@ -58,19 +58,20 @@ STAND_IN = textwrap.dedent('''
 
 
 def _timers(tmp_path: Path, cases: int, repeats: int, die_at: str = "never", references: int = 1,
-            env_extra: dict[str, str] | None = None) -> tuple[list[TimerProcess], Path]:
+            env_extra: dict[str, str] | None = None, candidates: int = 1) -> tuple[list[TimerProcess], Path]:
+    """Stand-ins named `candidate0..` and `reference1..` (numbered in one sequence), each with its share of rounds."""
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
     log = tmp_path / "log"
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), **(env_extra or {})}
-    shares = reference_rounds(repeats, references)
+    roles = [(wire.CANDIDATE_TIMER, share) for share in rounds_in_turn(repeats, candidates)]
+    roles += [(wire.REFERENCE_TIMER, share) for share in rounds_in_turn(repeats, references)]
     timers = []
-    for index, role in enumerate([wire.CANDIDATE_TIMER] + [wire.REFERENCE_TIMER] * references):
+    for index, (role, share) in enumerate(roles):
         folder = tmp_path / f"{role}{index}"
         folder.mkdir()
         dies = die_at if role == wire.CANDIDATE_TIMER else "never"
-        rounds = repeats if role == wire.CANDIDATE_TIMER else len(shares[index - 1])
-        args = [sys.executable, str(script), str(folder), f"{role}{index}", str(cases), str(rounds), str(log), dies]
+        args = [sys.executable, str(script), str(folder), f"{role}{index}", str(cases), str(len(share)), str(log), dies]
         timers.append(TimerProcess(role, folder, args, env, hide=()))
     return timers, log
 
@@ -139,7 +140,7 @@ def test_reference_processes_take_the_rounds_in_turn_each_counting_its_own(tmp_p
         ("reference1", "0:1"), ("candidate0", "0:2"),
         ("candidate0", "0:post"), ("reference1", "0:post"), ("reference2", "0:post"),
     ]
-    assert reference_rounds(5, 3) == [[0, 3], [1, 4], [2]]
+    assert rounds_in_turn(5, 3) == [[0, 3], [1, 4], [2]]
 
 
 def test_no_round_of_a_case_starts_before_every_process_is_ready_for_it(tmp_path):
@@ -151,3 +152,21 @@ def test_no_round_of_a_case_starts_before_every_process_is_ready_for_it(tmp_path
     late_ready = next(float(t) for role, step, t, _ in lines if role == "reference2" and step == "ready:0:0")
     first_round = min(float(t) for _, step, t, _ in lines if not step.startswith("ready:"))
     assert first_round >= late_ready
+
+
+def test_candidate_and_reference_processes_both_take_the_rounds_in_turn(tmp_path):
+    """Five rounds over two candidate processes and three reference processes: round g is candidate g % 2's and
+    reference g % 3's, each counting its own rounds; while a process works, every candidate process is stopped."""
+    timers, log = _timers(tmp_path, cases=1, repeats=5, references=3, candidates=2)
+    _run(timers, cases=1, repeats=5)
+    lines = [line.split() for line in log.read_text().splitlines() if " ready:" not in line]
+    rounds = [(role, step) for _, role, step in sorted((float(t), role, step) for role, step, t, _ in lines)
+              if not step.endswith("post")]
+    assert rounds == [
+        ("reference2", "0:0"), ("candidate0", "0:0"),
+        ("candidate1", "0:0"), ("reference3", "0:0"),
+        ("reference4", "0:0"), ("candidate0", "0:1"),
+        ("candidate1", "0:1"), ("reference2", "0:1"),
+        ("reference3", "0:1"), ("candidate0", "0:2"),
+    ]
+    assert sum(step.endswith("post") for _, step, _, _ in lines) == 5

@@ -24,7 +24,7 @@ def _sides(candidate: list[float], baseline: list[float], probes: list[float] | 
                                  persisting_l2="", flags=[], wall_ms=candidate[0])
     theirs = wire.TimingCaseResult(case="c", samples={"baseline": baseline}, host_ms={"baseline": None}, pool_sets=2,
                                    persisting_l2="", flags=[], probes_ms=probes or [])
-    return mine, timing.ReferenceRounds.of([theirs], len(baseline))
+    return timing.ProcessRounds.of([mine], len(candidate)), timing.ProcessRounds.of([theirs], len(baseline))
 
 
 def test_medians_speedup_and_place_on_the_roofline():
@@ -81,11 +81,11 @@ def test_a_round_measured_by_the_host_makes_the_case_unstable():
     # Round 2's rounds agree with the others (the clock kept its few calls measured on the GPU alone), but most of
     # its calls were late: the host fell behind the spin even after the longer spins.
     mine, theirs = _sides([0.010, 0.010, 0.010], [0.030, 0.030, 0.030])
-    mine.late_fraction = {"candidate": [0.0, 0.02, 0.8]}
+    mine.first.late_fraction = {"candidate": [0.0, 0.02, 0.8]}
     result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
     assert result.unstable and "candidate's rounds [2] were mostly late calls" in (result.unstable_reason or "")
     assert result.late_fraction == {"candidate": [0.0, 0.02, 0.8]}
-    mine.late_fraction = {"candidate": [0.0, 0.02, 0.5]}  # half late: the other half measured the GPU alone
+    mine.first.late_fraction = {"candidate": [0.0, 0.02, 0.5]}  # half late: the other half measured the GPU alone
     assert not timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10).unstable
 
 
@@ -121,6 +121,11 @@ def test_speed_not_measured_names_the_failing_process_and_its_exception():
         "speed not measured: not timed: the candidate is not correct"]
 
 
+def _candidate(times: list[float], flags: list[str] | None = None) -> wire.TimingCaseResult:
+    return wire.TimingCaseResult(case="c", samples={"candidate": times}, host_ms={"candidate": 0.01}, pool_sets=2,
+                                 persisting_l2="", flags=flags or [], wall_ms=times[0])
+
+
 def _reference(baseline: list[float], probes: list[float] | None = None) -> wire.TimingCaseResult:
     return wire.TimingCaseResult(case="c", samples={"baseline": baseline}, host_ms={"baseline": None}, pool_sets=2,
                                  persisting_l2="", flags=[], probes_ms=probes or [])
@@ -130,12 +135,11 @@ def test_a_baseline_is_the_mean_over_reference_processes_of_each_ones_median():
     """Each process carries its own fixed offset (eager rope decode: 72 or 77 us by process, H200 2026-12-01). Five
     rounds over three processes (rounds 0 and 3, 1 and 4, 2): the mean of the processes' medians, not the median of
     the five rounds (which would be one process's value); their disagreement is no instability of the rounds."""
-    mine = wire.TimingCaseResult(case="c", samples={"candidate": [0.010] * 5}, host_ms={"candidate": 0.01},
-                                 pool_sets=2, persisting_l2="", flags=[], wall_ms=0.010)
-    theirs = timing.ReferenceRounds.of([_reference([0.072, 0.0722]), _reference([0.077, 0.0772]), _reference([0.072])], 5)
+    mine = timing.ProcessRounds.of([_candidate([0.010] * 5)], 5)
+    theirs = timing.ProcessRounds.of([_reference([0.072, 0.0722]), _reference([0.077, 0.0772]), _reference([0.072])], 5)
     result = timing._case_timing(_case(), mine, theirs, 5, [], H200, max_spread=0.05)
     assert result.samples["baseline"] == [0.072, 0.077, 0.072, 0.0722, 0.0772]  # the judge's round order
-    assert result.reference_process_ms["baseline"] == pytest.approx([0.0721, 0.0771, 0.072])
+    assert result.process_ms["baseline"] == pytest.approx([0.0721, 0.0771, 0.072])
     assert result.baseline_ms == pytest.approx((0.0721 + 0.0771 + 0.072) / 3)
     assert result.round_spread["baseline"] == pytest.approx(0.0002 / 0.0721) and not result.unstable
 
@@ -143,11 +147,24 @@ def test_a_baseline_is_the_mean_over_reference_processes_of_each_ones_median():
 def test_an_interfered_round_is_dropped_from_its_own_reference_process():
     """Process 1's probe after its only round (the judge's round 1) saw the GPU shared: that round goes, for the
     candidate too; the other processes' rounds stay."""
-    mine = wire.TimingCaseResult(case="c", samples={"candidate": [0.010, 0.020, 0.010]}, host_ms={"candidate": 0.01},
-                                 pool_sets=2, persisting_l2="", flags=[], wall_ms=0.010)
-    theirs = timing.ReferenceRounds.of([_reference([0.030, 0.031], [0.01, 0.01, 0.01, 0.01]),
+    mine = timing.ProcessRounds.of([_candidate([0.010, 0.020, 0.010])], 3)
+    theirs = timing.ProcessRounds.of([_reference([0.030, 0.031], [0.01, 0.01, 0.01, 0.01]),
                                         _reference([0.050], [0.01, 0.05])], 3)
     result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
     assert result.interfered_rounds == [1] and result.unstable
     assert result.candidate_ms == pytest.approx(0.010)
     assert result.baseline_ms == pytest.approx(0.0305)
+
+
+def test_the_candidate_is_the_mean_over_its_timing_processes_and_every_processs_flags_count():
+    """The candidate's timer carries a per-process offset too (rope decode's candidate: rounds within 0.1 us inside a
+    check, 6.3 -> 6.6 us between checks, H200 2026-12-01): two candidate processes take rounds 0, 2, 4 and 1, 3."""
+    mine = timing.ProcessRounds.of([_candidate([0.0063, 0.0064, 0.0063]),
+                                    _candidate([0.0066, 0.0066], ["warmup_detection: slot 0"])], 5)
+    theirs = timing.ProcessRounds.of([_reference([0.075] * 5)], 5)
+    result = timing._case_timing(_case(), mine, theirs, 5, [], H200, max_spread=0.05)
+    assert result.samples["candidate"] == [0.0063, 0.0066, 0.0064, 0.0066, 0.0063]
+    assert result.process_ms["candidate"] == pytest.approx([0.0063, 0.0066])
+    assert result.candidate_ms == pytest.approx(0.00645)
+    assert result.flags == ["warmup_detection: slot 0"]  # a flag of the second process is the verdict's
+    assert not result.unstable  # 4.8% between processes; inside each, 1.6% and 0

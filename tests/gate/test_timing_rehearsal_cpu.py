@@ -225,3 +225,40 @@ def test_math_handed_to_torch_once_timed_is_named_by_the_timers_aten_watch(rehea
                for f in flags), flags
     assert "library_call" in {d.cheat for d in result.detections}
     assert not any(f.startswith("warmup_detection") for f in flags), flags  # its answers are right
+
+
+IN_THE_SECOND_TIMER_ONLY = '''
+
+import os
+
+
+def run(inputs, outputs, params, trace=None):
+    """Honest everywhere but in the candidate's second timing process (its folder is named 1): there the weight
+    multiply is dropped."""
+    if os.path.basename(os.getcwd()) == "1":
+        inputs = {{"x": inputs["x"], "weight": torch.ones_like(inputs["weight"])}}
+    _honest_run(inputs, outputs, params, trace)
+'''
+
+
+@pytest.fixture()
+def two_of_each(monkeypatch):
+    """Two candidate timers and two reference timers, as on the GPU (where there are 2 and 3)."""
+    from ferret.gate import timing
+
+    monkeypatch.setattr(timing, "candidate_processes", lambda repeats, device: 2)
+    monkeypatch.setattr(timing, "reference_processes", lambda repeats, device: 2)
+
+
+def test_two_candidate_and_two_reference_processes_rehearse_clean(rehearse, two_of_each):
+    case = rehearse("honest", None).cases[0]
+    assert len(case.process_ms["candidate"]) == 2 and len(case.process_ms["baseline"]) == 2
+    assert case.flags == []
+    assert case.answers_checked == 2 * (case.pool_sets + 1)  # each process's timed answers, checked by the judge
+    assert {"candidate:wall", "candidate1:wall", "reference:warm_up", "reference1:warm_up"} <= set(case.process_seconds)
+
+
+def test_a_candidate_that_cheats_in_one_of_its_timing_processes_is_caught_by_that_ones_answers(rehearse, two_of_each):
+    result = rehearse("second_timer_only", IN_THE_SECOND_TIMER_ONLY)
+    flags = result.cases[0].flags
+    assert any(f.startswith("warmup_detection: the answer a timed call left in output slot") for f in flags), flags

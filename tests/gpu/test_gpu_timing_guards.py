@@ -43,7 +43,9 @@ def test_honest_candidate_is_timed_without_a_flag():
     assert case.floor_ms and case.candidate_ms > case.floor_ms
     assert case.pool_sets >= 2 and not case.flags
     assert case.wall_ms is not None and case.persisting_l2
-    assert case.answers_checked == case.pool_sets + 1  # every output slot's last timed answer, checked
+    # every output slot's last timed answer, checked, in each of the candidate's timing processes
+    assert case.answers_checked == len(case.process_ms["candidate"]) * (case.pool_sets + 1)
+    assert len(case.process_ms["candidate"]) == 2 and len(case.process_ms["baseline"]) == 3
 
 
 def test_candidate_that_stops_working_when_timed_is_rejected(tmp_path):
