@@ -150,6 +150,22 @@ def repeatability_table(records: list[dict]) -> tuple[str, bool]:
     return "\n".join(lines), all_within
 
 
+def process_table(records: list[dict]) -> str:
+    """Each implementation's median in each of its timing processes (`CaseTiming.process_ms`), check by check: where
+    a process-wide offset shows, one process reads apart from the others of its check."""
+    lines = ["| op | case | implementation | per check: each process's median (us) |", "| --- | --- | --- | --- |"]
+    for op in dict.fromkeys(r["op"] for r in records):
+        verdicts = [r["verdict"] for r in records if r["op"] == op and r["verdict"] and r["verdict"]["timing"]["measured"]]
+        if not verdicts:
+            continue
+        for k, first in enumerate(verdicts[0]["timing"]["cases"]):
+            for name in first.get("process_ms", {}):
+                checks = [v["timing"]["cases"][k].get("process_ms", {}).get(name, []) for v in verdicts]
+                shown = " / ".join(", ".join(f"{1e3 * ms:.2f}" for ms in check) for check in checks)
+                lines.append(f"| {op} | {first['case']} | {name} | {shown} |")
+    return "\n".join(lines)
+
+
 def duration_table(records: list[dict]) -> str:
     lines = ["| op | check | gate | exit | passed | seconds | phases over 1 s | timing processes (s) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -190,7 +206,8 @@ def table(args: argparse.Namespace) -> int:
     records = [line for line in lines if "meta" not in line]
     repeat, within = repeatability_table(records)
     print("\n".join(f"{m['date']} {m['device']} {m['versions']}: {m['command']}" for m in metas))
-    print("\n" + repeat + f"\n\nevery case within the limit and stable: {within}\n\n" + duration_table(records))
+    print("\n" + repeat + f"\n\nevery case within the limit and stable: {within}\n\n" + process_table(records) + "\n\n"
+          + duration_table(records))
     return 0 if within else 1
 
 
