@@ -16,10 +16,11 @@ CONTRACT = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
 LARGE = REPO / "tests/gpu/contracts/rmsnorm_large.yaml"  # floor ~100 us: far above launch overhead
 HONEST = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
 # When the cheats at the large shape switch: after this many calls of their own module. The candidate's own process
-# calls it about 20 times there (3 dtypes x 5 runs, and 5 stress runs); the timing process, at about 0.1 ms a call,
-# makes up to 300 calls in each of its 5 rounds, spread over its `CODE_COPIES` (4) loaded copies of the candidate,
-# each copy a module with its own counter. Switching at a copy's call 50 (about the timing process's call 200) keeps
-# every correctness run honest and makes the last three rounds, so the median, the cheat's. (At 200 a copy switched
+# calls it about 20 times there (3 dtypes x 5 runs, and 5 stress runs); a timing process, at about 0.1 ms a call,
+# makes up to 300 calls in each of its rounds (3 and 2 of the 5 in the candidate's two timing processes), spread over
+# its `CODE_COPIES` (4) loaded copies of the candidate, each copy a module with its own counter. Switching at a copy's
+# call 50 (about the process's call 200) keeps every correctness run honest and makes each process's rounds after its
+# first, so the median, the cheat's. (At 200 a copy switched
 # only in the third round: the idle cheat was not under the floor, the side-stream one passed, H200 2026-12-01.)
 LARGE_SWITCH = 50
 GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
