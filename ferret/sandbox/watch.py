@@ -80,10 +80,14 @@ class LaunchRecorder:
                 name = str(args[0] if args else kwargs.get("kernel", "kernel"))
             else:
                 name = getattr(fn_self, "__name__", None) or getattr(getattr(fn_self, "fn", None), "__name__", "kernel")
-            recorder.counts[name] += 1
             if recorder.noop:
+                recorder.counts[name] += 1
                 return None
-            return original(fn_self, *args, **kwargs)
+            result = original(fn_self, *args, **kwargs)
+            # Counted once it launched: a launch that raised (and was caught) launched nothing, and must not stand
+            # in for a kernel that ran without a counted launch (`guards.foreign_kernels`).
+            recorder.counts[name] += 1
+            return result
 
         setattr(cls, attr, run)
         self.patched[label] = (cls, run, attr)

@@ -110,6 +110,23 @@ def test_cuda_launches_are_counted_by_kernel_and_can_be_made_no_ops(monkeypatch)
     assert recorder.intact() == ["cuda.Source.launch"]
 
 
+def test_a_launch_that_raised_is_not_counted(monkeypatch):
+    """A launch that raised (and was caught) launched nothing: were it counted, it could stand in for a library's
+    kernel that ran without a counted launch (`guards.foreign_kernels`)."""
+    from ferret.sandbox.watch import LaunchRecorder
+
+    _restore_launchers_after(monkeypatch)
+
+    def failing(self, kernel, *args, **kwargs):
+        raise RuntimeError("CUDA_ERROR_INVALID_VALUE: a grid of zero blocks")
+
+    monkeypatch.setattr(cuda.Source, "launch", failing)
+    recorder = LaunchRecorder()
+    with pytest.raises(RuntimeError):
+        cuda.Source(SCALE).launch("scale", (0,), (32,), [])
+    assert recorder.counts == {}
+
+
 def test_the_backend_answers_whether_tensors_are_aligned_for_vector_loads():
     base = torch.zeros(64, dtype=torch.float32)
     assert cuda.aligned(base, base[4:], to=16) and not cuda.aligned(base, base[1:], to=16)
