@@ -142,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_child(args)))
         return 0
     import torch
+    import triton
 
     result: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                    "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                    "device": torch.cuda.get_device_name(0),
+                    "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]},
                     "command": "python benchmarks/layout_probe.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                     "modes": {}}
     # Modes interleaved process by process: a drift of the GPU's state over the run falls on every mode alike.

@@ -29,6 +29,8 @@ def test_a_one_row_cache_rounded_once_to_bf16_passes_the_kv_cache_tolerance():
     stage = next(s for s in contract.stages if s.name == "kv_cache")
     tolerance = contract.tolerance("bfloat16", "kv_cache", None)
     rounded = compare_stage(golden.to(torch.bfloat16).to(torch.float32), golden, stage, tolerance)
-    assert rounded.rel_l2 is not None and rounded.rel_l2 > 0.00198  # the case the table before rejected
+    # The rounding error of one row is near bf16's unit roundoff itself (0.002015 here, where the table before
+    # allowed 0.00198); 10% below that leaves room for another machine's last bits of the float64 reference.
+    assert rounded.rel_l2 is not None and rounded.rel_l2 > 0.0018
     assert rounded.passed, rounded.reasons
     assert tolerance.rel_l2 is not None and tolerance.rel_l2 >= 2.0 ** -8  # every correctly rounded stage passes
