@@ -91,6 +91,10 @@ _ban(MENTION_RULES, "side_stream_or_thread",
 _ban(MENTION_RULES, "side_stream_or_thread", "a child process escapes the judge's timing and watchdog",
      "os.fork", "os.forkpty", "os.system", "os.popen", "os.spawnl", "os.spawnv", "os.spawnve", "os.spawnlp",
      "os.posix_spawn", "os.posix_spawnp", "os.execv", "os.execve", "os.execl", "os.execvp")
+# CuPy is banned at the import for its raw runtime bindings (persisting_l2, above); its array operations and cuBLAS,
+# cuFFT and cuRAND calls are also the library computing, named wherever they appear (issue 15).
+_ban(MENTION_RULES, "library_call", "CuPy's array operations and its cuBLAS, cuFFT and cuRAND calls run library "
+     "kernels: a CUDA candidate compiles and launches its own kernels through ferret.backends.cuda", "cupy", "cupyx")
 _ban(MENTION_RULES, "cross_call_caching",
      "CUDA graphs record work once and replay it, so later calls need not compute",
      "torch.cuda.graph", "torch.cuda.graphs", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables")

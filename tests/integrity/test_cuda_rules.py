@@ -94,6 +94,13 @@ def test_a_launcher_may_import_the_cuda_backend_and_nothing_else_of_ferrets():
     assert on_the_import("import cupy") != [], "CuPy stays out of reach: the backend compiles and launches"
 
 
+def test_cupys_array_operations_are_library_compute_wherever_they_appear():
+    source = ("import torch\nimport cupy\n\ndef run(inputs, outputs, params, trace=None):\n"
+              "    cupy.multiply(cupy.asarray(inputs['x']), 2, out=cupy.asarray(outputs['y']))\n")
+    named = {(f.cheat, f.line) for f in scan_source(source).findings}
+    assert {("library_call", 2), ("persisting_l2", 2), ("library_call", 5)} <= named, named
+
+
 def test_cudas_math_constants_are_not_the_persisting_l2_runtime_but_its_controls_are():
     prelude = "#include <math_constants.h>"
     assert _scan("    y[i] = -CUDART_INF_F;", prelude=prelude).findings == []
