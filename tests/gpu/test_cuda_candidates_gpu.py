@@ -1,8 +1,9 @@
 """On the GPU: CUDA C++ candidates (issue 15) through the same gate as Triton's. The honest CUDA rmsnorm, softmax and
 MLA pass every part and are timed without a flag; a source NVRTC refuses is a `compile_error` verdict carrying the
 compiler's log; the four MLA simplifications written in CUDA fail at their expected stages; and the adversarial CUDA
-candidates (a kernel launched around the launch counter, a kernel counting its calls in device memory) are rejected
-with their cheat named."""
+candidates (a kernel launched around the launch counter, a kernel counting its calls in device memory, a kernel moved
+to a CuPy stream of its own once timed, the weight multiply done by CuPy's array operations) are rejected with their
+cheat named."""
 
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ def test_a_source_nvrtc_refuses_is_a_compile_error_verdict(contract, tmp_path):
 # --- adversarial CUDA candidates: what CUDA makes newly possible, each rejected with its cheat named -------------
 
 SMALL = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_small.yaml"
+LARGE = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_large.yaml"  # floor ~100 us: far above launch overhead
 
 # A kernel launched by CuPy itself, around `cuda.Source.launch` and so around the launch counter: the candidate's
 # counted kernel writes y into scratch memory, and the uncounted one copies it to y. With every counted launch made a
@@ -124,16 +126,27 @@ def run(inputs, outputs, params, trace=None):
 '''
 
 
-def _small_allowing_cuda(folder: Path) -> Path:
-    """tests/gpu/contracts/rmsnorm_small.yaml (one small GPU case), allowing CUDA, in a project at `folder`."""
-    text = SMALL.read_text().replace("backend:\n  language: triton\n", "backend:\n  language: triton\n  allowed_languages: [cuda]\n")
+def _test_contract_allowing_cuda(source: Path, folder: Path) -> Path:
+    """A contract of tests/gpu/contracts (`source`), allowing CUDA, in a project at `folder`."""
+    text = source.read_text().replace("backend:\n  language: triton\n",
+                                      "backend:\n  language: triton\n  allowed_languages: [cuda]\n")
     text = text.replace("tolerances: ../../../contracts/rmsnorm.tolerances.yaml", "tolerances: rmsnorm.tolerances.yaml")
-    assert "allowed_languages" in text and "tolerances: rmsnorm.tolerances.yaml" in text, "the small contract changed shape"
+    assert "allowed_languages" in text and "tolerances: rmsnorm.tolerances.yaml" in text, f"{source.name} changed shape"
     (folder / "contracts").mkdir(parents=True)
-    (folder / "contracts" / "rmsnorm_small.yaml").write_text(text)
+    (folder / "contracts" / source.name).write_text(text)
     (folder / "contracts" / "rmsnorm.tolerances.yaml").write_text((REPO / "contracts" / "rmsnorm.tolerances.yaml").read_text())
     (folder / "tasks").symlink_to(REPO / "tasks", target_is_directory=True)
-    return folder / "contracts" / "rmsnorm_small.yaml"
+    return folder / "contracts" / source.name
+
+
+def _small_allowing_cuda(folder: Path) -> Path:
+    """tests/gpu/contracts/rmsnorm_small.yaml (one small GPU case), allowing CUDA, in a project at `folder`."""
+    return _test_contract_allowing_cuda(SMALL, folder)
+
+
+def _large_allowing_cuda(folder: Path) -> Path:
+    """tests/gpu/contracts/rmsnorm_large.yaml (one GPU case of about 100 us of HBM traffic), allowing CUDA."""
+    return _test_contract_allowing_cuda(LARGE, folder)
 
 
 def _judged_without_the_scan(contract: Path, candidate: Path):
@@ -149,7 +162,7 @@ def test_a_kernel_launched_around_the_launch_counter_is_library_compute_seen_by_
 
     cheat = tmp_path / "cuda_rmsnorm_uncounted.py"
     cheat.write_text(CUDA_RMSNORM.read_text() + UNCOUNTED)
-    assert {f.cheat for f in scan_file(cheat).findings} >= {"library_call"}  # the scan names the CuPy import
+    assert {f.cheat for f in scan_file(cheat).findings} >= {"library_call"}  # CuPy, and numpy's calls
     verdict = _judged_without_the_scan(_small_allowing_cuda(tmp_path / "project"), cheat)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
@@ -182,3 +195,106 @@ def test_a_kernel_that_counts_its_calls_in_device_memory_is_named_by_the_scan_an
     assert not verdict.passed
     named = {d.cheat for d in verdict.detections if d.source == "timing"}
     assert named & {"warmup_detection", "cross_call_caching"}, verdict.detections
+
+
+# When the side-stream cheat switches: after this many calls of its loaded copy, as the Triton side-stream cheat at
+# the large shape (tests/gpu/test_gpu_timing_guards.py, LARGE_SWITCH). The runner calls it about 20 times (3 dtypes x 5
+# runs, and 5 stress runs); a timing process calls each of its 4 loaded copies (each a module with its own counter) up
+# to 75 times a round, so a copy's call 50 comes inside the process's first round and its later rounds, so its
+# median, are the cheat's.
+SIDE_STREAM_SWITCH = 50
+
+# The honest launcher's `run` becomes `_honest_run`; after _AFTER calls of its loaded copy, the counted launch goes out
+# while a CuPy stream of the candidate's own is torch's current stream, and nothing brings the work back to the
+# caller's stream: the judge's end event waits for none of it.
+SIDE_STREAM = '''
+
+import itertools
+
+import cupy
+
+_CALLS = itertools.count(1)
+_AFTER = {after}
+_SIDE = {{}}
+
+
+def run(inputs, outputs, params, trace=None):
+    if next(_CALLS) <= _AFTER:
+        _honest_run(inputs, outputs, params, trace)
+        return
+    if not _SIDE:
+        _SIDE["cupy"] = cupy.cuda.Stream(non_blocking=True)  # no ordering with the legacy default stream either
+        _SIDE["torch"] = torch.cuda.ExternalStream(_SIDE["cupy"].ptr)
+    with torch.cuda.stream(_SIDE["torch"]):  # Source.launch goes on torch's current stream: now the CuPy one
+        _honest_run(inputs, outputs, params, trace)
+'''
+
+
+def test_a_kernel_moved_to_a_cupy_stream_once_timed_is_named_by_the_scan_and_caught_by_the_wall_clock(tmp_path):
+    """After 50 calls of a loaded copy the counted launch goes on a non-blocking CuPy stream of the candidate's own:
+    the timed events on the judge's stream measure nothing, the wall clock's device-wide synchronize waits for the
+    kernel. At the large shape, as the Triton side-stream test, the hidden ~100 us a call is far above the wall-clock
+    guard's 50 us margin and the host launch time (at the small shape it would not be)."""
+    from ferret.integrity.scan import scan_file
+
+    source = CUDA_RMSNORM.read_text()
+    assert source.count("\ndef run(") == 1, "the CUDA rmsnorm changed shape"
+    cheat = tmp_path / "cuda_rmsnorm_side_stream_when_timed.py"
+    cheat.write_text(source.replace("\ndef run(", "\ndef _honest_run(") + SIDE_STREAM.format(after=SIDE_STREAM_SWITCH))
+    assert "side_stream_or_thread" in {f.cheat for f in scan_file(cheat).findings}  # torch.cuda.stream, ExternalStream
+    verdict = _judged_without_the_scan(_large_allowing_cuda(tmp_path / "project"), cheat)
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
+    assert not verdict.passed and verdict.parts["integrity"].status == "fail"
+    case = verdict.timing.cases[0]
+    assert case.wall_ms > 2 * case.candidate_ms, case
+    assert any(f.startswith("side_stream_or_thread:") for f in case.flags), (case.flags, case.wall_ms, case.host_ms)
+    assert "side_stream_or_thread" in {d.cheat for d in verdict.detections if d.source == "timing"}, verdict.detections
+
+
+# The honest kernel computes the inverse RMS (the trace's pointer, always given) into memory the launcher zeroed, and
+# its y into scratch; y is x * inv_rms * weight by two CuPy multiplies on views of the torch tensors, in float32 as the
+# kernel's, rounded once by torch's copy: right answers, and the weight multiply (all of y) is library compute.
+LIBRARY_WEIGHT = '''
+import os
+import cupy
+
+os.environ["CUPY_CACHE_IN_MEMORY"] = "1"  # CuPy's own compile cache would write outside the candidate's folder
+
+
+def run(inputs, outputs, params, trace=None):
+    x, weight, y = inputs["x"], inputs["weight"], outputs["y"]
+    m, n = x.shape
+    inv_rms = torch.zeros(m, dtype=torch.float32, device=x.device)  # with the counted launch a no-op, y is 0
+    scratch = torch.empty_like(y)
+    if m:
+        KERNELS.launch(KERNEL_FOR[x.dtype], grid=(m,), block=(THREADS,),
+                       args=(x, weight, scratch, inv_rms, cuda.i32(n), cuda.i64(x.stride(0)),
+                             cuda.i64(scratch.stride(0)), cuda.f32(params["eps"])))
+    if y.numel():
+        y32 = torch.empty(y.shape, dtype=torch.float32, device=y.device)
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            out = cupy.asarray(y32)
+            cupy.multiply(cupy.asarray(x.float()), cupy.asarray(inv_rms)[:, None], out=out)
+            cupy.multiply(out, cupy.asarray(weight.float()), out=out)
+        y.copy_(y32)
+    if trace is not None:
+        trace["inv_rms"] = inv_rms
+'''
+
+
+def test_a_weight_multiply_by_cupy_array_operations_is_library_compute_seen_by_the_profiler(tmp_path):
+    """y is computed by CuPy's elementwise kernels on the torch tensors' memory, beside a counted launch of the
+    candidate's own kernel: the runner sees nothing (answers right, no ATen compute, y changes when launches are
+    no-ops), but the timer's profiler sees kernels that no counted launch accounts for and that are not torch's own.
+    The scan names the CuPy import and each `cupy.` array operation library_call; the verdict here is the runtime's."""
+    from ferret.integrity.scan import scan_file
+
+    cheat = tmp_path / "cuda_rmsnorm_cupy_weight.py"
+    cheat.write_text(CUDA_RMSNORM.read_text() + LIBRARY_WEIGHT)
+    named = [f.code for f in scan_file(cheat).findings if f.cheat == "library_call"]
+    assert any("cupy.multiply" in code for code in named), named
+    verdict = _judged_without_the_scan(_small_allowing_cuda(tmp_path / "project"), cheat)
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism")), verdict.parts
+    assert not verdict.passed and verdict.parts["integrity"].status == "fail"
+    flagged = [d.evidence for d in verdict.detections if d.cheat == "library_call" and d.source == "timing"]
+    assert flagged and all(flagged), verdict.detections
