@@ -39,6 +39,7 @@ from safetensors.torch import load_file, save_file
 
 from ferret import wire
 from ferret.bench import guards
+from ferret.bench.warmup_turn import WarmUpTurn
 from ferret.sandbox import audit
 from ferret.sandbox.runner import fresh_outputs as runner_outputs
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
@@ -626,8 +627,10 @@ def load_implementations(job: wire.TimingJob) -> dict[str, list[Callable[..., An
 
 
 def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness: HarnessGuard,
-              sandbox: audit.Sandbox | None = None) -> list[wire.TimingCaseResult]:
-    """Every case's rounds and checks, each step when the judge says go."""
+              sandbox: audit.Sandbox | None = None, warmed: Callable[[], None] = lambda: None
+              ) -> list[wire.TimingCaseResult]:
+    """Every case's rounds and checks, each step when the judge says go; `warmed` is called once every case is
+    warmed up, before the first step (a reference timer gives back its `WarmUpTurn` there)."""
     steps = Steps(Path(job.result).parent)
     probe = (guards.interference_probe(clock.flush_buffer, warm=lambda: clock.spin(1.0))
              if clock.on_gpu and job.role == wire.REFERENCE_TIMER else None)
@@ -640,6 +643,7 @@ def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness:
             _timed(state.result.seconds, "profiler_start", lambda: device_us_per_kernel(clock.sync, clock, 1))
         if number == 0:
             _timed(state.result.seconds, "warm_ahead", lambda: warm_up_ahead(job, implementations, clock))
+            warmed()
         for r in range(job.repeats):
             step = f"{number} {r}"
             steps.ready(step)
@@ -671,14 +675,23 @@ def main(job_path: str) -> int:
     if job.role == wire.CANDIDATE_TIMER:
         audit.load_language_runtime(Path(job.source), on_gpu)
     sandbox = audit.install_if_asked(Path(job.result).parent) if job.role == wire.CANDIDATE_TIMER else None
+    # Reference timers load, compile and warm up one at a time (ferret/bench/warmup_turn.py says why).
+    turn = WarmUpTurn.for_compile_cache() if job.role == wire.REFERENCE_TIMER else WarmUpTurn(None)
+    waiting = time.perf_counter()
+    turn.take()
+    turn_seconds = round(time.perf_counter() - waiting, 4)
     loading = time.perf_counter()
     implementations = load_implementations(job)
     load_seconds = round(time.perf_counter() - loading, 4)
     device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu (guard rehearsal: times are not speedups)"
     clock = Clock(on_gpu, guards.l2_bytes_of(job.device))
-    results = run_steps(job, implementations, clock, harness, sandbox)
+    try:
+        results = run_steps(job, implementations, clock, harness, sandbox, warmed=turn.give_back)
+    finally:
+        turn.give_back()
     if results:
         results[0].seconds["load"] = load_seconds  # loading the implementations: once, told with the first case
+        results[0].seconds["warm_up_turn"] = turn_seconds  # waiting for the other reference timers to warm up
     folder = Path(job.result).parent
     Path(job.result).write_text(json.dumps(asdict(wire.TimingResults(device=device_name, cases=results))))
     (folder / wire.DONE_FILE).write_text("ok")
