@@ -204,15 +204,42 @@ REFERENCE_PROCESSES = 3
 CANDIDATE_PROCESSES = 2
 
 
-def reference_processes(repeats: int, device: str) -> int:
-    """The reference processes of a check: one on the CPU rehearsal (times there are no speedups), at most one per
-    round on the GPU."""
-    return min(REFERENCE_PROCESSES, repeats) if device == "cuda" else 1
+# The offset is a few microseconds at most, so it matters only to short cases: the MLA checks' per-process medians
+# agreed within 0.3% (eager, torch.compile, 300-1100 us) and 2.5% (the candidate, 100 us) over 3 reference and 2
+# candidate processes, and within 1.8% over three checks with one process of each (H200, 2026-12-01, sessions 4 and
+# 6), while five timing processes made the MLA warm check 75-84 s instead of 52-57 s (issue 11 §4: at most 60 s).
+# So a check has several processes per role only when one of its speed cases is short: a roofline floor under this.
+SHORT_CASE_FLOOR_MS = 0.005
 
 
-def candidate_processes(repeats: int, device: str) -> int:
-    """The candidate's timing processes of a check: one on the CPU rehearsal, at most one per round on the GPU."""
-    return min(CANDIDATE_PROCESSES, repeats) if device == "cuda" else 1
+def has_a_short_case(floors_ms: list[float] | None) -> bool:
+    """Whether any speed case's floor is under SHORT_CASE_FLOOR_MS; True when the floors are unknown (a GPU without
+    datasheet peaks), so that an unknown case gets the careful count."""
+    return floors_ms is None or any(floor < SHORT_CASE_FLOOR_MS for floor in floors_ms)
+
+
+def reference_processes(repeats: int, device: str, floors_ms: list[float] | None = None) -> int:
+    """The reference processes of a check: one on the CPU rehearsal (times there are no speedups); on the GPU,
+    REFERENCE_PROCESSES when a speed case is short (`has_a_short_case`), else one; at most one per round."""
+    if device != "cuda":
+        return 1
+    return min(REFERENCE_PROCESSES if has_a_short_case(floors_ms) else 1, repeats)
+
+
+def candidate_processes(repeats: int, device: str, floors_ms: list[float] | None = None) -> int:
+    """The candidate's timing processes of a check: one on the CPU rehearsal; on the GPU, CANDIDATE_PROCESSES when a
+    speed case is short, else one; at most one per round."""
+    if device != "cuda":
+        return 1
+    return min(CANDIDATE_PROCESSES if has_a_short_case(floors_ms) else 1, repeats)
+
+
+def _floors_ms(cases: list[_Case], device: str) -> list[float] | None:
+    """Each timed case's roofline floor on the GPU the judge sees; None when it has no datasheet peaks."""
+    peaks = _peaks_seen_by_judge(device)
+    if peaks is None:
+        return None
+    return [guards.floor_ms(case.roofline.bytes, case.roofline.flops, peaks) for case in cases]
 
 
 def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: list[_Case], compare_compiled: bool,
@@ -225,13 +252,14 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
     contract = task.contract
     repeats = contract.speed.repeats
     hidden = hidden_from_candidates(gate, task.project_root)
-    shares = rounds_in_turn(repeats, candidate_processes(repeats, device))
+    floors = _floors_ms(cases, device) if device == "cuda" else None
+    shares = rounds_in_turn(repeats, candidate_processes(repeats, device, floors))
     folders = [workdir / wire.CANDIDATE_TIMER / str(index) for index in range(len(shares))]
     timers = [_candidate_timer(task, candidate, folder, cases, device, len(rounds),
                                [*hidden, workdir / wire.REFERENCE_TIMER, *(f for f in folders if f != folder)])
               for folder, rounds in zip(folders, shares, strict=True)]
     files: dict[Path, str] = {}
-    for index, rounds in enumerate(rounds_in_turn(repeats, reference_processes(repeats, device))):
+    for index, rounds in enumerate(rounds_in_turn(repeats, reference_processes(repeats, device, floors))):
         timer, copies = _reference_timer(task, gate, workdir / wire.REFERENCE_TIMER / str(index), cases, device,
                                          len(rounds), compare_compiled)
         timers.append(timer)

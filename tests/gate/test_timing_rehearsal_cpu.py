@@ -243,11 +243,11 @@ def run(inputs, outputs, params, trace=None):
 
 @pytest.fixture()
 def two_of_each(monkeypatch):
-    """Two candidate timers and two reference timers, as on the GPU (where there are 2 and 3)."""
+    """Two candidate timers and two reference timers, as on the GPU for a short case (where there are 2 and 3)."""
     from ferret.gate import timing
 
-    monkeypatch.setattr(timing, "candidate_processes", lambda repeats, device: 2)
-    monkeypatch.setattr(timing, "reference_processes", lambda repeats, device: 2)
+    monkeypatch.setattr(timing, "candidate_processes", lambda repeats, device, floors_ms=None: 2)
+    monkeypatch.setattr(timing, "reference_processes", lambda repeats, device, floors_ms=None: 2)
 
 
 def test_two_candidate_and_two_reference_processes_rehearse_clean(rehearse, two_of_each):
