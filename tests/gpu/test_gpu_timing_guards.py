@@ -93,9 +93,13 @@ def test_candidate_that_stops_working_once_timed_is_under_the_floor(tmp_path):
     assert "impossible_speed" in {d.cheat for d in verdict.detections}
 
 
-def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_clock(tmp_path):
-    """cheats.md 13 at run time: the end event does not wait for the side stream; the synchronized wall
-    time does. (The floor may name it too.)"""
+def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_clock_or_the_floor(tmp_path):
+    """cheats.md 13 at run time: the end event does not wait for the side stream; the synchronized wall time does,
+    and the events' time falls under the floor. Which of the two names it depends on the host: the wall-clock guard
+    names hidden work only above 1.5x the call's host launch time, and here the honest launch took 83 us on the host
+    against ~100 us of GPU work, so the hidden work sat under it (wall 114 us; the floor named it: events 30.7 us
+    against a 97.9 us floor; H200, 2026-12-01, session 6 call 3). The CUDA side-stream candidate
+    (tests/gpu/test_cuda_candidates_gpu.py) is named by the wall clock."""
     from ferret.gate.judge import check
 
     path = write_cheat(tmp_path / "rmsnorm_side_stream_when_timed.py", SIDE_STREAM, after=LARGE_SWITCH)
@@ -104,7 +108,8 @@ def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
     case = verdict.timing.cases[0]
     assert case.wall_ms > 2 * case.candidate_ms, case
-    assert any(f.startswith("side_stream_or_thread:") for f in case.flags), (case.flags, case.wall_ms, case.host_ms)
+    named = {f.partition(":")[0] for f in case.flags}
+    assert named & {"side_stream_or_thread", "impossible_speed"}, (case.flags, case.wall_ms, case.host_ms)
 
 
 def test_honest_candidate_at_the_large_shape_is_timed_without_a_flag():
