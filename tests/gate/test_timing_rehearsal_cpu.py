@@ -262,3 +262,20 @@ def test_a_candidate_that_cheats_in_one_of_its_timing_processes_is_caught_by_tha
     result = rehearse("second_timer_only", IN_THE_SECOND_TIMER_ONLY)
     flags = result.cases[0].flags
     assert any(f.startswith("warmup_detection: the answer a timed call left in output slot") for f in flags), flags
+
+
+@pytest.mark.parametrize("short_floor_ms,expected", [(1.0, (2, 3)), (0.0, (1, 1))])
+def test_on_the_gpu_a_check_gets_several_timing_processes_per_role_only_for_a_short_case(
+        rehearse, tmp_path, monkeypatch, short_floor_ms, expected):
+    """The judge's wiring (`_make_timers`, no process started): the floors of the drawn cases on the GPU's datasheet
+    peaks decide how many timing processes each role gets. The rehearsal's case is short (a floor of nanoseconds);
+    with the threshold at 0 no case is short."""
+    from ferret import wire
+    from ferret.gate import timing
+
+    monkeypatch.setattr(timing, "_peaks_seen_by_judge", lambda device: H200)
+    monkeypatch.setattr(timing, "SHORT_CASE_FLOOR_MS", short_floor_ms)
+    cases = timing._prepare_cases(rehearse.task, rehearse.manifest, rehearse.gate, tmp_path, "cpu")
+    timers, _ = timing._make_timers(rehearse.task, rehearse.gate, HONEST, tmp_path, cases, True, "cuda")
+    roles = [t.role for t in timers]
+    assert (roles.count(wire.CANDIDATE_TIMER), roles.count(wire.REFERENCE_TIMER)) == expected
