@@ -1,9 +1,10 @@
 """On the GPU: CUDA C++ candidates (issue 15) through the same gate as Triton's. The honest CUDA rmsnorm, softmax and
 MLA pass every part and are timed without a flag; a source NVRTC refuses is a `compile_error` verdict carrying the
 compiler's log; the four MLA simplifications written in CUDA fail at their expected stages; and the adversarial CUDA
-candidates (a kernel launched around the launch counter, a kernel counting its calls in device memory, a kernel moved
-to a CuPy stream of its own once timed, the weight multiply done by CuPy's array operations) are rejected with their
-cheat named."""
+candidates (a kernel launched around the launch counter, a kernel counting its calls in device memory, a kernel reading
+`%globaltimer` to skip work in timing loops, a kernel taking its rows from a device-memory ticket never reset, a kernel
+moved to a CuPy stream of its own once timed, the weight multiply done by CuPy's array operations) are rejected with
+their cheat named."""
 
 from __future__ import annotations
 
@@ -196,6 +197,137 @@ def test_a_kernel_that_counts_its_calls_in_device_memory_is_named_by_the_scan_an
     named = {d.cheat for d in verdict.detections if d.source == "timing"}
     assert named & {"warmup_detection", "cross_call_caching"}, verdict.detections
 
+
+
+# The clock cheat's gap and launch count. The gap runs from the end of a loaded copy's previous launch (its last block
+# to finish) to a block of this one. In a timing round the timer calls each of its 4 copies every 4th call, each call
+# behind an L2 flush (~75 us on the H200: benchmarks/results/2026-11-29-h200-timing-probe/) and a spin that tops the
+# flush up to 1.5x the call's host launch time (`spin_before_call_ms`: ~0 for a ~40 us launch), so ~0.35 ms between a
+# copy's calls; in the wall-clock loop, 4 host launches apart (~0.15 ms); the first call of a round, after the judge's
+# wait, is ms to s apart. 1 ms separates those. The gap alone cannot spare the runner: its stress run calls back to
+# back with only an on-device compare and a synchronize between (~0.1 ms, closer than the timer's calls of one copy),
+# so the kernel also waits for 50 launches of its copy (the runner makes 17 at this contract: 3 dtypes x (3
+# determinism runs + the traced run), and 5 stress runs; the timer up to 75 per copy a round).
+CLOCK_GAP_NS = 1_000_000
+CLOCK_AFTER_LAUNCHES = 50
+
+# Before the row function: the state the last block of each launch leaves for the next launch of this loaded module,
+# and the clock read through inline PTX.
+CLOCK_STATE = """\
+// When this module's previous launch ended (%globaltimer, ns), its launches so far, the blocks of this one ended.
+__device__ unsigned long long last_launch_ns;
+__device__ unsigned int launches, blocks_done;
+
+__device__ __forceinline__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+"""
+# After the block's sum of squares: whether this launch is inside a timing loop. Every block reads the state the
+# previous launch left (it changes only once every block of this launch has read it), so a launch is lazy whole.
+CLOCK_DECISION = f"""\
+    __shared__ bool lazy;
+    if (threadIdx.x == 0) lazy = launches >= {CLOCK_AFTER_LAUNCHES}u && now_ns() - last_launch_ns < {CLOCK_GAP_NS}ull;
+    __syncthreads();
+"""
+# After the row is written: the launch's last block to end records the time and counts the launch.
+CLOCK_BOOKKEEPING = """\
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(&blocks_done, 1u) == gridDim.x - 1) {  // the last block: every block has read the state
+            last_launch_ns = now_ns();
+            launches += 1;
+            blocks_done = 0;
+        }
+    }
+}
+
+extern "C" __global__ void rmsnorm_f32("""
+
+
+def clock_reading_source(honest: str) -> str:
+    """The CUDA rmsnorm that skips the weight multiply when called back to back (a timing loop), by `%globaltimer`."""
+    cheat = honest.replace("template <typename T>\n__device__ void rmsnorm_row(",
+                           CLOCK_STATE + "template <typename T>\n__device__ void rmsnorm_row(", 1)
+    cheat = cheat.replace("    const float scale = partial[0];\n", "    const float scale = partial[0];\n" + CLOCK_DECISION, 1)
+    cheat = cheat.replace("to_float(x_row[col]) * scale * to_float(weight[col])",
+                          "to_float(x_row[col]) * scale * (lazy ? 1.0f : to_float(weight[col]))", 1)
+    cheat = cheat.replace('    }\n}\n\nextern "C" __global__ void rmsnorm_f32(', CLOCK_BOOKKEEPING, 1)
+    assert cheat.count("lazy") == 3 and cheat.count("now_ns()") == 3, "the CUDA rmsnorm changed shape"
+    return cheat
+
+
+def test_a_kernel_that_reads_the_clock_to_skip_work_when_timed_is_named_by_the_scan_and_caught_by_its_answers(tmp_path):
+    """A kernel reads `%globaltimer` (inline PTX) and, from its copy's 50th launch on, skips the weight multiply when
+    called within 1 ms of its previous launch: the runner's 17 calls are honest, the timer's rounds and wall-clock
+    loop are not. The scan names the clock read and the device state; without the scan, the answers the timed calls
+    left fail the judge's check (and the replay's synchronous calls, ms apart, are likely honest and disagree)."""
+    from ferret.contract.task import Task
+    from ferret.integrity.scan import scan_file
+
+    cheat = tmp_path / "cuda_rmsnorm_globaltimer.py"
+    cheat.write_text(clock_reading_source(CUDA_RMSNORM.read_text()))
+    findings = scan_file(cheat).findings
+    assert {"warmup_detection", "cross_call_caching"} <= {f.cheat for f in findings}, findings
+    assert any("%%globaltimer" in f.code for f in findings if f.cheat == "warmup_detection"), findings
+    contract = _small_allowing_cuda(tmp_path / "project")
+    task = Task.load(contract).contract  # the runner's launches, at most: every gate variant's runs, and the stress run
+    budgets = task.budgets
+    most = len(task.cases_for("gpu")) * len(task.dtypes) * (budgets.determinism_repeats + 1) + budgets.stress_iterations
+    assert most < CLOCK_AFTER_LAUNCHES, most  # so every call the runner makes is honest
+    verdict = _judged_without_the_scan(contract, cheat)
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism", "stress")), verdict.parts
+    assert not verdict.passed and verdict.parts["integrity"].status == "fail"
+    named = {d.cheat for d in verdict.detections if d.source == "timing"}
+    assert named & {"warmup_detection", "cross_call_caching"}, verdict.detections
+
+
+# Rows from a work queue in device memory: each block takes the next ticket (`atomicAdd`), the row it computes, and
+# nothing resets the queue's head between launches. Modulo the grid every launch would still take every row once (m
+# consecutive tickets cover every residue of m): the unwrapped ticket is the cheat. A loaded module's first launch
+# computes every row; every later one finds the queue empty and writes nothing, so each output keeps what it held: a
+# harness timing repeated calls into one buffer sees the first answer, right, at the cost of an empty launch.
+TICKET_STATE = "__device__ unsigned int next_row;  // the queue's head: the next row a block takes, never reset\n\n"
+TICKET_ROW = """\
+    __shared__ unsigned int ticket;
+    if (threadIdx.x == 0) ticket = atomicAdd(&next_row, 1u);  // rows taken in the order blocks start
+    __syncthreads();
+    if (ticket >= gridDim.x) return;  // every row taken: nothing left to do
+    const long long row = ticket;
+"""
+
+
+def ticket_source(honest: str) -> str:
+    """The CUDA rmsnorm whose blocks take their rows from a `__device__` ticket counter never reset."""
+    cheat = honest.replace("template <typename T>\n__device__ void rmsnorm_row(",
+                           TICKET_STATE + "template <typename T>\n__device__ void rmsnorm_row(", 1)
+    cheat = cheat.replace("    const long long row = blockIdx.x;\n", TICKET_ROW, 1)
+    assert cheat.count("next_row") == 2 and "blockIdx" not in cheat, "the CUDA rmsnorm changed shape"
+    return cheat
+
+
+def test_a_kernel_taking_its_rows_from_a_ticket_never_reset_is_named_by_the_scan_and_caught_by_its_repeats(tmp_path):
+    """Blocks take their rows from an `atomicAdd` ticket in `__device__` memory that no launch resets: only the
+    runner's first launch computes anything, later ones leave y as the judge filled it (NaN). The scan names the
+    device state; without the scan, the runner's repeated calls on the same inputs differ from its first (the
+    determinism part), and every later variant's answer is the judge's NaN poison."""
+    from ferret.integrity.scan import scan_file
+
+    cheat = tmp_path / "cuda_rmsnorm_ticket.py"
+    cheat.write_text(ticket_source(CUDA_RMSNORM.read_text()))
+    findings = scan_file(cheat).findings
+    assert any(f.cheat == "cross_call_caching" and "next_row" in f.code for f in findings), findings
+    verdict = _judged_without_the_scan(_small_allowing_cuda(tmp_path / "project"), cheat)
+    assert not verdict.passed and verdict.parts["determinism"].status == "fail", verdict.parts
+    right_once = [r.id for r in verdict.variants if any(s.stage == "y" and s.passed for s in r.stages)]
+    assert len(right_once) <= 1, right_once  # at most the variant whose first call was the module's first launch
+    repeated = [d.evidence for d in verdict.detections if d.cheat == "warmup_detection" and d.source == "outputs"]
+    assert any("call 2 against call 1" in evidence for evidence in repeated), verdict.detections
+    assert "unwritten_output" in {d.cheat for d in verdict.detections if d.source == "outputs"}, verdict.detections
 
 # When the side-stream cheat switches: after this many calls of its loaded copy, as the Triton side-stream cheat at
 # the large shape (tests/gpu/test_gpu_timing_guards.py, LARGE_SWITCH). The runner calls it about 20 times (3 dtypes x 5
