@@ -3,7 +3,8 @@
     TRITON_INTERPRET=1 python benchmarks/paged_fresh_sweep.py DRAWS SECONDS
 
 DRAWS times the judge's own fresh plan (OS-random seeds; no new draw after SECONDS), every stage of every case
-compared with the contract's tolerance: one JSON line per failing stage, then the number of cases and each
+compared with the contract's tolerance: one JSON line per failing stage (with the case's seed, to draw it again with
+`draw_inputs(contract, case, dtype, seed)`), then the number of cases and each
 stage's largest rel_l2 / limit. A benchmark, not a test: the draws are random.
 """
 import json
@@ -37,7 +38,8 @@ def main(draws: int, seconds: float) -> None:
                 m = compare_stage(got.get(stage.name), variant.golden[stage.name].cpu(), stage, tol)
                 worst[stage.name] = max(worst.get(stage.name, 0.0), (m.rel_l2 or 0.0) / (tol.rel_l2 or 1.0))
                 if not m.passed:
-                    print(json.dumps({"draw": draw, "id": variant.id, "dims": variant.case.dims, "stage": stage.name,
+                    print(json.dumps({"draw": draw, "id": variant.id, "seed": variant.seed, "dims": variant.case.dims,
+                                      "stage": stage.name,
                                       "reasons": m.reasons, "rel_l2": m.rel_l2}), flush=True)
         if time.time() - started > seconds:
             break
