@@ -218,20 +218,22 @@ def has_a_short_case(floors_ms: list[float] | None) -> bool:
     return floors_ms is None or any(floor < SHORT_CASE_FLOOR_MS for floor in floors_ms)
 
 
-def reference_processes(repeats: int, device: str, floors_ms: list[float] | None = None) -> int:
-    """The reference processes of a check: one on the CPU rehearsal (times there are no speedups); on the GPU,
-    REFERENCE_PROCESSES when a speed case is short (`has_a_short_case`), else one; at most one per round."""
+def _processes(for_short: int, repeats: int, device: str, floors_ms: list[float] | None) -> int:
+    """One timing process on the CPU rehearsal (times there are no speedups); on the GPU `for_short` when a speed
+    case is short (`has_a_short_case`), else one; at most one per round."""
     if device != "cuda":
         return 1
-    return min(REFERENCE_PROCESSES if has_a_short_case(floors_ms) else 1, repeats)
+    return min(for_short if has_a_short_case(floors_ms) else 1, repeats)
+
+
+def reference_processes(repeats: int, device: str, floors_ms: list[float] | None = None) -> int:
+    """The reference processes of a check (REFERENCE_PROCESSES for a short case)."""
+    return _processes(REFERENCE_PROCESSES, repeats, device, floors_ms)
 
 
 def candidate_processes(repeats: int, device: str, floors_ms: list[float] | None = None) -> int:
-    """The candidate's timing processes of a check: one on the CPU rehearsal; on the GPU, CANDIDATE_PROCESSES when a
-    speed case is short, else one; at most one per round."""
-    if device != "cuda":
-        return 1
-    return min(CANDIDATE_PROCESSES if has_a_short_case(floors_ms) else 1, repeats)
+    """The candidate's timing processes of a check (CANDIDATE_PROCESSES for a short case)."""
+    return _processes(CANDIDATE_PROCESSES, repeats, device, floors_ms)
 
 
 def _floors_ms(cases: list[_Case], device: str) -> list[float] | None:
@@ -252,7 +254,7 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
     contract = task.contract
     repeats = contract.speed.repeats
     hidden = hidden_from_candidates(gate, task.project_root)
-    floors = _floors_ms(cases, device) if device == "cuda" else None
+    floors = _floors_ms(cases, device)  # None on the CPU: no datasheet peaks there
     shares = rounds_in_turn(repeats, candidate_processes(repeats, device, floors))
     folders = [workdir / wire.CANDIDATE_TIMER / str(index) for index in range(len(shares))]
     timers = [_candidate_timer(task, candidate, folder, cases, device, len(rounds),
