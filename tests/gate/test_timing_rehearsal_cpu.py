@@ -52,6 +52,17 @@ def test_honest_candidate_rehearses_clean_and_every_timed_answer_is_checked(rehe
     assert case.process_seconds["reference:warm_up"] > 0
 
 
+def test_the_reference_timer_warms_up_in_its_turn_and_marks_the_compile_cache_warm(rehearse):
+    """The real timing process takes its warm-up turn (ferret/bench/warmup_turn.py) in the gate's compile cache and,
+    once warmed up, leaves the mark that lets later reference timers warm up side by side."""
+    cache = rehearse.gate.parent / ".cache" / "inductor"
+    for mark in cache.glob("warmed-*"):
+        mark.unlink()
+    case = rehearse("honest", None).cases[0]
+    assert len(list(cache.glob("warmed-*"))) == 1, sorted(p.name for p in cache.iterdir())
+    assert "reference:warm_up_turn" in case.process_seconds
+
+
 def test_a_candidate_that_leaves_old_answers_is_named_twice(rehearse):
     result = rehearse("lazy", LAZY)
     cheats = {d.cheat for d in result.detections}

@@ -329,6 +329,7 @@ def test_a_kernel_taking_its_rows_from_a_ticket_never_reset_is_named_by_the_scan
     assert any("call 2 against call 1" in evidence for evidence in repeated), verdict.detections
     assert "unwritten_output" in {d.cheat for d in verdict.detections if d.source == "outputs"}, verdict.detections
 
+
 # When the side-stream cheat switches: after this many calls of its loaded copy, as the Triton side-stream cheat at
 # the large shape (tests/gpu/test_gpu_timing_guards.py, LARGE_SWITCH). The runner calls it about 20 times (3 dtypes x 5
 # runs, and 5 stress runs); a timing process calls each of its 4 loaded copies (each a module with its own counter) up
