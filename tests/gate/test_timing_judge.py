@@ -171,10 +171,11 @@ def test_the_candidate_is_the_mean_over_its_timing_processes_and_every_processs_
 
 
 @pytest.mark.parametrize("floors_ms,device,repeats,expected", [
-    ([0.0004, 0.056], "cuda", 5, (3, 2)),   # rope: decode's floor is 0.4 us, a short case
+    ([0.0004, 0.056], "cuda", 5, (5, 2)),   # rope: decode's floor is 0.4 us, a short case
     ([0.0118, 0.040, 0.034], "cuda", 5, (1, 1)),  # MLA: every floor over 5 us
-    (None, "cuda", 5, (3, 2)),              # a GPU without datasheet peaks: the floors are unknown
+    (None, "cuda", 5, (5, 2)),              # a GPU without datasheet peaks: the floors are unknown
     ([0.0004], "cuda", 2, (2, 2)),          # at most one process per round
+    ([0.0004], "cuda", 3, (3, 2)),
     ([0.0004], "cpu", 5, (1, 1)),           # the CPU rehearsal: one of each
 ])
 def test_several_timing_processes_per_role_only_when_a_speed_case_is_short(floors_ms, device, repeats, expected):
