@@ -10,6 +10,7 @@ stopped, or a process it left outside its group, is what the reference timers' i
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferret import wire
+from ferret.gate.sm_clock import RoundClocks
 from ferret.sandbox.launch import ProcessOutcome, run_isolated
 
 
@@ -94,10 +96,13 @@ def start_timer(timer: TimerProcess, timeout_s: float, memory_mb: int, deadline:
     timer.thread.start()
 
 
-def _wait_for(timer: TimerProcess, name: str, step: str, poll_s: float) -> None:
+def _wait_for(timer: TimerProcess, name: str, step: str, poll_s: float,
+              on_poll: Callable[[], None] | None = None) -> None:
     while timer.read(name) != step:
         if not timer.running:
             raise TimerFailed(timer, step)
+        if on_poll is not None:
+            on_poll()
         time.sleep(poll_s)
 
 
@@ -108,7 +113,7 @@ def rounds_in_turn(repeats: int, processes: int) -> list[list[int]]:
 
 
 def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Callable[[int, str], None] | None = None,
-            poll_s: float = 0.002) -> dict[str, float]:
+            poll_s: float = 0.002, clocks: RoundClocks | None = None) -> dict[str, float]:
     """Drive every step of every process, one process at a time; raises TimerFailed when one ends early.
     `timers` holds the candidate's timers and the reference timers (told apart by role). Each round is one
     candidate timer's and one reference timer's: the processes of a role take the rounds in turn
@@ -118,7 +123,8 @@ def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Calla
 
     Returns where the processes' time went, on the judge's clock: `setup` (waiting until the processes are ready
     for a step: starting, loading the pools, warming up, torch.compile of the baseline), `rounds` (the timed
-    rounds) and `post` (the checks after each case's rounds)."""
+    rounds) and `post` (the checks after each case's rounds). With `clocks`, the GPU's SM clock is read at every poll
+    while a process works on a round (`ferret.gate.sm_clock`)."""
     candidates = [t for t in timers if t.role == wire.CANDIDATE_TIMER]
     references = [t for t in timers if t.role != wire.CANDIDATE_TIMER]
     seconds = {"setup": 0.0, "rounds": 0.0, "post": 0.0}
@@ -135,17 +141,29 @@ def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Calla
                 on_step(case, str(round_number))
             pair = [(group[round_number % len(group)], f"{case} {round_number // len(group)}")
                     for group in (candidates, references)]
-            _step(pair if round_number % 2 else pair[::-1], timers, seconds, "rounds", poll_s)
+            sampled = functools.partial(_clock_round, clocks, case, round_number) if clocks is not None else None
+            _step(pair if round_number % 2 else pair[::-1], timers, seconds, "rounds", poll_s, sampled)
         if on_step is not None:
             on_step(case, "post")
         _step([(timer, f"{case} post") for timer in timers], timers, seconds, "post", poll_s)
     return {name: round(value, 3) for name, value in seconds.items()}
 
 
+def _clock_round(clocks: RoundClocks, case: int, round_number: int, timer: TimerProcess) -> Callable[[], None]:
+    """A poll hook that reads the SM clock while `timer` works on the round, and files the readings when done."""
+    samples: list[int | None] = []
+
+    def poll() -> None:
+        samples.append(clocks.read())
+        clocks.add(case, timer.role, round_number, samples)
+
+    return poll
+
+
 def _step(order: list[tuple[TimerProcess, str]], timers: list[TimerProcess], seconds: dict[str, float], part: str,
-          poll_s: float) -> None:
+          poll_s: float, sampled: Callable[[TimerProcess], Callable[[], None]] | None = None) -> None:
     """Each (process, its step) in `order`, one at a time, once all of them are ready; every candidate's timer but
-    the working one stopped (SIGSTOP, its whole group) meanwhile."""
+    the working one stopped (SIGSTOP, its whole group) meanwhile. `sampled(timer)`: a hook polled while it works."""
     started = time.perf_counter()
     for timer, step in order:
         _wait_for(timer, wire.READY_FILE, step, poll_s)
@@ -157,7 +175,7 @@ def _step(order: list[tuple[TimerProcess, str]], timers: list[TimerProcess], sec
             other.signal_group(signal.SIGSTOP)
         try:
             timer.say_go(step)
-            _wait_for(timer, wire.FINISHED_FILE, step, poll_s)
+            _wait_for(timer, wire.FINISHED_FILE, step, poll_s, sampled(timer) if sampled is not None else None)
         finally:
             for other in others:
                 other.signal_group(signal.SIGCONT)

@@ -172,6 +172,10 @@ class CaseTiming(BaseModel):
         default={}, description="Per implementation and round, the fraction of its event-timed calls dropped as late: "
         "their launches were not all queued before their start event ran, so the events measured the host. A round "
         "with more than half late is measured by the host and makes the case unstable.")
+    sm_clock_mhz: dict[str, list[list[int]]] = Field(
+        default={}, description="The GPU's SM clock (NVML, MHz) the judge read at every poll while each round ran, "
+        "per role (candidate, reference) and round: [lowest, highest]. A round at other clocks than the rest shows "
+        "why it reads apart; it informs and never decides a verdict. Empty without NVML.")
     compile_error: str | None = None
     wall_ms: float | None = None
     floor_ms: float | None = Field(

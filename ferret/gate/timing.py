@@ -40,6 +40,7 @@ from ferret.gate.interleave import (
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.lock import project_module_files
 from ferret.gate.models import CaseTiming, Detection, GateManifest, RooflineWork, TimingResult
+from ferret.gate.sm_clock import RoundClocks
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.launch import candidate_environment
 
@@ -116,14 +117,15 @@ def finish_timing(task: Task, started: StartedTiming, progress: ProgressLike = N
     """Conduct the started processes' interleaved rounds and judge what they send back; stops them and deletes
     their folder in every case."""
     try:
-        raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress))
+        clocks = RoundClocks.of_torch_gpu() if device == "cuda" else None  # None without NVML
+        raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress), clocks)
         if isinstance(raw, str):
             return TimingResult(measured=False, reason=raw)
         changed = [str(f.relative_to(started.workdir)) for f, digest in started.reference_files.items()
                    if _sha256(f) != digest]
         if changed:
             return TimingResult(measured=False, reason=f"the reference timer's files were changed while it ran: {changed}")
-        result = _judge_timings(task, started.cases, raw[0], raw[1], device)
+        result = _judge_timings(task, started.cases, raw[0], raw[1], device, clocks)
         result.process_seconds = raw[2]
         return result
     finally:
@@ -362,10 +364,12 @@ def _compile_cache(gate: Path) -> Path:
     return folder
 
 
-def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter
+def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter,
+                clocks: RoundClocks | None = None
                 ) -> tuple[list[wire.TimingResults], list[wire.TimingResults], dict[str, float]] | str:
     """Every started timing process conducted to the end; their results, validated (the candidate's timers', then
-    the reference timers'), and where their time went; or why there are none."""
+    the reference timers'), and where their time went; or why there are none. `clocks` is filed with the SM
+    clock during each round."""
     repeats = task.contract.speed.repeats
     candidates = sum(timer.role == wire.CANDIDATE_TIMER for timer in timers)
     reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds; {candidates} candidate "
@@ -379,7 +383,7 @@ def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], report
     for timer in timers:
         timer.conducted.set()  # from now on a step must follow another within budgets.case_timeout_s
     try:
-        seconds = conduct(timers, len(names), repeats, on_step=moved)
+        seconds = conduct(timers, len(names), repeats, on_step=moved, clocks=clocks)
         wait_until_done(timers)
     except TimerFailed as failed:
         stop_all(timers)
@@ -415,7 +419,7 @@ def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults |
 
 
 def _judge_timings(task: Task, cases: list[_Case], candidates: list[wire.TimingResults],
-                   references: list[wire.TimingResults], device: str) -> TimingResult:
+                   references: list[wire.TimingResults], device: str, clocks: RoundClocks | None = None) -> TimingResult:
     """Answers, rounds, floor and speedups, computed here from what the judge knows (the device it sees, the
     inputs it drew): the candidate's timer shares its memory with the candidate."""
     contract = task.contract
@@ -434,6 +438,8 @@ def _judge_timings(task: Task, cases: list[_Case], candidates: list[wire.TimingR
             got, flags = check_timed_answers(task, case.pool, Path(result.answers_file), contract.primary_dtype, read_only)
             checked, wrong = checked + got, wrong + flags
         timing = _case_timing(case, mine, theirs, checked, wrong, peaks, contract.speed.max_round_spread)
+        if clocks is not None:
+            _add_clocks(timing, clocks, number)
         _check_roofline(task, timing)
         timings.append(timing)
     detections = [
@@ -445,6 +451,16 @@ def _judge_timings(task: Task, cases: list[_Case], candidates: list[wire.TimingR
         return TimingResult(measured=False, reason="guard rehearsal on the CPU: the guards ran, the times are not speedups",
                             device=candidates[0].device, method=method, cases=timings, detections=detections)
     return _measured_result(task, candidates[0].device, method, timings, detections)
+
+
+def _add_clocks(timing: CaseTiming, clocks: RoundClocks, number: int) -> None:
+    """The SM clock during each round (`ferret.gate.sm_clock`), and in an unstable case's reason: it informs."""
+    timing.sm_clock_mhz = {role: ranges for role in (wire.CANDIDATE_TIMER, wire.REFERENCE_TIMER)
+                           if (ranges := clocks.of(number, role))}
+    if timing.unstable and timing.sm_clock_mhz:
+        told = "; ".join(f"{role} " + ", ".join(f"{low}-{high}" for low, high in ranges)
+                         for role, ranges in timing.sm_clock_mhz.items())
+        timing.unstable_reason = f"{timing.unstable_reason} (SM clock by round, MHz: {told})"
 
 
 def _measured_result(task: Task, device_name: str, method: str, timings: list[CaseTiming],

@@ -170,3 +170,26 @@ def test_candidate_and_reference_processes_both_take_the_rounds_in_turn(tmp_path
         ("reference3", "0:1"), ("candidate0", "0:2"),
     ]
     assert sum(step.endswith("post") for _, step, _, _ in lines) == 5
+
+
+def test_the_sm_clock_is_read_while_each_process_works_and_filed_under_its_round(tmp_path):
+    """A reading per poll while a process works on a round, filed under that round and the process's role: with a
+    clock that counts up, the process that went first in a round (the reference in even rounds, the candidate in
+    odd ones) holds only lower readings than the one after it, and later rounds only higher ones."""
+    from ferret.gate.sm_clock import RoundClocks
+
+    ticks = iter(range(1, 1_000_000))
+    clocks = RoundClocks(read=lambda: next(ticks))
+    timers, _ = _timers(tmp_path, cases=1, repeats=3)
+    for timer in timers:
+        start_timer(timer, timeout_s=30, memory_mb=4096, deadline=time.monotonic() + 60)
+    try:
+        conduct(timers, 1, 3, clocks=clocks)
+        wait_until_done(timers)
+    finally:
+        stop_all(timers)
+    candidate, reference = clocks.of(0, wire.CANDIDATE_TIMER), clocks.of(0, wire.REFERENCE_TIMER)
+    assert len(candidate) == len(reference) == 3
+    assert all(low <= high for low, high in candidate + reference)
+    assert reference[0][1] < candidate[0][0] and candidate[1][1] < reference[1][0] and reference[2][1] < candidate[2][0]
+    assert candidate[0][1] < candidate[1][0] < candidate[2][0]

@@ -181,3 +181,21 @@ def test_the_candidate_is_the_mean_over_its_timing_processes_and_every_processs_
 def test_several_timing_processes_per_role_only_when_a_speed_case_is_short(floors_ms, device, repeats, expected):
     got = (timing.reference_processes(repeats, device, floors_ms), timing.candidate_processes(repeats, device, floors_ms))
     assert got == expected
+
+
+def test_the_sm_clock_of_each_round_is_in_the_case_and_in_an_unstable_cases_reason():
+    from ferret.gate.sm_clock import RoundClocks
+
+    clocks = RoundClocks(read=lambda: None)
+    for number, readings in enumerate([[1980], [1755, 1980], [1980]]):
+        clocks.add(0, wire.CANDIDATE_TIMER, number, readings)
+    mine, theirs = _sides([0.010, 0.013, 0.010], [0.030, 0.030, 0.030])
+    result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
+    timing._add_clocks(result, clocks, 0)
+    assert result.sm_clock_mhz == {"candidate": [[1980, 1980], [1755, 1980], [1980, 1980]]}
+    assert result.unstable_reason is not None
+    assert result.unstable_reason.endswith("(SM clock by round, MHz: candidate 1980-1980, 1755-1980, 1980-1980)")
+    steady_mine, steady_theirs = _sides([0.010, 0.010, 0.010], [0.030, 0.030, 0.030])
+    steady = timing._case_timing(_case(), steady_mine, steady_theirs, 3, [], H200, max_spread=0.10)
+    timing._add_clocks(steady, clocks, 0)
+    assert steady.unstable_reason is None and steady.sm_clock_mhz["candidate"][1] == [1755, 1980]
