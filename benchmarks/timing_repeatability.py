@@ -166,6 +166,23 @@ def process_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def clock_table(records: list[dict]) -> str:
+    """The SM clock the judge read during each round (`CaseTiming.sm_clock_mhz`: lowest-highest, MHz), per check and
+    role, beside the candidate's rounds: a round read apart from the others at another clock shows here."""
+    lines = ["| op | check | case | candidate rounds (us) | SM clock by round, candidate / reference (MHz) |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in records:
+        for case in ((r["verdict"] or {}).get("timing") or {}).get("cases", []):
+            clocks = case.get("sm_clock_mhz") or {}
+            if not clocks:
+                continue
+            rounds = ", ".join(f"{1e3 * ms:.2f}" for ms in case.get("samples", {}).get("candidate", []))
+            told = " / ".join(", ".join(f"{low}-{high}" for low, high in clocks.get(role, []))
+                              for role in ("candidate", "reference"))
+            lines.append(f"| {r['op']} | {r['index']} | {case['case']} | {rounds} | {told} |")
+    return "\n".join(lines) if len(lines) > 2 else "(no SM clock in these verdicts)"
+
+
 def duration_table(records: list[dict]) -> str:
     lines = ["| op | check | gate | exit | passed | seconds | phases over 1 s | timing processes (s) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -207,7 +224,7 @@ def table(args: argparse.Namespace) -> int:
     repeat, within = repeatability_table(records)
     print("\n".join(f"{m['date']} {m['device']} {m['versions']}: {m['command']}" for m in metas))
     print("\n" + repeat + f"\n\nevery case within the limit and stable: {within}\n\n" + process_table(records) + "\n\n"
-          + duration_table(records))
+          + clock_table(records) + "\n\n" + duration_table(records))
     return 0 if within else 1
 
 
