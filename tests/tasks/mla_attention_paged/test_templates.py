@@ -1,0 +1,172 @@
+"""The paged MLA kernel template of the offline optimizer (tasks/mla_attention_paged/templates).
+
+The contract finds it where every op's templates live (`Task.templates_dir`: tasks/<op>/templates); the space is
+the contiguous op's, axis for axis; the honest candidate is the default point and the candidate before it (16-head
+blocks, 32-token tiles) the space's starts[0]; every value of every axis renders Python that compiles and scans
+clean; every function that does not address the cache renders as the contiguous template's at the same point, and
+the paged attention kernel differs from the contiguous one only in how it addresses a row; a non-default point
+(P@V in two halves) passes the CPU gate.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from pathlib import Path
+
+import pytest
+import yaml
+from template_checks import assert_points_compile_and_scan_clean
+
+from ferret.contract.task import Task, project_root_of
+from ferret.roles.offline import TemplateSearchOptimizer
+
+REPO = Path(__file__).resolve().parents[3]
+TEMPLATES = REPO / "tasks" / "mla_attention_paged" / "templates"
+CONTIGUOUS_TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
+CANDIDATES = REPO / "tasks" / "mla_attention_paged" / "candidates"
+CANDIDATE = CANDIDATES / "triton_mla_paged.py"
+CONTRACT = REPO / "contracts" / "mla_attention_paged.yaml"
+
+# Top-level functions each template has and the other has not: the paged addressing and its kernels.
+PAGED_ONLY = {"_new_row", "_token_rows", "_paged_kv_append_kernel", "_paged_attention_kernel",
+              "_trace_paged_appended_rows_kernel", "_trace_paged_scores_probs_kernel", "_splits_vector"}
+CONTIGUOUS_ONLY = {"_kv_append_kernel", "_split_kv_attention_kernel", "_trace_appended_rows_kernel",
+                   "_trace_scores_probs_kernel"}
+# Functions of both that differ: the host entry points pass the block table; the YaRN ramp's zip is strict (ruff B905).
+BOTH_BUT_DIFFERENT = {"run", "_record_trace", "_rope_inv_freq_values"}
+# Words of a line that addresses the paged cache (kernel 3's signature and tile addressing).
+PAGING = ("block_table", "stride_bt_b", "stride_page", "stride_row", "PAGE_SIZE", "_token_rows", "_paged_")
+
+
+@pytest.fixture(scope="module")
+def optimizer() -> TemplateSearchOptimizer:
+    return TemplateSearchOptimizer(TEMPLATES)
+
+
+@pytest.fixture(scope="module")
+def contiguous() -> TemplateSearchOptimizer:
+    return TemplateSearchOptimizer(CONTIGUOUS_TEMPLATES)
+
+
+def _task(paged_contract) -> Task:
+    return Task(CONTRACT, paged_contract, project_root_of(CONTRACT))
+
+
+def test_the_contract_finds_the_template_where_every_op_keeps_its_own(paged_contract, optimizer):
+    """`ferret dispatch --optimizer template-search` reads Task.templates_dir, tasks/<op>/templates: this folder."""
+    assert _task(paged_contract).templates_dir.resolve() == TEMPLATES.resolve()
+    assert optimizer.space.op == paged_contract.op == "mla_attention_paged"
+
+
+def test_the_honest_candidate_is_the_default_point(optimizer):
+    rendered = optimizer.render(optimizer.space.default_point())
+    assert rendered == CANDIDATE.read_text(), (
+        "tasks/mla_attention_paged/candidates/triton_mla_paged.py is not the template's default point; regenerate it "
+        "with `ferret template render tasks/mla_attention_paged/templates "
+        "--out tasks/mla_attention_paged/candidates/triton_mla_paged.py`"
+    )
+
+
+def test_the_previous_candidate_is_the_spaces_first_start(optimizer):
+    """triton_mla_paged_h16.py, the paged candidate before the template (16-head blocks, 32-token tiles, splits over
+    programs), the point the tolerance table was calibrated with, is the space's starts[0]."""
+    rendered = optimizer.render(optimizer.space.start_points()[0])
+    assert rendered == (CANDIDATES / "triton_mla_paged_h16.py").read_text()
+
+
+def test_the_space_is_the_contiguous_space():
+    """Every axis, value, condition, label, start and the default of the contiguous space: no axis is dropped."""
+    paged = yaml.safe_load((TEMPLATES / "space.yaml").read_text())
+    plain = yaml.safe_load((CONTIGUOUS_TEMPLATES / "space.yaml").read_text())
+    assert (paged.pop("op"), paged.pop("template")) == ("mla_attention_paged", "mla_paged.py.j2")
+    for key in ("op", "template", "invariants"):
+        plain.pop(key)
+    paged.pop("invariants")
+    assert paged == plain
+
+
+def test_every_token_tile_divides_the_page(optimizer, paged_contract):
+    """No token tile straddles a page: every tile size a point can use divides the contract's 64-row page."""
+    page = next(i for i in paged_contract.inputs if i.name == "kv_cache").shape[1]
+    assert page == 64
+    parameters = optimizer.space.parameters
+    tiles = set(parameters["token_block"]) | (set(parameters["small_token_block"]) - {0})
+    assert tiles and all(page % tile == 0 for tile in tiles), tiles
+
+
+def _axis_points(optimizer) -> list[dict]:
+    """The default point with each value of each axis in turn (every conditional axis applies at the default)."""
+    space = optimizer.space
+    points = []
+    for name, values in space.parameters.items():
+        for value in values:
+            point = space.canonical({**space.default, name: value})
+            assert point[name] == value, (name, value)
+            points.append(point)
+    return points
+
+
+def test_every_axis_value_renders_python_that_compiles_and_scans_clean(optimizer):
+    points = _axis_points(optimizer) + optimizer.space.start_points()
+    points += optimizer.points[:: len(optimizer.points) // 12]
+    assert_points_compile_and_scan_clean(optimizer, points, CONTRACT)
+
+
+def _decorated(source: str) -> dict[str, str]:
+    """name -> a top-level function's source with its decorator line (do_not_specialize lists are part of a kernel)."""
+    lines = source.splitlines()
+    return {node.name: "\n".join(lines[node.lineno - 1 - len(node.decorator_list): node.end_lineno])
+            for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+
+
+@pytest.fixture(scope="module")
+def both_renders(optimizer, contiguous) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """At the default, the starts and each axis value: (approach, paged functions, contiguous functions)."""
+    points = [optimizer.space.default_point(), *optimizer.space.start_points(), *_axis_points(optimizer)]
+    return [(optimizer.approach(p), _decorated(optimizer.render(p)), _decorated(contiguous.render(p))) for p in points]
+
+
+def test_what_does_not_address_the_cache_renders_as_the_contiguous_template(both_renders):
+    """Kernels 2 and 4, the merge, the trace's o_latent, the sizing and the YaRN math are the contiguous template's at
+    the same point, line for line, decorators included."""
+    for approach, paged, plain in both_renders:
+        assert set(paged) - set(plain) == PAGED_ONLY, approach
+        assert set(plain) - set(paged) == CONTIGUOUS_ONLY, approach
+        different = {name for name in set(paged) & set(plain) if paged[name] != plain[name]}
+        assert different == BOTH_BUT_DIFFERENT, (approach, different)
+
+
+def _body_without_paging(source: str) -> list[str]:
+    """Kernel 3's lines after its signature, less those that address the cache and comment lines."""
+    lines = source.splitlines()
+    body = lines[lines.index("):") + 1:]
+    words = (*PAGING, "cache_rows", "stride_cache")
+    return [line for line in body if not line.strip().startswith("#") and not any(w in line for w in words)]
+
+
+def test_the_paged_attention_kernel_differs_only_in_its_addressing(both_renders):
+    """The split-KV online softmax of kernel 3 (value_split, tile loop, masks, partials) is the contiguous one's: only
+    the lines that address a row differ, and rows are looked up in the block table, page t // PAGE, row t % PAGE."""
+    for approach, paged, plain in both_renders:
+        kernel, theirs = _body_without_paging(paged["_paged_attention_kernel"]), _body_without_paging(
+            plain["_split_kv_attention_kernel"])
+        assert kernel == theirs, (approach, "\n".join(difflib.unified_diff(theirs, kernel, lineterm="")))
+        assert "tile_rows = _token_rows(cache_ptr, block_table_ptr, b, t, t_mask," in paged["_paged_attention_kernel"]
+    rows = _decorated(CANDIDATE.read_text())["_token_rows"]
+    assert "block_table_ptr + b * stride_bt_b + t // PAGE_SIZE" in rows and "(t % PAGE_SIZE)" in rows
+
+
+@pytest.fixture(scope="module")
+def judge(paged_contract, tmp_path_factory):
+    from ferret.gate.judge import Judge
+
+    return Judge(_task(paged_contract), tmp_path_factory.mktemp("template-gates"), profile="cpu")
+
+
+def test_a_non_default_point_passes_the_cpu_gate(optimizer, judge, tmp_path):
+    """P@V as two 256-wide halves (value_split=2), every other axis at the default: the whole CPU gate (~30 s)."""
+    path = tmp_path / "triton_mla_paged_pv_halves.py"
+    path.write_text(optimizer.render({**optimizer.space.default, "value_split": 2}))
+    verdict = judge.check(path, measure_speed=False)
+    assert verdict.passed, [(v.id, v.failure) for v in verdict.variants if not v.passed]
