@@ -177,3 +177,30 @@ def test_a_refused_source_is_refused_again_at_every_later_launch_without_compili
     assert len(compiled) == 1 and errors[0] is errors[1] is errors[2]
     assert 'error: expected a ";"' in errors[0].log
     assert cuda.Source(SCALE)._compiled("sm_90")[:4] == b"\x7fELF"
+
+
+# Two cheat classes CUDA makes possible, closed by what the judge compiles with (issue 15, SECURITY.md): a kernel
+# launching kernels of its own from the device (work outside the judge's launch count and stream), and a kernel
+# reading host memory mapped for it (answers kept outside the GPU's memory, between calls).
+DEVICE_SIDE_LAUNCH = r'''
+extern "C" __global__ void child(float* x) { x[threadIdx.x] += 1.0f; }
+extern "C" __global__ void parent(float* x) { if (threadIdx.x == 0) child<<<1, 32>>>(x); }
+'''
+
+
+def test_a_device_side_launch_does_not_compile_under_the_default_flags():
+    """Launching from the device needs separate compilation (-rdc) and the device runtime linked in; the judge's
+    default flags have neither, so NVRTC refuses the source: a compile_error verdict, before anything runs."""
+    with pytest.raises(CudaCompileError) as info:
+        cuda.compile_cubin(DEVICE_SIDE_LAUNCH, list(cuda.DEFAULT_FLAGS), "sm_90")
+    assert "device-side kernel launch" in info.value.log and "candidate.cu(3)" in info.value.log
+
+
+@pytest.mark.parametrize("call", ["cudaHostGetDevicePointer(&mapped, (void*)x, 0)", "cudaHostAlloc(&mapped, 64, 2)"])
+def test_device_code_cannot_map_host_memory_for_itself(call):
+    """Mapping host memory is the host runtime's to do; device code cannot name it (and a launcher that could
+    would need CuPy's runtime, whose every use the scan names library_call)."""
+    source = f'extern "C" __global__ void k(float* x) {{ void* mapped; {call}; x[0] = 1.0f; }}\n'
+    with pytest.raises(CudaCompileError) as info:
+        cuda.compile_cubin(source, list(cuda.DEFAULT_FLAGS), "sm_90")
+    assert "is undefined" in info.value.log
