@@ -168,9 +168,10 @@ def process_table(records: list[dict]) -> str:
 
 def clock_table(records: list[dict]) -> str:
     """The SM clock the judge read during each round (`CaseTiming.sm_clock_mhz`: lowest-highest, MHz), per check and
-    role, beside the candidate's rounds: a round read apart from the others at another clock shows here."""
-    lines = ["| op | check | case | candidate rounds (us) | SM clock by round, candidate / reference (MHz) |",
-             "| --- | --- | --- | --- | --- |"]
+    role, beside the candidate's rounds and the spin each was timed behind (`CaseTiming.spin_ms`): a round read apart
+    from the others at another clock, or behind a longer spin after late calls, shows here."""
+    lines = ["| op | check | case | candidate rounds (us) | its spins (us) | SM clock by round, candidate / reference (MHz) |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for r in records:
         for case in ((r["verdict"] or {}).get("timing") or {}).get("cases", []):
             clocks = case.get("sm_clock_mhz") or {}
@@ -179,7 +180,8 @@ def clock_table(records: list[dict]) -> str:
             rounds = ", ".join(f"{1e3 * ms:.2f}" for ms in case.get("samples", {}).get("candidate", []))
             told = " / ".join(", ".join(f"{low}-{high}" for low, high in clocks.get(role, []))
                               for role in ("candidate", "reference"))
-            lines.append(f"| {r['op']} | {r['index']} | {case['case']} | {rounds} | {told} |")
+            spins = ", ".join(f"{1e3 * ms:.0f}" for ms in case.get("spin_ms", {}).get("candidate", []))
+            lines.append(f"| {r['op']} | {r['index']} | {case['case']} | {rounds} | {spins} | {told} |")
     return "\n".join(lines) if len(lines) > 2 else "(no SM clock in these verdicts)"
 
 

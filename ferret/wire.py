@@ -240,6 +240,8 @@ class TimingCaseResult:
     # implementation -> per round, the fraction of its event-timed calls dropped as late (their launches were not
     # all queued before their start event ran: the events measured the host)
     late_fraction: dict[str, list[float]] = field(default_factory=dict)
+    # implementation -> per round, the spin (ms) the round's calls were timed behind: longer after a retry for late calls
+    spin_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass

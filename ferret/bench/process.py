@@ -149,6 +149,7 @@ class Clock:
     def __init__(self, on_gpu: bool, l2_bytes: int = 0, measure_ms: float = 100.0):
         self.on_gpu, self.measure_ms = on_gpu, measure_ms
         self.late_fractions: list[float] = []  # per `bench`: the fraction of its calls dropped as late
+        self.spins_ms: list[float] = []  # per `bench` on the GPU: the spin its kept calls were timed behind
         self._calibration: tuple[float, float] | None = None  # (spin cycles per ms, one flush's ms)
         if on_gpu:
             self.flush_buffer = torch.empty(max(256 << 20, 4 * l2_bytes), dtype=torch.int8, device="cuda")
@@ -237,6 +238,7 @@ class Clock:
                 break
             spin_ms = longer_spin_ms(spin_ms, timed, self.flush_ms, self.MAX_SPIN_MS)
             timed = self._timed_calls(fn, spin_ms, calls)
+        self.spins_ms.append(spin_ms)
         if host_ms is None:  # a call that waits for the GPU: no spin, nothing can be queued ahead of it
             self.late_fractions.append(0.0)
             return TimedCalls(timed.ms, [True] * calls, timed.enqueue_ms, timed.copies).round_ms()
@@ -575,6 +577,7 @@ def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | Non
             state.result.samples[name].append(clock.bench(slot.call, state.host_ms[name]))
             if clock.on_gpu:
                 state.result.late_fraction.setdefault(name, []).append(round(clock.late_fractions[-1], 4))
+                state.result.spin_ms.setdefault(name, []).append(round(clock.spins_ms[-1], 4))
     if probe is not None:
         state.result.probes_ms.append(probe())
 

@@ -172,6 +172,10 @@ class CaseTiming(BaseModel):
         default={}, description="Per implementation and round, the fraction of its event-timed calls dropped as late: "
         "their launches were not all queued before their start event ran, so the events measured the host. A round "
         "with more than half late is measured by the host and makes the case unstable.")
+    spin_ms: dict[str, list[float]] = Field(
+        default={}, description="Per implementation and round, the spin (ms) of the GPU before each timed call, as the "
+        "round was last timed: 1.5x the call's host launch time less the flush's, at least twice as long after a retry "
+        "for late calls. A round timed behind another spin than the rest shows it (as each timer reported it).")
     sm_clock_mhz: dict[str, list[list[int]]] = Field(
         default={}, description="The GPU's SM clock (NVML, MHz) the judge read at every poll while each round ran, "
         "per role (candidate, reference) and round: [lowest, highest]. A round at other clocks than the rest shows "

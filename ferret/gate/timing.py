@@ -536,6 +536,10 @@ class ProcessRounds:
     def late_fraction(self) -> dict[str, list[float]]:
         return self._in_round_order(lambda r: r.late_fraction)
 
+    @property
+    def spin_ms(self) -> dict[str, list[float]]:
+        return self._in_round_order(lambda r: r.spin_ms)
+
     def interfered(self) -> list[int]:
         """The judge's rounds whose (reference) process's interference probe saw other work on the GPU."""
         return sorted(share[local] for result, share in zip(self.per_process, self.shares, strict=True)
@@ -598,6 +602,7 @@ def _case_timing(case: _Case, mine: ProcessRounds, theirs: ProcessRounds, checke
         round_spread=spreads, unstable=bool(reasons), unstable_reason="; ".join(reasons) or None,
         interfered_rounds=interfered, host_ms={**theirs.first.host_ms, **first.host_ms},
         late_fraction={**theirs.late_fraction, **mine.late_fraction},
+        spin_ms={**theirs.spin_ms, **mine.spin_ms},
         compile_error=next((r.compile_error for r in theirs.per_process if r.compile_error), None),
         wall_ms=first.wall_ms, pool_sets=first.pool_sets, persisting_l2=first.persisting_l2, answers_checked=checked,
         flags=mine.flags() + wrong, review=review, kernels=dict(list(first.kernels.items())[:20]),

@@ -199,3 +199,15 @@ def test_the_sm_clock_of_each_round_is_in_the_case_and_in_an_unstable_cases_reas
     steady = timing._case_timing(_case(), steady_mine, steady_theirs, 3, [], H200, max_spread=0.10)
     timing._add_clocks(steady, clocks, 0)
     assert steady.unstable_reason is None and steady.sm_clock_mhz["candidate"][1] == [1755, 1980]
+
+
+def test_each_rounds_spin_is_in_the_case_in_the_judges_round_order():
+    """Two candidate processes take rounds 0, 2, 4 and 1, 3: the spins they report come back in round order, so a
+    round retimed behind a longer spin (after late calls) stands beside its time."""
+    first, second = _candidate([0.0055, 0.0055, 0.0055]), _candidate([0.0048, 0.0055])
+    first.spin_ms, second.spin_ms = {"candidate": [0.04, 0.041, 0.04]}, {"candidate": [0.16, 0.04]}
+    mine = timing.ProcessRounds.of([first, second], 5)
+    theirs = timing.ProcessRounds.of([_reference([0.045] * 5)], 5)
+    result = timing._case_timing(_case(), mine, theirs, 5, [], H200, max_spread=0.10)
+    assert result.spin_ms == {"candidate": [0.04, 0.16, 0.041, 0.04, 0.04]}
+    assert result.samples["candidate"][1] == 0.0048

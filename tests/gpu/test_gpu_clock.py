@@ -37,3 +37,5 @@ def test_a_call_whose_host_falls_behind_the_spin_is_timed_by_the_gpu():
     # The kernel takes microseconds: a median near 2 ms would be the host's sleep.
     assert slow_ms < 0.2 and slow_ms < 3 * quiet_ms + 0.01, (quiet_ms, slow_ms, clock.late_fractions)
     assert clock.late_fractions[-1] <= 0.1
+    # the slow round was timed again behind a longer spin, and says so (CaseTiming.spin_ms)
+    assert len(clock.spins_ms) == 2 and clock.spins_ms[1] > clock.spins_ms[0], clock.spins_ms
