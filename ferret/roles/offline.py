@@ -19,6 +19,13 @@ broken by a fixed permutation drawn from `seed`, so a run is reproducible.
 
     optimizer = TemplateSearchOptimizer(Path("tasks/rmsnorm/templates"))
     proposals = optimizer.propose(context)   # list[Proposal]: source, approach, notes
+
+One template may serve several ops (tasks/mla_attention_paged renders tasks/mla_attention's template with the
+cache paged): `template` (and `extends`) name a file beside space.yaml or, as `<op>/templates/<file>`, one in
+another op's templates folder under the same tasks folder (no `..`, no absolute path); `constants` are passed to
+every render beside the point (never a search axis: a constant named like a parameter is an error); `extends`
+reads another space.yaml first, the keys this one sets replacing the base's whole (one level; an extending space
+names its own `op` and `template`).
 """
 
 from __future__ import annotations
@@ -51,7 +58,15 @@ class TemplateSpace(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     op: str
-    template: str = Field(description="File name of the jinja2 template, in the same folder.")
+    template: str = Field(
+        description="The jinja2 template: a file name beside space.yaml, or <op>/templates/<file> in another op's "
+        "templates folder (the tasks folder two levels above the `templates` folder holding space.yaml)."
+    )
+    constants: dict[str, Any] = Field(
+        default_factory=dict,
+        description="name -> value passed to every render beside the point's parameters (not a search axis), e.g. "
+        "one template's cache layout for each op that renders it.",
+    )
     parameters: dict[str, list[Any]] = Field(description="name -> values, simplest first; order defines neighbours.")
     applies_when: dict[str, dict[str, list[Any]]] = Field(
         default_factory=dict, description="parameter -> {other parameter: values under which it applies}."
@@ -98,6 +113,12 @@ class TemplateSpace(BaseModel):
         for name in self.labels:
             if name not in names:
                 raise ValueError(f"labels name unknown parameter {name!r}")
+        for name in self.constants:
+            if name in names:
+                raise ValueError(f"constants: {name!r} is also a parameter (a search axis); a constant is the same "
+                                 "at every point")
+            if not name.isidentifier():
+                raise ValueError(f"constants: {name!r} is not a template variable name")
         if self.pivot not in names:
             raise ValueError(f"pivot {self.pivot!r} is not a parameter")
         if self.pivot in self.applies_when:
@@ -185,18 +206,72 @@ class TemplateSpace(BaseModel):
         return ", ".join(f"{name}={value}" for name, value in point.items() if value is not None)
 
 
-def load_space(template_dir: str | Path) -> TemplateSpace:
-    path = Path(template_dir) / SPACE_FILE
+def located(template_dir: str | Path, name: str, field: str = "template") -> Path:
+    """The file a space.yaml in `template_dir` names in `field` (`template`, `extends`): `name` is a file name
+    beside it, or `<op>/templates/<file>` in another op's templates folder of the same tasks folder (the parent of
+    the op folder whose `templates` holds space.yaml, tasks/rmsnorm/templates/cuda included). Any other form
+    (`..`, `.`, an absolute path, a backslash, a path leaving the tasks folder through a link) is a ValueError."""
+    parts = name.split("/")
+    plain = all(part not in ("", ".", "..") and "\\" not in part for part in parts)
+    if plain and len(parts) == 1:
+        return Path(template_dir) / name
+    folder = Path(template_dir).resolve()
+    templates = next((p for p in (folder, *folder.parents) if p.name == "templates"), None)
+    if not plain or len(parts) < 3 or parts[1] != "templates" or templates is None:
+        raise ValueError(f"{field} {name!r}: expected a file name beside {SPACE_FILE} or <op>/templates/<file> "
+                         "(another op's templates folder, inside a tasks/<op>/templates folder)")
+    tasks = templates.parent.parent
+    path = tasks / name
+    if not path.resolve().is_relative_to(tasks):
+        raise ValueError(f"{field} {name!r} leaves the tasks folder {tasks}")
+    return path
+
+
+def _mapping(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text())
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping")  # noqa: TRY004 - the file's content, not an argument
+    return data
+
+
+def _space_data(template_dir: Path) -> dict[str, Any]:
+    """space.yaml's mapping, over the space it `extends` (if any): its keys replace the base's whole."""
+    path = template_dir / SPACE_FILE
+    data = _mapping(path)
+    if "extends" not in data:
+        return data
+    name = data.pop("extends")
+    if not isinstance(name, str):
+        raise ValueError(f"{path}: extends: expected <op>/templates/{SPACE_FILE}, got {name!r}")
+    try:
+        base_path = located(template_dir, name, "extends")
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+    if not base_path.is_file():
+        raise ValueError(f"{path}: extends {name!r}: no such file")
+    base = _mapping(base_path)
+    if "extends" in base:
+        raise ValueError(f"{path}: extends {name!r}, which extends another space (one level only)")
+    missing = sorted({"op", "template"} - set(data))
+    if missing:
+        raise ValueError(f"{path}: a space that extends another names its own {' and '.join(missing)}")
+    return {**base, **data}
+
+
+def load_space(template_dir: str | Path) -> TemplateSpace:
+    path = Path(template_dir) / SPACE_FILE
+    data = _space_data(Path(template_dir))
     try:
         space = TemplateSpace.model_validate(data)
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'space'}: {e['msg']}" for e in err.errors())
         raise ValueError(f"{path}: {problems}") from None
-    if not (Path(template_dir) / space.template).is_file():
-        raise ValueError(f"{path}: template {space.template!r} not found beside it")
+    try:
+        template = located(template_dir, space.template)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+    if not template.is_file():
+        raise ValueError(f"{path}: template {space.template!r} not found ({template})")
     return space
 
 
@@ -208,7 +283,12 @@ def available_templates(op_dir: str | Path) -> bool:
     if not space_path.is_file():
         return False
     data = yaml.safe_load(space_path.read_text())
-    return isinstance(data, dict) and isinstance(data.get("template"), str) and (folder / data["template"]).is_file()
+    if not isinstance(data, dict) or not isinstance(data.get("template"), str):
+        return False
+    try:
+        return located(folder, data["template"]).is_file()
+    except ValueError:
+        return False
 
 
 def templates_dir_of(contract_path: Path) -> Path:
@@ -263,15 +343,16 @@ class TemplateSearchOptimizer:
         self.space = load_space(self.template_dir)
         self.budget = budget
         self.seed = seed
+        template_path = located(self.template_dir, self.space.template)
         self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(self.template_dir)),
+            loader=jinja2.FileSystemLoader(str(template_path.parent)),
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
             keep_trailing_newline=True,
             autoescape=False,
         )
-        self.template = self.env.get_template(self.space.template)
+        self.template = self.env.get_template(template_path.name)
         self.points = self.space.points()
         self.by_approach = {self.space.approach(p): p for p in self.points}
         if len(self.by_approach) != len(self.points):
@@ -282,16 +363,18 @@ class TemplateSearchOptimizer:
 
     # ------------------------------------------------------------------------------------------ render
     def render(self, point: Point) -> str:
-        """The candidate file of a point (any parameter that does not apply is passed as None)."""
-        return self.template.render(**self.space.canonical(point))
+        """The candidate file of a point (any parameter that does not apply is passed as None), with the space's
+        `constants` beside it."""
+        return self.template.render(**self.space.constants, **self.space.canonical(point))
 
     def approach(self, point: Point) -> str:
         return self.space.approach(self.space.canonical(point))
 
     def _proposal(self, point: Point, why: str) -> Proposal:
         space = self.space
+        constants = f" with {', '.join(f'{k}={v}' for k, v in space.constants.items())}" if space.constants else ""
         plan = (
-            f"{why}. Point: {space.describe(point)}. The whole file is rendered from {space.template} "
+            f"{why}. Point: {space.describe(point)}. The whole file is rendered from {space.template}{constants} "
             f"(template search, seed {self.seed}); unchanged across points: {space.invariants.strip()}"
         )
         return Proposal(source=self.render(point), approach=space.approach(point), notes=plan)

@@ -1,6 +1,9 @@
 """The MLA kernel template of the offline optimizer (tasks/mla_attention/templates).
 
-The honest candidate is the template's default point; every other point differs from it only in kernel
+One template renders both cache layouts (`cache_layout`, a constant of each op's space.yaml, not a search axis):
+this op's space renders it contiguous and tasks/mla_attention_paged's space the same file paged
+(tests/tasks/mla_attention_paged/test_templates.py checks the paged renders). The honest candidate is the
+template's default point; every other point differs from it only in kernel
 3's sizing constants (so the static scan of a sample stands for all of them); the sizing rule pads and
 clamps as its comments say; and points at the corners of the space compute every stage of the
 reference under the interpreter, including head blocks of 64 over 40 heads (a partly masked block).
@@ -16,7 +19,7 @@ import torch
 from template_checks import assert_points_compile_and_scan_clean
 
 from ferret.contract.load import load_contract
-from ferret.roles.offline import TemplateSearchOptimizer
+from ferret.roles.offline import TemplateSearchOptimizer, load_space, located
 from tasks.mla_attention import reference as ref
 from tasks.mla_attention.inputs import make_inputs
 from tasks.variants import import_file
@@ -63,6 +66,22 @@ def test_the_honest_candidate_is_the_default_point(optimizer):
         "tasks/mla_attention/candidates/triton_mla.py is not the template's default point; regenerate it with "
         "`ferret template render tasks/mla_attention/templates --out tasks/mla_attention/candidates/triton_mla.py`"
     )
+
+
+def test_one_template_renders_both_cache_layouts(optimizer):
+    """This op's space passes cache_layout=contiguous; the paged op renders this very file with cache_layout=paged;
+    no contiguous render addresses a block table."""
+    assert optimizer.space.constants == {"cache_layout": "contiguous"}
+    paged_templates = REPO / "tasks" / "mla_attention_paged" / "templates"
+    paged = load_space(paged_templates)  # the space alone: an optimizer would list its 138,240 points again
+    assert paged.constants == {"cache_layout": "paged"}
+    template = TEMPLATES / "mla.py.j2"
+    assert located(paged_templates, paged.template).resolve() == template.resolve()
+    assert optimizer.template.filename is not None and Path(optimizer.template.filename).resolve() == template.resolve()
+    for point in [optimizer.space.default_point(), *optimizer.space.start_points(), *optimizer.points[:: 20000]]:
+        source = optimizer.render(point)
+        assert "block_table" not in source and "PAGE_SIZE" not in source, optimizer.approach(point)
+        assert "block_table" in optimizer.template.render(**paged.constants, **point), optimizer.approach(point)
 
 
 STRUCTURE_DEFAULTS = {"head_pad": 16, "value_split": 1, "split_policy": "programs", "batch_block": 64,

@@ -1,11 +1,13 @@
 """The paged MLA kernel template of the offline optimizer (tasks/mla_attention_paged/templates).
 
-The contract finds it where every op's templates live (`Task.templates_dir`: tasks/<op>/templates); the space is
-the contiguous op's, axis for axis; the honest candidate is the default point and the candidate before it (16-head
-blocks, 32-token tiles) the space's starts[0]; every value of every axis renders Python that compiles and scans
-clean; every function that does not address the cache renders as the contiguous template's at the same point, and
-the paged attention kernel differs from the contiguous one only in how it addresses a row; a non-default point
-(P@V in two halves) passes the CPU gate.
+The contract finds its space where every op's templates live (`Task.templates_dir`: tasks/<op>/templates); the
+space extends the contiguous op's, axis for axis, and renders the contiguous op's template
+(tasks/mla_attention/templates/mla.py.j2) with the constant cache_layout=paged: no template of its own; the
+honest candidate is the default point and the candidate before it (16-head blocks, 32-token tiles) the space's
+starts[0]; every value of every axis renders Python that compiles and scans clean; the paged layout renders the
+block-table addressing and the contiguous one none of it; every function that does not address the cache renders
+as the contiguous op's at the same point, and the paged attention kernel differs from the contiguous one only in
+how it addresses a row; a non-default point (P@V in two halves) passes the CPU gate.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import ast
 import difflib
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 from template_checks import assert_points_compile_and_scan_clean
 
 from ferret.contract.task import Task, project_root_of
-from ferret.roles.offline import TemplateSearchOptimizer
+from ferret.roles.offline import TemplateSearchOptimizer, load_space
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATES = REPO / "tasks" / "mla_attention_paged" / "templates"
@@ -75,15 +78,34 @@ def test_the_previous_candidate_is_the_spaces_first_start(optimizer):
     assert rendered == (CANDIDATES / "triton_mla_paged_h16.py").read_text()
 
 
-def test_the_space_is_the_contiguous_space():
-    """Every axis, value, condition, label, start and the default of the contiguous space: no axis is dropped."""
-    paged = yaml.safe_load((TEMPLATES / "space.yaml").read_text())
-    plain = yaml.safe_load((CONTIGUOUS_TEMPLATES / "space.yaml").read_text())
-    assert (paged.pop("op"), paged.pop("template")) == ("mla_attention_paged", "mla_paged.py.j2")
+def test_the_space_and_template_are_the_contiguous_ones():
+    """The space extends the contiguous one (every axis, value, condition, label, start and the default: no axis is
+    dropped) and renders its template, with cache_layout=paged; this folder holds no template of its own."""
+    raw = yaml.safe_load((TEMPLATES / "space.yaml").read_text())
+    assert set(raw) == {"extends", "op", "template", "constants", "invariants"}
+    assert (raw["extends"], raw["template"]) == ("mla_attention/templates/space.yaml", "mla_attention/templates/mla.py.j2")
+    paged, plain = load_space(TEMPLATES).model_dump(), load_space(CONTIGUOUS_TEMPLATES).model_dump()
+    assert (paged.pop("constants"), plain.pop("constants")) == ({"cache_layout": "paged"}, {"cache_layout": "contiguous"})
     for key in ("op", "template", "invariants"):
-        plain.pop(key)
-    paged.pop("invariants")
+        assert paged.pop(key) != plain.pop(key), key
     assert paged == plain
+    assert sorted(p.name for p in TEMPLATES.iterdir()) == ["space.yaml"]
+
+
+def test_the_paged_op_renders_the_paged_addressing_and_the_contiguous_op_none_of_it(optimizer, contiguous):
+    for point in [optimizer.space.default_point(), *optimizer.space.start_points(), *_axis_points(optimizer)]:
+        paged, plain = optimizer.render(point), contiguous.render(point)
+        assert all(word in paged for word in PAGING), optimizer.approach(point)
+        assert "block_table" in paged.split('"""')[1]  # the module docstring describes the paged layout
+        assert not [word for word in PAGING if word in plain], optimizer.approach(point)
+
+
+def test_a_cache_layout_other_than_the_two_is_an_error_at_render(optimizer):
+    point = optimizer.space.default_point()
+    with pytest.raises(jinja2.UndefinedError):
+        optimizer.template.render(cache_layout="paged ", **point)
+    with pytest.raises(jinja2.UndefinedError):
+        optimizer.template.render(**point)  # no cache_layout at all
 
 
 def test_every_token_tile_divides_the_page(optimizer, paged_contract):
