@@ -107,16 +107,16 @@ def parse_point(text: str) -> dict:
 
 
 @functools.cache
-def template_optimizer():
+def template_optimizer(templates: Path = TEMPLATES):
     """The template's optimizer, built once (it lists every point of the space: a few seconds)."""
     from ferret.roles.offline import TemplateSearchOptimizer
 
-    return TemplateSearchOptimizer(TEMPLATES)
+    return TemplateSearchOptimizer(templates)
 
 
-def render_points(overrides: list[dict], folder: Path) -> list[tuple[str, Path]]:
+def render_points(overrides: list[dict], folder: Path, templates: Path = TEMPLATES) -> list[tuple[str, Path]]:
     """(approach name, rendered file) per point; a point outside the space stops the run before any work."""
-    optimizer = template_optimizer()
+    optimizer = template_optimizer(templates)
     folder.mkdir(parents=True, exist_ok=True)
     rendered = []
     for index, override in enumerate(overrides):
@@ -492,7 +492,8 @@ class Bench:
 
 # ------------------------------------------------------------------------------------------ sm_90 without a GPU
 POINTER_TYPES = {"q_ptr": "*bf16", "cache_ptr": "*bf16", "cache_lens_ptr": "*i32", "partial_ptr": "*fp32",
-                 "lse_ptr": "*fp32"}
+                 "lse_ptr": "*fp32", "block_table_ptr": "*i32"}
+PAGE_ROWS = 64  # the paged contract's rows per page (contracts/mla_attention_paged.yaml)
 
 
 def sm90_source(module, config: dict):
@@ -500,9 +501,11 @@ def sm90_source(module, config: dict):
     (without that hint nothing is pipelined), the point's block sizes as constexprs."""
     from triton.compiler import ASTSource
 
-    kernel = module._split_kv_attention_kernel
+    kernel = getattr(module, "_split_kv_attention_kernel", None) or module._paged_attention_kernel  # either layout
     constants = {"RANK": 512, "ROPE": 64, "BLOCK_H": config["BLOCK_H"], "BLOCK_N": config["BLOCK_N"],
                  "INTERPRETED": False}
+    if "PAGE_SIZE" in kernel.arg_names:
+        constants["PAGE_SIZE"] = PAGE_ROWS
     signature = {name: "constexpr" if name in constants else POINTER_TYPES.get(name, "fp32" if name == "qk_scale_log2"
                                                                                 else "i32")
                  for name in kernel.arg_names}
@@ -680,6 +683,9 @@ def parse_args(argv: list[str] | None):
                              "otherwise; `--point ''` is the default point")
     parser.add_argument("--shapes", nargs="+", default=None, help="shape names (default: all of the mode's)")
     parser.add_argument("--cpu", action="store_true", help="rehearsal under TRITON_INTERPRET=1 on tiny shapes")
+    parser.add_argument("--templates", type=Path, default=TEMPLATES,
+                        help="with --static-sm90: the template space to render (tasks/mla_attention_paged/templates "
+                             "for the paged cache's attention kernel)")
     parser.add_argument("--static-sm90", type=int, metavar="HEADS", default=None,
                         help="no GPU needed: compile each point's attention kernel for sm_90 at HEADS heads and table "
                              "wgmma, shared memory, registers and spills (ptxas -v); nothing is run or timed")
@@ -695,7 +701,7 @@ def parse_args(argv: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    args.out = args.out.resolve()
+    args.out, args.templates = args.out.resolve(), args.templates.resolve()
     if args.cpu:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     sys.path.insert(0, str(REPO))
@@ -707,9 +713,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("no CUDA device: pass --cpu for the interpreter rehearsal")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.static_sm90:
-        static_sm90(render_points(args.point if args.point is not None else GPU_POINTS, args.out / "points"),
-                    args.static_sm90, args.out)
+        static_sm90(render_points(args.point if args.point is not None else GPU_POINTS, args.out / "points",
+                                  args.templates), args.static_sm90, args.out)
         return 0
+    if args.templates != TEMPLATES:
+        raise SystemExit("--templates: only with --static-sm90 (the timed bench draws the contiguous contract's inputs)")
     contract = load_contract(CONTRACT)
     points = render_points(args.point if args.point is not None else (CPU_POINTS if args.cpu else GPU_POINTS),
                            args.out / "points")
