@@ -95,6 +95,30 @@ def test_static_sm90_compiles_points_without_a_gpu(tmp_path):
     assert (tmp_path / "mla-template-sm90-static.md").is_file()
 
 
+@pytest.mark.skipif(shutil.which("ptxas") is None and not os.environ.get("TRITON_PTXAS_PATH"), reason="no ptxas here")
+def test_static_sm90_compiles_the_paged_attention_kernel_of_the_paged_template(tmp_path):
+    """--templates names the paged space: its default point's attention kernel (the block table's lookups inside)
+    builds Hopper's wgmma too, at the same block sizes."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "mla_template_bench.py"), "--static-sm90", "128", "--out", str(tmp_path),
+         "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates"), "--point", ""],
+        capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
+    assert row.get("wgmma") is True and (row["BLOCK_H"], row["BLOCK_N"]) == (64, 64), row
+    assert "def _paged_attention_kernel" in (tmp_path / "points" / "point_00.py").read_text()  # the paged render
+
+
+def test_the_timed_bench_refuses_another_templates_folder(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "mla_template_bench.py"), "--cpu", "--out", str(tmp_path),
+         "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates")],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120, check=False)
+    assert done.returncode != 0 and "--templates: only with --static-sm90" in done.stderr
+
+
 def test_timed_rounds_interleave_and_take_the_median(bench, monkeypatch):
     """Every implementation is timed once per round, in turn, and its row gets the median and the spread."""
     order: list[str] = []
