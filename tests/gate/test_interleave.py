@@ -193,3 +193,22 @@ def test_the_sm_clock_is_read_while_each_process_works_and_filed_under_its_round
     assert all(low <= high for low, high in candidate + reference)
     assert reference[0][1] < candidate[0][0] and candidate[1][1] < reference[1][0] and reference[2][1] < candidate[2][0]
     assert candidate[0][1] < candidate[1][0] < candidate[2][0]
+
+
+def test_the_sm_clock_is_read_at_most_every_ten_milliseconds_however_often_the_judge_polls(tmp_path):
+    """NVML's queries cost the judge's host time beside a timed round: a reading per CLOCK_EVERY_S, not per poll."""
+    from ferret.gate import interleave
+    from ferret.gate.sm_clock import RoundClocks
+
+    reads = []
+    clocks = RoundClocks(read=lambda: reads.append(1) or 1980)
+    timer = TimerProcess(wire.CANDIDATE_TIMER, tmp_path, [], {}, hide=())
+    poll = interleave._clock_round(clocks, 0, 0, timer)
+    began = time.monotonic()
+    for _ in range(200):
+        poll()
+    elapsed = time.monotonic() - began
+    assert 1 <= len(reads) <= 1 + elapsed / interleave.CLOCK_EVERY_S
+    time.sleep(interleave.CLOCK_EVERY_S)
+    poll()
+    assert len(reads) >= 2 and clocks.of(0, wire.CANDIDATE_TIMER) == [[1980, 1980]]
