@@ -152,13 +152,25 @@ class TemplateSpace(BaseModel):
     def points(self) -> list[Point]:
         """Every distinct point, in a fixed order (the default's first values vary slowest)."""
         result: list[Point] = [{}]
-        for name, values in self.parameters.items():
-            result = [{**p, name: v} for p in result for v in values]
+        for name in self.parameters:
+            result = [{**p, name: v} for p in result for v in self._values_to_try(name, p)]
         seen: dict[str, Point] = {}
         for p in result:
             c = self.canonical(p)
             seen.setdefault(self.approach(c), c)
         return list(seen.values())
+
+    def _values_to_try(self, name: str, partial: Point) -> list[Any]:
+        """`name`'s values to branch on after `partial` (the parameters before it): its first value alone where the
+        parameters before it already say it cannot apply. Its other values would canonicalize to the same points,
+        first met at the first value: no other parameter's applies_when can read it, since a parameter with
+        conditions of its own is never a condition (the validator refuses such chains). The MLA space: 663,552 raw
+        points for 138,240 distinct ones, 12 s to list before this, 5 s after."""
+        values = self.parameters[name]
+        conditions = self.applies_when.get(name, {})
+        if not conditions or not set(conditions) <= set(partial):
+            return values
+        return values if self.applies(name, partial) else values[:1]
 
     def default_point(self) -> Point:
         return self.canonical(dict(self.default))

@@ -404,3 +404,38 @@ def test_a_cuda_contract_is_searched_over_the_cuda_templates(tmp_path):
     assert optimizer.template_dir == (tmp_path / "tasks" / "rmsnorm" / "templates" / "cuda")
     assert optimizer.space.template == "rmsnorm_cuda.py.j2"
     assert TemplateSearchOptimizer.from_contract(CONTRACT).template_dir == TEMPLATES
+
+
+def _every_point_by_brute_force(space: TemplateSpace) -> list[dict]:
+    """The whole product of the values, canonicalized, first met kept: what `points` must list, in its order."""
+    result: list[dict] = [{}]
+    for name, values in space.parameters.items():
+        result = [{**p, name: v} for p in result for v in values]
+    seen: dict[str, dict] = {}
+    for p in result:
+        c = space.canonical(p)
+        seen.setdefault(space.approach(c), c)
+    return list(seen.values())
+
+
+def test_points_skip_values_that_cannot_apply_and_still_list_every_point_in_order():
+    """`points` branches once on a parameter that the ones before it say cannot apply; one whose condition names a
+    later parameter still branches on every value. The list must equal the brute-force product's, order included."""
+    space = TemplateSpace.model_validate({
+        "op": "toy", "template": "t.j2", "pivot": "policy", "invariants": "toy",
+        "parameters": {"policy": ["a", "b"], "late": [0, 1], "tiles": [1, 2, 4], "gate": [8, 9], "width": [16, 32]},
+        "applies_when": {"tiles": {"policy": ["b"]},               # decided before it: pruned when policy is a
+                         "late": {"gate": [9]},                     # names a later parameter: branches on both
+                         "width": {"policy": ["b"], "gate": [8]}},  # pruned unless policy b and gate 8
+        "default": {"policy": "a", "late": 0, "tiles": 1, "gate": 8, "width": 16},
+    })
+    assert space.points() == _every_point_by_brute_force(space)
+    # policy a: late (with gate 9) x gate = 3; policy b: 3 tiles x (gate 8: 2 widths, gate 9: 2 lates) = 12
+    assert len(space.points()) == 3 + 12
+
+
+def test_the_mla_space_lists_its_points_once_each():
+    space = load_space(REPO / "tasks" / "mla_attention" / "templates")
+    points = space.points()
+    assert len(points) == 138_240 and len({space.approach(p) for p in points}) == len(points)
+    assert points[0] == space.canonical({name: values[0] for name, values in space.parameters.items()})
