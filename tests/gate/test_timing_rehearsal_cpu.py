@@ -152,20 +152,21 @@ def test_a_write_outside_its_folder_in_the_timing_process_is_flagged(rehearse):
 
 def test_timers_started_beside_the_run_wait_longer_than_a_step_may_take(rehearse):
     """The judge starts both timing processes beside the candidate's correctness run (`start_timing`) and conducts
-    them later (`finish_timing`). Waiting for the judge is not a stall: with a step timeout of 2 s, processes held
-    for three times that still time the case; the timeout counts from the first step."""
+    them later (`finish_timing`). Waiting for the judge is not a stall: with a step timeout of 4 s, processes held
+    for twice that still time the case; the timeout counts from the first step. (A 2 s timeout killed an honest post
+    step on a loaded 2-core CI machine, 2026-12-01: the steps themselves need the margin.)"""
     import dataclasses
     import time
 
     from ferret.gate import timing
 
-    budgets = rehearse.task.contract.budgets.model_copy(update={"case_timeout_s": 2.0})
+    budgets = rehearse.task.contract.budgets.model_copy(update={"case_timeout_s": 4.0})
     task = dataclasses.replace(rehearse.task, contract=rehearse.task.contract.model_copy(update={"budgets": budgets}))
     said: list[str] = []
     started = timing.start_timing(task, rehearse.manifest, rehearse.gate, HONEST, said.append, device="cpu")
     try:
         assert all(t.running for t in started.timers) and not any(t.conducted.is_set() for t in started.timers)
-        time.sleep(6.0)  # the candidate's run, as far as the timers know
+        time.sleep(8.0)  # the candidate's run, as far as the timers know
         assert all(t.running for t in started.timers), [t.outcome for t in started.timers]
         result = timing.finish_timing(task, started, said.append, device="cpu")
     finally:
