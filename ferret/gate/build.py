@@ -257,8 +257,7 @@ def _lock_into_place(build: _Build, gates_dir: Path, manifest_bytes: bytes, prog
     if final.exists():
         shutil.rmtree(staging, onerror=_force_remove)
     else:
-        staging.chmod(0o700)
-        os.replace(staging, final)
+        _move_unless_another_locked_it(staging, final)
     verify_gate(final)
     # Recorded only now, by the process that computed every byte of it (an existing folder of the
     # same hash holds exactly the manifest just recomputed, so it is recorded too).
@@ -267,6 +266,19 @@ def _lock_into_place(build: _Build, gates_dir: Path, manifest_bytes: bytes, prog
     )
     progress(f"gate {digest} locked at {final}")
     return final
+
+
+def _move_unless_another_locked_it(staging: Path, final: Path) -> None:
+    """Rename the staged gate into place; if another process sharing the gates folder locked the same hash
+    between our check and the rename (the rename then fails: the folder is not empty), keep theirs. It holds
+    the same bytes, and `verify_gate` checks that right after."""
+    staging.chmod(0o700)
+    try:
+        os.replace(staging, final)
+    except OSError:
+        if not final.is_dir():
+            raise
+        shutil.rmtree(staging, onerror=_force_remove)
 
 
 def _force_remove(func, path, _exc_info):

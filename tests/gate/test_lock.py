@@ -238,6 +238,26 @@ def test_cli_verify_missing_folder(tmp_path):
     assert "does not exist" in result.stderr
 
 
+def test_a_gate_another_process_locked_first_is_kept(rmsnorm_gate, tmp_path, monkeypatch):
+    """Two builds of one contract sharing a gates folder (parallel test workers, two dispatches): the one
+    that renames second finds the folder taken, keeps the other's identical gate, and leaves no staging."""
+    import shutil
+
+    real_replace = os.replace
+
+    def another_process_wins(src, dst):
+        if Path(src).name.startswith(".building-"):
+            shutil.copytree(rmsnorm_gate, dst)  # the same bytes, locked by "the other process" just now
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", another_process_wins)
+    gates_dir = tmp_path / "gates"
+    gate = build_gate(RMSNORM_CONTRACT, gates_dir=gates_dir, profile="cpu", reuse=False)
+    assert gate == gates_dir / rmsnorm_gate.name
+    verify_gate(gate)
+    assert [p.name for p in gates_dir.iterdir()] == [rmsnorm_gate.name]
+
+
 def test_cli_gate_build_reuses(rmsnorm_gate, rmsnorm_gates_dir):
     result = CliRunner().invoke(app, ["gate", "build", str(RMSNORM_CONTRACT), "--gates-dir", str(rmsnorm_gates_dir), "--profile", "cpu"])
     assert result.exit_code == 0, result.output
