@@ -64,13 +64,22 @@ def digest(tensors: dict) -> str:
     return hasher.hexdigest()
 
 
+# Spun on top of what covering the host launch time needs. A short call's time depended on the spin between the flush
+# and the call when there was little (H200, 2026-12-02, benchmarks/results/2026-12-02-h200-session8/): rmsnorm decode's
+# candidate read 5.8 us right behind the flush, 4.9-5.3 us when the host had queued the call only just in time (rounds
+# with a few late calls), and 5.44-5.57 us in every round behind a spin of 100 us or more (torch.compile 5.92-5.98,
+# eager 44.6-45.0), so a check whose rounds got spins of 0-54 us was unstable. Every call now waits at least this long.
+SETTLE_MS = 0.1
+
+
 def spin_before_call_ms(host_ms: float | None, flush_ms: float, max_ms: float) -> float:
     """How long to spin the GPU before a timed call: the flush (already queued) and the spin together must
-    outlast 1.5x the call's host launch time, so all of its launches are queued before its start event runs.
+    outlast 1.5x the call's host launch time, so all of its launches are queued before its start event runs, and
+    then `SETTLE_MS` more, so no call starts right behind the flush or right as its last launch is queued.
     None (a call that waits for the GPU) gets no spin: nothing can be queued ahead of a host synchronization."""
     if host_ms is None:
         return 0.0
-    return min(max(1.5 * host_ms + 0.02 - flush_ms, 0.0), max_ms)
+    return min(max(1.5 * host_ms + 0.02 - flush_ms, 0.0) + SETTLE_MS, max_ms)
 
 
 @dataclass
@@ -129,9 +138,9 @@ MAX_LATE_FRACTION = 0.1  # more late calls than this in a round: the round is ti
 
 def longer_spin_ms(spin_ms: float, calls: TimedCalls, flush_ms: float, max_ms: float) -> float:
     """The spin for another try after too many late calls: at least twice as long, and long enough for the
-    slowest enqueue seen (the host was slower than when its launch time was measured)."""
+    slowest enqueue seen (the host was slower than when its launch time was measured), settling time included."""
     needed = spin_before_call_ms(max(calls.enqueue_ms, default=0.0), flush_ms, max_ms)
-    return min(max(2 * spin_ms, needed, 0.05), max_ms)
+    return min(max(2 * spin_ms, needed), max_ms)
 
 
 class Clock:

@@ -1,23 +1,25 @@
 """The GPU clock's spin before each timed call (`ferret.bench.process.spin_before_call_ms`): long enough
-that the call's launches are all queued before its start event, counting the flush already queued."""
+that the call's launches are all queued before its start event, counting the flush already queued, and then the
+settling time (`SETTLE_MS`, 0.1 ms) more."""
 
 from __future__ import annotations
 
 import pytest
 
-from ferret.bench.process import spin_before_call_ms
+from ferret.bench.process import SETTLE_MS, spin_before_call_ms
 
 
 @pytest.mark.parametrize(
     ("host_ms", "flush_ms", "expected"),
     [
-        (0.2, 0.06, 1.5 * 0.2 + 0.02 - 0.06),  # the flush already holds the GPU for part of the launch time
-        (0.01, 0.1, 0.0),  # a flush longer than the launch time needs no spin
+        (0.2, 0.06, 1.5 * 0.2 + 0.02 - 0.06 + 0.1),  # the flush already holds the GPU for part of the launch time
+        (0.01, 0.1, 0.1),  # a flush longer than the launch time: the settling time alone, never a call right behind it
         (100.0, 0.06, 10.0),  # capped
         (None, 0.06, 0.0),  # a call that synchronizes: nothing can be queued ahead of it
     ],
 )
 def test_the_flush_and_the_spin_outlast_the_host_launch_time(host_ms, flush_ms, expected):
+    assert SETTLE_MS == 0.1  # the literals above count it
     assert spin_before_call_ms(host_ms, flush_ms, max_ms=10.0) == pytest.approx(expected)
 
 
@@ -34,9 +36,9 @@ def test_late_calls_are_dropped_from_the_median_unless_every_call_was_late():
 @pytest.mark.parametrize(
     ("spin_ms", "slowest_enqueue_ms", "expected"),
     [
-        (0.01, 0.1, 1.5 * 0.1 + 0.02 - 0.06),  # the slowest enqueue seen needs more than twice the spin
+        (0.01, 0.1, 1.5 * 0.1 + 0.02 - 0.06 + 0.1),  # the slowest enqueue seen needs more than twice the spin
         (0.2, 0.1, 0.4),  # twice the spin is longer
-        (0.0, 0.01, 0.05),  # a spin of nothing grows to at least 50 us
+        (0.0, 0.01, 0.1),  # a spin of nothing grows to at least the settling time
         (8.0, 2.0, 10.0),  # capped
     ],
 )
