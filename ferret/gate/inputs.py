@@ -159,7 +159,8 @@ def tensor_content_sha256(tensor: torch.Tensor) -> str:
     """sha256 over a tensor's dtype, shape and bytes: how the gate's manifest pins each input."""
     digest = hashlib.sha256(f"{tensor.dtype}|{list(tensor.shape)}|".encode())
     flat = tensor.detach().contiguous().cpu().reshape(-1)
-    digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    if flat.numel():
+        digest.update(flat.view(torch.uint8).numpy().data)  # the bytes in place: a copy of a 300 MB input costs ~0.1 s
     return digest.hexdigest()
 
 

@@ -4,10 +4,12 @@ differs from the lock is refused as tampering."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
@@ -216,3 +218,19 @@ def test_opposing_halves_cancel_along_the_axis_while_each_half_stays_large():
                                   "edits": [Edit(input="x", set="opposing_halves", axis=0)]})
     x = inputs.draw_inputs(contract, odd, "float32")["x"]
     assert x.shape[0] % 2 == 1 and not x[-1].any() and x.double().sum(dim=0).abs().max() == 0
+
+
+@pytest.mark.parametrize("tensor", [
+    torch.randn(3, 5, dtype=torch.float64).to(torch.bfloat16),
+    torch.randn(4, 6)[:, ::2],  # not contiguous
+    torch.tensor([True, False, True]),
+    torch.arange(7, dtype=torch.int64),
+    torch.empty(0, 3, dtype=torch.float16),
+    torch.tensor(2.5),
+], ids=["bfloat16", "strided", "bool", "int64", "empty", "scalar"])
+def test_a_tensors_content_hash_is_sha256_of_its_dtype_shape_and_bytes(tensor):
+    """The gate's manifest pins every input by this digest: however it is computed, it stays this one."""
+    flat = tensor.contiguous().reshape(-1)
+    wanted = hashlib.sha256(f"{tensor.dtype}|{list(tensor.shape)}|".encode()
+                            + (flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")).hexdigest()
+    assert inputs.tensor_content_sha256(tensor) == wanted
