@@ -157,16 +157,21 @@ def _fast_runs(entry, variant: wire.VariantJob, job: wire.CandidateJob, original
 
 def _traced_run(entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard
                 ) -> dict[str, torch.Tensor]:
-    """One call with a trace: the output and every traced stage, for the per-stage comparison."""
+    """One call with a trace: the output and every traced stage, for the per-stage comparison. A traced stage that
+    is an output or an in-place input is checked like the others and not sent: the judge compares those stages from
+    the fast path's first call (`ferret.gate.decide`), and MLA's traced cache was 302 MB to copy to the host, save
+    and read back, twice a check."""
     inputs = {k: v.clone() for k, v in originals.items()}
     outputs = fresh_outputs(variant.outputs, device)
     trace: dict = {}
     _call(entry, inputs, outputs, job.params, device, guard, trace=trace)
     saved = {wire.traced_key(name): tensor for name, tensor in outputs.items()}
+    judged_from_the_fast_path = set(variant.outputs) | set(variant.inout)
     for name, value in trace.items():
         if not isinstance(value, torch.Tensor) or type(value) is not torch.Tensor:
             raise _BadOutput(f"trace[{name!r}] is {type(value).__name__}, not a plain torch.Tensor")
-        saved[wire.trace_key(name)] = value
+        if name not in judged_from_the_fast_path:
+            saved[wire.trace_key(name)] = value
     return saved
 
 

@@ -149,6 +149,8 @@ def run(inputs, outputs, params, trace=None):
     inputs["x"].add_(1000.0)  # x is declared `inout` here: the runner keeps its contents
     if trace is not None:
         trace["half"] = outputs["y"] / 2
+        trace["y"] = outputs["y"].clone()  # stages the judge takes from the fast path: checked, not sent
+        trace["x"] = inputs["x"].clone()
     with open("calls.json", "w") as handle:
         json.dump(CALLS, handle)
 '''
@@ -202,6 +204,19 @@ def test_runner_protocol(tmp_path, monkeypatch):
         assert torch.equal(tensors[key], expected), key
     assert torch.equal(tensors["trace.half"], expected / 2)
     assert torch.equal(tensors["inout0.x"], torch.arange(4, dtype=torch.float32) + 1000)
+    # An output's or in-place input's traced stage is judged from the fast path's first call: never sent.
+    assert "trace.y" not in tensors and "trace.x" not in tensors
+
+
+def test_runner_refuses_a_lazy_trace_entry_even_for_a_stage_it_does_not_send(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    lazy = CANDIDATE.replace('trace["y"] = outputs["y"].clone()',
+                             'trace["y"] = outputs["y"].clone().as_subclass(type("Lazy", (torch.Tensor,), {}))')
+    assert lazy != CANDIDATE
+    job = _job(tmp_path, lazy)
+    runner.main([str(job)])
+    status = json.loads((tmp_path / "out" / "v@float32.json").read_text())
+    assert status["ok"] is False and status["kind"] == "bad_output" and "trace['y']" in status["message"]
 
 
 def test_runner_flags_a_mutated_read_only_input(tmp_path, monkeypatch):
