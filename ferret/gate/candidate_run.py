@@ -9,7 +9,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from ferret.contract.model import Case, Contract
 from ferret.contract.task import Task
 from ferret.gate.batch import BatchRequest
 from ferret.gate.fresh import FreshVariant
-from ferret.gate.inputs import output_specs, prepare_inputs
+from ferret.gate.inputs import CheckedInputs, output_specs, prepare_inputs
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.models import FaultKind, GateManifest, RunFault
 from ferret.progress import ProgressLike, as_reporter
@@ -58,18 +58,37 @@ def _variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: C
     )
 
 
+def gate_inputs_file(workdir: Path, variant_id: str) -> Path:
+    return workdir / "in" / f"{variant_id}.safetensors"
+
+
+def write_gate_inputs(contract: Contract, manifest: GateManifest, gate: Path, workdir: Path,
+                      checked: CheckedInputs | None = None) -> None:
+    """Every gate variant's inputs in the candidate's folder (`gate_inputs_file`), a few at a time: reading,
+    hashing against the lock and writing a large MLA variant's inputs let go of the GIL, and one after another
+    they were 2.5 s of a warm MLA check. The judge runs this beside the fresh draw (`ferret.gate.judge`);
+    `checked` is the check's memo of inputs checked against the lock."""
+    (workdir / "in").mkdir(exist_ok=True)
+    targets = [gate_inputs_file(workdir, record.id) for record in manifest.variants]
+    with ThreadPoolExecutor(max_workers=_INPUT_WORKERS, thread_name_prefix="ferret-inputs") as pool:
+        list(pool.map(lambda record, target: prepare_inputs(contract, gate, record, target, checked),
+                      manifest.variants, targets))
+
+
 def write_candidate_job(
     contract: Contract, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
     run_stress: bool, fresh: list[FreshVariant], batch: Sequence[BatchRequest] = (),
+    gate_inputs: Future[None] | None = None,
 ) -> wire.CandidateJob:
-    """The candidate's folder and job.json; the variants in the order the runner takes them."""
-    (workdir / "in").mkdir(exist_ok=True)
+    """The candidate's folder and job.json; the variants in the order the runner takes them. `gate_inputs`: the
+    gate variants' inputs being written already (`write_gate_inputs` in a thread), waited for here (what it raised,
+    GateTampered say, raised here); else they are written now."""
+    if gate_inputs is None:
+        write_gate_inputs(contract, manifest, gate, workdir)
+    else:
+        gate_inputs.result()
     shutil.copyfile(candidate, workdir / "candidate.py")
-    targets = [workdir / "in" / f"{record.id}.safetensors" for record in manifest.variants]
-    # Written a few at a time: reading, hashing against the lock and writing a large MLA variant's inputs let
-    # go of the GIL, and one after another they were 2.5 s of a warm MLA check.
-    with ThreadPoolExecutor(max_workers=_INPUT_WORKERS, thread_name_prefix="ferret-inputs") as pool:
-        list(pool.map(lambda pair: prepare_inputs(contract, gate, *pair), zip(manifest.variants, targets, strict=True)))
+    targets = [gate_inputs_file(workdir, record.id) for record in manifest.variants]
     variants = []
     for record, target in zip(manifest.variants, targets, strict=True):
         case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
@@ -111,14 +130,15 @@ def read_status(path: Path) -> wire.VariantStatus | None:
 def run_candidate(
     task: Task, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
     progress: ProgressLike = None, run_stress: bool = True, fresh: Sequence[FreshVariant] = (), deadline: float | None = None,
-    batch: Sequence[BatchRequest] = (),
+    batch: Sequence[BatchRequest] = (), gate_inputs: Future[None] | None = None,
 ) -> CandidateRun:
     """Run every variant in one candidate process. A fault that ends the process (a hang, a crash, memory,
     the check's deadline) is charged to the variant it happened on; the variants after it are not run."""
     progress = as_reporter(progress)
     contract = task.contract
     started = time.perf_counter()
-    job = write_candidate_job(contract, manifest, gate, candidate, workdir, device, run_stress, list(fresh), batch)
+    job = write_candidate_job(contract, manifest, gate, candidate, workdir, device, run_stress, list(fresh), batch,
+                              gate_inputs)
     ids = [v.id for v in job.variants]
     parts = [r.part for r in manifest.variants] + ["fresh_cases"] * len(fresh) + ["batch_invariance"] * len(batch)
     out = Path(job.result_dir)

@@ -172,20 +172,41 @@ def inputs_cache_of(gate: Path) -> Path:
     return gate.parent / f"{gate.name}.cache"
 
 
-def prepare_inputs(contract: Contract, gate: Path, record: VariantRecord, target: Path) -> None:
-    """A gate variant's inputs written to `target`: copied from the gate, or (too large to store) from the
-    judge's cache of them, drawn again from their seed the first time. Either way they are checked against
-    the content hashes the manifest holds; a cached file that differs is tampering (GateTampered)."""
+CheckedInputs = dict[str, bytes]
+"""A check's memo of the gate variants' inputs it read and checked against the lock (variant id -> their safetensors
+bytes), in the judge's memory, which no candidate's process sees: the check's other uses of a variant (the timed
+cases are wanted by the candidate's folder and by the timing pools, in two threads) take them from here instead of
+reading and hashing them again (MLA: 640 MB, a second or more). Made anew for every check, so every check reads
+and checks its inputs against the lock at least once."""
+
+
+def prepare_inputs(contract: Contract, gate: Path, record: VariantRecord, target: Path,
+                   checked: CheckedInputs | None = None) -> None:
+    """A gate variant's inputs written to `target` (`input_bytes`; an input file the gate stores is copied)."""
     if record.inputs.stored and record.inputs.file is not None:
         shutil.copyfile(gate / record.inputs.file, target)
         return
+    target.write_bytes(input_bytes(contract, gate, record, checked))
+
+
+def input_bytes(contract: Contract, gate: Path, record: VariantRecord, checked: CheckedInputs | None = None) -> bytes:
+    """A gate variant's inputs, serialized (safetensors): the gate's own file (covered by its lock), or (too large
+    to store) the judge's cache of them, drawn again from their seed the first time and checked against the content
+    hashes the manifest holds; a cached file that differs is tampering (GateTampered). `checked`: the check's memo
+    (`CheckedInputs`), read from and filled."""
+    if record.inputs.stored and record.inputs.file is not None:
+        return (gate / record.inputs.file).read_bytes()
     cached = inputs_cache_of(gate) / f"{record.id}.safetensors"
     with _lock_for(cached):  # the check's threads (timing inputs, candidate inputs) may want one variant at once
-        data = _read_cached_inputs(gate, record, cached)
+        data = checked.get(record.id) if checked is not None else None
+        if data is None:
+            data = _read_cached_inputs(gate, record, cached)
         if data is None:
             data = _draw_checked(contract, record)
             _write_cached_inputs(cached, data)
-    target.write_bytes(data)
+        if checked is not None:
+            checked[record.id] = data
+    return data
 
 
 _CACHE_LOCKS: dict[Path, threading.Lock] = {}

@@ -33,9 +33,10 @@ from ferret.errors import BackendUnavailable, JudgeError, UsageError
 from ferret.gate import detect
 from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
-from ferret.gate.candidate_run import CandidateRun, run_candidate
+from ferret.gate.candidate_run import CandidateRun, run_candidate, write_gate_inputs
 from ferret.gate.decide import VariantIds, judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
+from ferret.gate.inputs import CheckedInputs
 from ferret.gate.isolation import isolation_summary, sandbox_record
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
@@ -99,6 +100,26 @@ class _TimingStart:
             started = self._future.result()
             if started is not None:
                 started.stop()
+
+
+class _CandidateFolder:
+    """A check's folder for the candidate's process, made before the fresh draw, the gate variants' inputs written
+    into it in a thread beside the draw (`write_gate_inputs`): one after the other, the draw and the inputs were 2 s
+    each of a warm MLA check's serial path. `gate_inputs` is that thread's work (`run_candidate` waits for it).
+    Leaving the block waits for the thread and removes the folder."""
+
+    def __init__(self, judge: Judge, checked: CheckedInputs):
+        self.path = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferret-candidate-inputs")
+        self.gate_inputs: Future[None] = self._pool.submit(write_gate_inputs, judge.contract, judge.manifest,
+                                                           judge.gate, self.path, checked)
+
+    def __enter__(self) -> _CandidateFolder:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._pool.shutdown(wait=True)
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def require_language(task: Task, device: str, profile: str, candidate: Path) -> None:
@@ -172,23 +193,27 @@ class Judge:
         for finding in static:
             progress(f"static scan: {finding.evidence}")
         # The timed inputs are drawn and the timing processes started in a thread beside the fresh draw and the
-        # candidate's run (`_TimingStart`): on a warm MLA gate drawing them was 3-4 s of a check's serial path.
+        # candidate's run (`_TimingStart`): on a warm MLA gate drawing them was 3-4 s of a check's serial path. The
+        # gate variants' inputs checked against the lock on the way are shared with the candidate's folder.
+        checked: CheckedInputs = {}
         starting = _TimingStart(lambda: self._start_timing(candidate, progress, compare_compiled, measure_speed,
-                                                           deadline, clock),
+                                                           deadline, clock, checked),
                                 wanted=self.device == "cuda" and measure_speed)
         try:
-            with clock.phase("fresh_draw"):
-                fresh = draw_fresh_cases(self.task, self.profile, self.device)
-            if fresh:
-                progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
-            batch: list[BatchRequest] = []
-            if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for the part
-                with clock.phase("batch_inputs"):
-                    batch = batch_requests(self.contract, self.manifest, self.gate)
-            run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh, batch,
-                                                                          deadline, clock)
+            with _CandidateFolder(self, checked) as folder:
+                with clock.phase("fresh_draw"):
+                    fresh = draw_fresh_cases(self.task, self.profile, self.device)
+                if fresh:
+                    progress(f"{len(fresh)} fresh private cases drawn: " + ", ".join(f"{f.id} {f.case.dims}" for f in fresh))
+                batch: list[BatchRequest] = []
+                if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for it
+                    with clock.phase("batch_inputs"):
+                        batch = batch_requests(self.contract, self.manifest, self.gate)
+                run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh,
+                                                                              batch, deadline, clock, folder)
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
             started = starting.result(clock)  # the roofline shown wrong on the timed inputs: ContractError, here
+            checked.clear()  # both of its users are done: its hundreds of MB are not held through the timing
             timing = self._timing(started, progress, judged[2], measure_speed, deadline, clock)
             for line in speed_lines(timing):
                 progress(line)
@@ -240,14 +265,14 @@ class Judge:
 
     def _run_and_judge(
         self, candidate: Path, progress: Reporter, run_stress: bool, fresh: list[FreshVariant], batch: list[BatchRequest],
-        deadline: float, clock: PhaseClock,
+        deadline: float, clock: PhaseClock, folder: _CandidateFolder,
     ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
-        """The candidate's process over every variant, then each variant judged against its golden stages, and
-        the requests run alone against their rows of the full batch (batch invariance)."""
-        workdir = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
+        """The candidate's process over every variant (in `folder`), then each variant judged against its golden
+        stages, and the requests run alone against their rows of the full batch (batch invariance)."""
+        workdir = folder.path
         try:
             run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress, run_stress,
-                                fresh, deadline, batch)
+                                fresh, deadline, batch, folder.gate_inputs)
             for name, seconds in run.phases:
                 clock.add(name, seconds)
             # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
@@ -311,7 +336,7 @@ class Judge:
         require_language(self.task, self.device, self.profile, candidate)
 
     def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
-                      deadline: float, clock: PhaseClock) -> StartedTiming | None:
+                      deadline: float, clock: PhaseClock, checked: CheckedInputs | None = None) -> StartedTiming | None:
         """On a GPU, when speed is asked for: the timed inputs drawn and the timing processes started now, so that
         their start, loading, torch.compile and warm-up overlap the candidate's correctness run (on a warm MLA
         gate they were a fifth of a check). They are timed only if the candidate turns out correct."""
@@ -319,7 +344,7 @@ class Judge:
             return None
         with clock.phase("timing_inputs"):
             return start_timing(self.task, self.manifest, self.gate, candidate, progress, compare_compiled,
-                                deadline=deadline)
+                                deadline=deadline, checked=checked)
 
     def _timing(self, started: StartedTiming | None, progress: Reporter, passed: bool, requested: bool,
                 deadline: float, clock: PhaseClock) -> TimingResult:

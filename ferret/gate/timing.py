@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 from pydantic import TypeAdapter, ValidationError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load, save_file
 
 from ferret import wire
 from ferret.backends import cuda
@@ -27,7 +27,7 @@ from ferret.contract.roofline import RooflineCount, count_roofline
 from ferret.contract.task import Task
 from ferret.errors import ContractError
 from ferret.gate.answers import check_timed_answers
-from ferret.gate.inputs import output_specs, prepare_inputs
+from ferret.gate.inputs import CheckedInputs, input_bytes, output_specs
 from ferret.gate.interleave import (
     TimerFailed,
     TimerProcess,
@@ -93,15 +93,17 @@ class StartedTiming:
 
 
 def start_timing(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
-                 compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None) -> StartedTiming:
+                 compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None,
+                 checked: CheckedInputs | None = None) -> StartedTiming:
     """Draw the timed cases' input pools and start the timing processes; returns at once. They load, compile
     and warm up while the judge does other work (the candidate's correctness run), then wait for its steps.
     The caller owns the result: `finish_timing` or `StartedTiming.stop`. ContractError when the roofline is
-    shown wrong on the drawn inputs."""
+    shown wrong on the drawn inputs. `checked`: the check's memo of inputs checked against the lock
+    (`ferret.gate.inputs.CheckedInputs`), shared with the candidate's folder."""
     workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
     timers: list[TimerProcess] = []
     try:
-        cases = _prepare_cases(task, manifest, gate, workdir, device)
+        cases = _prepare_cases(task, manifest, gate, workdir, device, checked)
         timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
         for timer in timers:
             start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
@@ -162,9 +164,11 @@ def _timed_records(task: Task, manifest: GateManifest, device: str) -> list:
     return [r for r in manifest.variants if r.case in wanted and r.dtype == contract.primary_dtype]
 
 
-def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path, device: str) -> list[_Case]:
+def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path, device: str,
+                   checked: CheckedInputs | None = None) -> list[_Case]:
     """The pool of input sets of every timed case, drawn here and kept here: the candidate's timer runs
-    candidate code, which may rewrite the sets it is given, so the judge checks every answer against its copy."""
+    candidate code, which may rewrite the sets it is given, so the judge checks every answer against its copy.
+    Each case's inputs are read from their checked bytes, never from a file written on the way."""
     contract = task.contract
     read_only = [i.name for i in contract.inputs if i.role == "in"]
     l2_bytes = guards.l2_bytes_of(device)
@@ -173,10 +177,7 @@ def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path
     (workdir / "pools").mkdir()
     cases = []
     for record in _timed_records(task, manifest, device):
-        target = workdir / f"{record.id}.safetensors"
-        prepare_inputs(contract, gate, record, target)
-        inputs = load_file(str(target))
-        target.unlink()
+        inputs = load(input_bytes(contract, gate, record, checked))
         case = next(c for c in contract.cases_for(profile) if c.name == record.case)
         try:
             roofline = count_roofline(contract, case.dims, inputs, record.dtype)

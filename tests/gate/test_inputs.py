@@ -234,3 +234,22 @@ def test_a_tensors_content_hash_is_sha256_of_its_dtype_shape_and_bytes(tensor):
     wanted = hashlib.sha256(f"{tensor.dtype}|{list(tensor.shape)}|".encode()
                             + (flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")).hexdigest()
     assert inputs.tensor_content_sha256(tensor) == wanted
+
+
+def test_a_check_reads_and_checks_a_cached_variant_once_and_every_check_does(gate, tmp_path, monkeypatch):
+    """The check's memo (`CheckedInputs`) gives a variant's checked bytes to its second user (the timing pools
+    beside the candidate's folder); a new check, with a new memo, reads and checks them against the lock again."""
+    contract, record = _first(gate)
+    inputs.prepare_inputs(contract, gate, record, tmp_path / "drawn.safetensors")  # the cache drawn
+    reads = []
+    real_read = inputs._read_cached_inputs
+    monkeypatch.setattr(inputs, "_read_cached_inputs", lambda *args: reads.append(1) or real_read(*args))
+    check: inputs.CheckedInputs = {}
+    inputs.prepare_inputs(contract, gate, record, tmp_path / "candidate.safetensors", check)
+    again = inputs.input_bytes(contract, gate, record, check)
+    assert len(reads) == 1 and again == (tmp_path / "candidate.safetensors").read_bytes()
+    flip_byte(_cache_of(gate, record))
+    assert inputs.input_bytes(contract, gate, record, check) == again  # the judge's memory, not the file
+    with pytest.raises(GateTampered):
+        inputs.input_bytes(contract, gate, record, {})  # the next check reads the file: the change is found
+

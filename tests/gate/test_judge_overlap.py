@@ -178,3 +178,32 @@ def test_a_check_starts_timing_before_the_fresh_draw_and_always_stops_it(rmsnorm
     verdict = Judge(Task.load(RMSNORM_CONTRACT), rmsnorm_gates_dir, "cpu").check(TRITON_RMSNORM, run_stress=False)
     assert verdict.passed
     assert events == [("made", False), ("fresh_draw",), ("result",), ("stop",)]  # the CPU profile times nothing
+
+
+def test_a_check_writes_the_gate_inputs_beside_the_fresh_draw(rmsnorm_gates_dir, monkeypatch):
+    """The gate variants' inputs are written into the candidate's folder while the fresh cases are drawn (the
+    barrier breaks, an error, unless both run at once), and the candidate's process starts once both are done."""
+    from ferret.contract.task import Task
+    from ferret.gate import candidate_run
+    from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
+
+    both_in = threading.Barrier(2, timeout=30)
+    real_draw, real_write = judge_module.draw_fresh_cases, judge_module.write_gate_inputs
+    written = []
+
+    def drawing(*args):
+        both_in.wait()
+        return real_draw(*args)
+
+    def writing(contract, manifest, gate, workdir, checked):
+        both_in.wait()
+        real_write(contract, manifest, gate, workdir, checked)
+        written.extend(sorted(p.name for p in (workdir / "in").iterdir()))
+
+    monkeypatch.setattr(judge_module, "draw_fresh_cases", drawing)
+    monkeypatch.setattr(judge_module, "write_gate_inputs", writing)
+    monkeypatch.setattr(candidate_run, "write_gate_inputs", lambda *a: pytest.fail("the gate inputs written twice"))
+    judge = Judge(Task.load(RMSNORM_CONTRACT), rmsnorm_gates_dir, "cpu")
+    verdict = judge.check(TRITON_RMSNORM, run_stress=False)
+    assert verdict.passed
+    assert written == sorted(f"{r.id}.safetensors" for r in judge.manifest.variants)
