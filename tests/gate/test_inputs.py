@@ -253,3 +253,20 @@ def test_a_check_reads_and_checks_a_cached_variant_once_and_every_check_does(gat
     with pytest.raises(GateTampered):
         inputs.input_bytes(contract, gate, record, {})  # the next check reads the file: the change is found
 
+
+
+@pytest.mark.parametrize("distribution", [{"kind": "normal", "std": 1.5, "mean": 0.25},
+                                          {"kind": "uniform", "low": 0.5, "high": 1.5}])
+def test_a_draw_is_bitwise_the_scaled_stream_of_its_seed(distribution):
+    """The gates' content hashes pin every drawn input: a draw stays `x * scale + offset` over the seed's float64
+    stream, however it is computed."""
+    from ferret.contract.model import Input
+
+    spec = Input.model_validate({"name": "x", "shape": [64, 33], "dtype": "float32", "distribution": distribution})
+    drawn = inputs._draw(spec, (64, 33), {}, torch.Generator().manual_seed(7))
+    stream = torch.Generator().manual_seed(7)
+    if distribution["kind"] == "normal":
+        wanted = torch.randn((64, 33), generator=stream, dtype=torch.float64) * 1.5 + 0.25
+    else:
+        wanted = torch.rand((64, 33), generator=stream, dtype=torch.float64) * (1.5 - 0.5) + 0.5
+    assert torch.equal(drawn.view(torch.int64), wanted.view(torch.int64))
