@@ -98,7 +98,7 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
         made.append(real_mkdtemp(*args, **kwargs))
         return made[-1]
 
-    def failing(task, manifest, gate, workdir, device):
+    def failing(task, manifest, gate, workdir, device, checked=None):
         (workdir / "answers-0.safetensors").write_bytes(b"x" * 100)
         raise RuntimeError("the timing process broke")
 
