@@ -66,9 +66,10 @@ def digest(tensors: dict) -> str:
 
 # Spun on top of what covering the host launch time needs. A short call's time depended on the spin between the flush
 # and the call when there was little (H200, 2026-12-02, benchmarks/results/2026-12-02-h200-session8/): rmsnorm decode's
-# candidate read 5.8 us right behind the flush, 4.9-5.3 us when the host had queued the call only just in time (rounds
-# with a few late calls), and 5.44-5.57 us in every round behind a spin of 100 us or more (torch.compile 5.92-5.98,
-# eager 44.6-45.0), so a check whose rounds got spins of 0-54 us was unstable. Every call now waits at least this long.
+# candidate read 5.8 us right behind the flush (the probe), 4.84-5.38 us when the host had queued the call only just in
+# time (the judge's rounds behind spins of 0-54 us; the probe's rounds with a few late calls read 4.86), and 5.47-5.57 us
+# in every probe round behind a spin of 100 us or more (torch.compile 5.92-5.98, eager 44.6-45.0), so a check whose
+# rounds got spins of 0-54 us was unstable. Every call now waits at least this long.
 SETTLE_MS = 0.1
 
 

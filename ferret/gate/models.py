@@ -174,8 +174,9 @@ class CaseTiming(BaseModel):
         "with more than half late is measured by the host and makes the case unstable.")
     spin_ms: dict[str, list[float]] = Field(
         default={}, description="Per implementation and round, the spin (ms) of the GPU before each timed call, as the "
-        "round was last timed: 1.5x the call's host launch time less the flush's, at least twice as long after a retry "
-        "for late calls. A round timed behind another spin than the rest shows it (as each timer reported it).")
+        "round was last timed: 1.5x the call's host launch time less the flush's, plus 0.1 ms to settle, at least twice "
+        "as long after a retry for late calls. A round timed behind another spin than the rest shows it (as each timer "
+        "reported it).")
     sm_clock_mhz: dict[str, list[list[int]]] = Field(
         default={}, description="The GPU's SM clock (NVML, MHz) the judge read at every poll while each round ran, "
         "per role (candidate, reference) and round: [lowest, highest]. A round at other clocks than the rest shows "

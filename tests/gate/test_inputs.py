@@ -254,7 +254,6 @@ def test_a_check_reads_and_checks_a_cached_variant_once_and_every_check_does(gat
         inputs.input_bytes(contract, gate, record, {})  # the next check reads the file: the change is found
 
 
-
 @pytest.mark.parametrize("distribution", [{"kind": "normal", "std": 1.5, "mean": 0.25},
                                           {"kind": "uniform", "low": 0.5, "high": 1.5}])
 def test_a_draw_is_bitwise_the_scaled_stream_of_its_seed(distribution):
