@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,9 +131,12 @@ def run_candidate(
     task: Task, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
     progress: ProgressLike = None, run_stress: bool = True, fresh: Sequence[FreshVariant] = (), deadline: float | None = None,
     batch: Sequence[BatchRequest] = (), gate_inputs: Future[None] | None = None,
+    on_moved: Callable[[int], None] | None = None,
 ) -> CandidateRun:
     """Run every variant in one candidate process. A fault that ends the process (a hang, a crash, memory,
-    the check's deadline) is charged to the variant it happened on; the variants after it are not run."""
+    the check's deadline) is charged to the variant it happened on; the variants after it are not run.
+    `on_moved(position)` is called each time the process says it started a later step (every variant before
+    `position` is finished: the judge compares them while the process goes on)."""
     progress = as_reporter(progress)
     contract = task.contract
     started = time.perf_counter()
@@ -148,6 +151,8 @@ def run_candidate(
         if isinstance(position, int) and position >= 0:  # the candidate's process writes it: any int may come
             marks.append((f"run:{parts[position]}" if position < len(ids) else "stress", time.perf_counter()))
             progress.step("candidate", min(position, len(ids)), len(ids), ids[position] if position < len(ids) else "stress run")
+            if on_moved is not None:
+                on_moved(position)
 
     progress.step("candidate", 0, len(ids), "starting the candidate's process")
     outcome = run_isolated(

@@ -21,10 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file
 
-from ferret import wire
 from ferret.backends import CUDA_MODULE, language_of
 from ferret.backends import cuda as cuda_backend
 from ferret.contract.model import Contract, ProfileName
@@ -34,7 +32,8 @@ from ferret.gate import detect
 from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
 from ferret.gate.candidate_run import CandidateRun, run_candidate, write_gate_inputs
-from ferret.gate.decide import VariantIds, judge_variant, mark, parts_of
+from ferret.gate.comparisons import ToJudge, VariantComparisons
+from ferret.gate.decide import judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
 from ferret.gate.inputs import CheckedInputs
 from ferret.gate.isolation import isolation_summary, sandbox_record
@@ -267,24 +266,27 @@ class Judge:
         self, candidate: Path, progress: Reporter, run_stress: bool, fresh: list[FreshVariant], batch: list[BatchRequest],
         deadline: float, clock: PhaseClock, folder: _CandidateFolder,
     ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
-        """The candidate's process over every variant (in `folder`), then each variant judged against its golden
-        stages, and the requests run alone against their rows of the full batch (batch invariance)."""
+        """The candidate's process over every variant (in `folder`), each variant judged against its golden stages
+        as soon as the process has moved past it (`VariantComparisons`), and the requests run alone against their
+        rows of the full batch (batch invariance)."""
         workdir = folder.path
         try:
-            run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress, run_stress,
-                                fresh, deadline, batch, folder.gate_inputs)
-            for name, seconds in run.phases:
-                clock.add(name, seconds)
-            # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
-            with clock.phase("gate_reverify"):
-                verify_gate(self.gate, require_trusted=True)
             # Each variant's ids, its golden stages (loaded when judged) and its inputs' content hashes.
-            to_judge: list[tuple[VariantIds, Callable[[], dict[str, torch.Tensor]], dict[str, str]]] = [
+            to_judge: list[ToJudge] = [
                 ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(self.gate / r.golden_file)), r.inputs.content_sha256)
                 for r in self.manifest.variants
             ]
             to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
-            results = self._judge_variants(run, to_judge, workdir / "out", clock)
+            with VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons:
+                run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress,
+                                    run_stress, fresh, deadline, batch, folder.gate_inputs,
+                                    on_moved=comparisons.candidate_moved_to)
+                for name, seconds in run.phases:
+                    clock.add(name, seconds)
+                # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
+                with clock.phase("gate_reverify"):
+                    verify_gate(self.gate, require_trusted=True)
+                results = comparisons.results(run.statuses, clock)
             for result in results:
                 if result.failure is None or result.failure.kind != "not_run":
                     progress(f"  {result.id}: {mark(result)}")
@@ -303,34 +305,6 @@ class Judge:
             return run, results, batch_verdict
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-
-    def _judge_variants(self, run: CandidateRun, to_judge: list[tuple[VariantIds, Callable[[], dict[str, torch.Tensor]],
-                                                                  dict[str, str]]],
-                        out: Path, clock: PhaseClock) -> list[VariantResult]:
-        """Every variant judged against its golden stages, a few at a time (loading the golden and result files
-        and comparing them was 5 s of a warm MLA check, one after another), in the order given. Each part's
-        `compare:<part>` phase is its wall time: from its first variant's start (or the previous part's end, where they
-        overlap) to its last one's end."""
-
-        def judged(item: tuple[VariantIds, Callable[[], dict[str, torch.Tensor]], dict[str, str]]
-                   ) -> tuple[VariantResult, float, float]:
-            ids, golden, input_digests = item
-            begun = time.perf_counter()
-            result = judge_variant(self.contract, ids, golden(), run.statuses.get(ids[0]), out / wire.tensors_file(ids[0]),
-                                   input_digests)
-            return result, begun, time.perf_counter()
-
-        with ThreadPoolExecutor(max_workers=_COMPARE_WORKERS, thread_name_prefix="ferret-compare") as pool:
-            done = list(pool.map(judged, to_judge))
-        spans: dict[str, tuple[float, float]] = {}
-        for (ids, _, _), (_, begun, ended) in zip(to_judge, done, strict=True):
-            first, last = spans.get(ids[3], (begun, ended))
-            spans[ids[3]] = (min(first, begun), max(last, ended))
-        covered = float("-inf")  # a part's first variants overlap the previous part's last: each second said once
-        for part, (begun, ended) in spans.items():
-            clock.add(f"compare:{part}", max(ended - max(begun, covered), 0.0))
-            covered = max(covered, ended)
-        return [result for result, _, _ in done]
 
     def _require_its_language(self, candidate: Path) -> None:
         require_language(self.task, self.device, self.profile, candidate)

@@ -1,5 +1,5 @@
 """What the judge does at once: the timing processes started in a thread beside the fresh draw and the candidate's
-run (`_TimingStart`), and the variants compared a few at a time (`Judge._judge_variants`)."""
+run (`_TimingStart`), the fresh draw and the gate inputs (the comparisons: tests/gate/test_comparisons.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from ferret import wire
 from ferret.errors import ContractError
 from ferret.gate import judge as judge_module
 from ferret.gate.judge import Judge, _TimingStart
@@ -68,43 +67,6 @@ def test_nothing_is_started_where_timing_is_not_wanted():
     assert calls == [] and clock.phases() == []
 
 
-def test_variants_are_compared_at_once_and_returned_in_their_order(monkeypatch, tmp_path: Path):
-    both_in = threading.Barrier(2, timeout=30)  # broken (an error) unless two comparisons run at the same time
-    order = []
-
-    def fake_judge_variant(contract, ids, golden, status, tensors_file, input_digests):
-        if ids[0] in ("a", "b"):
-            both_in.wait()
-        order.append(ids[0])
-        assert tensors_file == tmp_path / wire.tensors_file(ids[0]) and golden == {"g": ids[0]}
-        return types.SimpleNamespace(id=ids[0])
-
-    monkeypatch.setattr(judge_module, "judge_variant", fake_judge_variant)
-    to_judge = [((vid, "case", "float32", part), lambda vid=vid: {"g": vid}, {})
-                for vid, part in (("a", "correctness"), ("b", "correctness"), ("c", "fresh_cases"))]
-    judge = types.SimpleNamespace(contract=None)
-    run = types.SimpleNamespace(statuses={})
-    clock = PhaseClock()
-    results = Judge._judge_variants(judge, run, to_judge, tmp_path, clock)  # type: ignore[arg-type]
-    assert [r.id for r in results] == ["a", "b", "c"]
-    assert sorted(order) == ["a", "b", "c"]
-    assert [p.name for p in clock.phases()] == ["compare:correctness", "compare:fresh_cases"]
-
-
-def test_overlapping_parts_are_each_said_once(monkeypatch, tmp_path: Path):
-    """With four comparisons at once, a part's first variants start while the previous part's last still runs: the
-    phases then said more seconds than the check had (CI, 2026-12-01: 4.50 s of phases in a 4.42 s check)."""
-    ticks = iter([0.0, 2.0, 1.0, 3.0])  # a: 0-2 s, b (next part): 1-3 s
-    monkeypatch.setattr(judge_module.time, "perf_counter", lambda: next(ticks))
-    monkeypatch.setattr(judge_module, "_COMPARE_WORKERS", 1)  # the ticks in a fixed order
-    monkeypatch.setattr(judge_module, "judge_variant", lambda *args: types.SimpleNamespace(id=args[1][0]))
-    to_judge = [((vid, "case", "float32", part), lambda: {}, {}) for vid, part in (("a", "correctness"), ("b", "dtypes"))]
-    clock = PhaseClock()
-    Judge._judge_variants(types.SimpleNamespace(contract=None), types.SimpleNamespace(statuses={}), to_judge,  # type: ignore[arg-type]
-                          tmp_path, clock)
-    assert {p.name: p.seconds for p in clock.phases()} == {"compare:correctness": 2.0, "compare:dtypes": 1.0}
-
-
 def _first_two_meet(real):
     """`real`, whose first two calls must be running at the same time (else the barrier breaks: an error)."""
     both_in, calls, lock = threading.Barrier(2, timeout=30), [], threading.Lock()
@@ -134,11 +96,12 @@ def test_fresh_cases_are_drawn_at_once_in_the_plans_order(monkeypatch):
 
 
 def test_gate_inputs_are_written_at_once_and_the_job_keeps_the_manifests_order(rmsnorm_gate, monkeypatch, tmp_path):
+    from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
+
     from ferret.contract.task import Task
     from ferret.gate import candidate_run
     from ferret.gate.lock import verify_gate
     from ferret.gate.models import GateManifest
-    from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
 
     contract = Task.load(RMSNORM_CONTRACT).contract
     manifest = GateManifest.model_validate(verify_gate(rmsnorm_gate))
@@ -154,8 +117,9 @@ def test_gate_inputs_are_written_at_once_and_the_job_keeps_the_manifests_order(r
 def test_a_check_starts_timing_before_the_fresh_draw_and_always_stops_it(rmsnorm_gate, rmsnorm_gates_dir, monkeypatch):
     """The wiring in `Judge.check`: the timing start is made before the fresh draw (so it runs beside it and the
     candidate's run), its result asked for after the run, and it is stopped at the end."""
-    from ferret.contract.task import Task
     from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
+
+    from ferret.contract.task import Task
 
     events = []
 
@@ -183,9 +147,10 @@ def test_a_check_starts_timing_before_the_fresh_draw_and_always_stops_it(rmsnorm
 def test_a_check_writes_the_gate_inputs_beside_the_fresh_draw(rmsnorm_gates_dir, monkeypatch):
     """The gate variants' inputs are written into the candidate's folder while the fresh cases are drawn (the
     barrier breaks, an error, unless both run at once), and the candidate's process starts once both are done."""
+    from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
+
     from ferret.contract.task import Task
     from ferret.gate import candidate_run
-    from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
 
     both_in = threading.Barrier(2, timeout=30)
     real_draw, real_write = judge_module.draw_fresh_cases, judge_module.write_gate_inputs
@@ -207,3 +172,35 @@ def test_a_check_writes_the_gate_inputs_beside_the_fresh_draw(rmsnorm_gates_dir,
     verdict = judge.check(TRITON_RMSNORM, run_stress=False)
     assert verdict.passed
     assert written == sorted(f"{r.id}.safetensors" for r in judge.manifest.variants)
+
+
+def test_a_check_judges_variants_while_the_candidates_process_still_runs(rmsnorm_gates_dir, monkeypatch):
+    """The candidate's process saying it moved on reaches the comparisons (`run_candidate`'s `on_moved`): some
+    variant is judged before the process has ended, and each variant is judged once."""
+    from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM
+
+    from ferret.contract.task import Task
+    from ferret.gate import candidate_run
+
+    running = threading.Event()
+    judged_while_running = []
+    real_isolated, real_judge = candidate_run.run_isolated, judge_module.judge_variant
+
+    def isolated(*args, **kwargs):
+        running.set()
+        try:
+            return real_isolated(*args, **kwargs)
+        finally:
+            running.clear()
+
+    def judging(contract, ids, *rest):
+        judged_while_running.append((ids[0], running.is_set()))
+        return real_judge(contract, ids, *rest)
+
+    monkeypatch.setattr(candidate_run, "run_isolated", isolated)
+    monkeypatch.setattr(judge_module, "judge_variant", judging)
+    judge = Judge(Task.load(RMSNORM_CONTRACT), rmsnorm_gates_dir, "cpu")
+    verdict = judge.check(TRITON_RMSNORM, run_stress=False)
+    assert verdict.passed
+    assert sorted(vid for vid, _ in judged_while_running) == sorted(r.id for r in verdict.variants)
+    assert any(during for _, during in judged_while_running), judged_while_running
