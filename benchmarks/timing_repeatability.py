@@ -25,9 +25,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,24 +44,46 @@ FIRST_GUESS_S = {"mla_attention": 150.0, "mla_attention_paged": 200.0}
 
 
 def one_check(op: str, gates_dir: Path, timeout_s: float) -> dict:
-    """`ferret check` of the op's honest candidate in a process of its own; its verdict and how long it took."""
+    """`ferret check` of the op's honest candidate in a process of its own; its verdict, how long it took, and when
+    its first and last progress lines came (`outside_clock`: the seconds before ferret's progress clock started, the
+    interpreter and its imports, and after its last line, the process's exit)."""
     verdict_file = Path(f"/tmp/ferret-verdict-{op}-{time.time_ns()}.json")
     command = [sys.executable, "-m", "ferret.cli.main", "check", str(REPO / "contracts" / f"{op}.yaml"),
                str(REPO / CANDIDATES[op]), "--gates-dir", str(gates_dir), "--verdict-out", str(verdict_file), "--json"]
     started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    timer = threading.Timer(timeout_s, process.kill)
+    timer.start()
+    lines: list[tuple[float, str]] = []
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
-        exit_code, stderr = done.returncode, done.stderr
-    except subprocess.TimeoutExpired as expired:
-        raw = expired.stderr or ""
-        exit_code, stderr = None, raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append((time.perf_counter() - started, line))
+        exit_code = process.wait()
+    finally:
+        timer.cancel()
     seconds = time.perf_counter() - started
+    exit_code = None if exit_code == -9 else exit_code  # killed at the timeout
+    stderr = "".join(line for _, line in lines)
     verdict = json.loads(verdict_file.read_text()) if verdict_file.exists() else None
     if verdict is not None:
         # Per-variant metrics are large; only where each variant's seconds went is kept.
         verdict["variant_seconds"] = [{"id": v["id"], "seconds": v.get("seconds"), "phases": v.get("phase_seconds", {})}
                                       for v in verdict.pop("variants", [])]
-    return {"op": op, "seconds": round(seconds, 1), "exit": exit_code, "stderr_tail": stderr[-3000:], "verdict": verdict}
+    outside = outside_clock(lines, seconds)
+    return {"op": op, "seconds": round(seconds, 1), "exit": exit_code, "stderr_tail": stderr[-3000:], "verdict": verdict,
+            "outside_clock": outside}
+
+
+def outside_clock(lines: list[tuple[float, str]], seconds: float) -> dict | None:
+    """From (arrival, line) of a check's progress lines ("ferret [  2.6s] ..."): the seconds before its progress
+    clock started (the first line's arrival less the clock it shows) and after its last line."""
+    clocked = [(arrival, float(match.group(1))) for arrival, line in lines
+               if (match := re.match(r"ferret \[\s*([0-9.]+)s\]", line))]
+    if not clocked:
+        return None
+    (first_arrival, first_clock), (last_arrival, _) = clocked[0], clocked[-1]
+    return {"before_clock_s": round(first_arrival - first_clock, 2), "after_last_line_s": round(seconds - last_arrival, 2)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,14 +210,17 @@ def clock_table(records: list[dict]) -> str:
 
 
 def duration_table(records: list[dict]) -> str:
-    lines = ["| op | check | gate | exit | passed | seconds | phases over 1 s | timing processes (s) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| op | check | gate | exit | passed | seconds | outside the progress clock: before, after (s) | "
+             "phases over 1 s | timing processes (s) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in records:
         verdict = r["verdict"] or {}
         phases = ", ".join(f"{p['name']} {p['seconds']:.1f}" for p in verdict.get("phases", []) if p["seconds"] >= 1.0)
         process = verdict.get("timing", {}).get("process_seconds", {})
+        outside = r.get("outside_clock")  # not recorded before 2026-12-02's session 9
+        outside_text = f"{outside['before_clock_s']:.1f}, {outside['after_last_line_s']:.1f}" if outside else ""
         lines.append(f"| {r['op']} | {r['index']} | {'cold' if r['cold'] else 'warm'} | {r['exit']} | "
-                     f"{verdict.get('passed')} | {r['seconds']} | {phases} | "
+                     f"{verdict.get('passed')} | {r['seconds']} | {outside_text} | {phases} | "
                      f"{', '.join(f'{k} {v:.1f}' for k, v in process.items())} |")
     return "\n".join(lines) + "\n\n" + breakdown_table(records)
 
