@@ -33,6 +33,8 @@ NEW_AXES = {"head_pad": 64, "value_split": 2, "split_policy": "waves", "batch_bl
 # The fastest point measured at large batch, with 16-token tiles where programs have few tiles of 64.
 LARGE = {**WIDE, "token_block": 64}
 STREAMED = {"side_kernels": "streamed"}
+# Kernel 3's loop axes at their second values: the warp-specialized loop, TMA descriptor loads, lazy rescaling.
+KERNEL3_AXES = {"loop_schedule": "warp_specialized", "kv_loads": "descriptors", "rescale": "when_max_grows"}
 
 
 @pytest.fixture(scope="module")
@@ -232,9 +234,15 @@ def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positi
         (STREAMED, (2, 3, 50, [49, 0])),
         # 64 heads x 64-token tiles whose programs would walk few tiles: kernel 3 sized as the default point
         ({**LARGE, "few_tiles": "default_point"}, (3, 40, 70, [69, 5, 33])),
+        # kernel 3's loop axes one at a time at the default's 64 x 64 blocks, then all three with P@V in halves and
+        # 16-token tiles (descriptors of 256-wide halves; the second request's one token leaves splits empty)
+        ({**LARGE, "loop_schedule": "warp_specialized"}, (3, 40, 70, [69, 5, 33])),
+        ({**LARGE, "kv_loads": "descriptors"}, (3, 40, 70, [69, 5, 33])),
+        ({**LARGE, "rescale": "when_max_grows"}, (3, 40, 70, [69, 5, 33])),
+        ({**WIDE, **KERNEL3_AXES, "value_split": 2, "token_block": 16}, (2, 20, 50, [49, 0])),
     ],
     ids=["heads64-halves-waves", "heads128-tokens16", "streamed-small-tiles", "streamed-value-blocks",
-         "few-tiles-default-point"],
+         "few-tiles-default-point", "warp-specialized", "tma-descriptors", "lazy-rescale", "kernel3-axes-halves"],
 )
 def test_new_structure_points_match_the_reference(optimizer, tmp_path, override, shape):
     batch, heads, capacity, cache_lens = shape
@@ -259,3 +267,30 @@ def test_streamed_kernels_agree_with_todays(optimizer, tmp_path):
     for stage in ("o_latent", "o_heads"):
         expected, actual = today[stage].double(), streamed[stage].double()
         assert float((actual - expected).norm() / expected.norm()) < 2e-3, stage
+
+
+@pytest.mark.parametrize("axis,value", sorted(KERNEL3_AXES.items()))
+def test_each_kernel3_loop_axis_changes_the_kernel(optimizer, axis, value):
+    base = optimizer.space.default_point()
+    assert optimizer.render(optimizer.space.canonical({**base, axis: value})) != optimizer.render(base), axis
+
+
+@pytest.mark.parametrize("override", [{}, {"kv_loads": "descriptors"}, KERNEL3_AXES, {**KERNEL3_AXES, "value_split": 2}],
+                         ids=["default", "tma-descriptors", "kernel3-axes", "kernel3-axes-halves"])
+def test_rows_past_the_length_contribute_nothing(optimizer, tmp_path, override):
+    """Cache rows past a request's length (here NaN) never reach o_heads: the descriptors' tiles that reach past the
+    request's rows read zeros, so the output is bitwise the output with those rows clean."""
+    point = optimizer.space.canonical({**optimizer.space.default, **override})
+    module = _load(optimizer.render(point), tmp_path / "rows.py")
+    inputs = make_inputs(seed=5, batch=3, heads=20, cache_capacity=70, cache_lens=[40, 5, 63],
+                         positions=[16383, 6000, 9000])
+    poisoned = {name: t.clone() for name, t in inputs.items()}
+    for b, length in enumerate([40, 5, 63]):
+        poisoned["kv_cache"][b, length + 1:] = float("nan")  # row `length` is the appended one
+    results = []
+    for case in (inputs, poisoned):
+        outputs = {"o_heads": torch.full((3, 20, PARAMS["v_head_dim"]), float("nan"), dtype=torch.bfloat16)}
+        module.run({name: t.clone() for name, t in case.items()}, outputs, PARAMS)
+        results.append(outputs["o_heads"])
+    assert torch.isfinite(results[0]).all()
+    assert torch.equal(results[0], results[1])
