@@ -30,6 +30,7 @@ names its own `op` and `template`).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from pathlib import Path
@@ -344,7 +345,9 @@ class TemplateSearchOptimizer:
         if not (folder / SPACE_FILE).is_file():
             raise MissingTemplates(folder)
         try:
-            return cls(folder)
+            optimizer = cls(folder)
+            optimizer.by_approach  # noqa: B018 - two points named alike is the templates' error, said before a dispatch
+            return optimizer
         except (ValueError, OSError, yaml.YAMLError, jinja2.TemplateError) as err:
             raise UsageError(f"the offline optimizer cannot use the templates in {folder}: {err}") from None
 
@@ -365,13 +368,25 @@ class TemplateSearchOptimizer:
             autoescape=False,
         )
         self.template = self.env.get_template(template_path.name)
-        self.points = self.space.points()
-        self.by_approach = {self.space.approach(p): p for p in self.points}
-        if len(self.by_approach) != len(self.points):
+
+    # Listed when first needed, not at construction: the MLA space has 829,440 points, ~35 s to list on a CI core,
+    # and rendering a point (most of the template's tests) needs none of them.
+    @functools.cached_property
+    def points(self) -> list[Point]:
+        return self.space.points()
+
+    @functools.cached_property
+    def by_approach(self) -> dict[str, Point]:
+        named = {self.space.approach(p): p for p in self.points}
+        if len(named) != len(self.points):
             raise ValueError(f"{self.template_dir / SPACE_FILE}: two points share an approach name; fix labels")
+        return named
+
+    @functools.cached_property
+    def _tiebreak(self) -> dict[str, int]:
         order = list(self.by_approach)
-        random.Random(seed).shuffle(order)
-        self._tiebreak = {a: i for i, a in enumerate(order)}
+        random.Random(self.seed).shuffle(order)
+        return {a: i for i, a in enumerate(order)}
 
     # ------------------------------------------------------------------------------------------ render
     def render(self, point: Point) -> str:
