@@ -440,3 +440,34 @@ def test_the_mla_space_lists_its_points_once_each():
     # 138,240 before kernel 3's loop axes; loop_schedule (at 2+ stages and 8 or 16 warps), kv_loads, rescale: 829,440
     assert len(points) == 829_440 and len({space.approach(p) for p in points}) == len(points)
     assert points[0] == space.canonical({name: values[0] for name, values in space.parameters.items()})
+
+
+def test_the_points_are_listed_when_first_needed_and_once(monkeypatch):
+    """Constructing the optimizer lists no point (rendering needs none; the MLA space's 829,440 took ~40 s per
+    optimizer on a CI core); the first use lists them, later uses reuse the list."""
+    from ferret.roles import offline
+
+    listed = []
+    real = offline.TemplateSpace.points
+
+    def counting(space):
+        listed.append(space.op)
+        return real(space)
+
+    monkeypatch.setattr(offline.TemplateSpace, "points", counting)
+    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    assert listed == []
+    assert optimizer.render(optimizer.space.default_point())
+    assert listed == []
+    assert len(optimizer.points) == len(optimizer.by_approach) > 0
+    assert optimizer.points is optimizer.points and listed == ["rmsnorm"]
+
+
+def test_from_contract_names_two_points_named_alike_before_a_dispatch(monkeypatch):
+    from ferret.errors import UsageError
+    from ferret.roles import offline
+
+    # two points the labels cannot tell apart (the listing itself drops exact repeats, so it is stood in for)
+    monkeypatch.setattr(offline.TemplateSpace, "points", lambda space: [space.default_point(), space.default_point()])
+    with pytest.raises(UsageError, match="share an approach name"):
+        TemplateSearchOptimizer.from_contract(CONTRACT)
