@@ -89,8 +89,7 @@ class VariantComparisons:
         return [result for result, _, _ in done]
 
     def _status_now(self, index: int) -> wire.VariantStatus | None:
-        path = self._out / wire.status_file(self._to_judge[index][0][0])
-        return read_status(path) if path.exists() else None
+        return read_status(self._out / wire.status_file(self._to_judge[index][0][0]))  # None if missing or malformed
 
     def _judged(self, index: int, status: wire.VariantStatus | None) -> _Judged:
         ids, golden, input_digests = self._to_judge[index]
