@@ -39,7 +39,7 @@ from safetensors.torch import load_file, save_file
 
 from ferret import wire
 from ferret.bench import guards
-from ferret.bench.warmup_turn import WarmUpTurn, warm_up_key
+from ferret.bench.warmup_turn import WarmUpTurn, timing_job_key
 from ferret.sandbox import audit
 from ferret.sandbox.runner import fresh_outputs as runner_outputs
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
@@ -678,13 +678,6 @@ def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness:
     return results
 
 
-def _warm_up_key(job: wire.TimingJob) -> str:
-    """What a reference timer warms up: its baseline's files, the cases' output shapes, the compile flag, torch."""
-    files = sorted(Path(job.import_root).rglob("*.py")) if job.import_root else [Path(job.source)]
-    cases = [(case.case, sorted(case.outputs.items())) for case in job.cases]
-    return warm_up_key(files, json.dumps([job.module, job.entry, job.compile, cases, torch.__version__], default=str))
-
-
 def main(job_path: str) -> int:
     job = wire.TimingJob.read(Path(job_path))
     on_gpu = job.device == "cuda"
@@ -696,7 +689,7 @@ def main(job_path: str) -> int:
         audit.load_language_runtime(Path(job.source), on_gpu)
     sandbox = audit.install_if_asked(Path(job.result).parent) if job.role == wire.CANDIDATE_TIMER else None
     # Reference timers load, compile and warm up one at a time (ferret/bench/warmup_turn.py says why).
-    turn = WarmUpTurn.for_compile_cache(_warm_up_key(job)) if job.role == wire.REFERENCE_TIMER else WarmUpTurn(None)
+    turn = WarmUpTurn.for_compile_cache(timing_job_key(job)) if job.role == wire.REFERENCE_TIMER else WarmUpTurn(None)
     waiting = time.perf_counter()
     turn.take()
     turn_seconds = round(time.perf_counter() - waiting, 4)

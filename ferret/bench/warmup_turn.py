@@ -19,9 +19,14 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+
+import torch
+
+from ferret import wire
 
 LOCK_FILE = "warm-up-turn.lock"
 
@@ -33,6 +38,14 @@ def warm_up_key(files: Iterable[Path], described: str) -> str:
     for path in files:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:32]
+
+
+def timing_job_key(job: wire.TimingJob) -> str:
+    """What a reference timer warms up: its baseline's files, the cases' output shapes, the compile flag, torch. The
+    judge computes it from the same job (`ferret.gate.compile_choice`): one key names the compile cache's picks."""
+    files = sorted(Path(job.import_root).rglob("*.py")) if job.import_root else [Path(job.source)]
+    cases = [(case.case, sorted(case.outputs.items())) for case in job.cases]
+    return warm_up_key(files, json.dumps([job.module, job.entry, job.compile, cases, torch.__version__], default=str))
 
 
 class WarmUpTurn:

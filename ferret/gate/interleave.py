@@ -140,7 +140,7 @@ def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Calla
             if on_step is not None:
                 on_step(case, str(round_number))
             pair = [(group[round_number % len(group)], f"{case} {round_number // len(group)}")
-                    for group in (candidates, references)]
+                    for group in (candidates, references) if group]  # no candidate: choosing torch.compile's picks
             sampled = functools.partial(_clock_round, clocks, case, round_number) if clocks is not None else None
             _step(pair if round_number % 2 else pair[::-1], timers, seconds, "rounds", poll_s, sampled)
         if on_step is not None:

@@ -13,6 +13,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +24,18 @@ from safetensors.torch import load, save_file
 from ferret import wire
 from ferret.backends import cuda
 from ferret.bench import guards
+from ferret.bench.warmup_turn import timing_job_key
 from ferret.contract.roofline import RooflineCount, count_roofline
 from ferret.contract.task import Task
 from ferret.errors import ContractError
 from ferret.gate.answers import check_timed_answers
+from ferret.gate.compile_choice import (
+    COMPILE_TRIALS,
+    CompileChoice,
+    compile_choice_for,
+    compiled_geomean_ms,
+    fastest_trial,
+)
 from ferret.gate.inputs import CheckedInputs, input_bytes, output_specs
 from ferret.gate.interleave import (
     TimerFailed,
@@ -105,6 +114,7 @@ def start_timing(task: Task, manifest: GateManifest, gate: Path, candidate: Path
     try:
         cases = _prepare_cases(task, manifest, gate, workdir, device, checked)
         timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
+        _use_chosen_compile_cache(task, gate, workdir, cases, timers, device, deadline, as_reporter(progress))
         for timer in timers:
             start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
     except BaseException:
@@ -363,6 +373,63 @@ def _compile_cache(gate: Path) -> Path:
     folder = gate.parent / ".cache" / "inductor"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def _use_chosen_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Case], timers: list[TimerProcess],
+                              device: str, deadline: float | None, reporter: Reporter) -> None:
+    """Point every reference timer that compiles the baseline at the compile cache chosen for it
+    (`ferret.gate.compile_choice`), choosing first when this gate's cache holds no choice yet."""
+    references = [timer for timer in timers if timer.role == wire.REFERENCE_TIMER]
+    if not references:
+        return
+    job = wire.TimingJob.read(references[0].folder / "job.json")
+    if not job.compile:
+        return
+    choice = compile_choice_for(gate, timing_job_key(job))
+    with choice.held():  # another check sharing these gates may be choosing: wait for it, then read its choice
+        folder = choice.chosen() or _choose_compile_cache(task, gate, workdir, cases, choice, device, deadline, reporter)
+    for timer in references:
+        timer.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+
+
+def _choose_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Case], choice: CompileChoice,
+                          device: str, deadline: float | None, reporter: Reporter) -> Path:
+    """COMPILE_TRIALS reference timers, each compiling the baseline into an empty cache of its own, conducted one
+    round each per case (one process on the GPU at a time); the fastest compiled baseline's cache is kept. When the
+    trials fail, or none compiled, nothing is kept (the next check tries again) and the first trial's cache is used."""
+    folders = choice.fresh_trials(COMPILE_TRIALS)
+    trials = []
+    for trial, cache in enumerate(folders):
+        timer, _ = _reference_timer(task, gate, workdir / "compile-trials" / str(trial), cases, device, 1, True)
+        timer.env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+        trials.append(timer)
+    reporter(f"torch.compile of the baseline: {COMPILE_TRIALS} independent compiles, each timed, the fastest kept for "
+             "this gate (its launch configurations differ from one compile to the next)")
+    names = [case.job.case for case in cases]
+    started = time.monotonic()
+    try:
+        for timer in trials:
+            start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
+            timer.conducted.set()
+        conduct(trials, len(names), COMPILE_TRIALS)
+        wait_until_done(trials)
+        results = [_read_results(timer, names) for timer in trials]
+    except TimerFailed as failed:
+        results = [f"the compile trial failed before step {failed.waited_for!r}"]
+    finally:
+        stop_all(trials)
+        shutil.rmtree(workdir / "compile-trials", ignore_errors=True)
+    problems = [r for r in results if isinstance(r, str)]
+    best = None if problems else fastest_trial([r for r in results if not isinstance(r, str)])
+    if best is None:
+        reporter(f"torch.compile of the baseline: no compile chosen ({'; '.join(problems)[:500] or 'none compiled'}); "
+                 "this check uses one compile's picks")
+        return folders[0]
+    times = ", ".join(f"{1e3 * ms:.1f}" if (ms := compiled_geomean_ms(r)) else "failed"
+                      for r in results if not isinstance(r, str))
+    reporter(f"torch.compile of the baseline: compiled geomean per trial {times} us; trial {best} kept "
+             f"({time.monotonic() - started:.0f} s)")
+    return choice.keep(best)
 
 
 def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter,

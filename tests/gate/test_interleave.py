@@ -143,6 +143,19 @@ def test_reference_processes_take_the_rounds_in_turn_each_counting_its_own(tmp_p
     assert rounds_in_turn(5, 3) == [[0, 3], [1, 4], [2]]
 
 
+def test_reference_processes_alone_are_conducted_one_round_each(tmp_path):
+    """No candidate process (the judge choosing among independent compiles of torch.compile's baseline): three
+    reference processes take one round each, one at a time, then the post step."""
+    timers, log = _timers(tmp_path, cases=1, repeats=3, references=3, candidates=0)
+    _run(timers, cases=1, repeats=3)
+    lines = [line.split() for line in log.read_text().splitlines() if " ready:" not in line]
+    entries = sorted((float(began), role, step) for role, step, began, _ in lines)
+    assert [(role, step) for _, role, step in entries] == [
+        ("reference0", "0:0"), ("reference1", "0:0"), ("reference2", "0:0"),
+        ("reference0", "0:post"), ("reference1", "0:post"), ("reference2", "0:post"),
+    ]
+
+
 def test_no_round_of_a_case_starts_before_every_process_is_ready_for_it(tmp_path):
     """A reference process still warming up (here 1.5 s of set-up) must not warm up beside another's timed round: the
     case's first round waits for it, though it takes none of the first rounds itself."""
