@@ -72,7 +72,8 @@ def one_check(op: str, gates_dir: Path, timeout_s: float) -> dict:
                                       for v in verdict.pop("variants", [])]
     outside = outside_clock(lines, seconds)
     return {"op": op, "seconds": round(seconds, 1), "exit": exit_code, "stderr_tail": stderr[-3000:], "verdict": verdict,
-            "outside_clock": outside}
+            "outside_clock": outside,
+            "compile_choice": [line.strip() for _, line in lines if "torch.compile of the baseline" in line]}
 
 
 def outside_clock(lines: list[tuple[float, str]], seconds: float) -> dict | None:
