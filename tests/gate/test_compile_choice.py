@@ -118,7 +118,7 @@ def test_trials_where_nothing_compiled_keep_no_choice_and_say_so(trials_setup, t
 def test_on_the_gpu_a_cold_gate_chooses_among_compiles_once_and_later_checks_reuse_the_choice(tmp_path):
     from ferret.gate.judge import check
 
-    contract = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
+    contract = REPO / "contracts/rmsnorm.yaml"  # the small GPU test contracts time no torch.compile
     honest = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
     said: list[str] = []
     verdict, gate = check(contract, honest, tmp_path, profile="gpu", progress=said.append)
