@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -195,8 +196,9 @@ class Judge:
         # candidate's run (`_TimingStart`): on a warm MLA gate drawing them was 3-4 s of a check's serial path. The
         # gate variants' inputs checked against the lock on the way are shared with the candidate's folder.
         checked: CheckedInputs = {}
+        gpu_quiet = threading.Event()  # set when the candidate's run and its comparisons are over (see start_timing)
         starting = _TimingStart(lambda: self._start_timing(candidate, progress, compare_compiled, measure_speed,
-                                                           deadline, clock, checked),
+                                                           deadline, clock, checked, gpu_quiet),
                                 wanted=self.device == "cuda" and measure_speed)
         try:
             with _CandidateFolder(self, checked) as folder:
@@ -210,6 +212,7 @@ class Judge:
                         batch = batch_requests(self.contract, self.manifest, self.gate)
                 run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh,
                                                                               batch, deadline, clock, folder)
+            gpu_quiet.set()
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
             started = starting.result(clock)  # the roofline shown wrong on the timed inputs: ContractError, here
             checked.clear()  # both of its users are done: its hundreds of MB are not held through the timing
@@ -217,6 +220,7 @@ class Judge:
             for line in speed_lines(timing):
                 progress(line)
         finally:
+            gpu_quiet.set()  # a start still waiting for it must not hold up its own stop
             starting.stop()  # killed and deleted, timed or not (finish_timing stopped them already)
         parts, detections, passed = judged
         if timing.detections:
@@ -310,7 +314,8 @@ class Judge:
         require_language(self.task, self.device, self.profile, candidate)
 
     def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
-                      deadline: float, clock: PhaseClock, checked: CheckedInputs | None = None) -> StartedTiming | None:
+                      deadline: float, clock: PhaseClock, checked: CheckedInputs | None = None,
+                      gpu_quiet: threading.Event | None = None) -> StartedTiming | None:
         """On a GPU, when speed is asked for: the timed inputs drawn and the timing processes started now, so that
         their start, loading, torch.compile and warm-up overlap the candidate's correctness run (on a warm MLA
         gate they were a fifth of a check). They are timed only if the candidate turns out correct."""
@@ -318,7 +323,7 @@ class Judge:
             return None
         with clock.phase("timing_inputs"):
             return start_timing(self.task, self.manifest, self.gate, candidate, progress, compare_compiled,
-                                deadline=deadline, checked=checked)
+                                deadline=deadline, checked=checked, gpu_quiet=gpu_quiet)
 
     def _timing(self, started: StartedTiming | None, progress: Reporter, passed: bool, requested: bool,
                 deadline: float, clock: PhaseClock) -> TimingResult:

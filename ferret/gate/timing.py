@@ -13,6 +13,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,18 +104,20 @@ class StartedTiming:
 
 def start_timing(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
                  compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None,
-                 checked: CheckedInputs | None = None) -> StartedTiming:
+                 checked: CheckedInputs | None = None, gpu_quiet: threading.Event | None = None) -> StartedTiming:
     """Draw the timed cases' input pools and start the timing processes; returns at once. They load, compile
     and warm up while the judge does other work (the candidate's correctness run), then wait for its steps.
     The caller owns the result: `finish_timing` or `StartedTiming.stop`. ContractError when the roofline is
     shown wrong on the drawn inputs. `checked`: the check's memo of inputs checked against the lock
-    (`ferret.gate.inputs.CheckedInputs`), shared with the candidate's folder."""
+    (`ferret.gate.inputs.CheckedInputs`), shared with the candidate's folder. `gpu_quiet`: set by the caller once
+    nothing else of the check uses the GPU; a compile choice (`ferret.gate.compile_choice`) times its trials only then,
+    so the returns wait for it where the gate's compile cache holds no choice yet."""
     workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
     timers: list[TimerProcess] = []
     try:
         cases = _prepare_cases(task, manifest, gate, workdir, device, checked)
         timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
-        _use_chosen_compile_cache(task, gate, workdir, cases, timers, device, deadline, as_reporter(progress))
+        _use_chosen_compile_cache(task, gate, workdir, cases, timers, device, deadline, as_reporter(progress), gpu_quiet)
         for timer in timers:
             start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
     except BaseException:
@@ -376,7 +379,8 @@ def _compile_cache(gate: Path) -> Path:
 
 
 def _use_chosen_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Case], timers: list[TimerProcess],
-                              device: str, deadline: float | None, reporter: Reporter) -> None:
+                              device: str, deadline: float | None, reporter: Reporter,
+                              gpu_quiet: threading.Event | None = None) -> None:
     """Point every reference timer that compiles the baseline at the compile cache chosen for it
     (`ferret.gate.compile_choice`), choosing first when this gate's cache holds no choice yet."""
     references = [timer for timer in timers if timer.role == wire.REFERENCE_TIMER]
@@ -387,15 +391,18 @@ def _use_chosen_compile_cache(task: Task, gate: Path, workdir: Path, cases: list
         return
     choice = compile_choice_for(gate, timing_job_key(job))
     with choice.held():  # another check sharing these gates may be choosing: wait for it, then read its choice
-        folder = choice.chosen() or _choose_compile_cache(task, gate, workdir, cases, choice, device, deadline, reporter)
+        folder = choice.chosen() or _choose_compile_cache(task, gate, workdir, cases, choice, device, deadline, reporter,
+                                                          gpu_quiet)
     for timer in references:
         timer.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
 
 
 def _choose_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Case], choice: CompileChoice,
-                          device: str, deadline: float | None, reporter: Reporter) -> Path:
-    """COMPILE_TRIALS reference timers, each compiling the baseline into an empty cache of its own, conducted one
-    round each per case (one process on the GPU at a time); the fastest compiled baseline's cache is kept. When the
+                          device: str, deadline: float | None, reporter: Reporter,
+                          gpu_quiet: threading.Event | None = None) -> Path:
+    """COMPILE_TRIALS reference timers, each compiling the baseline into an empty cache of its own (beside whatever
+    else runs), conducted one round each per case once `gpu_quiet` is set (one process on the GPU at a time, nothing
+    else of the check on it); the fastest compiled baseline's cache is kept. When the
     trials fail, or none compiled, nothing is kept (the next check tries again) and the first trial's cache is used."""
     folders = choice.fresh_trials(COMPILE_TRIALS)
     trials = []
@@ -411,6 +418,7 @@ def _choose_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Ca
         for timer in trials:
             start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
             timer.conducted.set()
+        _wait_for_quiet(gpu_quiet, deadline)
         conduct(trials, len(names), COMPILE_TRIALS)
         wait_until_done(trials)
         results = [_read_results(timer, names) for timer in trials]
@@ -430,6 +438,13 @@ def _choose_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Ca
     reporter(f"torch.compile of the baseline: compiled geomean per trial {times} us; trial {best} kept "
              f"({time.monotonic() - started:.0f} s)")
     return choice.keep(best)
+
+
+def _wait_for_quiet(gpu_quiet: threading.Event | None, deadline: float | None) -> None:
+    """Until the rest of the check leaves the GPU (the candidate's run beside it timed the trials unevenly), or the
+    check's deadline."""
+    if gpu_quiet is not None:
+        gpu_quiet.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
 def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter,

@@ -132,3 +132,19 @@ def test_on_the_gpu_a_cold_gate_chooses_among_compiles_once_and_later_checks_reu
     said.clear()
     again, _ = check(contract, honest, tmp_path, profile="gpu", progress=said.append)
     assert again.timing.measured and not any("independent compiles" in line for line in said), said
+
+
+def test_the_trials_are_timed_only_once_the_rest_of_the_check_leaves_the_gpu(trials_setup, tmp_path, monkeypatch):
+    """The choice runs beside the candidate's run: its trials compile at once, their rounds wait for `gpu_quiet`."""
+    monkeypatch.setattr(compile_choice, "COMPILED", "baseline")
+    task, gate, workdir, cases = trials_setup
+    quiet, chosen = threading.Event(), []
+    choice = CompileChoice(tmp_path / "choice")
+    thread = threading.Thread(target=lambda: chosen.append(timing._choose_compile_cache(
+        task, gate, workdir, cases, choice, "cpu", time.monotonic() + 300, lambda line: None, quiet)))
+    thread.start()
+    thread.join(8.0)  # the whole choice takes about 3 s on a CI core when nothing holds it
+    assert thread.is_alive() and not chosen
+    quiet.set()
+    thread.join(120.0)
+    assert chosen and choice.chosen() == chosen[0]
