@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 from ferret.contract.task import Task  # noqa: E402
 from ferret.gate.calibrate import _run_implementation  # noqa: E402
 from ferret.gate.fresh import draw_fresh_cases  # noqa: E402
-from ferret.gate.metrics import compare_stage  # noqa: E402
+from ferret.gate.metrics import compare_stage, error_scale_of  # noqa: E402
 from tasks.variants import import_file  # noqa: E402
 
 STAGES = ("scores", "probs", "o_latent", "o_heads")
@@ -43,7 +43,8 @@ def main(draws: int, every_case: bool = False) -> None:
             got = _run_implementation(candidate.run, variant.inputs, contract, variant.case, variant.dtype, "cpu")
             for name in (stages if every_case else STAGES):
                 tol = contract.tolerance(variant.dtype, name, None)
-                m = compare_stage(got.get(name), variant.golden[name].cpu(), stages[name], tol)
+                m = compare_stage(got.get(name), variant.golden[name].cpu(), stages[name], tol,
+                                  error_scale=error_scale_of(variant.golden, stages[name]))
                 near = name == "scores" and (m.max_abs_rel_peak or 0) > 0.5 * (tol.max_abs_rel_peak or 0)
                 if not m.passed or near:
                     print(json.dumps({"draw": draw, "id": variant.id, "seed": variant.seed, "dims": dims,

@@ -146,6 +146,15 @@ class Stage(_Strict):
         description="Entries where the reference holds this value are not compared (a defined don't-care "
         "region, such as masked scores); everywhere else the NaN/Inf policy is strict.",
     )
+    error_scale: str | None = Field(
+        default=None, pattern=_NAME,
+        description="The name of a value the reference returns beside the stages, of the stage's shape: each entry's "
+        "error scale, the size its honest rounding error is proportional to whatever its own value. For a dot product, "
+        "the L2 norm of its terms, ||q * k||: a kernel's error (its operands rounded, each term off by a relative "
+        "rounding) is that norm times a rounding unit, while terms that cancel can leave the product itself near zero. "
+        "The stage's norm and peak are judged against at least this one's (ferret/gate/metrics.py); it is stored with "
+        "the golden values and never reaches the candidate.",
+    )
 
     @model_validator(mode="after")
     def _dims_match_shape(self) -> Stage:
@@ -479,6 +488,8 @@ class Contract(_Strict):
         for out in self.outputs:
             if out.name not in stage_names:
                 problems.append(f"outputs.{out.name}: every output must also be a stage")
+        problems += [f"stages.{s.name}.error_scale: {s.error_scale!r} names a stage or an input"
+                     for s in self.stages if s.error_scale in stage_names + input_names]
         for inp in self.inputs:
             if inp.role == "inout" and inp.name not in stage_names:
                 problems.append(f"inputs.{inp.name}: an inout input must also be a stage (its contents after the call)")
@@ -628,6 +639,10 @@ class Contract(_Strict):
             if s.name == name:
                 return s
         raise KeyError(name)
+
+    def golden_names(self) -> list[str]:
+        """What the gate stores of the reference's answer: every stage, and the error scales stages declare."""
+        return [s.name for s in self.stages] + [s.error_scale for s in self.stages if s.error_scale]
 
     def tolerance(self, dtype: str, stage: str, case: str | None = None) -> Tolerance:
         """The stage's tolerance; a frozen case's own (tighter) row where the table has one."""

@@ -203,15 +203,15 @@ def _write_variant(build: _Build, case: Case, dtype: str, part: PartName) -> Var
 
 
 def _golden_stages(build: _Build, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The reference's value of every stage the contract names, on the CPU in the golden dtype; a stage the
-    reference does not return is an error, not a gap in the gate."""
+    """The reference's value of every stage the contract names (and of every error scale its stages declare), on the
+    CPU in the golden dtype; a stage the reference does not return is an error, not a gap in the gate."""
     contract = build.contract
     with torch.no_grad():
         stages = build.reference({k: v.to(build.device) for k, v in inputs.items()}, dict(contract.params))
-    missing = [s.name for s in contract.stages if s.name not in stages]
+    missing = [name for name in contract.golden_names() if name not in stages]
     if missing:
         raise RuntimeError(f"reference {contract.reference.entry} did not return stages {missing}")
-    return {s.name: stages[s.name].detach().to("cpu", build.golden_dtype).contiguous() for s in contract.stages}
+    return {name: stages[name].detach().to("cpu", build.golden_dtype).contiguous() for name in contract.golden_names()}
 
 
 def _write_manifest(build: _Build, validation: dict, variants: list[VariantRecord]) -> bytes:

@@ -24,7 +24,7 @@ from ferret.contract.load import ContractError, load_contract
 from ferret.contract.model import Contract, ProfileName, Tolerance, ToleranceTable
 from ferret.errors import UsageError
 from ferret.gate.inputs import case_variants, draw_inputs, output_specs, variant_id
-from ferret.gate.metrics import compare_stage
+from ferret.gate.metrics import compare_stage, error_scale_of
 
 CALIBRATION_SEED_BASE = 1_000_000
 CHECK_SEED_BASE = 2_000_000
@@ -164,7 +164,8 @@ def _update_worst_errors(
     for stage in contract.stages:
         if stage.name not in got:
             continue
-        m = compare_stage(got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE)
+        m = compare_stage(got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE,
+                          error_scale=error_scale_of(golden, stage))
         if m.nonfinite_mismatches:
             raise ContractError(f"{nonfinite_error} stage {stage.name}")
         exposed.add(stage.name)
@@ -222,7 +223,8 @@ def _false_rejection(setup: _Calibration, implementation, judged: Contract, chec
                 st.name
                 for st in setup.contract.stages
                 if st.name in got
-                and not compare_stage(got[st.name], golden[st.name].cpu(), st, judged.tolerance(dtype, st.name)).passed
+                and not compare_stage(got[st.name], golden[st.name].cpu(), st, judged.tolerance(dtype, st.name),
+                                      error_scale=error_scale_of(golden, st)).passed
             ]
             if bad:
                 rejected += 1

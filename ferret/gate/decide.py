@@ -13,7 +13,7 @@ from ferret import wire
 from ferret.contract.model import Contract
 from ferret.gate import detect
 from ferret.gate.inputs import tensor_content_sha256
-from ferret.gate.metrics import StageMetrics, bitwise_equal, compare_stage, where_different
+from ferret.gate.metrics import StageMetrics, bitwise_equal, compare_stage, error_scale_of, where_different
 from ferret.gate.models import PARTS, Detection, PartName, PartResult, RunFailure, VariantResult
 
 VariantIds = tuple[str, str, str, PartName]
@@ -94,7 +94,7 @@ def judge_variant(
             value = got.get(wire.trace_key(stage.name))
         stages.append(
             compare_stage(value, golden[stage.name], stage, contract.tolerance(dtype, stage.name, own_row),
-                          device=compare_device)
+                          device=compare_device, error_scale=error_scale_of(golden, stage))
         )
     first_failing = next((s.stage for s in stages if not s.passed), None)
     result = VariantResult(

@@ -304,5 +304,5 @@ def _fresh_variant(task: Task, planned: Case, strata: tuple[str, ...], device: s
     inputs = draw_inputs(contract, case, contract.primary_dtype)
     with torch.no_grad():
         stages = task.reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params))
-    golden = {st.name: stages[st.name].detach().to("cpu", golden_dtype) for st in contract.stages}
+    golden = {name: stages[name].detach().to("cpu", golden_dtype) for name in contract.golden_names()}
     return FreshVariant(f"{case.name}@{contract.primary_dtype}", case, contract.primary_dtype, seed, inputs, golden, strata)

@@ -4,6 +4,7 @@ and where the worst error sits."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -47,15 +48,33 @@ def _ignored_mask(reference: torch.Tensor, stage: Stage) -> torch.Tensor:
     return reference == value
 
 
-def _judged_scales(ref_norm: float, peak: float, entries: int, tol: Tolerance) -> tuple[float, float, bool]:
-    """(the norm rel_l2 divides by, the peak max_abs_rel_peak divides by, whether the scale floor set the norm):
-    the stage's natural scale (`tol.scale_floor` per entry) when all its values happen to be near zero, and a
-    peak of at least `tol.peak_floor` (a stage of a few entries has no peak of its own)."""
-    peak = max(peak, tol.peak_floor or 0.0)
-    if tol.scale_floor is None:
-        return ref_norm, peak, False
-    floor_norm = tol.scale_floor * math.sqrt(entries)
-    return max(ref_norm, floor_norm), max(peak, tol.scale_floor), ref_norm < floor_norm
+def _judged_scales(ref_norm: float, peak: float, entries: int, tol: Tolerance,
+                   error_scale: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float, bool]:
+    """(the norm rel_l2 divides by, the peak max_abs_rel_peak divides by, whether something other than the
+    reference's own norm set the norm). At least: the stage's error scale where it declares one (the (norm, peak)
+    of `error_scale_of`'s tensor over the judged entries: a dot product whose terms cancel keeps the error of its
+    terms), the stage's natural scale (`tol.scale_floor` per entry) when all its values happen to be near zero, and
+    a peak of at least `tol.peak_floor` (a stage of a few entries has no peak of its own)."""
+    norm = max(ref_norm, error_scale[0])
+    peak = max(peak, error_scale[1], tol.peak_floor or 0.0)
+    if tol.scale_floor is not None:
+        norm = max(norm, tol.scale_floor * math.sqrt(entries))
+        peak = max(peak, tol.scale_floor)
+    return norm, peak, ref_norm < norm
+
+
+def error_scale_of(golden: Mapping[str, torch.Tensor], stage: Stage) -> torch.Tensor | None:
+    """The reference's error scale of `stage` (`Stage.error_scale`) from the golden values, or None: none declared,
+    or a golden set without it, which judges the stage against its own values alone (never looser)."""
+    return golden.get(stage.error_scale) if stage.error_scale else None
+
+
+def _scale_over(error_scale: torch.Tensor | None, judged: torch.Tensor, device: str) -> tuple[float, float]:
+    """(L2 norm, largest entry) of the error scale over the judged entries; (0, 0) without one (or a misshapen one)."""
+    if error_scale is None or tuple(error_scale.shape) != tuple(judged.shape):
+        return 0.0, 0.0
+    values = torch.where(judged, as_float64_on(error_scale, device).abs(), 0.0).nan_to_num(0.0, 0.0, 0.0)
+    return float(values.norm()), float(values.max()) if values.numel() else 0.0
 
 
 def as_float64_on(tensor: torch.Tensor, device: str) -> torch.Tensor:
@@ -66,10 +85,31 @@ def as_float64_on(tensor: torch.Tensor, device: str) -> torch.Tensor:
     return tensor.detach().to(device).to(torch.float64)
 
 
+def _worst_entry(cand: torch.Tensor, ref: torch.Tensor, diff: torch.Tensor, nonfinite_mismatch: torch.Tensor | None,
+                 stage: Stage) -> WorstError:
+    """The worst entry: a non-finite mismatch first (where given), else the largest absolute error."""
+    if nonfinite_mismatch is not None:
+        flat = int(nonfinite_mismatch.flatten().nonzero()[0])
+    else:
+        flat = int(diff.flatten().argmax()) if diff.numel() else 0
+    index = list(torch.unravel_index(torch.tensor(flat), ref.shape)) if ref.numel() else []
+    index = [int(i) for i in index]
+    return WorstError(
+        index=index,
+        # strict=False: an empty stage has no worst entry (index []), so it names no axis.
+        named=dict(zip(stage.dims, index, strict=False)) if stage.dims else {},
+        candidate=float(cand.flatten()[flat]) if ref.numel() else 0.0,
+        reference=float(ref.flatten()[flat]) if ref.numel() else 0.0,
+    )
+
+
 def compare_stage(
-    candidate: torch.Tensor | None, reference: torch.Tensor, stage: Stage, tol: Tolerance, device: str = "cpu"
+    candidate: torch.Tensor | None, reference: torch.Tensor, stage: Stage, tol: Tolerance, device: str = "cpu",
+    error_scale: torch.Tensor | None = None,
 ) -> StageMetrics:
-    """Metrics of `candidate` against `reference`, computed in float64 on `device`; pass only if every bound holds."""
+    """Metrics of `candidate` against `reference`, computed in float64 on `device`; pass only if every bound holds.
+    `error_scale`: the reference's error scale of the stage (`error_scale_of`), which its norm and peak are judged
+    against at least."""
     if candidate is None:
         return StageMetrics(stage=stage.name, exposed=False, passed=True, tolerance=tol)
     if tuple(candidate.shape) != tuple(reference.shape):
@@ -104,7 +144,8 @@ def compare_stage(
     diff_norm = float(diff.norm())
     cand_norm = float(cand_f.norm())
     tiny = 1e-30
-    ref_norm_judged, peak_judged, floored = _judged_scales(ref_norm, peak, int(both.sum()), tol)
+    ref_norm_judged, peak_judged, floored = _judged_scales(ref_norm, peak, int(both.sum()), tol,
+                                                          _scale_over(error_scale, both, device))
     rel_l2 = diff_norm / ref_norm_judged if ref_norm_judged > tiny else (0.0 if diff_norm <= tiny else math.inf)
     max_rel_peak = max_abs / peak_judged if peak_judged > tiny else (0.0 if max_abs <= tiny else math.inf)
     if ref_norm > tiny and cand_norm > tiny:
@@ -112,20 +153,7 @@ def compare_stage(
     else:
         cosine = 1.0 if (ref_norm <= tiny and cand_norm <= tiny) else 0.0
 
-    # Locate the worst entry: a non-finite mismatch first, else the largest absolute error.
-    if n_bad:
-        flat = int(nonfinite_mismatch.flatten().nonzero()[0])
-    else:
-        flat = int(diff.flatten().argmax()) if diff.numel() else 0
-    index = list(torch.unravel_index(torch.tensor(flat), ref.shape)) if ref.numel() else []
-    index = [int(i) for i in index]
-    worst = WorstError(
-        index=index,
-        # strict=False: an empty stage has no worst entry (index []), so it names no axis.
-        named=dict(zip(stage.dims, index, strict=False)) if stage.dims else {},
-        candidate=float(cand.flatten()[flat]) if ref.numel() else 0.0,
-        reference=float(ref.flatten()[flat]) if ref.numel() else 0.0,
-    )
+    worst = _worst_entry(cand, ref, diff, nonfinite_mismatch if n_bad else None, stage)
 
     if tol.rel_l2 is not None and not rel_l2 <= tol.rel_l2:
         reasons.append(f"rel_l2 {rel_l2:.3e} > {tol.rel_l2:.3e}")

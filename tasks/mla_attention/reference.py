@@ -186,6 +186,21 @@ def attention_scores(q_absorbed: torch.Tensor, q_pe_roped: torch.Tensor, kv_cach
     return logits.masked_fill(~visible[:, None, :], float("-inf"))
 
 
+def score_error_scale(q_absorbed: torch.Tensor, q_pe_roped: torch.Tensor, kv_cache: torch.Tensor,
+                      cache_lens: torch.Tensor, scale: float, kv_lora_rank: int) -> torch.Tensor:
+    """[B,H,L] the scores' error scale (the contract's `error_scale`): each score's 576 terms q_i * k_i, times the
+    softmax scale, in L2 norm; 0 beyond the length. A faithful kernel rounds the dot product's operands (bf16 q_absorbed
+    and q_pe_roped, the bf16 cache row), so each term is off by a relative rounding of its own and the score by a sum
+    of them: about that norm times the rounding unit, however much the terms cancel in the score itself. For random
+    signs the score's own size is that norm too on average (its square's expectation is the norm's square), so on
+    ordinary cases the scale changes nothing; where the terms cancel (a score near zero) it is the scale left."""
+    latent, k_pe = kv_cache[..., :kv_lora_rank], kv_cache[..., kv_lora_rank:]
+    squares = (torch.einsum("bhr,btr->bht", q_absorbed.square(), latent.square())
+               + torch.einsum("bhp,btp->bht", q_pe_roped.square(), k_pe.square()))
+    visible = visible_rows(cache_lens, kv_cache.shape[1])
+    return (squares.sqrt() * abs(scale)).masked_fill(~visible[:, None, :], 0.0)
+
+
 def attention_probs(scores: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores, dim=-1)
 
@@ -223,6 +238,7 @@ def decode_step(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_a: torch.Tensor, kv
     w_uk, w_uv = split_kv_b(w_kv_b, params)
     q_absorbed = absorb_query(q_nope, w_uk)
     scores = attention_scores(q_absorbed, q_pe_roped, cache, cache_lens, softmax_scale(params), rank)
+    error_scale = score_error_scale(q_absorbed, q_pe_roped, cache, cache_lens, softmax_scale(params), rank)
     probs = attention_probs(scores)
     o_latent = latent_output(probs, cache, cache_lens, rank)
     o_heads = unabsorb(o_latent, w_uv)
@@ -236,6 +252,7 @@ def decode_step(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_a: torch.Tensor, kv
         "probs": probs,
         "o_latent": o_latent,
         "o_heads": o_heads,
+        "scores_error_scale": error_scale,  # not a stage: what the scores are judged against at least
     }
 
 

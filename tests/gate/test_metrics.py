@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -304,3 +305,42 @@ def test_metrics_on_the_gpu_equal_those_on_the_cpu():
     assert on_gpu.model_dump(exclude=summed) == on_cpu.model_dump(exclude=summed)
     for name in summed:
         assert getattr(on_gpu, name) == pytest.approx(getattr(on_cpu, name), rel=1e-12), name
+
+
+def test_an_error_scale_judges_each_entry_against_at_least_the_size_of_its_terms():
+    from ferret.contract.model import Stage, Tolerance
+    from ferret.gate.metrics import compare_stage
+
+    stage = Stage(name="scores", computes="dot products", shape=["T"], dims=["token"], ignore_where_reference="-inf",
+                  error_scale="scores_error_scale")
+    tol = Tolerance(rel_l2=0.0155, max_abs_rel_peak=0.017, cosine_min=0.99988, scale_floor=2.0, peak_floor=4.0)
+    # One dot product whose terms (norm 6) cancel to 0.24: an error of 0.054 (0.009 of the terms) is 0.027 of the
+    # scale floor, rejected without the scale, passed with it.
+    ref, honest, scale = (torch.tensor([x], dtype=torch.float64) for x in (0.24, 0.294, 6.0))
+    assert not compare_stage(honest, ref, stage, tol).passed
+    judged = compare_stage(honest, ref, stage, tol, error_scale=scale)
+    assert judged.passed and judged.rel_l2 == pytest.approx(0.054 / 6.0)
+    assert not compare_stage(ref + 0.12, ref, stage, tol, error_scale=scale).passed  # 0.02 of the terms: wrong
+    # Masked entries (-inf) take no part in the scale, and a scale of the wrong shape is ignored (never looser).
+    masked = torch.tensor([0.24, -math.inf], dtype=torch.float64)
+    big = torch.tensor([6.0, 1e6], dtype=torch.float64)
+    assert compare_stage(torch.tensor([0.294, -math.inf], dtype=torch.float64), masked, stage, tol,
+                         error_scale=big).rel_l2 == judged.rel_l2
+    assert not compare_stage(honest, ref, stage, tol, error_scale=torch.tensor([6.0, 6.0])).passed
+    # Ordinary scores (the terms' norm about the scores' own) are judged as before.
+    ordinary, off = torch.tensor([4.0, -3.0], dtype=torch.float64), torch.tensor([4.1, -3.0], dtype=torch.float64)
+    small_scale = torch.tensor([3.0, 2.0], dtype=torch.float64)
+    plain = compare_stage(off, ordinary, stage, tol).rel_l2
+    assert compare_stage(off, ordinary, stage, tol, error_scale=small_scale).rel_l2 == plain
+
+
+def test_a_contract_refuses_an_error_scale_named_like_a_stage():
+    import yaml
+
+    from ferret.contract.model import Contract
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "contracts" / "mla_attention.yaml").read_text())
+    data.pop("tolerances", None)
+    next(s for s in data["stages"] if s["name"] == "scores")["error_scale"] = "probs"
+    with pytest.raises(ValueError, match="error_scale"):
+        Contract.model_validate(data)
