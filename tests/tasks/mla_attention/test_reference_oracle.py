@@ -60,7 +60,7 @@ def test_reference_stage_invariants():
     inputs = make_inputs(3, 4, 24, seed=0, cache_lens=[0, 23, 9])
     before = {name: t.clone() for name, t in inputs.items()}
     stages = ref.reference(inputs, PARAMS)
-    assert list(stages) == list(ref.STAGES)
+    assert list(stages) == [*ref.STAGES, "scores_error_scale"]  # the scores' error scale: judged against, not a stage
     for name in inputs:
         assert torch.equal(inputs[name], before[name]), f"reference mutated {name}"
     lens = inputs["cache_lens"].long()

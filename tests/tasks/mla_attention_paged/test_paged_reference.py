@@ -62,3 +62,21 @@ def test_a_nan_row_inside_the_length_poisons_only_its_request(row):
     inputs["kv_cache"][page, row % PAGE] = float("nan")
     out = paged.reference(inputs, PARAMS)["o_heads"]
     assert out[0].isnan().all() and out[1].isfinite().all()
+
+
+def test_the_scores_error_scale_is_finite_over_owned_pages_and_zero_past_each_length():
+    """The paged contract judges its scores against their error scale (contracts/mla_attention_paged.yaml): from the
+    gathered pages, so the NaN of pages no request owns never reaches it."""
+    from pathlib import Path
+
+    from ferret.contract.task import Task
+
+    contract = Task.load(Path(__file__).resolve().parents[3] / "contracts" / "mla_attention_paged.yaml").contract
+    assert contract.stage("scores").error_scale == "scores_error_scale"
+    lens = [64, 130, 0]
+    inputs = make_paged_inputs(3, 2, 3, 10, lens, seed=4, reverse=(1,))
+    scale = paged.reference(inputs, PARAMS)["scores_error_scale"]
+    assert scale.shape == (3, 2, 3 * PAGE) and bool(torch.isfinite(scale).all())
+    visible = torch.arange(3 * PAGE)[None, :] <= torch.tensor(lens)[:, None]
+    assert bool((scale[~visible[:, None, :].expand_as(scale)] == 0).all())
+    assert bool((scale[visible[:, None, :].expand_as(scale)] > 0).all())
