@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from mla_split_checks import assert_capacity_chunks, split_occupancy
 from template_checks import assert_points_compile_and_scan_clean
 
 from ferret.contract.load import load_contract
@@ -242,9 +243,17 @@ def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positi
         ({**LARGE, "kv_loads": "descriptors"}, (3, 40, 70, [69, 5, 33])),
         ({**LARGE, "rescale": "when_max_grows"}, (3, 40, 70, [69, 5, 33])),
         ({**WIDE, **KERNEL3_AXES, "value_split": 2, "token_block": 16}, (2, 20, 50, [49, 0])),
+        # split_chunk=capacity: the capacity cut in 16-token chunks (4 splits under the interpreter): one request at
+        # full capacity, one of one token (3 empty splits), one of 21 (2 empty); then with the streamed merge, the
+        # loop axes and P@V halves; then few_tiles' default-point sizing, which cuts the capacity by its own tiles
+        ({**LARGE, "split_chunk": "capacity", "token_block": 16}, (3, 40, 64, [63, 0, 20])),
+        ({**WIDE, **STREAMED, **KERNEL3_AXES, "split_chunk": "capacity", "value_split": 2, "token_block": 16},
+         (2, 20, 50, [49, 0])),
+        ({**LARGE, "split_chunk": "capacity", "few_tiles": "default_point"}, (3, 40, 70, [69, 0, 33])),
     ],
     ids=["heads64-halves-waves", "heads128-tokens16", "streamed-small-tiles", "streamed-value-blocks",
-         "few-tiles-default-point", "warp-specialized", "tma-descriptors", "lazy-rescale", "kernel3-axes-halves"],
+         "few-tiles-default-point", "warp-specialized", "tma-descriptors", "lazy-rescale", "kernel3-axes-halves",
+         "capacity-chunks", "capacity-chunks-streamed-kernel3-axes", "capacity-chunks-few-tiles"],
 )
 def test_new_structure_points_match_the_reference(optimizer, tmp_path, override, shape):
     batch, heads, capacity, cache_lens = shape
@@ -271,14 +280,15 @@ def test_streamed_kernels_agree_with_todays(optimizer, tmp_path):
         assert float((actual - expected).norm() / expected.norm()) < 2e-3, stage
 
 
-@pytest.mark.parametrize("axis,value", sorted(KERNEL3_AXES.items()))
+@pytest.mark.parametrize("axis,value", sorted({**KERNEL3_AXES, "split_chunk": "capacity"}.items()))
 def test_each_kernel3_loop_axis_changes_the_kernel(optimizer, axis, value):
     base = optimizer.space.default_point()
     assert optimizer.render(optimizer.space.canonical({**base, axis: value})) != optimizer.render(base), axis
 
 
-@pytest.mark.parametrize("override", [{}, {"kv_loads": "descriptors"}, KERNEL3_AXES, {**KERNEL3_AXES, "value_split": 2}],
-                         ids=["default", "tma-descriptors", "kernel3-axes", "kernel3-axes-halves"])
+@pytest.mark.parametrize("override", [{}, {"kv_loads": "descriptors"}, KERNEL3_AXES, {**KERNEL3_AXES, "value_split": 2},
+                                      {"split_chunk": "capacity", "token_block": 16}],
+                         ids=["default", "tma-descriptors", "kernel3-axes", "kernel3-axes-halves", "capacity-chunks"])
 def test_rows_past_the_length_contribute_nothing(optimizer, tmp_path, override):
     """Cache rows past a request's length (here NaN) never reach o_heads: the descriptors' tiles that reach past the
     request's rows read zeros, so the output is bitwise the output with those rows clean."""
@@ -296,3 +306,41 @@ def test_rows_past_the_length_contribute_nothing(optimizer, tmp_path, override):
         results.append(outputs["o_heads"])
     assert torch.isfinite(results[0]).all()
     assert torch.equal(results[0], results[1])
+
+
+def test_capacity_chunks_cut_every_request_alike_and_empty_splits_write_nothing(optimizer, tmp_path, monkeypatch):
+    """split_chunk=capacity with 3 splits of a 64-row capacity in 16-token tiles: chunks of 32 rows for every request
+    (a request of 21 tokens has 1 split, where its own length in 3 would give 2); splits past a request's length
+    store lse -inf and no partial, and with every torch.empty NaN-filled and NaN in the cache rows past each length,
+    o_heads is bitwise the clean run's and within the contract's tolerance of the reference."""
+    point = optimizer.space.canonical({**optimizer.space.default, "split_chunk": "capacity", "token_block": 16})
+    module = _load(optimizer.render(point), tmp_path / "capacity.py")
+    cache_lens = [63, 0, 20, 40]  # full capacity, one token, 21 and 41 tokens
+    inputs = make_inputs(seed=9, batch=4, heads=20, cache_capacity=64, cache_lens=cache_lens,
+                         positions=[16383, 6000, 9000, 100])
+    clean = {"o_heads": torch.zeros((4, 20, PARAMS["v_head_dim"]), dtype=torch.bfloat16)}
+    module.run({name: t.clone() for name, t in inputs.items()}, clean, PARAMS)
+    poisoned = {name: t.clone() for name, t in inputs.items()}
+    for b, length in enumerate(cache_lens):
+        poisoned["kv_cache"][b, length + 1:] = float("nan")  # row `length` is the appended one
+    o_heads, partial, lse = split_occupancy(module, monkeypatch, poisoned, PARAMS, 64, 3, 16)
+    assert_capacity_chunks(o_heads, partial, lse, [n + 1 for n in cache_lens], 64, 3, 16)
+    expected = ref.reference(inputs, PARAMS)["o_heads"]
+    rel = float((o_heads.double() - expected).norm() / expected.norm())
+    assert rel <= load_contract(CONTRACT).tolerance("bfloat16", "o_heads").rel_l2
+    # the same split count as the clean run's (4 one-tile splits under the interpreter) gives the bitwise same output
+    again, _, _ = split_occupancy(module, monkeypatch, poisoned, PARAMS, 64, 4, 16)
+    assert torch.equal(again, clean["o_heads"])
+
+
+def test_capacity_split_count_is_the_capacity_in_min_tokens_per_split(optimizer, tmp_path):
+    """On a GPU split_chunk=capacity cuts the capacity in min_tokens_per_split chunks whatever the batch (at most 64
+    splits); at B=64, H=128, L=4096 the waves policy's 1 split becomes 8 at 512 tokens, 4 at 1024."""
+    for tokens, expected in ((512, 8), (1024, 4), (128, 32)):
+        point = {**optimizer.space.default, "split_chunk": "capacity", "min_tokens_per_split": tokens}
+        module = _gpu_module(optimizer, tmp_path, point)
+        for batch in (1, 64):
+            assert module._attention_config_of(batch, 128, 4096, torch.device("cuda"))["num_splits"] == expected
+        assert module._attention_config_of(64, 128, 65536, torch.device("cuda"))["num_splits"] == 64
+    module = _gpu_module(optimizer, tmp_path, dict(optimizer.space.default))
+    assert module._attention_config_of(64, 128, 4096, torch.device("cuda"))["num_splits"] == 1  # waves, per request

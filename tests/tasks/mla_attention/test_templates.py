@@ -73,7 +73,7 @@ def test_one_template_renders_both_cache_layouts(optimizer):
     no contiguous render addresses a block table."""
     assert optimizer.space.constants == {"cache_layout": "contiguous"}
     paged_templates = REPO / "tasks" / "mla_attention_paged" / "templates"
-    paged = load_space(paged_templates)  # the space alone: an optimizer would list its 829,440 points again
+    paged = load_space(paged_templates)  # the space alone: an optimizer would list its 1,105,920 points again
     assert paged.constants == {"cache_layout": "paged"}
     template = TEMPLATES / "mla.py.j2"
     assert located(paged_templates, paged.template).resolve() == template.resolve()
@@ -86,7 +86,8 @@ def test_one_template_renders_both_cache_layouts(optimizer):
 
 STRUCTURE_DEFAULTS = {"head_pad": 16, "value_split": 1, "split_policy": "programs", "batch_block": 64,
                       "side_kernels": "batch_blocks", "small_token_block": 0, "few_tiles": "keep", "specialize": "none",
-                      "loop_schedule": "plain", "kv_loads": "pointers", "rescale": "every_tile"}
+                      "loop_schedule": "plain", "kv_loads": "pointers", "rescale": "every_tile",
+                      "split_chunk": "per_request"}
 
 
 def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
@@ -97,8 +98,8 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     # token blocks of 32 and 64 under the waves policy, few_tiles to 64 under waves (token block x policy x small
     # tiles x few tiles: 16: 2; 32: 1 + 2; 64: 1 + 2 x 2); batch_block to side_kernels=batch_blocks (3 + 1);
     # specialize to all (2); warps x stages x loop_schedule (4 warps: 4 stages; 8 and 16: 1 stage, or 3 x 2 schedules);
-    # kv_loads and rescale to all (2 x 2)
-    assert len(optimizer.points) == ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * 3 * 2 * (2 + (1 + 2) + (1 + 2 * 2))
+    # kv_loads and rescale to all (2 x 2); programs_per_sm to split_chunk=per_request (3 + 1)
+    assert len(optimizer.points) == ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 1) * 2 * (2 + (1 + 2) + (1 + 2 * 2))
                                      * (3 + 1) * 2 * 2 * 2)
     assert len({optimizer.approach(p) for p in optimizer.points}) == len(optimizer.points)
     sizing_only = [p for p in optimizer.points

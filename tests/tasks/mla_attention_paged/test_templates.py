@@ -232,3 +232,68 @@ def test_descriptor_points_match_the_reference_on_the_cpu_cases(optimizer, paged
             rel = float((actual[finite] - expected[finite]).norm() / expected[finite].norm())
             assert rel <= contract.tolerance("bfloat16", stage, name).rel_l2, (name, stage, rel)
         assert torch.equal(outputs["o_heads"], trace["o_heads"])
+
+
+@pytest.mark.parametrize("override", [
+    {"split_chunk": "capacity"},
+    {"split_chunk": "capacity", "kv_loads": "descriptors", "value_split": 2, "side_kernels": "streamed"},
+], ids=["capacity-chunks", "capacity-chunks-descriptors-halves-streamed"])
+def test_capacity_chunk_points_match_the_reference_on_the_cpu_cases(optimizer, paged_drawn, tmp_path, override):
+    """split_chunk=capacity, the capacity (pages per request x 64) cut in one-tile splits under the interpreter: on the
+    contract's CPU cases (a request of one token, one filling its last page; NaN in pages a request does not own and
+    rows past its length), every stage within tolerance, the later splits of short requests empty."""
+    import torch
+
+    from ferret.contract.load import load_contract
+    from tasks.mla_attention_paged import reference as ref
+    from tasks.variants import import_file
+
+    path = tmp_path / "capacity.py"
+    path.write_text(optimizer.render(optimizer.space.canonical({**optimizer.space.default, **override})))
+    module = import_file(path, f"mla_paged_capacity_{len(override)}")
+    contract = load_contract(CONTRACT)
+    for name, inputs in paged_drawn.items():
+        golden = ref.reference(inputs, ref.DEEPSEEK_V3_PARAMS)
+        outputs = {"o_heads": torch.full(golden["o_heads"].shape, float("nan"), dtype=torch.bfloat16)}
+        trace: dict = {}
+        module.run({k: t.clone() for k, t in inputs.items()}, outputs, ref.DEEPSEEK_V3_PARAMS, trace=trace)
+        for stage, expected in golden.items():
+            actual = trace[stage].detach().double()
+            finite = torch.isfinite(expected)
+            assert torch.equal(torch.isfinite(actual), finite), (name, stage)
+            rel = float((actual[finite] - expected[finite]).norm() / expected[finite].norm())
+            assert rel <= contract.tolerance("bfloat16", stage, name).rel_l2, (name, stage, rel)
+        assert torch.equal(outputs["o_heads"], trace["o_heads"])
+
+
+def test_capacity_chunks_cut_every_request_alike_and_empty_splits_write_nothing(optimizer, paged_drawn, tmp_path,
+                                                                                monkeypatch):
+    """The contract's `typical` case (pages of 64, 3 per request: capacity 192; 151, 71 and 21 tokens) in 4 splits of
+    16-token tiles: chunks of 48 rows for every request (the 71-token request fills 2 splits, where its own length in
+    4 would give 3); splits past a request's length store lse -inf and no partial; with every torch.empty
+    NaN-filled, o_heads is bitwise the same as with the interpreter's own split count and within tolerance."""
+    import torch
+    from mla_split_checks import assert_capacity_chunks, split_occupancy
+
+    from ferret.contract.load import load_contract
+    from tasks.mla_attention_paged import reference as ref
+    from tasks.variants import import_file
+
+    params = ref.DEEPSEEK_V3_PARAMS
+    path = tmp_path / "capacity_splits.py"
+    path.write_text(optimizer.render(optimizer.space.canonical({**optimizer.space.default, "split_chunk": "capacity",
+                                                                "token_block": 16})))
+    module = import_file(path, "mla_paged_capacity_splits")
+    inputs = paged_drawn["typical"]
+    capacity = inputs["block_table"].shape[1] * inputs["kv_cache"].shape[1]
+    clean = {"o_heads": torch.zeros(ref.reference(inputs, params)["o_heads"].shape, dtype=torch.bfloat16)}
+    module.run({k: t.clone() for k, t in inputs.items()}, clean, params)
+    o_heads, partial, lse = split_occupancy(module, monkeypatch, inputs, params, capacity, 4, 16)
+    tokens = [int(n) + 1 for n in inputs["cache_lens"].tolist()]
+    assert capacity == 192 and tokens == [151, 71, 21]
+    assert_capacity_chunks(o_heads, partial, lse, tokens, capacity, 4, 16)
+    expected = ref.reference(inputs, params)["o_heads"]
+    rel = float((o_heads.double() - expected).norm() / expected.norm())
+    assert rel <= load_contract(CONTRACT).tolerance("bfloat16", "o_heads", "typical").rel_l2
+    again, _, _ = split_occupancy(module, monkeypatch, inputs, params, capacity, capacity // 16, 16)
+    assert torch.equal(again, clean["o_heads"])
