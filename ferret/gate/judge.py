@@ -152,6 +152,11 @@ class Judge:
         self.task = task
         self.profile: ProfileName = resolve_profile(profile, needs_gpu=False) if profile else default_profile()
         self.device = device_for(self.profile)
+        # Variants are judged while the candidate's process runs (`VariantComparisons`) where the candidate works on
+        # the GPU: the warm MLA check on the H200 lost 3-5 s of comparisons after the run. Under the interpreter the
+        # candidate and the comparisons share the host's cores: on 2 cores a warm CPU MLA check took 21.4-23.4 s
+        # judging early and 16.7-19.5 s judging after the run (2026-12-02, benchmarks/results/2026-12-02-cpu-check-times).
+        self.judge_early = self.device == "cuda"
         self.progress = as_reporter(progress)
         remember_probes_in(Path(gates_dir) / ".cache")  # the sandbox probes, kept beside the gates, hidden from candidates
         self.gate = locate_gate(task.path, task.contract, Path(gates_dir), self.profile, self.progress)
@@ -284,7 +289,7 @@ class Judge:
             with VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons:
                 run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress,
                                     run_stress, fresh, deadline, batch, folder.gate_inputs,
-                                    on_moved=comparisons.candidate_moved_to)
+                                    on_moved=comparisons.candidate_moved_to if self.judge_early else None)
                 for name, seconds in run.phases:
                     clock.add(name, seconds)
                 # The gate is verified again before the verdict: nothing may have changed while the candidate ran.

@@ -200,7 +200,15 @@ def test_a_check_judges_variants_while_the_candidates_process_still_runs(rmsnorm
     monkeypatch.setattr(candidate_run, "run_isolated", isolated)
     monkeypatch.setattr(judge_module, "judge_variant", judging)
     judge = Judge(Task.load(RMSNORM_CONTRACT), rmsnorm_gates_dir, "cpu")
+    assert not judge.judge_early  # the CPU profile judges after the run (the interpreter needs the cores)
+    judge.judge_early = True  # as on the GPU profile
     verdict = judge.check(TRITON_RMSNORM, run_stress=False)
     assert verdict.passed
     assert sorted(vid for vid, _ in judged_while_running) == sorted(r.id for r in verdict.variants)
     assert any(during for _, during in judged_while_running), judged_while_running
+    # Left as the CPU profile has it, every variant is judged once the candidate's process has ended.
+    judged_while_running.clear()
+    judge.judge_early = False
+    verdict = judge.check(TRITON_RMSNORM, run_stress=False)
+    assert verdict.passed and not any(during for _, during in judged_while_running), judged_while_running
+    assert sorted(vid for vid, _ in judged_while_running) == sorted(r.id for r in verdict.variants)
