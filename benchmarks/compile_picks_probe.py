@@ -110,19 +110,9 @@ def trial(op: str, folder: Path, rounds: int) -> None:
 
 
 def picks(cache: Path) -> dict[str, dict]:
-    """Every `.best_config` under the cache, by file name (inductor names it by the kernel source's hash), with
-    the kernel's name read from its source beside it."""
-    found = {}
-    for config in sorted(cache.rglob("*.best_config")):
-        source = config.with_suffix(".py")
-        name = ""
-        if source.exists():
-            for line in source.read_text().splitlines():
-                if line.startswith("def triton_"):
-                    name = line[4:line.index("(")]
-                    break
-        found[config.name] = {"kernel": name, "config": json.loads(config.read_text())}
-    return found
+    """Every `.best_config` under the cache, by file name: inductor names it by the kernel source's hash, so one kernel
+    has one name in every trial (which kernel it is, the per-kernel device times in `compiled_kernels_us` say)."""
+    return {config.name: {"config": json.loads(config.read_text())} for config in sorted(cache.rglob("*.best_config"))}
 
 
 def run_trial(op: str, out: Path, label: str, contended: bool, rounds: int) -> dict:
@@ -158,8 +148,7 @@ def differing(trials: list[dict]) -> list[str]:
     for name in names:
         seen = [json.dumps(t["picks"].get(name, {}).get("config"), sort_keys=True) for t in trials]
         if len(set(seen)) > 1:
-            kernel = next(t["picks"][name]["kernel"] for t in trials if name in t["picks"])
-            lines.append(f"- `{kernel}` ({name}): " + "; ".join(f"{t['label']}: {s}" for t, s in zip(trials, seen, strict=True)))
+            lines.append(f"- {name}: " + "; ".join(f"{t['label']}: {s}" for t, s in zip(trials, seen, strict=True)))
     return lines
 
 

@@ -14,7 +14,9 @@ So when a gate's compile cache has no choice for the baseline yet, the judge com
 in an empty cache of its own (`CompileChoice.trial_folder`), times each with its own clock (the reference timers'
 rounds, one process at a time), keeps the fastest (`fastest_trial`) and deletes the others. Every later check's
 reference timers load the kept picks. The denominator only ever gets faster than one compile's luck: never looser.
-The choice is made before the candidate's process starts and is keyed like the warm-up turn's mark
+The trials compile beside the candidate's correctness run and are timed once the check's other GPU work is over
+(`gpu_quiet` in `ferret.gate.timing.start_timing`), before any candidate timing process starts. The choice is keyed
+like the warm-up turn's mark
 (`ferret.bench.warmup_turn.timing_job_key`: the baseline's files, the timed cases, torch's version); it lives beside
 the gates, where no candidate's process sees it.
 """
@@ -32,7 +34,7 @@ from pathlib import Path
 
 from ferret import wire
 
-COMPILE_TRIALS = 3  # independent compiles; the probe's 5 held one bad pick, and the best of any 3 was within 2%
+COMPILE_TRIALS = 3  # independent compiles; the probe's 5 held one bad pick, and the best of any 3 was within 2.1%
 COMPILED = "baseline_compiled"  # the reference timer's name for torch.compile of the baseline
 CHOSEN_FILE = "chosen"
 
