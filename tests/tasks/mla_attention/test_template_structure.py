@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from mla_split_checks import assert_capacity_chunks, split_occupancy
+from mla_split_checks import assert_capacity_chunks, assert_filled_splits, balanced_runs, split_occupancy
 from template_checks import assert_points_compile_and_scan_clean
 
 from ferret.contract.load import load_contract
@@ -250,10 +250,19 @@ def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positi
         ({**WIDE, **STREAMED, **KERNEL3_AXES, "split_chunk": "capacity", "value_split": 2, "token_block": 16},
          (2, 20, 50, [49, 0])),
         ({**LARGE, "split_chunk": "capacity", "few_tiles": "default_point"}, (3, 40, 70, [69, 0, 33])),
+        # split_chunk=balanced: 9 tiles of 16 rows in runs of 2 under the interpreter (8 programs), a run crossing
+        # from the first request's last tile into the one-token request's; then 40 heads in one block with P@V
+        # halves, the streamed merge and the loop axes; then 128 heads in two blocks of 64 (4 programs each, the
+        # first request's 5 tiles over 3 runs)
+        ({**LARGE, "split_chunk": "balanced", "token_block": 16}, (3, 20, 80, [79, 0, 40])),
+        ({**WIDE, **STREAMED, **KERNEL3_AXES, "split_chunk": "balanced", "value_split": 2, "token_block": 16},
+         (3, 40, 70, [69, 5, 33])),
+        ({**LARGE, "split_chunk": "balanced", "token_block": 16}, (2, 128, 80, [70, 3])),
     ],
     ids=["heads64-halves-waves", "heads128-tokens16", "streamed-small-tiles", "streamed-value-blocks",
          "few-tiles-default-point", "warp-specialized", "tma-descriptors", "lazy-rescale", "kernel3-axes-halves",
-         "capacity-chunks", "capacity-chunks-streamed-kernel3-axes", "capacity-chunks-few-tiles"],
+         "capacity-chunks", "capacity-chunks-streamed-kernel3-axes", "capacity-chunks-few-tiles",
+         "balanced-runs", "balanced-runs-streamed-kernel3-axes", "balanced-runs-two-head-blocks"],
 )
 def test_new_structure_points_match_the_reference(optimizer, tmp_path, override, shape):
     batch, heads, capacity, cache_lens = shape
@@ -344,3 +353,51 @@ def test_capacity_split_count_is_the_capacity_in_min_tokens_per_split(optimizer,
         assert module._attention_config_of(64, 128, 65536, torch.device("cuda"))["num_splits"] == 64
     module = _gpu_module(optimizer, tmp_path, dict(optimizer.space.default))
     assert module._attention_config_of(64, 128, 4096, torch.device("cuda"))["num_splits"] == 1  # waves, per request
+
+
+def test_balanced_runs_share_the_batch_tiles_and_unused_splits_write_nothing(optimizer, tmp_path, monkeypatch):
+    """split_chunk=balanced under the interpreter (8 programs, runs of at least one tile), 16-row tiles: requests of
+    5, 1 and 3 tiles are 9 tiles in runs of 2, so program 2 ends the first request and holds the one-token request,
+    and the last request's 3 tiles take 2 runs. Exactly those splits are filled, every other split slot stores lse
+    -inf and no partial; with every torch.empty NaN-filled and NaN in the cache rows past each length, o_heads is
+    bitwise the clean run's and within the contract's tolerance of the reference."""
+    point = optimizer.space.canonical({**optimizer.space.default, "split_chunk": "balanced", "token_block": 16})
+    module = _load(optimizer.render(point), tmp_path / "balanced.py")
+    cache_lens = [79, 0, 40]  # 80, 1 and 41 tokens: 5, 1 and 3 tiles of 16
+    inputs = make_inputs(seed=9, batch=3, heads=20, cache_capacity=80, cache_lens=cache_lens,
+                         positions=[16383, 6000, 9000])
+    clean = {"o_heads": torch.zeros((3, 20, PARAMS["v_head_dim"]), dtype=torch.bfloat16)}
+    module.run({name: t.clone() for name, t in inputs.items()}, clean, PARAMS)
+    poisoned = {name: t.clone() for name, t in inputs.items()}
+    for b, length in enumerate(cache_lens):
+        poisoned["kv_cache"][b, length + 1:] = float("nan")  # row `length` is the appended one
+    config = module._attention_config(3, 20, 80, torch.device("cpu"))
+    assert (config["programs"], config["min_tiles"], config["num_splits"]) == (8, 1, 5)
+    o_heads, partial, lse = split_occupancy(module, monkeypatch, poisoned, PARAMS, 80, 5, 16)
+    filled = balanced_runs([5, 1, 3], programs=8, min_tiles=1)
+    assert filled == {(0, 0), (0, 1), (0, 2), (1, 0), (2, 0), (2, 1)}
+    assert_filled_splits(o_heads, partial, lse, filled)
+    assert torch.equal(o_heads, clean["o_heads"])
+    expected = ref.reference(inputs, PARAMS)["o_heads"]
+    rel = float((o_heads.double() - expected).norm() / expected.norm())
+    assert rel <= load_contract(CONTRACT).tolerance("bfloat16", "o_heads").rel_l2
+
+
+@pytest.mark.parametrize(
+    "batch,heads,capacity,min_tokens,expected",
+    [
+        # 2 head blocks share the 132 SMs; a request of 64 tiles meets at most 17 runs of 4 (its first tile
+        # anywhere in a run), whatever the batch: runs follow the batch's tiles
+        (64, 128, 4096, 256, (66, 4, 17)),
+        (8, 128, 4096, 256, (66, 4, 17)),
+        (32, 16, 8192, 1024, (132, 16, 9)),   # TP8: one head block of 16 over every SM
+        (64, 128, 65536, 128, (66, 17, 62)),  # long caches: runs of at least 17 tiles keep a request to 64 splits
+    ],
+)
+def test_balanced_sizing_fills_the_sms_and_bounds_the_splits(optimizer, tmp_path, batch, heads, capacity, min_tokens,
+                                                             expected):
+    """On a GPU (132 SMs), split_chunk=balanced runs programs_per_sm programs per SM over the head blocks, each run at
+    least min_tokens_per_split tokens, and sizes the split slots to the most runs a request can meet (at most 64)."""
+    module = _gpu_module(optimizer, tmp_path, LARGE, {"split_chunk": "balanced", "min_tokens_per_split": min_tokens})
+    config = module._attention_config_of(batch, heads, capacity, torch.device("cuda"))
+    assert (config["programs"], config["min_tiles"], config["num_splits"]) == expected

@@ -207,10 +207,14 @@ def test_a_non_default_point_passes_the_cpu_gate(optimizer, judge, tmp_path):
     {"kv_loads": "descriptors", "loop_schedule": "warp_specialized", "rescale": "when_max_grows", "value_split": 2},
     {"split_chunk": "capacity"},
     {"split_chunk": "capacity", "kv_loads": "descriptors", "value_split": 2, "side_kernels": "streamed"},
-], ids=["tma-descriptors", "kernel3-axes-halves", "capacity-chunks", "capacity-chunks-descriptors-halves-streamed"])
+    {"split_chunk": "balanced", "token_block": 16},
+    {"split_chunk": "balanced", "token_block": 16, "kv_loads": "descriptors", "value_split": 2, "side_kernels": "streamed"},
+], ids=["tma-descriptors", "kernel3-axes-halves", "capacity-chunks", "capacity-chunks-descriptors-halves-streamed",
+        "balanced-runs", "balanced-runs-descriptors-halves-streamed"])
 def test_kernel3_points_match_the_reference_on_the_cpu_cases(optimizer, paged_drawn, tmp_path, override):
-    """Kernel 3 through TMA descriptors over the pool (one page per tile), and with split_chunk=capacity (the capacity,
-    pages per request x 64, cut in one-tile splits under the interpreter, the later splits of short requests empty):
+    """Kernel 3 through TMA descriptors over the pool (one page per tile), with split_chunk=capacity (the capacity,
+    pages per request x 64, cut in one-tile splits under the interpreter, the later splits of short requests empty),
+    and with split_chunk=balanced (the batch's 16-row tiles in equal runs, runs crossing from request to request):
     on the contract's CPU cases as the judge draws them (a request of one token, one filling its last page; pages a
     request does not own, and rows past its length, hold NaN), every stage within tolerance."""
     import torch
