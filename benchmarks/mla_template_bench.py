@@ -506,6 +506,8 @@ def sm90_source(module, config: dict):
                  "INTERPRETED": False}
     if "PAGE_SIZE" in kernel.arg_names:
         constants["PAGE_SIZE"] = PAGE_ROWS
+    if "LENS_BLOCK" in kernel.arg_names:  # split_chunk=balanced
+        constants.update(LENS_BLOCK=64, SPLITS_POW2=max(2, 1 << (config["num_splits"] - 1).bit_length()))
     signature = {name: "constexpr" if name in constants else POINTER_TYPES.get(name, "fp32" if name == "qk_scale_log2"
                                                                                 else "i32")
                  for name in kernel.arg_names}
