@@ -369,7 +369,7 @@ class TemplateSearchOptimizer:
         )
         self.template = self.env.get_template(template_path.name)
 
-    # Listed when first needed, not at construction: the MLA space has 1,105,920 points, ~35-45 s to list on a CI core,
+    # Listed when first needed, not at construction: the MLA space has 1,603,584 points, ~50-65 s to list on a CI core,
     # and rendering a point (most of the template's tests) needs none of them.
     @functools.cached_property
     def points(self) -> list[Point]:

@@ -73,7 +73,7 @@ def test_one_template_renders_both_cache_layouts(optimizer):
     no contiguous render addresses a block table."""
     assert optimizer.space.constants == {"cache_layout": "contiguous"}
     paged_templates = REPO / "tasks" / "mla_attention_paged" / "templates"
-    paged = load_space(paged_templates)  # the space alone: an optimizer would list its 1,105,920 points again
+    paged = load_space(paged_templates)  # the space alone: an optimizer would list its 1,603,584 points again
     assert paged.constants == {"cache_layout": "paged"}
     template = TEMPLATES / "mla.py.j2"
     assert located(paged_templates, paged.template).resolve() == template.resolve()
@@ -98,9 +98,11 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     # token blocks of 32 and 64 under the waves policy, few_tiles to 64 under waves (token block x policy x small
     # tiles x few tiles: 16: 2; 32: 1 + 2; 64: 1 + 2 x 2); batch_block to side_kernels=batch_blocks (3 + 1);
     # specialize to all (2); warps x stages x loop_schedule (4 warps: 4 stages; 8 and 16: 1 stage, or 3 x 2 schedules);
-    # kv_loads and rescale to all (2 x 2); programs_per_sm to split_chunk=per_request (3 + 1)
-    assert len(optimizer.points) == ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 1) * 2 * (2 + (1 + 2) + (1 + 2 * 2))
-                                     * (3 + 1) * 2 * 2 * 2)
+    # kv_loads and rescale to all (2 x 2); split_chunk: per_request (programs_per_sm's 3 values) and capacity (1) with
+    # those token-block rules, balanced with neither small tiles nor few tiles (3 token blocks x 2 policies x 3
+    # programs_per_sm)
+    assert len(optimizer.points) == ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 1) * 2
+                                     * ((2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) + 3 * 2 * 3) * 2 * 2 * 2)
     assert len({optimizer.approach(p) for p in optimizer.points}) == len(optimizer.points)
     sizing_only = [p for p in optimizer.points
                    if all(p[name] in (None, value) for name, value in STRUCTURE_DEFAULTS.items())]
@@ -153,7 +155,7 @@ def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, c
     _assert_stages_match_the_reference(_load(optimizer.render({**optimizer.space.default, **corner}), tmp_path / "corner.py"))
 
 
-@pytest.mark.parametrize("index", [0, 1], ids=["heads16-programs", "heads64-pv-halves"])
+@pytest.mark.parametrize("index", [0, 1], ids=["heads16-programs", "balanced-streamed-tma"])
 def test_the_spaces_starts_match_the_reference_stage_by_stage(optimizer, tmp_path, index):
     """The points the search proposes first once a point is timed (space.yaml `starts`)."""
     assert len(optimizer.space.start_points()) == 2
