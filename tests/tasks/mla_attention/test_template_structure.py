@@ -355,13 +355,17 @@ def test_capacity_split_count_is_the_capacity_in_min_tokens_per_split(optimizer,
     assert module._attention_config_of(64, 128, 4096, torch.device("cuda"))["num_splits"] == 1  # waves, per request
 
 
-def test_balanced_runs_share_the_batch_tiles_and_unused_splits_write_nothing(optimizer, tmp_path, monkeypatch):
+@pytest.mark.parametrize("side_kernels", ["batch_blocks", "streamed"])
+def test_balanced_runs_share_the_batch_tiles_and_unused_splits_write_nothing(optimizer, tmp_path, monkeypatch,
+                                                                             side_kernels):
     """split_chunk=balanced under the interpreter (8 programs, runs of at least one tile), 16-row tiles: requests of
     5, 1 and 3 tiles are 9 tiles in runs of 2, so program 2 ends the first request and holds the one-token request,
     and the last request's 3 tiles take 2 runs. Exactly those splits are filled, every other split slot stores lse
     -inf and no partial; with every torch.empty NaN-filled and NaN in the cache rows past each length, o_heads is
-    bitwise the clean run's and within the contract's tolerance of the reference."""
-    point = optimizer.space.canonical({**optimizer.space.default, "split_chunk": "balanced", "token_block": 16})
+    bitwise the clean run's and within the contract's tolerance of the reference; with either merge (kernel 4's, or
+    the streamed merge, which reads no unwritten slot)."""
+    point = optimizer.space.canonical({**optimizer.space.default, "split_chunk": "balanced", "token_block": 16,
+                                       "side_kernels": side_kernels})
     module = _load(optimizer.render(point), tmp_path / "balanced.py")
     cache_lens = [79, 0, 40]  # 80, 1 and 41 tokens: 5, 1 and 3 tiles of 16
     inputs = make_inputs(seed=9, batch=3, heads=20, cache_capacity=80, cache_lens=cache_lens,
