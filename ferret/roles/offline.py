@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -197,7 +198,8 @@ class TemplateSpace(BaseModel):
                 parts.append(text)
         return ",".join(parts)
 
-    def _index(self, name: str, value: Any) -> int:
+    def place(self, name: str, value: Any) -> int:
+        """A value's place in its parameter's list; None (the parameter does not apply) at the default's place."""
         return self.parameters[name].index(self.default[name] if value is None else value)
 
     def distance(self, a: Point, b: Point) -> int:
@@ -208,7 +210,7 @@ class TemplateSpace(BaseModel):
         for name in self.parameters:
             if a[name] is None and b[name] is None:
                 continue
-            total += abs(self._index(name, a[name]) - self._index(name, b[name]))
+            total += abs(self.place(name, a[name]) - self.place(name, b[name]))
         return total
 
     def complexity(self, point: Point) -> int:
@@ -376,8 +378,13 @@ class TemplateSearchOptimizer:
         return self.space.points()
 
     @functools.cached_property
+    def _approaches(self) -> list[str]:
+        """Each point's approach name, in the order of `points`."""
+        return [self.space.approach(p) for p in self.points]
+
+    @functools.cached_property
     def by_approach(self) -> dict[str, Point]:
-        named = {self.space.approach(p): p for p in self.points}
+        named = dict(zip(self._approaches, self.points, strict=True))
         if len(named) != len(self.points):
             raise ValueError(f"{self.template_dir / SPACE_FILE}: two points share an approach name; fix labels")
         return named
@@ -387,6 +394,34 @@ class TemplateSearchOptimizer:
         order = list(self.by_approach)
         random.Random(self.seed).shuffle(order)
         return {a: i for i, a in enumerate(order)}
+
+    # The ranking's keys as arrays over `points`, built once: the MLA space's 1.6M points made every round's ranking
+    # ~30-40 s of Python (2026-12-02, on the H200 machine's CPU and here), numpy makes it well under a second.
+    @functools.cached_property
+    def _value_indices(self) -> np.ndarray:
+        """[points, parameters]: each value's place in its list, a parameter that does not apply at the default's
+        place (as `TemplateSpace.distance` measures it)."""
+        space = self.space
+        columns = []
+        for name, values in space.parameters.items():
+            places: dict[Any, int] = {value: i for i, value in enumerate(values)}
+            places[None] = space.place(name, None)
+            columns.append(np.fromiter((places[p[name]] for p in self.points), np.int32, len(self.points)))
+        return np.stack(columns, axis=1)
+
+    @functools.cached_property
+    def _complexities(self) -> np.ndarray:
+        """`TemplateSpace.complexity` of every point: the places of the values that apply."""
+        applies = np.stack([np.fromiter((p[name] is not None for p in self.points), bool, len(self.points))
+                            for name in self.space.parameters], axis=1)
+        return np.where(applies, self._value_indices, 0).sum(axis=1)
+
+    @functools.cached_property
+    def _tiebreaks(self) -> np.ndarray:
+        return np.fromiter((self._tiebreak[a] for a in self._approaches), np.int64, len(self.points))
+
+    def _places(self, point: Point) -> np.ndarray:
+        return np.array([self.space.place(name, point[name]) for name in self.space.parameters], np.int32)
 
     # ------------------------------------------------------------------------------------------ render
     def render(self, point: Point) -> str:
@@ -407,22 +442,26 @@ class TemplateSearchOptimizer:
         return Proposal(source=self.render(point), approach=space.approach(point), notes=plan)
 
     # ------------------------------------------------------------------------------------------ search
-    def _ranked(self, candidates: list[Point], anchor: Point | None) -> list[Point]:
-        space, default = self.space, self.space.default_point()
+    def _ranked(self, rows: np.ndarray, anchor: Point | None, count: int) -> list[Point]:
+        """The first `count` of the points at `rows` (places in `points`), nearest to `anchor` first, then nearest
+        to the default, the simpler, and the seed's order."""
+        places = self._value_indices[rows]
+        near = np.abs(places - self._places(anchor)).sum(axis=1) if anchor is not None else np.zeros(len(rows))
+        far = np.abs(places - self._places(self.space.default_point())).sum(axis=1)
+        order = np.lexsort((self._tiebreaks[rows], self._complexities[rows], far, near))
+        return [self.points[int(rows[i])] for i in order[:count]]
 
-        def key(p: Point):
-            near = space.distance(p, anchor) if anchor is not None else 0
-            return (near, space.distance(p, default), space.complexity(p), self._tiebreak[space.approach(p)])
-
-        return sorted(candidates, key=key)
+    def _untried(self, tried: set[str]) -> np.ndarray:
+        """Places in `points` of the points whose approach is not in `tried`."""
+        return np.fromiter((i for i, a in enumerate(self._approaches) if a not in tried), np.int64)
 
     def propose(self, context: OptimizerContext) -> list[Proposal]:
         space = self.space
         if context.op != space.op:
             raise ValueError(f"templates in {self.template_dir} are for op {space.op!r}, not {context.op!r}")
         tried = set(context.tried_approaches) | {h.approach for h in context.history}
-        untried = [p for p in self.points if space.approach(p) not in tried]
-        if not untried:
+        untried = self._untried(tried)
+        if not len(untried):
             return []
         default = space.default_point()
         known = [(h, self.by_approach[h.approach]) for h in context.history if h.approach in self.by_approach]
@@ -438,8 +477,9 @@ class TemplateSearchOptimizer:
         best = max(timed, key=lambda t: (t[0], -t[1].round))[2] if timed else None
         if context.must_pivot:
             anchor = best or (known[-1][1] if known else default)
-            others = [p for p in untried if p[space.pivot] != anchor[space.pivot]]
-            chosen = self._ranked(others or untried, anchor)[: self.budget]
+            pivot = list(space.parameters).index(space.pivot)
+            others = untried[self._value_indices[untried, pivot] != space.place(space.pivot, anchor[space.pivot])]
+            chosen = self._ranked(others if len(others) else untried, anchor, self.budget)
             why = (
                 f"Pivot (no progress for several rounds): {space.pivot} {anchor[space.pivot]} -> "
                 "{new}, an approach family not tried from here"
@@ -448,7 +488,8 @@ class TemplateSearchOptimizer:
         if best is not None:
             speed = max(t[0] for t in timed)
             starts = [p for p in space.start_points() if space.approach(p) not in tried][: self.budget]
-            chosen = self._ranked([p for p in untried if p not in starts], best)[: self.budget - len(starts)]
+            chosen = self._ranked(self._untried(tried | {space.approach(p) for p in starts}), best,
+                                  self.budget - len(starts))
             return [
                 self._proposal(p, f"A start of the space, several steps from the default, tried before any "
                                   f"neighbour: {self._moves(default, p)}")
@@ -458,7 +499,7 @@ class TemplateSearchOptimizer:
                                   f"(speedup {speed:.3g}x): {self._moves(best, p)}")
                 for p in chosen
             ]
-        chosen = self._ranked(untried, default)[: self.budget]
+        chosen = self._ranked(untried, default, self.budget)
         return [
             self._proposal(p, f"No point has passed yet: the simplest untried point near the default "
                               f"({self._moves(default, p) or 'the default itself'})")
