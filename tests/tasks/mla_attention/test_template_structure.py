@@ -11,6 +11,7 @@ partly masked head block and ragged lengths (so the merge and the masks are exer
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -405,3 +406,21 @@ def test_balanced_sizing_fills_the_sms_and_bounds_the_splits(optimizer, tmp_path
     module = _gpu_module(optimizer, tmp_path, LARGE, {"split_chunk": "balanced", "min_tokens_per_split": min_tokens})
     config = module._attention_config_of(batch, heads, capacity, torch.device("cuda"))
     assert (config["programs"], config["min_tiles"], config["num_splits"]) == expected
+
+
+def test_balanced_runs_read_the_lengths_in_blocks_past_64_requests(optimizer, tmp_path, monkeypatch):
+    """Kernel 3 reads cache_lens in blocks of 64 requests (LENS_BLOCK) to find each run's requests: 70 requests of
+    1-48 tokens (lengths drawn, one 16-row tile to three each) in 8 runs cross the block boundary. The filled splits
+    are exactly the model's, and o_heads is within the contract's tolerance of the reference."""
+    point = optimizer.space.canonical({**optimizer.space.default, "split_chunk": "balanced", "token_block": 16})
+    module = _load(optimizer.render(point), tmp_path / "balanced_many.py")
+    inputs = make_inputs(seed=11, batch=70, heads=1, cache_capacity=48)
+    lengths = [int(n) + 1 for n in inputs["cache_lens"]]
+    config = module._attention_config(70, 1, 48, torch.device("cpu"))
+    o_heads, partial, lse = split_occupancy(module, monkeypatch, inputs, PARAMS, 48, config["num_splits"], 16)
+    filled = balanced_runs([math.ceil(n / 16) for n in lengths], programs=config["programs"], min_tiles=1)
+    assert max(s for _, s in filled) >= 1 and any(b >= 64 for b, _ in filled)
+    assert_filled_splits(o_heads, partial, lse, filled)
+    expected = ref.reference(inputs, PARAMS)["o_heads"]
+    rel = float((o_heads.double() - expected).norm() / expected.norm())
+    assert rel <= load_contract(CONTRACT).tolerance("bfloat16", "o_heads").rel_l2
