@@ -153,14 +153,20 @@ class TemplateSpace(BaseModel):
 
     def points(self) -> list[Point]:
         """Every distinct point, in a fixed order (the default's first values vary slowest)."""
+        return list(self.named_points().values())
+
+    def named_points(self) -> dict[str, Point]:
+        """Every distinct point by its approach name, in the order of `points` (the names are made once here). Two
+        distinct points named alike (labels that hide a difference) are a ValueError."""
         result: list[Point] = [{}]
         for name in self.parameters:
             result = [{**p, name: v} for p in result for v in self._values_to_try(name, p)]
         seen: dict[str, Point] = {}
         for p in result:
             c = self.canonical(p)
-            seen.setdefault(self.approach(c), c)
-        return list(seen.values())
+            if seen.setdefault(self.approach(c), c) != c:
+                raise ValueError(f"two points share the approach name {self.approach(c)!r}; fix labels")
+        return seen
 
     def _values_to_try(self, name: str, partial: Point) -> list[Any]:
         """`name`'s values to branch on after `partial` (the parameters before it): its first value alone where the
@@ -374,20 +380,24 @@ class TemplateSearchOptimizer:
     # Listed when first needed, not at construction: the MLA space has 1,603,584 points, ~50-65 s to list on a CI core,
     # and rendering a point (most of the template's tests) needs none of them.
     @functools.cached_property
+    def _named_points(self) -> dict[str, Point]:
+        try:
+            return self.space.named_points()
+        except ValueError as err:
+            raise ValueError(f"{self.template_dir / SPACE_FILE}: {err}") from None
+
+    @functools.cached_property
     def points(self) -> list[Point]:
-        return self.space.points()
+        return list(self._named_points.values())
 
     @functools.cached_property
     def _approaches(self) -> list[str]:
         """Each point's approach name, in the order of `points`."""
-        return [self.space.approach(p) for p in self.points]
+        return list(self._named_points)
 
     @functools.cached_property
     def by_approach(self) -> dict[str, Point]:
-        named = dict(zip(self._approaches, self.points, strict=True))
-        if len(named) != len(self.points):
-            raise ValueError(f"{self.template_dir / SPACE_FILE}: two points share an approach name; fix labels")
-        return named
+        return self._named_points
 
     @functools.cached_property
     def _tiebreak(self) -> dict[str, int]:

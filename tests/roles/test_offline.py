@@ -450,13 +450,13 @@ def test_the_points_are_listed_when_first_needed_and_once(monkeypatch):
     from ferret.roles import offline
 
     listed = []
-    real = offline.TemplateSpace.points
+    real = offline.TemplateSpace.named_points
 
     def counting(space):
         listed.append(space.op)
         return real(space)
 
-    monkeypatch.setattr(offline.TemplateSpace, "points", counting)
+    monkeypatch.setattr(offline.TemplateSpace, "named_points", counting)
     optimizer = TemplateSearchOptimizer(TEMPLATES)
     assert listed == []
     assert optimizer.render(optimizer.space.default_point())
@@ -469,7 +469,7 @@ def test_from_contract_names_two_points_named_alike_before_a_dispatch(monkeypatc
     from ferret.errors import UsageError
     from ferret.roles import offline
 
-    # two points the labels cannot tell apart (the listing itself drops exact repeats, so it is stood in for)
-    monkeypatch.setattr(offline.TemplateSpace, "points", lambda space: [space.default_point(), space.default_point()])
-    with pytest.raises(UsageError, match="share an approach name"):
+    # labels that cannot tell any two points apart
+    monkeypatch.setattr(offline.TemplateSpace, "approach", lambda space, point: "same-name")
+    with pytest.raises(UsageError, match="share the approach name 'same-name'"):
         TemplateSearchOptimizer.from_contract(CONTRACT)
