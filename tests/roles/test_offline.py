@@ -156,7 +156,7 @@ def gate_verdicts(tmp_path_factory):
             jobs.append((contract, path))
     with ThreadPoolExecutor(max_workers=2) as pool:
         verdicts = list(pool.map(lambda job: check(job[0], job[1], gates_dir=gates, profile="cpu")[0], jobs))
-    return dict(zip(GATE_CASES, verdicts))
+    return dict(zip(GATE_CASES, verdicts, strict=True))
 
 
 @pytest.mark.parametrize("op,approach", GATE_CASES)
