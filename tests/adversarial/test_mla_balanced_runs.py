@@ -10,7 +10,6 @@ passes the unedited point.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import sys
@@ -24,7 +23,7 @@ from mla_split_checks import balanced_runs  # noqa: E402
 
 from ferret.contract.task import Task  # noqa: E402
 from ferret.roles.offline import TemplateSearchOptimizer  # noqa: E402
-from tasks.variants import failing_stages, frozen_cases  # noqa: E402
+from tasks.variants import failing_stages, frozen_cases, import_file  # noqa: E402
 
 CONTRACT = REPO / "contracts" / "mla_attention.yaml"
 POINT = {"split_chunk": "balanced", "side_kernels": "streamed", "kv_loads": "descriptors", "token_block": 16}
@@ -64,11 +63,7 @@ def source() -> str:
 
 def _load(source: str, path: Path):
     path.write_text(source)  # Triton's JIT reads kernel source from a real file
-    spec = importlib.util.spec_from_file_location(f"mla_balanced_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, f"mla_balanced_{path.stem}")
 
 
 def test_some_gate_case_has_runs_that_cross_requests(gate_cases, source, tmp_path):
