@@ -540,8 +540,8 @@ def side_kernel_facts(module) -> dict:
         kernel = getattr(module, name, None)
         if kernel is None:
             continue
-        # kernel 2's column block: 64 with side_kernels=streamed (its grid has a rope program), else 128
-        constants = {**blocks, "BLOCK_C": 64 if hasattr(module, "_unabsorb_kernel") else 128, **SHAPE_CONSTANTS}
+        # kernel 2's column block (run() launches it with 256 columns in both forms)
+        constants = {**blocks, "BLOCK_C": 256, **SHAPE_CONSTANTS}
         constants = {k: v for k, v in constants.items() if k in kernel.arg_names}
         signature = {arg: "constexpr" if arg in constants else SIDE_POINTER_TYPES.get(arg, "fp32" if arg == "rope_magnitude"
                                                                                       else "i32")
@@ -550,7 +550,9 @@ def side_kernel_facts(module) -> dict:
         source = ASTSource(fn=kernel, signature=signature, constexprs=constants,
                            attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
         try:
-            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": stages})
+            warps = 8 if name == "_q_prepare_kernel" else 4  # as run() launches them
+            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                                      options={"num_warps": warps, "num_stages": stages})
         except Exception as err:  # noqa: BLE001 - reported in the row
             facts[name] = {"why": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
             continue

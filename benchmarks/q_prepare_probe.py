@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cpu:
         os.environ["TRITON_INTERPRET"] = "1"
-    from ferret.contract.load import load_contract
     from mla_template_bench import CONTRACT, load_module, render_points
+
+    from ferret.contract.load import load_contract
 
     args.out.mkdir(parents=True, exist_ok=True)
     rendered = render_points([{}, {"side_kernels": "streamed"}], args.out / "points")
