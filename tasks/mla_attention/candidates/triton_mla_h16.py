@@ -538,13 +538,16 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     )
 
     block_b = _batch_block(batch, interpreted)
-    block_c = 128
+    # 256 columns and 8 warps a program: kernel 2 alone on the H200 (benchmarks/q_prepare_probe.py,
+    # benchmarks/results/2026-12-02-h200-session12, call 1; L2 flushed) took 25.1 us at B=64 H=128 and 12.5 at B=8,
+    # against 30.2 and 16.9 with 128 columns and 4 warps
+    block_c, q_warps = 256, 8
     _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), rank // block_c)](
         q_nope, q_pe, w_kv_b, inv_freq, positions, q, batch,
         q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
         q.stride(0), q.stride(1), magnitude,
         RANK=rank, NOPE=QK_NOPE_HEAD_DIM, ROPE=rope, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c,
-        INTERPRETED=interpreted, num_warps=4,
+        INTERPRETED=interpreted, num_warps=q_warps,
     )
 
     block_h = config["BLOCK_H"]
