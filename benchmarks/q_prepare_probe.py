@@ -6,9 +6,11 @@ Why: in the judge's profiler breakdown on the H200 (benchmarks/results/2026-12-0
 28-29 us at B=64, H=128, where its bytes (W_UK 16.8 MB, q 9.4 MB written) allow about 6 us. This probe renders
 the template's two kernel-2 forms (side_kernels=batch_blocks and streamed), launches each kernel alone with the
 launch parameters run() uses and with other block sizes and warp counts, checks every variant's q against the
-first launch's (bitwise: same products, same fp32 sums), and times each with do_bench (L2 flushed, median) and
-warm (L2 not flushed: a CUDA-event loop), beside cuBLAS's batched GEMM of the same product (torch.bmm) and a copy
-of the same bytes. --cpu: the checks only, under TRITON_INTERPRET=1 at a tiny shape (timings are not speeds).
+first launch's (bitwise: same products, same fp32 sums), and times each with do_bench (L2 flushed, median: the
+kernel's figure), beside cuBLAS's batched GEMM of the same product (torch.bmm) and a copy of the same bytes. The
+`warm_us` column is one call between CUDA events with L2 left warm: at these sizes it reads the host's launch time
+(longer than the kernel), not the kernel's. --cpu: the checks only, under TRITON_INTERPRET=1 at a tiny shape
+(timings are not speeds).
 Writes DIR/q-prepare-probe.jsonl and prints each row.
 """
 

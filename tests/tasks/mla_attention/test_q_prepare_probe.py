@@ -1,0 +1,25 @@
+"""benchmarks/q_prepare_probe.py under the CPU interpreter (--cpu): every launch variant of the template's kernel 2,
+in both forms, writes every element of q and the same q as run()'s own launch (the probe's rows say so), so the
+variants it times on a GPU are the same computation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_every_launch_variant_writes_the_same_q_as_runs_launch(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "q_prepare_probe.py"), "--out", str(tmp_path), "--cpu"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "q-prepare-probe.jsonl").read_text().splitlines()]
+    forms = {row["form"] for row in rows}
+    assert forms == {"batch_blocks", "streamed"}
+    assert len(rows) == 2 * 7  # seven launch variants of each form, at the CPU shape
+    assert all(row["ok"] for row in rows), [row for row in rows if not row["ok"]]
