@@ -389,23 +389,45 @@ class Steps:
         wire.write_step(self.folder / wire.FINISHED_FILE, step)
 
 
-def wall_clock_flag(candidate: Slots, clock: Clock, event_ms: float, host_ms: float | None) -> tuple[float, list[str]]:
-    """Synchronized wall time per call, with a device-wide synchronize before the clock stops: work hidden on
-    a side stream or in a thread shows up here even if the events missed it. A call's own launch time is no
-    hidden work: a launch-bound call's wall time is its host time, so the wall time must also exceed 1.5x the
-    host time (measured with the GPU held) to be named."""
+# Hidden work shows in every try; another process's load on the host or the GPU (pytest workers sharing one H200 made
+# an honest, launch-bound rmsnorm read 114.5 us of wall time against 70.2 us of host time, session 12) comes and goes.
+WALL_TRIES = 3
+
+
+def synchronized_wall_ms(candidate: Slots, clock: Clock, event_ms: float) -> float:
+    """Wall time per call over ~20 ms of calls, with a device-wide synchronize before the clock stops: work
+    hidden on a side stream or in a thread shows up here even if the events missed it."""
     calls = max(10, min(200, int(20.0 / max(event_ms, 1e-3))))
     clock.sync()
     started = time.perf_counter()
     for _ in range(calls):
         candidate.call()
     clock.sync()
-    wall_ms = (time.perf_counter() - started) * 1e3 / calls
-    hidden = event_ms < 0.5 * wall_ms and wall_ms - event_ms > 0.05 and wall_ms > 1.5 * (host_ms or 0.0)
-    if clock.on_gpu and hidden:
-        return wall_ms, [f"side_stream_or_thread: event time {event_ms * 1e3:.1f} us and host launch time "
-                         f"{(host_ms or 0.0) * 1e3:.1f} us, but synchronized wall time {wall_ms * 1e3:.1f} us per call"]
-    return wall_ms, []
+    return (time.perf_counter() - started) * 1e3 / calls
+
+
+def hides_work(event_ms: float, wall_ms: float, host_ms: float | None) -> bool:
+    """Wall time more than twice the event time, by more than 50 us, and more than 1.5x the host launch time: a
+    call's own launch time is no hidden work (a launch-bound call's wall time is its host time)."""
+    return event_ms < 0.5 * wall_ms and wall_ms - event_ms > 0.05 and wall_ms > 1.5 * (host_ms or 0.0)
+
+
+def wall_clock_flag(candidate: Slots, clock: Clock, event_ms: float, host_ms: float | None) -> tuple[float, list[str]]:
+    """The candidate's synchronized wall time per call, and `side_stream_or_thread` when it hides work from the
+    events in each of `WALL_TRIES` tries. A try after the first measures the host launch time again first (with
+    the GPU held, as `Clock.host_ms`) and takes the larger of it and `host_ms`: a host slowed by another process
+    since `host_ms` was measured slows the wall time too. Only flagged on the GPU."""
+    tries: list[tuple[float, float | None]] = []
+    for attempt in range(WALL_TRIES if clock.on_gpu else 1):
+        host = host_ms if attempt == 0 else max(host_ms or 0.0, clock.host_ms(candidate.call) or 0.0)
+        wall_ms = synchronized_wall_ms(candidate, clock, event_ms)
+        tries.append((wall_ms, host))
+        if not (clock.on_gpu and hides_work(event_ms, wall_ms, host)):
+            return wall_ms, []
+    seen = "; ".join(f"wall {wall * 1e3:.1f} us against host {(host or 0.0) * 1e3:.1f} us" for wall, host in tries)
+    return min(wall for wall, _ in tries), [
+        f"side_stream_or_thread: event time {event_ms * 1e3:.1f} us, but synchronized wall time above 2x the event "
+        f"time and 1.5x the host launch time per call in each of {len(tries)} tries ({seen})"]
 
 
 def replay_flags(candidate: Slots, fresh_outputs: Callable[[], dict], clock: Clock) -> list[str]:
