@@ -63,15 +63,19 @@ NARROW = {**WIDE, "token_block": 16, "value_split": 2, "num_stages": 3}
 # programs would walk few tiles (B=8, B=1), LARGE elsewhere: the list now starts with it, then LARGE itself.
 LARGE = {**WIDE, "token_block": 64}
 # The space's default until 2026-12-01, when the template search on the H200 made LARGE the default
-# (benchmarks/results/2026-12-01-h200-session3, call 3). Every point below but the first two is written over it,
-# so each is the kernel it was when measured.
+# (benchmarks/results/2026-12-01-h200-session3, call 3). Every point of GPU_POINTS from its fourth is written over it.
 PREVIOUS_DEFAULT = {"head_block": 16, "token_block": 32, "num_warps": 4, "num_stages": 2, "min_tokens_per_split": 256,
                     "programs_per_sm": 2, "split_policy": "programs"}
+# The structural axes before the template search of 2026-12-02 (benchmarks/results/2026-12-02-h200-session12, call 2)
+# made balanced runs, the streamed merge and TMA descriptors the default: every point but the first is written over
+# them, so each is the kernel it was when measured.
+PER_REQUEST = {"split_chunk": "per_request", "side_kernels": "batch_blocks", "kv_loads": "pointers"}
 GPU_POINTS: list[dict] = [
-    {},  # the default: LARGE
-    {**LARGE, "few_tiles": "default_point"},  # one point for B=1, 8 and 64
-    {**PREVIOUS_DEFAULT},
-    *({**PREVIOUS_DEFAULT, **point} for point in (
+    {},  # the default: LARGE with balanced runs, the streamed merge and TMA descriptors
+    {**PER_REQUEST, **LARGE},  # the default from 2026-12-01 to 2026-12-02
+    {**PER_REQUEST, **LARGE, "few_tiles": "default_point"},  # one point for B=1, 8 and 64
+    {**PER_REQUEST, **PREVIOUS_DEFAULT},
+    *({**PER_REQUEST, **PREVIOUS_DEFAULT, **point} for point in (
         {**LARGE, "side_kernels": "streamed", "few_tiles": "default_point"},
         {**LARGE, "side_kernels": "streamed", "small_token_block": 16},
         {**NARROW, "head_pad": 64, "side_kernels": "streamed"},
@@ -86,10 +90,9 @@ GPU_POINTS: list[dict] = [
         {**WIDE, "value_split": 2, "num_stages": 3},
         {**NARROW, "batch_block": 16},
         {**NARROW, "head_pad": 64},
-        {"head_block": 32, "num_warps": 4, "split_policy": "waves"},
     )),
 ]
-CPU_POINTS: list[dict] = [{}, {**PREVIOUS_DEFAULT}, {**PREVIOUS_DEFAULT, **NARROW, "head_pad": 64}]
+CPU_POINTS: list[dict] = [{}, {**PER_REQUEST, **PREVIOUS_DEFAULT}, {**PER_REQUEST, **PREVIOUS_DEFAULT, **NARROW, "head_pad": 64}]
 
 # name -> (B, H, L); every request at full length (cache_lens = L - 1).
 FULL_SHAPES = {f"h128_b{b}_l4096": (b, 128, 4096) for b in (64, 128, 8, 1)}
@@ -608,14 +611,14 @@ def static_sm90_row(approach: str, path: Path, heads: int, small_tiles: bool = F
         return {**row, "why": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
     ptx = kernel.asm["ptx"]
     return {**row, "wgmma": "wgmma" in ptx, "cp_async": ptx.count("cp.async.cg"),
-            "shared_kib": kernel.metadata.shared / 1024, **ptxas_facts(ptx),
+            "tma_loads": ptx.count("cp.async.bulk.tensor"), "shared_kib": kernel.metadata.shared / 1024, **ptxas_facts(ptx),
             "side": {} if small_tiles else side_kernel_facts(module)}
 
 
 def static_sm90(points: list[tuple[str, Path]], heads: int, out: Path) -> None:
-    lines = ["| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | shared KiB | registers | spill bytes | "
+    lines = ["| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | TMA loads | shared KiB | registers | spill bytes | "
              "kernels 2 and 4: registers/spills | note |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     runs = [(approach, path, small) for approach, path in points for small in (False, True)
             if not small or "small-tiles" in approach]
     for approach, path, small in runs:
@@ -624,7 +627,7 @@ def static_sm90(points: list[tuple[str, Path]], heads: int, out: Path) -> None:
         side = ", ".join(f"{name.strip('_')} {f.get('n_regs', '-')}/{f.get('n_spills', '-')} {f.get('why', '')}".strip()
                          for name, f in r.get("side", {}).items())
         lines.append(f"| {r['impl']} | {r['BLOCK_H']} x {r['BLOCK_N']} | {r['num_warps']} | {r['num_stages']} | "
-                     f"{r.get('wgmma', '-')} | {r.get('cp_async', '-')} | {r.get('shared_kib', 0):.0f} | "
+                     f"{r.get('wgmma', '-')} | {r.get('cp_async', '-')} | {r.get('tma_loads', '-')} | {r.get('shared_kib', 0):.0f} | "
                      f"{r.get('n_regs', '-')} | {r.get('n_spills', '-')} | {side or '-'} | "
                      f"{r.get('why') or r.get('ptxas') or ''} |")
     (out / "mla-template-sm90-static.md").write_text("\n".join(lines) + "\n")

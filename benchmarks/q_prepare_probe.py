@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     from ferret.contract.load import load_contract
 
     args.out.mkdir(parents=True, exist_ok=True)
-    rendered = render_points([{}, {"side_kernels": "streamed"}], args.out / "points")
+    rendered = render_points([{"side_kernels": "batch_blocks"}, {"side_kernels": "streamed"}], args.out / "points")
     modules = {"batch_blocks": load_module(rendered[0][1]), "streamed": load_module(rendered[1][1])}
     params = dict(load_contract(CONTRACT).params)
     rows_file = args.out / "q-prepare-probe.jsonl"

@@ -11,13 +11,13 @@ PAGE the pool's rows per page (kv_cache.shape[1], a constexpr of the kernels). F
                                 every token of a tile looks its page up in the block table (masked rows are
                                 not loaded), online softmax in fp32; writes per-split normalized partials and
                                 log-sum-exp
-  4. _combine_unabsorb_kernel   merges the splits into o_latent and un-absorbs per head,
-                                o_heads = o_latent @ W_UV_h^T
-Traced runs launch the same four kernels with the same arguments (so the final output is bitwise the
-fast path's), then trace-only kernels: one reads the appended cache rows back through the block table (c_kv,
-k_pe_roped), one merges the splits again with the same helper as kernel 4 (o_latent), one recomputes the scores
-(pages looked up as in kernel 3) and turns them into probabilities with kernel 3's own log-sum-exp. q_absorbed
-and q_pe_roped are kernel 2's output.
+  4. _merge_splits_kernel       merges the splits of each (request, head) row into o_latent [B, H, 512]
+     _unabsorb_kernel           un-absorbs per head as a GEMM over the batch, o_heads = o_latent @ W_UV_h^T
+Traced runs launch the same kernels with the same arguments (so the final output is bitwise the fast
+path's), then trace-only kernels: one reads the appended cache rows back through the block table (c_kv,
+k_pe_roped), one recomputes the scores (pages looked up as in kernel 3) and turns them into probabilities with
+kernel 3's own log-sum-exp. q_absorbed and q_pe_roped are
+kernel 2's output, o_latent the merge's (what the un-absorption read).
 
 Sizing (H200): at 16/32 heads the step is memory bound and every cache byte is read once per head block;
 at 128 heads it is compute bound and head blocks keep the cache re-reads in L2. Kernel 3's block sizes and
@@ -25,10 +25,16 @@ split count come from the point of Ferret's paged MLA kernel template (tasks/mla
 the contiguous template's space with the cache read through the block table; token tiles never straddle a page
 (every token_block divides the 64-row page):
 head_block=64, token_block=64, num_warps=8,
-num_stages=2, min_tokens_per_split=256, programs_per_sm=1.
+num_stages=2, min_tokens_per_split=256, programs_per_sm=1, split_chunk=balanced
+(the batch's tiles cut into equal runs, programs_per_sm per SM over the head blocks, each run at least
+min_tokens_per_split tokens; a run may cross from one request into the next, so every program walks the same tiles
+whatever the lengths).
 Structure: head_pad=16 (fewest rows of a head block), value_split=1 (P@V as
 1 dot(s) over the 512-wide latent), split_policy=waves (how the split count is chosen),
-batch_block=64 (most requests per program of kernels 2 and 4).
+side_kernels=streamed (kernel 2 in 64-column blocks, rope apart; kernel 4 as a streamed merge of the splits,
+_merge_splits_kernel, then the un-absorption as a GEMM over the batch rows of a head, _unabsorb_kernel).
+Kernel 3's tile loop: loop_schedule=plain, kv_loads=descriptors (cache tiles through tensor descriptors (TMA)),
+rescale=every_tile (the accumulator rescaled on every tile).
 """
 from __future__ import annotations
 
@@ -222,22 +228,23 @@ def _q_prepare_kernel(
     RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
     BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
+    """Programs (h, batch block, c): c < RANK / BLOCK_C computes BLOCK_C columns of q_nope @ W_UK_h for the
+    block's rows; the last c ropes q_pe (so no GEMM program waits on the rope)."""
     h = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     row_mask = rows < batch
     out_dtype = q_ptr.dtype.element_ty
-
-    nope_offs = tl.arange(0, NOPE)
-    q_nope = tl.load(q_nope_ptr + rows[:, None] * stride_nope_b + h * stride_nope_h + nope_offs[None, :],
-                     mask=row_mask[:, None], other=0.0)
-    cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
-    # W_UK_h is rows h*(NOPE+V) .. h*(NOPE+V)+NOPE-1 of kv_b_proj: [NOPE, RANK]
-    w_uk = tl.load(w_kv_b_ptr + (h * (NOPE + V_DIM) + nope_offs)[:, None] * stride_w_row + cols[None, :])
-    q_abs = tl.dot(_dot_operand(q_nope, INTERPRETED), _dot_operand(w_uk, INTERPRETED))
     q_rows = q_ptr + rows[:, None] * stride_q_b + h * stride_q_h
-    tl.store(q_rows + cols[None, :], _round_to(q_abs, out_dtype, INTERPRETED), mask=row_mask[:, None])
-
-    if tl.program_id(2) == 0:
+    if tl.program_id(2) < RANK // BLOCK_C:
+        nope_offs = tl.arange(0, NOPE)
+        q_nope = tl.load(q_nope_ptr + rows[:, None] * stride_nope_b + h * stride_nope_h + nope_offs[None, :],
+                         mask=row_mask[:, None], other=0.0)
+        cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+        # W_UK_h is rows h*(NOPE+V) .. h*(NOPE+V)+NOPE-1 of kv_b_proj: [NOPE, RANK]
+        w_uk = tl.load(w_kv_b_ptr + (h * (NOPE + V_DIM) + nope_offs)[:, None] * stride_w_row + cols[None, :])
+        q_abs = tl.dot(_dot_operand(q_nope, INTERPRETED), _dot_operand(w_uk, INTERPRETED))
+        tl.store(q_rows + cols[None, :], _round_to(q_abs, out_dtype, INTERPRETED), mask=row_mask[:, None])
+    else:
         pair = tl.arange(0, ROPE // 2)
         pe_rows = q_pe_ptr + rows[:, None] * stride_pe_b + h * stride_pe_h
         even = tl.load(pe_rows + 2 * pair[None, :], mask=row_mask[:, None], other=0.0).to(tl.float32)
@@ -253,68 +260,132 @@ def _q_prepare_kernel(
                  mask=row_mask[:, None])
 
 
+@triton.jit
+def _request_tiles(cache_lens_ptr, batch, b0, BLOCK_N: tl.constexpr, LENS_BLOCK: tl.constexpr):
+    """Requests b0 .. b0 + LENS_BLOCK - 1: their tiles of BLOCK_N attended rows (0 past the batch), and the mask."""
+    requests = b0 + tl.arange(0, LENS_BLOCK)
+    in_batch = requests < batch
+    tokens = tl.load(cache_lens_ptr + requests, mask=in_batch, other=0).to(tl.int32) + 1
+    return tl.where(in_batch, tl.cdiv(tokens, BLOCK_N), 0), in_batch
+
+
+@triton.jit
+def _batch_tiles(cache_lens_ptr, batch, BLOCK_N: tl.constexpr, LENS_BLOCK: tl.constexpr):
+    """The batch's tiles: every request's attended rows in tiles of BLOCK_N."""
+    total = 0
+    for b0 in range(0, batch, LENS_BLOCK):
+        tiles, _ = _request_tiles(cache_lens_ptr, batch, b0, BLOCK_N, LENS_BLOCK)
+        total += tl.sum(tiles, axis=0)
+    return total
+
+
+@triton.jit
+def _requests_of_run(cache_lens_ptr, batch, first, last, BLOCK_N: tl.constexpr, LENS_BLOCK: tl.constexpr):
+    """The requests [b_first, b_end) whose tiles meet the run [first, last) of the batch's tiles (the requests'
+    tiles laid one after the other), and the tiles before b_first."""
+    b_first = 0
+    b_end = 0
+    tiles_before = 0
+    preceding = 0
+    for b0 in range(0, batch, LENS_BLOCK):
+        tiles, in_batch = _request_tiles(cache_lens_ptr, batch, b0, BLOCK_N, LENS_BLOCK)
+        through = preceding + tl.cumsum(tiles, axis=0)  # tiles up to and including each request
+        before_run = in_batch & (through <= first)
+        b_first += tl.sum(before_run.to(tl.int32), axis=0)
+        tiles_before += tl.sum(tl.where(before_run, tiles, 0), axis=0)
+        b_end += tl.sum((in_batch & (through - tiles < last)).to(tl.int32), axis=0)
+        preceding += tl.sum(tiles, axis=0)
+    return b_first, tiles_before, b_end
+
+
 # ------------------------------------------------------------------------------------------------
 # 3. split-KV flash decoding over the paged latent cache
 # ------------------------------------------------------------------------------------------------
-@triton.jit(do_not_specialize=["heads", "num_splits", "stride_bt_b", "stride_lse_b", "stride_lse_h"])
+@triton.jit(do_not_specialize=["heads", "num_splits", "num_pages", "batch", "programs", "min_tiles", "stride_bt_b", "stride_lse_b", "stride_lse_h"])
 def _paged_attention_kernel(
     q_ptr, cache_ptr, block_table_ptr, cache_lens_ptr, partial_ptr, lse_ptr,
-    heads, num_splits,
+    heads, num_splits, num_pages,
+    batch, programs, min_tiles,
     stride_q_b, stride_q_h, stride_bt_b, stride_page, stride_row,
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
     qk_scale_log2,
     RANK: tl.constexpr, ROPE: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     INTERPRETED: tl.constexpr,
+    LENS_BLOCK: tl.constexpr, SPLITS_POW2: tl.constexpr,
 ):
+    # split_chunk=balanced: the batch's tiles (each request's attended rows in BLOCK_N-row tiles, the requests one
+    # after the other) cut into `programs` equal runs, one per program of each head block (FlashMLA's scheduling):
+    # every program walks the same number of tiles whatever the lengths, a run crossing from one request into the
+    # next stores one split of each. A request's split index is its run's program less the program of its first
+    # tile, so the merges read the usual [B, H, splits] layout; the run ending a request stores lse = -inf in the
+    # request's split slots no run filled (the merges weight them 0 and never load their partials).
     head_block = tl.program_id(0)
-    split = tl.program_id(1)
-    b = tl.program_id(2)
-
-    tokens = tl.load(cache_lens_ptr + b) + 1  # the appended row is attended to
-    chunk = tl.cdiv(tl.cdiv(tokens, num_splits), BLOCK_N) * BLOCK_N
-    start = split * chunk
-    end = tl.minimum(start + chunk, tokens)
-
+    program = tl.program_id(1)
     h = head_block * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = h < heads
-    latent_offs = tl.arange(0, RANK)
-    rope_offs = tl.arange(0, ROPE)
-    q_rows = q_ptr + b * stride_q_b + h[:, None] * stride_q_h
-    q_latent = _dot_operand(tl.load(q_rows + latent_offs[None, :], mask=h_mask[:, None], other=0.0), INTERPRETED)
-    q_rope = _dot_operand(tl.load(q_rows + RANK + rope_offs[None, :], mask=h_mask[:, None], other=0.0), INTERPRETED)
+    total = _batch_tiles(cache_lens_ptr, batch, BLOCK_N, LENS_BLOCK)
+    run = tl.maximum(tl.cdiv(total, programs), min_tiles)
+    first = program * run
+    last = tl.minimum(first + run, total)
+    b_first, tiles_before, b_end = _requests_of_run(cache_lens_ptr, batch, first, last, BLOCK_N, LENS_BLOCK)
+    b = b_first  # a tensor, carried by the loop (a range's index is a Python int under the interpreter)
+    for _ in range(b_first, b_end):
+        tokens = tl.load(cache_lens_ptr + b).to(tl.int32) + 1  # the appended row is attended to
+        request_tiles = tl.cdiv(tokens, BLOCK_N)
+        start = (tl.maximum(first, tiles_before) - tiles_before) * BLOCK_N
+        end = tl.minimum((tl.minimum(last, tiles_before + request_tiles) - tiles_before) * BLOCK_N, tokens)
+        split = program - tiles_before // run
+        latent_offs = tl.arange(0, RANK)
+        rope_offs = tl.arange(0, ROPE)
+        q_rows = q_ptr + b * stride_q_b + h[:, None] * stride_q_h
+        q_latent = _dot_operand(tl.load(q_rows + latent_offs[None, :], mask=h_mask[:, None], other=0.0), INTERPRETED)
+        q_rope = _dot_operand(tl.load(q_rows + RANK + rope_offs[None, :], mask=h_mask[:, None], other=0.0), INTERPRETED)
 
-    running_max = tl.full([BLOCK_H], float("-inf"), tl.float32)
-    running_sum = tl.zeros([BLOCK_H], tl.float32)
-    acc = tl.zeros([BLOCK_H, RANK], tl.float32)
-    # Tiles start at multiples of BLOCK_N (chunk is a whole number of tiles) and BLOCK_N divides PAGE_SIZE (64 in
-    # the contract): a tile lies in one page. Each row is still looked up on its own (a tile is never assumed to be
-    # one page), and rows past `end` are masked, never loaded.
-    for t0 in range(start, end, BLOCK_N):
-        t = t0 + tl.arange(0, BLOCK_N)
-        t_mask = t < end
-        tile_rows = _token_rows(cache_ptr, block_table_ptr, b, t, t_mask, stride_bt_b, stride_page, stride_row,
-                                PAGE_SIZE)
-        kv_latent = tl.load(tile_rows + latent_offs[None, :], mask=t_mask[:, None], other=0.0)  # [N, RANK]
-        kv_rope = tl.load(tile_rows + RANK + rope_offs[None, :], mask=t_mask[:, None], other=0.0)  # [N, ROPE]
-        kv_dtype = kv_latent.dtype
-        kv_latent = _dot_operand(kv_latent, INTERPRETED)
-        logits = tl.dot(q_latent, tl.trans(kv_latent))
-        logits = tl.dot(q_rope, tl.trans(_dot_operand(kv_rope, INTERPRETED)), acc=logits)
-        logits = tl.where(t_mask[None, :], logits * qk_scale_log2, float("-inf"))
-        new_max = tl.maximum(running_max, tl.max(logits, axis=1))
-        rescale = tl.exp2(running_max - new_max)
-        p = tl.exp2(logits - new_max[:, None])
-        running_sum = running_sum * rescale + tl.sum(p, axis=1)
-        p_operand = _dot_operand(_round_to(p, kv_dtype, INTERPRETED), INTERPRETED)
-        acc = acc * rescale[:, None] + tl.dot(p_operand, kv_latent)
-        running_max = new_max
+        running_max = tl.full([BLOCK_H], float("-inf"), tl.float32)
+        running_sum = tl.zeros([BLOCK_H], tl.float32)
+        acc = tl.zeros([BLOCK_H, RANK], tl.float32)
+        # Tiles start at multiples of BLOCK_N (chunk is a whole number of tiles) and BLOCK_N divides PAGE_SIZE (64 in
+        # the contract): a tile lies in one page. Each row is still looked up on its own (a tile is never assumed to be
+        # kv_loads=descriptors: each tile through TMA descriptors over the pool [pages, PAGE, RANK + ROPE], at the page of
+        # its first row (one block-table entry per tile: a tile lies in one page). The rows of a page past `end` are
+        # loaded too (they may hold anything, NaN included) and zeroed before the dots.
+        tl.static_assert(PAGE_SIZE % BLOCK_N == 0)
+        latent_desc = tl.make_tensor_descriptor(cache_ptr, [num_pages, PAGE_SIZE, RANK + ROPE],
+                                                [stride_page, stride_row, 1], [1, BLOCK_N, RANK])
+        rope_desc = tl.make_tensor_descriptor(cache_ptr, [num_pages, PAGE_SIZE, RANK + ROPE],
+                                              [stride_page, stride_row, 1], [1, BLOCK_N, ROPE])
+        for t0 in range(start, end, BLOCK_N):
+            t = t0 + tl.arange(0, BLOCK_N)
+            t_mask = t < end
+            page = tl.load(block_table_ptr + b * stride_bt_b + t0 // PAGE_SIZE)
+            kv_latent = tl.where(t_mask[:, None], latent_desc.load([page, t0 % PAGE_SIZE, 0]).reshape([BLOCK_N, RANK]), 0.0)
+            kv_rope = tl.where(t_mask[:, None], rope_desc.load([page, t0 % PAGE_SIZE, RANK]).reshape([BLOCK_N, ROPE]), 0.0)
+            kv_dtype = kv_latent.dtype
+            kv_latent = _dot_operand(kv_latent, INTERPRETED)
+            logits = tl.dot(q_latent, tl.trans(kv_latent))
+            logits = tl.dot(q_rope, tl.trans(_dot_operand(kv_rope, INTERPRETED)), acc=logits)
+            logits = tl.where(t_mask[None, :], logits * qk_scale_log2, float("-inf"))
+            new_max = tl.maximum(running_max, tl.max(logits, axis=1))
+            rescale = tl.exp2(running_max - new_max)
+            p = tl.exp2(logits - new_max[:, None])
+            running_sum = running_sum * rescale + tl.sum(p, axis=1)
+            p_operand = _dot_operand(_round_to(p, kv_dtype, INTERPRETED), INTERPRETED)
+            acc = acc * rescale[:, None] + tl.dot(p_operand, kv_latent)
+            running_max = new_max
 
-    non_empty = running_sum > 0.0
-    partial = acc / tl.where(non_empty, running_sum, 1.0)[:, None]
-    lse = tl.where(non_empty, running_max + tl.log2(tl.where(non_empty, running_sum, 1.0)), float("-inf"))
-    part_rows = partial_ptr + b * stride_part_b + h[:, None] * stride_part_h + split * stride_part_s
-    tl.store(part_rows + latent_offs[None, :], partial, mask=h_mask[:, None])
-    tl.store(lse_ptr + b * stride_lse_b + h * stride_lse_h + split, lse, mask=h_mask)
+        non_empty = running_sum > 0.0
+        partial = acc / tl.where(non_empty, running_sum, 1.0)[:, None]
+        lse = tl.where(non_empty, running_max + tl.log2(tl.where(non_empty, running_sum, 1.0)), float("-inf"))
+        part_rows = partial_ptr + b * stride_part_b + h[:, None] * stride_part_h + split * stride_part_s
+        tl.store(part_rows + latent_offs[None, :], partial, mask=h_mask[:, None])
+        tl.store(lse_ptr + b * stride_lse_b + h * stride_lse_h + split, lse, mask=h_mask)
+        if tiles_before + request_tiles <= last:
+            unused = split + 1 + tl.arange(0, SPLITS_POW2)
+            tl.store(lse_ptr + b * stride_lse_b + h[:, None] * stride_lse_h + unused[None, :],
+                     tl.full([BLOCK_H, SPLITS_POW2], float("-inf"), tl.float32),
+                     mask=h_mask[:, None] & (unused < num_splits)[None, :])
+        tiles_before += request_tiles
+        b += 1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -333,58 +404,79 @@ def _split_weights_normalizer(lse_ptr, rows, row_mask, h, num_splits, stride_lse
     return lse_max, tl.where(total > 0.0, total, 1.0)
 
 
-@triton.jit
-def _merge_splits(partial_ptr, lse_ptr, rows, row_mask, h, r, lse_max, total, num_splits,
-                  stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
-                  BLOCK_B: tl.constexpr, BLOCK_R: tl.constexpr):
-    """o_latent[rows, h, r] in fp32: the splits' normalized partials weighted by their share of the total."""
-    part_rows = partial_ptr + rows[:, None] * stride_part_b + h * stride_part_h
-    latent = tl.zeros([BLOCK_B, BLOCK_R], tl.float32)
-    for s in range(num_splits):
-        lse_s = tl.load(lse_ptr + rows * stride_lse_b + h * stride_lse_h + s, mask=row_mask, other=float("-inf"))
-        weight = tl.exp2(lse_s - lse_max) / total
-        part = tl.load(part_rows + s * stride_part_s + r[None, :], mask=row_mask[:, None] & (weight[:, None] > 0.0),
-                       other=0.0)
-        latent += weight[:, None] * part
-    return latent
-
-
-@triton.jit(do_not_specialize=["batch", "heads", "num_splits", "stride_lse_b", "stride_lse_h"])
-def _combine_unabsorb_kernel(
-    partial_ptr, lse_ptr, w_kv_b_ptr, out_ptr,
-    batch, heads, num_splits,
+@triton.jit(do_not_specialize=["rows_total", "heads", "num_splits", "stride_lse_b", "stride_lse_h"])
+def _merge_splits_kernel(
+    partial_ptr, lse_ptr, latent_ptr, rows_total, heads, num_splits,
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
-    stride_w_row, stride_out_b, stride_out_h,
-    RANK: tl.constexpr, NOPE: tl.constexpr, V_DIM: tl.constexpr, BLOCK_B: tl.constexpr,
-    BLOCK_R: tl.constexpr, SPLITS_POW2: tl.constexpr, PER_HEAD_UV: tl.constexpr, INTERPRETED: tl.constexpr,
+    RANK: tl.constexpr, BLOCK_ROWS: tl.constexpr, SPLIT_CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
+    """o_latent rows [BLOCK_ROWS rows (b * heads + h) of program 0, all RANK columns], rounded to o_latent's dtype:
+    each split's normalized partial weighted by its share of the merged log-sum-exp (base 2), accumulated in fp32
+    over each row's split slots up to its last filled one (the filled slots are a prefix of every row's: splits past
+    a request's tokens or runs hold lse -inf and no partial, and are never loaded). SPLIT_CHUNK splits of every row
+    are loaded at once ([rows, splits, RANK], BLOCK_ROWS x SPLIT_CHUNK rows of partials in flight), their mask from
+    one load of the rows' log-sum-exps before the loop, so no load waits on another; a slot of weight 0 adds an exact
+    0 whatever its partial holds. Many rows per program at large B x H keep the programs few; few rows and more
+    splits at once at small B x H keep the loads many."""
+    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    row_mask = rows < rows_total
+    b = rows // heads
+    h = rows % heads
+    r = tl.arange(0, RANK)
+    split_offs = tl.arange(0, SPLITS_POW2)
+    lse_rows = lse_ptr + b * stride_lse_b + h * stride_lse_h
+    lse = tl.load(lse_rows[:, None] + split_offs[None, :],
+                  mask=row_mask[:, None] & (split_offs[None, :] < num_splits), other=float("-inf"))
+    lse_max = tl.max(lse, axis=1)
+    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
+    total = tl.sum(tl.exp2(lse - lse_max[:, None]), axis=1)
+    total = tl.where(total > 0.0, total, 1.0)
+    filled_rows = tl.max(tl.where(lse != float("-inf"), split_offs[None, :] + 1, 0), axis=1)
+    part_rows = partial_ptr + b[:, None, None] * stride_part_b + h[:, None, None] * stride_part_h + r[None, None, :]
+    latent = tl.zeros([BLOCK_ROWS, RANK], tl.float32)
+    for s0 in range(0, tl.max(filled_rows, axis=0), SPLIT_CHUNK):
+        s = s0 + tl.arange(0, SPLIT_CHUNK)
+        filled = s[None, :] < filled_rows[:, None]  # [rows, splits]
+        lse_s = tl.load(lse_rows[:, None] + s[None, :], mask=filled, other=float("-inf"))
+        part = tl.load(part_rows + s[None, :, None] * stride_part_s, mask=filled[:, :, None], other=0.0)
+        weight = tl.exp2(lse_s - lse_max[:, None]) / total[:, None]
+        latent += tl.sum(tl.where((weight > 0.0)[:, :, None], weight[:, :, None] * part, 0.0), axis=1)
+    tl.store(latent_ptr + rows[:, None] * RANK + r[None, :], _round_to(latent, latent_ptr.dtype.element_ty, INTERPRETED),
+             mask=row_mask[:, None])
+
+
+@triton.jit(do_not_specialize=["batch", "heads"])
+def _unabsorb_kernel(
+    latent_ptr, w_kv_b_ptr, out_ptr,
+    batch, heads,
+    stride_w_row, stride_out_b, stride_out_h,
+    RANK: tl.constexpr, NOPE: tl.constexpr, V_DIM: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_V: tl.constexpr,
+    BLOCK_R: tl.constexpr, PER_HEAD_UV: tl.constexpr, INTERPRETED: tl.constexpr,
+):
+    """o_heads[rows, h, v] = o_latent[rows, h, :] @ W_UV_h^T[:, v] for program (h, batch block, value block):
+    a [BLOCK_B, RANK] x [RANK, BLOCK_V] GEMM in fp32, its K loop pipelined, W_UV_h read once per value block."""
     h = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     row_mask = rows < batch
-    out_dtype = out_ptr.dtype.element_ty
-    lse_max, total = _split_weights_normalizer(lse_ptr, rows, row_mask, h, num_splits, stride_lse_b, stride_lse_h,
-                                               SPLITS_POW2)
-
-    v_offs = tl.arange(0, V_DIM)
-    out = tl.zeros([BLOCK_B, V_DIM], tl.float32)
-    for r0 in tl.static_range(0, RANK, BLOCK_R):
+    v_offs = tl.program_id(2) * BLOCK_V + tl.arange(0, BLOCK_V)
+    latent_rows = latent_ptr + (rows[:, None] * heads + h) * RANK
+    out = tl.zeros([BLOCK_B, BLOCK_V], tl.float32)
+    for r0 in range(0, RANK, BLOCK_R):
         r = r0 + tl.arange(0, BLOCK_R)
-        latent = _merge_splits(partial_ptr, lse_ptr, rows, row_mask, h, r, lse_max, total, num_splits,
-                               stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
-                               BLOCK_B, BLOCK_R)
-        latent = _round_to(latent, out_dtype, INTERPRETED)
+        latent = tl.load(latent_rows + r[None, :], mask=row_mask[:, None], other=0.0)
         if PER_HEAD_UV:
-            # W_UV_h^T chunk: [BLOCK_R, V] from rows h*(NOPE+V)+NOPE+v, columns r
+            # W_UV_h^T chunk: [BLOCK_R, BLOCK_V] from rows h*(NOPE+V)+NOPE+v, columns r
             w_uv = tl.load(w_kv_b_ptr + (h * (NOPE + V_DIM) + NOPE + v_offs)[None, :] * stride_w_row + r[:, None])
         else:
-            shared = tl.zeros([BLOCK_R, V_DIM], tl.float32)
+            shared = tl.zeros([BLOCK_R, BLOCK_V], tl.float32)
             for hh in range(heads):
                 shared += tl.load(w_kv_b_ptr + (hh * (NOPE + V_DIM) + NOPE + v_offs)[None, :] * stride_w_row
                                   + r[:, None]).to(tl.float32)
-            w_uv = _round_to(shared / heads, out_dtype, INTERPRETED)
+            w_uv = _round_to(shared / heads, latent.dtype, INTERPRETED)
         out = tl.dot(_dot_operand(latent, INTERPRETED), _dot_operand(w_uv, INTERPRETED), acc=out)
     tl.store(out_ptr + rows[:, None] * stride_out_b + h * stride_out_h + v_offs[None, :],
-             _round_to(out, out_dtype, INTERPRETED), mask=row_mask[:, None])
+             _round_to(out, out_ptr.dtype.element_ty, INTERPRETED), mask=row_mask[:, None])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -401,28 +493,6 @@ def _trace_paged_appended_rows_kernel(cache_ptr, block_table_ptr, cache_lens_ptr
     rope_offs = tl.arange(0, ROPE)
     tl.store(c_kv_ptr + b * RANK + latent_offs, tl.load(row + latent_offs))
     tl.store(k_pe_ptr + b * ROPE + rope_offs, tl.load(row + RANK + rope_offs))
-
-
-@triton.jit(do_not_specialize=["batch", "heads", "num_splits", "stride_lse_b", "stride_lse_h"])
-def _trace_o_latent_kernel(
-    partial_ptr, lse_ptr, out_ptr, batch, heads, num_splits,
-    stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
-    RANK: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_R: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    INTERPRETED: tl.constexpr,
-):
-    """o_latent as kernel 4 feeds it to the un-absorption (same merge helpers, same rounding)."""
-    h = tl.program_id(0)
-    rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
-    row_mask = rows < batch
-    lse_max, total = _split_weights_normalizer(lse_ptr, rows, row_mask, h, num_splits, stride_lse_b, stride_lse_h,
-                                               SPLITS_POW2)
-    for r0 in tl.static_range(0, RANK, BLOCK_R):
-        r = r0 + tl.arange(0, BLOCK_R)
-        latent = _merge_splits(partial_ptr, lse_ptr, rows, row_mask, h, r, lse_max, total, num_splits,
-                               stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
-                               BLOCK_B, BLOCK_R)
-        tl.store(out_ptr + rows[:, None] * (heads * RANK) + h * RANK + r[None, :],
-                 _round_to(latent, out_ptr.dtype.element_ty, INTERPRETED), mask=row_mask[:, None])
 
 
 @triton.jit(do_not_specialize=["heads", "capacity", "num_splits", "stride_bt_b", "stride_lse_b", "stride_lse_h"])
@@ -517,18 +587,30 @@ def _attention_config(batch: int, heads: int, capacity: int, device: torch.devic
 
 def _attention_config_of(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
     """Block sizes and split count of kernel 3, from the template point (module constants above)."""
+    return _balanced_config(_head_block_rows(heads), heads, capacity, device)
+
+
+def _head_block_rows(heads: int) -> int:
+    """Rows of one head block: the heads, padded up to a power of two, capped by HEAD_BLOCK."""
     # tl.dot needs at least 16 rows: fewer heads than 16 are padded up to a block of 16.
     block_h = min(HEAD_BLOCK, max(16, triton.next_power_of_2(heads)))
-    num_warps = NUM_WARPS
+    return block_h
+
+
+def _balanced_config(block_h: int, heads: int, capacity: int, device: torch.device) -> dict:
+    """split_chunk=balanced: `programs` runs per head block (PROGRAMS_PER_SM per SM shared by the head blocks; 8
+    programs' worth under the interpreter), each run at least min_tiles tiles. A request meets at most
+    cdiv(its tiles - 1, run) + 1 runs, so the split slots it needs are bounded by its capacity's tiles; min_tiles
+    also keeps them to 64 at most."""
     block_n = TOKEN_BLOCK
-    head_blocks = triton.cdiv(heads, block_h)
-    # Each split should cover a few hundred tokens on a GPU, so the merge stays cheap; under the
-    # interpreter small caches still get several splits so the merge is exercised.
+    capacity_tiles = triton.cdiv(capacity, block_n)
+    # under the interpreter every tile may start a run, so that small caches still cross requests and get merged
     min_tokens_per_split = MIN_TOKENS_PER_SPLIT if device.type == "cuda" else block_n
-    most = max(1, min(triton.cdiv(capacity, min_tokens_per_split), 64))
-    splits = _wave_filling_splits(batch * head_blocks, triton.cdiv(capacity, block_n), most, _parallel_slots(device))
-    return {"BLOCK_H": block_h, "BLOCK_N": block_n, "num_warps": num_warps, "num_stages": NUM_STAGES,
-            "num_splits": splits}
+    min_tiles = max(triton.cdiv(min_tokens_per_split, block_n), triton.cdiv(capacity_tiles, 63))
+    programs = max(1, _parallel_slots(device) // triton.cdiv(heads, block_h))
+    splits = max(1, min(programs, triton.cdiv(capacity_tiles - 1, min_tiles) + 1))
+    return {"BLOCK_H": block_h, "BLOCK_N": block_n, "num_warps": NUM_WARPS, "num_stages": NUM_STAGES,
+            "num_splits": splits, "programs": programs, "min_tiles": min_tiles}
 
 
 def _batch_block(batch: int, interpreted: bool) -> int:
@@ -540,9 +622,63 @@ def _batch_block(batch: int, interpreted: bool) -> int:
     return min(64, max(16, triton.next_power_of_2(batch)))
 
 
+def _unabsorb_blocks(batch: int, heads: int, device: torch.device) -> tuple[int, int]:
+    """Rows and value columns of one un-absorption program: all rows of a head up to 64, the 128 value columns
+    halved (to 64, then 32) while heads x batch blocks x value blocks leave SMs without a program."""
+    block_b = min(64, max(16, triton.next_power_of_2(batch)))
+    # SMs of the GPU; 8 under the interpreter, so that tiny shapes split their value columns too
+    sms = _parallel_slots(device) // PROGRAMS_PER_SM if device.type == "cuda" else 8
+    block_v = V_HEAD_DIM
+    while block_v > 32 and heads * triton.cdiv(batch, block_b) * (V_HEAD_DIM // block_v) < sms:
+        block_v //= 2
+    return block_b, block_v
+
+
+# Partial rows ([RANK] fp32 each) one merge program loads at once: rows x splits at a time (64 registers a thread at
+# 4 warps)
+MERGE_PARTIALS = 16
+
+
+def _merge_rows(rows: int, device: torch.device) -> int:
+    """(request, head) rows per merge program: the most (up to MERGE_PARTIALS) that still leave 4 programs per SM
+    (2 programs under the interpreter, so that a block holds several rows there too); the rest of MERGE_PARTIALS
+    goes to splits loaded at once."""
+    programs = 4 * _parallel_slots(device) // PROGRAMS_PER_SM if device.type == "cuda" else 2
+    block_rows = MERGE_PARTIALS
+    while block_rows > 1 and triton.cdiv(rows, block_rows) < programs:
+        block_rows //= 2
+    return block_rows
+
+
+def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpreted: bool) -> torch.Tensor:
+    """Kernel 4 as two launches: the splits merged into o_latent [B, H, RANK] (o_heads' dtype, as kernel 4 of
+    side_kernels=batch_blocks rounds it), then un-absorbed per head as a GEMM over the batch. Returns o_latent."""
+    batch, heads, num_splits, rank = partial.shape
+    o_latent = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=partial.device)
+    block_rows = _merge_rows(batch * heads, partial.device)
+    _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows),)](
+        partial, lse, o_latent, batch * heads, heads, num_splits,
+        partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
+        RANK=rank, BLOCK_ROWS=block_rows, SPLIT_CHUNK=MERGE_PARTIALS // block_rows, SPLITS_POW2=splits_pow2,
+        INTERPRETED=interpreted, num_warps=4,
+    )
+    block_b, block_v = _unabsorb_blocks(batch, heads, partial.device)
+    _unabsorb_kernel[(heads, triton.cdiv(batch, block_b), V_HEAD_DIM // block_v)](
+        o_latent, w_kv_b, o_heads, batch, heads, w_kv_b.stride(0), o_heads.stride(0), o_heads.stride(1),
+        RANK=rank, NOPE=QK_NOPE_HEAD_DIM, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, BLOCK_V=block_v, BLOCK_R=64,
+        PER_HEAD_UV=_PER_HEAD_UV, INTERPRETED=interpreted, num_warps=4, num_stages=3,
+    )
+    return o_latent
+
+
 def _splits_vector(num_splits: int, interpreted: bool) -> int:
     """The merge's vector of split log-sum-exps: one size for every shape, except under the interpreter."""
     return max(2, triton.next_power_of_2(num_splits)) if interpreted else MAX_SPLITS
+
+
+def _descriptor_scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    """Global memory for the tensor descriptors kernel 3 builds on the device (128 bytes per program)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def _check_params(params: dict) -> None:
@@ -592,10 +728,10 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
 
     block_b = _batch_block(batch, interpreted)
     # 256 columns and 8 warps a program: kernel 2 alone on the H200 (benchmarks/q_prepare_probe.py,
-    # benchmarks/results/2026-12-02-h200-session12, call 1; L2 flushed) took 25.1 us at B=64 H=128 and 12.5 at B=8,
-    # against 30.2 and 16.9 with 128 columns and 4 warps
+    # benchmarks/results/2026-12-02-h200-session12, call 1; L2 flushed) took 29.2 us at B=64 H=128 and 11.7 at B=8,
+    # against 33.2 and 27.0 with 64 columns and 4 warps; the last program of each row block ropes q_pe
     block_c, q_warps = 256, 8
-    _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), rank // block_c)](
+    _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), rank // block_c + 1)](
         q_nope, q_pe, w_kv_b, inv_freq, positions, q, batch,
         q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
         q.stride(0), q.stride(1), magnitude,
@@ -604,32 +740,31 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     )
 
     block_h = config["BLOCK_H"]
-    _paged_attention_kernel[(triton.cdiv(heads, block_h), num_splits, batch)](
-        q, kv_cache, block_table, cache_lens, partial, lse, heads, num_splits,
+    if not interpreted:
+        triton.set_allocator(_descriptor_scratch)  # kernel 3 builds its tensor descriptors in global scratch
+    grid = (triton.cdiv(heads, block_h), config["programs"])  # one run of the batch's tiles per program
+    _paged_attention_kernel[grid](
+        q, kv_cache, block_table, cache_lens, partial, lse, heads, num_splits, kv_cache.shape[0],
+        batch, config["programs"], config["min_tiles"],
         q.stride(0), q.stride(1), *paging,
         partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
         scale * _LOG2E,
         RANK=rank, ROPE=rope, PAGE_SIZE=page, BLOCK_H=block_h, BLOCK_N=config["BLOCK_N"], INTERPRETED=interpreted,
+        LENS_BLOCK=64, SPLITS_POW2=splits_pow2,
         num_warps=config["num_warps"], num_stages=config["num_stages"],
     )
 
-    _combine_unabsorb_kernel[(heads, triton.cdiv(batch, block_b))](
-        partial, lse, w_kv_b, o_heads, batch, heads, num_splits,
-        partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
-        w_kv_b.stride(0), o_heads.stride(0), o_heads.stride(1),
-        RANK=rank, NOPE=QK_NOPE_HEAD_DIM, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, BLOCK_R=64,
-        SPLITS_POW2=splits_pow2, PER_HEAD_UV=_PER_HEAD_UV,
-        INTERPRETED=interpreted, num_warps=4,
-    )
+    o_latent = _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2, interpreted)
 
     if trace is not None:
-        _record_trace(trace, q, kv_cache, block_table, cache_lens, partial, lse, o_heads, scale, splits_pow2, block_b,
+        _record_trace(trace, q, kv_cache, block_table, cache_lens, o_latent, lse, o_heads, scale, splits_pow2,
                       interpreted)
 
 
-def _record_trace(trace, q, kv_cache, block_table, cache_lens, partial, lse, o_heads, scale, splits_pow2, block_b,
+def _record_trace(trace, q, kv_cache, block_table, cache_lens, o_latent, lse, o_heads, scale, splits_pow2,
                   interpreted) -> None:
-    """Trace-only kernels, launched after the fast path's; they never write what the fast path reads."""
+    """Trace-only kernels, launched after the fast path's; they never write what the fast path reads. o_latent is
+    the merge's own output (what the un-absorption read)."""
     batch, heads, _ = q.shape
     page = kv_cache.shape[1]
     capacity = block_table.shape[1] * page
@@ -643,13 +778,6 @@ def _record_trace(trace, q, kv_cache, block_table, cache_lens, partial, lse, o_h
     k_pe = torch.empty((batch, rope), dtype=kv_cache.dtype, device=device)
     _trace_paged_appended_rows_kernel[(batch,)](kv_cache, block_table, cache_lens, c_kv, k_pe, *paging,
                                                 RANK=rank, ROPE=rope, PAGE_SIZE=page, num_warps=4)
-
-    o_latent = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=device)
-    _trace_o_latent_kernel[(heads, triton.cdiv(batch, block_b))](
-        partial, lse, o_latent, batch, heads, num_splits,
-        partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
-        RANK=rank, BLOCK_B=block_b, BLOCK_R=64, SPLITS_POW2=splits_pow2, INTERPRETED=interpreted, num_warps=4,
-    )
 
     scores = torch.empty((batch, heads, capacity), dtype=torch.float32, device=device)
     probs = torch.empty_like(scores)

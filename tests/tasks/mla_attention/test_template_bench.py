@@ -53,13 +53,17 @@ def test_points_parse_and_render(bench, tmp_path):
         bench.render_points([{"head_block": 48}], tmp_path)
 
 
-def test_gpu_points_lead_with_the_point_for_every_batch(bench):
-    """The list stays short enough for one device call; the points first timed are the default (LARGE since the
-    search of 2026-12-01), LARGE falling back to the previous default's sizing where its programs would walk few
-    tiles, then the previous default itself (the two measured best: LARGE at B=64, the previous default at B=8)."""
+def test_gpu_points_lead_with_the_defaults_then_the_point_for_every_batch(bench):
+    """The list stays short enough for one device call; the points first timed are the default (balanced runs, the
+    streamed merge and TMA descriptors since the search of 2026-12-02), the default before it (LARGE per request),
+    LARGE falling back to the previous default's sizing where its programs would walk few tiles, then the default
+    before 2026-12-01 (the two measured best then: LARGE at B=64, the previous default at B=8). Every point after the
+    first keeps the structural axes it was measured with."""
     assert len(bench.GPU_POINTS) <= 18 and bench.GPU_POINTS[0] == {}
-    assert bench.GPU_POINTS[1] == {**bench.LARGE, "few_tiles": "default_point"}
-    assert bench.GPU_POINTS[2] == bench.PREVIOUS_DEFAULT
+    assert bench.GPU_POINTS[1] == {**bench.PER_REQUEST, **bench.LARGE}
+    assert bench.GPU_POINTS[2] == {**bench.PER_REQUEST, **bench.LARGE, "few_tiles": "default_point"}
+    assert bench.GPU_POINTS[3] == {**bench.PER_REQUEST, **bench.PREVIOUS_DEFAULT}
+    assert all(point["split_chunk"] in ("per_request", "capacity") for point in bench.GPU_POINTS[1:])
 
 
 def test_markdown_shows_failures_and_skips(bench):
@@ -78,18 +82,20 @@ def test_markdown_shows_failures_and_skips(bench):
 @pytest.mark.skipif(shutil.which("ptxas") is None and not os.environ.get("TRITON_PTXAS_PATH"), reason="no ptxas here")
 def test_static_sm90_compiles_points_without_a_gpu(tmp_path):
     """--static-sm90 (its own process: the tests run Triton's interpreter): the default point (64 heads, 8 warps,
-    the committed candidate since 2026-12-01) builds Hopper's wgmma, the previous default (16 heads, 4 warps)
-    mma.sync, both with their loads pipelined (cp.async: the divisibility hints of a real launch are given)."""
+    the cache through TMA descriptors: the committed candidate since 2026-12-03) builds Hopper's wgmma and bulk
+    tensor copies, the default before 2026-12-01 (16 heads, 4 warps) mma.sync with its loads pipelined (cp.async:
+    the divisibility hints of a real launch are given)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(REPO)
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "mla_template_bench.py"), "--static-sm90", "128", "--out", str(tmp_path),
-         "--point", "head_block=16,token_block=32,num_warps=4,programs_per_sm=2,split_policy=programs", "--point", ""],
+         "--point", "head_block=16,token_block=32,num_warps=4,programs_per_sm=2,split_policy=programs,split_chunk=per_request,"
+         "side_kernels=batch_blocks,kv_loads=pointers", "--point", ""],
         capture_output=True, text=True, env=env, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     previous, default = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
     assert previous.get("wgmma") is False and default.get("wgmma") is True, (previous, default)
-    assert previous["cp_async"] > 0 and default["cp_async"] > 0
+    assert previous["cp_async"] > 0 and previous["tma_loads"] == 0 and default["tma_loads"] > 0
     assert (previous["BLOCK_H"], default["BLOCK_H"], default["num_warps"]) == (16, 64, 8)
     assert isinstance(default.get("n_regs"), int), default
     assert (tmp_path / "mla-template-sm90-static.md").is_file()

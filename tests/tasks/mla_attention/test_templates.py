@@ -155,7 +155,7 @@ def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, c
     _assert_stages_match_the_reference(_load(optimizer.render({**optimizer.space.default, **corner}), tmp_path / "corner.py"))
 
 
-@pytest.mark.parametrize("index", [0, 1, 2], ids=["heads16-programs", "tma-warp-specialized", "balanced-streamed-tma"])
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["heads16-programs", "tma-warp-specialized", "per-request-previous-default"])
 def test_the_spaces_starts_match_the_reference_stage_by_stage(optimizer, tmp_path, index):
     """The points the search proposes first once a point is timed (space.yaml `starts`)."""
     assert len(optimizer.space.start_points()) == 3
