@@ -347,7 +347,9 @@ def load_pool(case: wire.TimingCaseJob, device: str) -> list[dict]:
         parsed = wire.parse_pool_key(key)
         if parsed is None:
             raise ValueError(f"{case.pool_file}: {key!r} is not a pool key")
-        pool[parsed[0]][parsed[1]] = tensor.to(device)
+        # A copy in the allocator's memory: load_file's tensors are views of the mapped file, 8-byte aligned, and a
+        # kernel that builds TMA descriptors needs the 16-byte aligned bases every caller's allocator gives.
+        pool[parsed[0]][parsed[1]] = tensor.to(device, copy=True)
     return pool
 
 

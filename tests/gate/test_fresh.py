@@ -230,23 +230,32 @@ def test_a_kernel_wrong_past_a_boundary_is_rejected_by_every_check_whose_inputs_
     assert long_rows and all(r.passed for r in long_rows)
 
 
-# A cut of the honest MLA kernel: "a decode batch fits one block of 16 requests", so the merge and
-# un-absorption launch one program per head and requests past 16 are never written. Every frozen CPU case
-# and the uniform draws (B up to 3) have at most 16 requests: only the stratum past the contract's
-# batch_block boundary (17 requests, few heads, short rows) sees it.
+# A cut of an honest MLA kernel, the template's point with the batch-block merge (starts[2], the default of
+# 2026-12-01..02; the default's streamed merge has no batch blocks): "a decode batch fits one block of 16
+# requests", so the merge and un-absorption launch one program per head and requests past 16 are never written.
+# Every frozen CPU case and the uniform draws (B up to 3) have at most 16 requests: only the stratum past the
+# contract's batch_block boundary (17 requests, few heads, short rows) sees it.
 _ONE_BATCH_BLOCK = [
     ("    return min(64, max(16, triton.next_power_of_2(batch)))\n", "    return 16\n"),
     ("    _combine_unabsorb_kernel[(heads, triton.cdiv(batch, block_b))](\n", "    _combine_unabsorb_kernel[(heads, 1)](\n"),
 ]
 MLA_CONTRACT = CONTRACTS / "mla_attention.yaml"
-HONEST_MLA = REPO / "tasks" / "mla_attention" / "candidates" / "triton_mla.py"
+MLA_TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
+
+
+def _batch_block_merge_point() -> str:
+    from ferret.roles.offline import TemplateSearchOptimizer
+
+    optimizer = TemplateSearchOptimizer(MLA_TEMPLATES)
+    space = optimizer.space
+    return optimizer.render(space.canonical({**space.default, **space.starts[2]}))
 
 
 def test_an_mla_kernel_wrong_past_the_batch_block_is_rejected_by_every_check(tmp_path):
     from ferret.contract.task import Task
     from ferret.gate.judge import Judge
 
-    source = HONEST_MLA.read_text()
+    source = _batch_block_merge_point()
     for old, new in _ONE_BATCH_BLOCK:
         assert source.count(old) == 1
         source = source.replace(old, new)

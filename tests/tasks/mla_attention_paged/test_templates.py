@@ -122,14 +122,16 @@ def test_every_token_tile_divides_the_page(optimizer, paged_contract):
 
 
 def _axis_points(optimizer) -> list[dict]:
-    """The default point with each value of each axis in turn (every conditional axis applies at the default)."""
+    """Each value of each axis in turn, over the default or, for an axis the default's structure does not use
+    (batch_block under the streamed merge), over the first start that uses it: every value is rendered."""
     space = optimizer.space
+    bases = [space.default, *({**space.default, **start} for start in space.starts)]
     points = []
     for name, values in space.parameters.items():
         for value in values:
-            point = space.canonical({**space.default, name: value})
-            assert point[name] == value, (name, value)
-            points.append(point)
+            applying = [p for p in (space.canonical({**base, name: value}) for base in bases) if p[name] == value]
+            assert applying, (name, value)
+            points.append(applying[0])
     return points
 
 
