@@ -1,8 +1,11 @@
-"""On the GPU: the honest MLA candidate (the template's default point, `specialize: none`) compiles each of its
-kernels once over every GPU case of the contract, traced and untraced, except those sized by the batch (two block
-sizes: twice at most) and the attention kernel, sized by the heads (once per head block), while the
-`specialize: shape` point compiles more. A gate check runs a dozen shapes, fresh
-ones included, and every compilation there costs a second or two of it (issue 11 §4). Run with `pytest -m gpu`."""
+"""On the GPU: the template's point with per-request splits and the batch-block merge (starts[2], the default of
+2026-12-01..02, `specialize: none`) compiles each of its kernels once over every GPU case of the contract, traced
+and untraced, except those sized by the batch (two block sizes: twice at most) and the attention kernel, sized by
+the heads (once per head block), while the `specialize: shape` point compiles more. (The default now, balanced runs
+with the streamed merge, also keys its merge, un-absorption and attention kernels on the rows per merge program and
+the split count: finite sets, but not once per kernel; this test does not bound them.) A gate check runs a dozen
+shapes, fresh ones included, and every compilation there costs a second or two of it (issue 11 §4). Run with `pytest
+-m gpu`."""
 from __future__ import annotations
 
 import importlib.util
@@ -18,7 +21,6 @@ from ferret.roles.offline import TemplateSearchOptimizer
 
 REPO = Path(__file__).resolve().parents[3]
 CONTRACT = REPO / "contracts" / "mla_attention.yaml"
-CANDIDATE = REPO / "tasks" / "mla_attention" / "candidates" / "triton_mla.py"
 BENCH = REPO / "benchmarks" / "mla_template_bench.py"
 
 
@@ -54,9 +56,17 @@ BATCH_BLOCKED = {"_q_prepare_kernel", "_combine_unabsorb_kernel", "_trace_o_late
 HEAD_BLOCKED = {"_split_kv_attention_kernel": 3}
 
 
+def _batch_block_point(optimizer: TemplateSearchOptimizer, **override) -> dict:
+    space = optimizer.space
+    return space.canonical({**space.default, **space.starts[2], **override})
+
+
 @pytest.mark.gpu
-def test_the_honest_candidate_compiles_each_kernel_once_over_every_gpu_case():
-    module = _load(CANDIDATE, "_mla_compile_once_candidate")
+def test_the_batch_block_point_compiles_each_kernel_once_over_every_gpu_case(tmp_path):
+    optimizer = TemplateSearchOptimizer(REPO / "tasks" / "mla_attention" / "templates")
+    path = tmp_path / "batch_blocks.py"
+    path.write_text(optimizer.render(_batch_block_point(optimizer)))
+    module = _load(path, "_mla_compile_once_candidate")
     _run_every_gpu_case(module)
     counts = _compilations(module)
     assert len(counts) >= 6 and BATCH_BLOCKED | set(HEAD_BLOCKED) <= set(counts), counts  # fast path's and trace's
@@ -72,7 +82,7 @@ def test_the_per_shape_point_compiles_again_for_new_shapes(tmp_path):
     would see a kernel that still follows the shape."""
     optimizer = TemplateSearchOptimizer(REPO / "tasks" / "mla_attention" / "templates")
     path = tmp_path / "per_shape.py"
-    path.write_text(optimizer.render({**optimizer.space.default_point(), "specialize": "shape"}))
+    path.write_text(optimizer.render(_batch_block_point(optimizer, specialize="shape")))
     module = _load(path, "_mla_compile_per_shape")
     _run_every_gpu_case(module)
     counts = _compilations(module)

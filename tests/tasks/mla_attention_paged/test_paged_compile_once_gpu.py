@@ -1,10 +1,11 @@
-"""On the GPU: the honest paged MLA candidate compiles each of its kernels once over every GPU case of its contract
-and three odd shapes like the fresh cases a check draws (traced and untraced), except the kernels whose rows are a
-block of requests (16 rows up to 16 requests, 64 above: twice at most) and the attention kernel, sized by the heads
-(once per head block; the template's default point, tasks/mla_attention_paged/templates). Its checks on the H200 spent 23.6-26.6 s
-of a warm check in the runner's first calls, compiling per shape (benchmarks/results/2026-12-01-h200-repeat-all,
-call 3); the contiguous candidate's twin is tests/tasks/mla_attention/test_compile_once_gpu.py.
-Run with `pytest -m gpu`."""
+"""On the GPU: the paged template's point with per-request splits and the batch-block merge (starts[2], the default of
+2026-12-01..02; the default now keys its streamed merge on rows per program and split count) compiles each of its
+kernels once over every GPU case of its contract and three odd shapes like the fresh cases a check draws (traced and
+untraced), except the kernels whose rows are a block of requests (16 rows up to 16 requests, 64 above: twice at
+most) and the attention kernel, sized by the heads (once per head block; tasks/mla_attention_paged/templates). Its
+checks on the H200 spent 23.6-26.6 s of a warm check in the runner's first calls, compiling per shape
+(benchmarks/results/2026-12-01-h200-repeat-all, call 3); the contiguous candidate's twin is
+tests/tasks/mla_attention/test_compile_once_gpu.py. Run with `pytest -m gpu`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,11 +15,12 @@ import torch
 
 from ferret.contract.load import load_contract
 from ferret.gate.inputs import draw_inputs, output_specs
+from ferret.roles.offline import TemplateSearchOptimizer
 from tasks.variants import import_file
 
 REPO = Path(__file__).resolve().parents[3]
 CONTRACT = REPO / "contracts" / "mla_attention_paged.yaml"
-CANDIDATE = REPO / "tasks" / "mla_attention_paged" / "candidates" / "triton_mla_paged.py"
+TEMPLATES = REPO / "tasks" / "mla_attention_paged" / "templates"
 BENCH = REPO / "benchmarks" / "mla_template_bench.py"
 # Shapes like the fresh cases of the H200's checks (B, H, pages per request): ones, odd sizes, no multiple of 16.
 FRESH_LIKE = [{"B": 17, "H": 61, "P": 38}, {"B": 1, "H": 1, "P": 1}, {"B": 11, "H": 7, "P": 95}]
@@ -29,8 +31,12 @@ HEAD_BLOCKED = {"_paged_attention_kernel": 2}
 
 
 @pytest.mark.gpu
-def test_the_paged_candidate_compiles_each_kernel_once_over_every_gpu_case_and_odd_shapes():
-    module = import_file(CANDIDATE, "_mla_paged_compile_once_candidate")
+def test_the_paged_candidate_compiles_each_kernel_once_over_every_gpu_case_and_odd_shapes(tmp_path):
+    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    space = optimizer.space
+    path = tmp_path / "paged_batch_blocks.py"
+    path.write_text(optimizer.render(space.canonical({**space.default, **space.starts[2]})))
+    module = import_file(path, "_mla_paged_compile_once_candidate")
     contract = load_contract(CONTRACT)
     cases = contract.cases_for("gpu")
     cases += [cases[0].model_copy(update={"name": f"odd{i}", "dims": dims, "edits": []}) for i, dims in enumerate(FRESH_LIKE)]
