@@ -18,8 +18,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from safetensors.torch import load_file
@@ -36,6 +37,7 @@ from ferret.gate.candidate_run import CandidateRun, run_candidate, write_gate_in
 from ferret.gate.comparisons import ToJudge, VariantComparisons
 from ferret.gate.decide import judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
+from ferret.gate.gpu_turns import GpuTurns
 from ferret.gate.inputs import CheckedInputs
 from ferret.gate.isolation import isolation_summary, sandbox_record
 from ferret.gate.lock import sha256_file, verify_gate
@@ -286,7 +288,8 @@ class Judge:
                 for r in self.manifest.variants
             ]
             to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
-            with VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons:
+            with (VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons,
+                  self._gpu_shared(progress, clock)):
                 run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress,
                                     run_stress, fresh, deadline, batch, folder.gate_inputs,
                                     on_moved=comparisons.candidate_moved_to if self.judge_early else None)
@@ -314,6 +317,20 @@ class Judge:
             return run, results, batch_verdict
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    @contextmanager
+    def _gpu_shared(self, progress: Reporter, clock: PhaseClock) -> Iterator[None]:
+        """The candidate's run holds the GPU beside other checks' GPU work, never beside their timing
+        (ferret/gate/gpu_turns.py); the CPU profile needs no turn."""
+        if self.device != "cuda":
+            yield
+            return
+        with GpuTurns.for_this_process().shared() as waited:
+            if waited > 0.05:
+                clock.add("gpu_turn", waited)
+            if waited > 1.0:
+                progress(f"the candidate's run waited {waited:.1f} s for another check's timing to end")
+            yield
 
     def _require_its_language(self, candidate: Path) -> None:
         require_language(self.task, self.device, self.profile, candidate)

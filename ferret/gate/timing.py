@@ -15,6 +15,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from ferret.gate.compile_choice import (
     compiled_geomean_ms,
     fastest_trial,
 )
+from ferret.gate.gpu_turns import GpuTurns
 from ferret.gate.inputs import CheckedInputs, input_bytes, output_specs
 from ferret.gate.interleave import (
     TimerFailed,
@@ -132,8 +135,9 @@ def finish_timing(task: Task, started: StartedTiming, progress: ProgressLike = N
     """Conduct the started processes' interleaved rounds and judge what they send back; stops them and deletes
     their folder in every case."""
     try:
-        clocks = RoundClocks.of_torch_gpu() if device == "cuda" else None  # None without NVML
-        raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress), clocks)
+        with _gpu_alone(device, as_reporter(progress)):
+            clocks = RoundClocks.of_torch_gpu() if device == "cuda" else None  # None without NVML
+            raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress), clocks)
         if isinstance(raw, str):
             return TimingResult(measured=False, reason=raw)
         changed = [str(f.relative_to(started.workdir)) for f, digest in started.reference_files.items()
@@ -145,6 +149,19 @@ def finish_timing(task: Task, started: StartedTiming, progress: ProgressLike = N
         return result
     finally:
         started.stop()
+
+
+@contextmanager
+def _gpu_alone(device: str, progress: Reporter) -> Iterator[None]:
+    """The timed rounds hold the GPU alone among ferret's checks (ferret/gate/gpu_turns.py); the CPU rehearsal needs
+    no turn."""
+    if device != "cuda":
+        yield
+        return
+    with GpuTurns.for_this_process().alone() as waited:
+        if waited > 1.0:
+            progress(f"timing waited {waited:.1f} s for other checks' GPU work to end (the GPU is timed alone)")
+        yield
 
 
 def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
