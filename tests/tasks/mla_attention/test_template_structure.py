@@ -299,9 +299,8 @@ def test_each_kernel3_loop_axis_changes_the_kernel(optimizer, axis, value):
 
 
 @pytest.mark.parametrize("override", [{}, {"kv_loads": "descriptors"}, KERNEL3_AXES, {**KERNEL3_AXES, "value_split": 2},
-                                      {"split_chunk": "capacity", "token_block": 16}, {"q_loads": "descriptors"}],
-                         ids=["default", "tma-descriptors", "kernel3-axes", "kernel3-axes-halves", "capacity-chunks",
-                              "q-per-tile"])
+                                      {"split_chunk": "capacity", "token_block": 16}],
+                         ids=["default", "tma-descriptors", "kernel3-axes", "kernel3-axes-halves", "capacity-chunks"])
 def test_rows_past_the_length_contribute_nothing(optimizer, tmp_path, override):
     """Cache rows past a request's length (here NaN) never reach o_heads: the descriptors' tiles that reach past the
     request's rows read zeros, so the output is bitwise the output with those rows clean."""
@@ -319,25 +318,6 @@ def test_rows_past_the_length_contribute_nothing(optimizer, tmp_path, override):
         results.append(outputs["o_heads"])
     assert torch.isfinite(results[0]).all()
     assert torch.equal(results[0], results[1])
-
-
-def test_q_read_per_tile_gives_the_output_of_q_held_in_registers(optimizer, tmp_path):
-    """q_loads=descriptors reads the same q rows at every tile (two head blocks of 64 for 70 heads, the second one's
-    rows past the heads read as zeros): the same products, so o_heads is bitwise the default's, and within the
-    contract's tolerance of the reference."""
-    inputs = make_inputs(seed=11, batch=2, heads=70, cache_capacity=70, cache_lens=[45, 69], positions=[300, 16000])
-    outputs = []
-    for override in ({}, {"q_loads": "descriptors"}):
-        point = optimizer.space.canonical({**optimizer.space.default, **override})
-        assert point["q_loads"] == override.get("q_loads", "registers")
-        module = _load(optimizer.render(point), tmp_path / f"q_{len(override)}.py")
-        out = {"o_heads": torch.full((2, 70, PARAMS["v_head_dim"]), float("nan"), dtype=torch.bfloat16)}
-        module.run({name: t.clone() for name, t in inputs.items()}, out, PARAMS)
-        outputs.append(out["o_heads"])
-    assert torch.equal(outputs[0], outputs[1])
-    expected = ref.reference(inputs, PARAMS)["o_heads"]
-    rel = float((outputs[1].double() - expected).norm() / expected.norm())
-    assert rel <= load_contract(CONTRACT).tolerance("bfloat16", "o_heads").rel_l2
 
 
 def test_capacity_chunks_cut_every_request_alike_and_empty_splits_write_nothing(optimizer, tmp_path, monkeypatch):
