@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,20 +159,31 @@ class TemplateSpace(BaseModel):
 
     def named_points(self) -> dict[str, Point]:
         """Every distinct point by its approach name, in the order of `points` (the names are made once here). Two
-        distinct points named alike (labels that hide a difference) are a ValueError."""
-        result: list[Point] = [{}]
-        for name in self.parameters:
-            result = [{**p, name: v} for p in result for v in self._values_to_try(name, p)]
-        # `canonical` for points that hold every parameter, its conditions looked up once: 2.4M raw points of the
-        # MLA space took 29 s through `canonical`
-        conditions = [(name, list(self.applies_when.get(name, {}).items())) for name in self.parameters]
-        canonical = {tuple(p[name] if all(p[other] in values for other, values in when) else None
-                           for name, when in conditions): None for p in result}  # distinct, in order
+        distinct points named alike (labels that hide a difference) are a ValueError. Points are tuples of values in
+        parameter order until the end, and each name is joined from a table of each value's label: the MLA space's
+        2.4M raw points for 1.6M distinct ones took 100-160 s through dicts and `approach` on a CI core."""
+        names = list(self.parameters)
+        position = {name: i for i, name in enumerate(names)}
+        conditions = [[(position[other], values) for other, values in self.applies_when.get(name, {}).items()]
+                      for name in names]
+        rows: list[tuple] = [()]
+        for i, name in enumerate(names):
+            values, first = self.parameters[name], self.parameters[name][:1]
+            if not conditions[i] or any(j > i for j, _ in conditions[i]):
+                rows = [row + (v,) for row in rows for v in values]
+            else:  # `_values_to_try`: its first value alone where the parameters before it say it cannot apply
+                rows = [row + (v,) for row in rows
+                        for v in (values if all(row[j] in allowed for j, allowed in conditions[i]) else first)]
+        canonical = dict.fromkeys(map(_canonical_rows(conditions), rows))  # distinct, in order
+        del rows
+        # each position's value -> its part of the name ("" for none, and for a parameter that does not apply)
+        label_of = [{None: "", **{v: self._label_text(name, v) for v in self.parameters[name]}} for name in names]
         seen: dict[str, Point] = {}
         for values in canonical:
-            c = dict(zip(self.parameters, values, strict=True))
-            if seen.setdefault(self.approach(c), c) is not c:
-                raise ValueError(f"two points share the approach name {self.approach(c)!r}; fix labels")
+            approach = ",".join(filter(None, map(dict.__getitem__, label_of, values)))
+            c = dict(zip(names, values, strict=True))
+            if seen.setdefault(approach, c) is not c:
+                raise ValueError(f"two points share the approach name {approach!r}; fix labels")
         return seen
 
     def _values_to_try(self, name: str, partial: Point) -> list[Any]:
@@ -194,20 +207,17 @@ class TemplateSpace(BaseModel):
 
     def approach(self, point: Point) -> str:
         """A short stable name of the point, e.g. `rows=4,warps=8,single-pass`."""
-        parts = []
-        for name, value in point.items():
-            if value is None:
-                continue
-            label = self.labels.get(name)
-            if label is None:
-                text = f"{name}={value}"
-            elif isinstance(label, str):
-                text = label.format(value)
-            else:
-                text = label.get(value, f"{name}={value}")
-            if text:
-                parts.append(text)
-        return ",".join(parts)
+        texts = (self._label_text(name, value) for name, value in point.items() if value is not None)
+        return ",".join(text for text in texts if text)
+
+    def _label_text(self, name: str, value: Any) -> str:
+        """One value's part of an approach name ("" for none)."""
+        label = self.labels.get(name)
+        if label is None:
+            return f"{name}={value}"
+        if isinstance(label, str):
+            return label.format(value)
+        return label.get(value, f"{name}={value}")
 
     def place(self, name: str, value: Any) -> int:
         """A value's place in its parameter's list; None (the parameter does not apply) at the default's place."""
@@ -338,6 +348,33 @@ def _speedup(feedback: RoundFeedback) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return float(value)
+
+
+def _canonical_rows(conditions: list[list[tuple[int, list[Any]]]]) -> Callable[[tuple], tuple]:
+    """`TemplateSpace.canonical` for points as tuples in parameter order (`conditions[i]`: parameter i's conditions
+    as (position, values allowed)). Which parameters do not apply depends only on the values at the positions the
+    conditions read: worked out once per combination of them met."""
+    conditional = [i for i, when in enumerate(conditions) if when]
+    read = sorted({j for i in conditional for j, _ in conditions[i]})
+    if not read:
+        return lambda row: row
+    key_of = operator.itemgetter(*read)
+    unused_by_key: dict[Any, tuple[int, ...]] = {}
+
+    def canonical(row: tuple) -> tuple:
+        key = key_of(row)
+        unused = unused_by_key.get(key)
+        if unused is None:
+            unused = unused_by_key[key] = tuple(
+                i for i in conditional if not all(row[j] in allowed for j, allowed in conditions[i]))
+        if not unused:
+            return row
+        values = list(row)
+        for i in unused:
+            values[i] = None
+        return tuple(values)
+
+    return canonical
 
 
 @register_optimizer("template-search")

@@ -437,12 +437,40 @@ def test_points_skip_values_that_cannot_apply_and_still_list_every_point_in_orde
 
 def test_the_mla_space_lists_its_points_once_each():
     space = load_space(REPO / "tasks" / "mla_attention" / "templates")
-    points = space.points()
+    named = space.named_points()
+    points = list(named.values())
     # 138,240 before kernel 3's loop axes; loop_schedule (at 2+ stages and 8 or 16 warps), kv_loads, rescale: 829,440;
     # split_chunk, programs_per_sm (3 values) at per_request only: 1,105,920; split_chunk=balanced (programs_per_sm
     # applies, small_token_block and few_tiles do not): 1,603,584
-    assert len(points) == 1_603_584 and len({space.approach(p) for p in points}) == len(points)
+    assert len(points) == 1_603_584 and len({tuple(p.values()) for p in points}) == len(points)
     assert points[0] == space.canonical({name: values[0] for name, values in space.parameters.items()})
+    for name, point in list(named.items())[::997]:  # the names and forms listed are `approach`'s and `canonical`'s
+        assert space.approach(point) == name and space.canonical(point) == point
+
+
+def _every_point_the_slow_way(space) -> dict:
+    """Every raw point canonicalized and named one by one through `canonical` and `approach`, in product order."""
+    import itertools
+
+    names = list(space.parameters)
+    points = (space.canonical(dict(zip(names, values, strict=True)))
+              for values in itertools.product(*space.parameters.values()))
+    listed: dict = {}
+    for point in points:
+        listed.setdefault(space.approach(point), point)
+    return listed
+
+
+def test_the_points_listed_are_the_canonical_product_named_by_approach():
+    """`named_points` lists tuples and joins labels from a table (the MLA space: 1.6M points, 100-160 s through
+    dicts on a CI core): on the MLA space cut to two values an axis (the default's kept), with its conditions, and on
+    rmsnorm's, the same names, points and order as canonicalizing and naming the whole product one point at a time."""
+    mla = load_space(REPO / "tasks" / "mla_attention" / "templates")
+    cut = {name: list(dict.fromkeys([*values[:2], mla.default[name]])) for name, values in mla.parameters.items()}
+    small = mla.model_copy(update={"parameters": cut})
+    for space in (small, load_space(REPO / "tasks" / "rmsnorm" / "templates")):
+        listed = space.named_points()
+        assert len(listed) > 100 and list(listed.items()) == list(_every_point_the_slow_way(space).items())
 
 
 def test_the_points_are_listed_when_first_needed_and_once(monkeypatch):
@@ -471,6 +499,6 @@ def test_from_contract_names_two_points_named_alike_before_a_dispatch(monkeypatc
     from ferret.roles import offline
 
     # labels that cannot tell any two points apart
-    monkeypatch.setattr(offline.TemplateSpace, "approach", lambda space, point: "same-name")
-    with pytest.raises(UsageError, match="share the approach name 'same-name'"):
+    monkeypatch.setattr(offline.TemplateSpace, "_label_text", lambda space, name, value: "same-name")
+    with pytest.raises(UsageError, match="share the approach name 'same-name,same-name"):
         TemplateSearchOptimizer.from_contract(CONTRACT)
