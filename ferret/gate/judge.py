@@ -46,7 +46,7 @@ from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
-from ferret.gate.timing import StartedTiming, finish_timing, speed_lines, start_timing
+from ferret.gate.timing import StartedTiming, finish_timing, gpu_alone, speed_lines, start_timing
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
 from ferret.sandbox.launch import remember_probes_in
@@ -327,7 +327,7 @@ class Judge:
             return
         with GpuTurns.for_this_process().shared() as waited:
             if waited > 0.05:
-                clock.add("gpu_turn", waited)
+                clock.add("gpu_turn_run", waited)
             if waited > 1.0:
                 progress(f"the candidate's run waited {waited:.1f} s for another check's timing to end")
             yield
@@ -357,12 +357,15 @@ class Judge:
             return TimingResult(measured=False, reason="speed measurement not requested")
         if time.monotonic() >= deadline:
             return TimingResult(measured=False, reason="not timed: the check's deadline (budgets.check_timeout_s) passed")
-        # Its phases (timing_process, timed_answers) are read from its progress steps.
-        phases = TimingPhases(progress, clock, first="timing_process")
-        try:
-            return finish_timing(self.task, started, phases)
-        finally:
-            phases.close_at_end()
+        with gpu_alone(self.device, progress) as waited:
+            if waited > 0.05:
+                clock.add("gpu_turn_timing", waited)
+            # Its phases (timing_process, timed_answers) are read from its progress steps, from the end of the wait.
+            phases = TimingPhases(progress, clock, first="timing_process")
+            try:
+                return finish_timing(self.task, started, phases)
+            finally:
+                phases.close_at_end()
 
 
 def check(

@@ -133,11 +133,11 @@ def start_timing(task: Task, manifest: GateManifest, gate: Path, candidate: Path
 
 def finish_timing(task: Task, started: StartedTiming, progress: ProgressLike = None, device: str = "cuda") -> TimingResult:
     """Conduct the started processes' interleaved rounds and judge what they send back; stops them and deletes
-    their folder in every case."""
+    their folder in every case. On the GPU its caller holds the GPU alone around it (`gpu_alone`), so that the wait
+    for other checks is not counted as the rounds' time."""
     try:
-        with _gpu_alone(device, as_reporter(progress)):
-            clocks = RoundClocks.of_torch_gpu() if device == "cuda" else None  # None without NVML
-            raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress), clocks)
+        clocks = RoundClocks.of_torch_gpu() if device == "cuda" else None  # None without NVML
+        raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress), clocks)
         if isinstance(raw, str):
             return TimingResult(measured=False, reason=raw)
         changed = [str(f.relative_to(started.workdir)) for f, digest in started.reference_files.items()
@@ -152,16 +152,17 @@ def finish_timing(task: Task, started: StartedTiming, progress: ProgressLike = N
 
 
 @contextmanager
-def _gpu_alone(device: str, progress: Reporter) -> Iterator[None]:
-    """The timed rounds hold the GPU alone among ferret's checks (ferret/gate/gpu_turns.py); the CPU rehearsal needs
-    no turn."""
+def gpu_alone(device: str, progress: ProgressLike = None) -> Iterator[float]:
+    """The GPU held alone among ferret's checks (ferret/gate/gpu_turns.py) for `finish_timing`'s rounds. Yields the
+    seconds waited for it: 0 for the CPU rehearsal, which needs no turn."""
     if device != "cuda":
-        yield
+        yield 0.0
         return
     with GpuTurns.for_this_process().alone() as waited:
         if waited > 1.0:
-            progress(f"timing waited {waited:.1f} s for other checks' GPU work to end (the GPU is timed alone)")
-        yield
+            as_reporter(progress)(f"timing waited {waited:.1f} s for other checks' GPU work to end (the GPU is timed "
+                                  "alone)")
+        yield waited
 
 
 def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
@@ -178,7 +179,8 @@ def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Pa
     step, and stops at `deadline` (a `time.monotonic()` instant: the check's own deadline). ContractError when
     the roofline is shown wrong: a baseline timed under its floor."""
     started = start_timing(task, manifest, gate, candidate, progress, compare_compiled, device, deadline)
-    return finish_timing(task, started, progress, device)
+    with gpu_alone(device, progress):
+        return finish_timing(task, started, progress, device)
 
 
 def _sha256(path: Path) -> str:

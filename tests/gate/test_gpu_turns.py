@@ -12,10 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from ferret.gate import judge as judge_module
 from ferret.gate.gpu_turns import TURNS_DIR_ENV, GpuTurns, gpu_key
 from ferret.gate.judge import Judge
+from ferret.gate.models import TimingResult
 from ferret.gate.phases import PhaseClock
-from ferret.gate.timing import _gpu_alone
+from ferret.gate.timing import gpu_alone
 
 HOLD_S = 0.4
 
@@ -97,10 +99,26 @@ def test_the_timed_rounds_wait_for_the_gpu_only_on_the_gpu(tmp_path, monkeypatch
     log, entered, said = [], threading.Event(), []
     work = _start(GpuTurns.for_this_process(), "shared", log, "work", entered)
     entered.wait()
-    with _gpu_alone(device, said.append):
+    with gpu_alone(device, said.append) as waited:
         inside = time.perf_counter()
     work.join()
     assert (inside >= _span(log, "work")[1]) is waits
+    assert (waited > 0) is waits
+
+
+def test_the_judges_timing_waits_for_its_turn_outside_the_timed_phases(tmp_path, monkeypatch):
+    """The wait for another check's GPU work is its own phase (gpu_turn_timing), not part of timing_process."""
+    monkeypatch.setenv(TURNS_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(judge_module, "finish_timing", lambda task, started, phases: TimingResult(measured=False))
+    log, entered, clock = [], threading.Event(), PhaseClock()
+    work = _start(GpuTurns.for_this_process(), "shared", log, "work", entered)
+    entered.wait()
+    judge = SimpleNamespace(device="cuda", task=None)
+    Judge._timing(judge, object(), lambda message: None, True, True, time.monotonic() + 60, clock)  # type: ignore[arg-type]
+    work.join()
+    seconds = {p.name: p.seconds for p in clock.phases()}
+    assert seconds["gpu_turn_timing"] > HOLD_S / 2 > seconds["timing_process"]
 
 
 def test_the_candidates_run_is_held_out_of_another_checks_timing(tmp_path, monkeypatch):
@@ -113,4 +131,4 @@ def test_the_candidates_run_is_held_out_of_another_checks_timing(tmp_path, monke
         inside = time.perf_counter()
     timing.join()
     assert inside >= _span(log, "timing")[1]
-    assert [p.name for p in clock.phases()] == ["gpu_turn"]
+    assert [p.name for p in clock.phases()] == ["gpu_turn_run"]
