@@ -2,10 +2,12 @@
 
     PYTHONPATH=/tmp/site:$PWD python benchmarks/mla_template_bench.py --out DIR [--budget-s 240]
         [--point head_block=64,num_warps=8 ...] [--shapes h128_b64_l4096 tp8_b32_l8192 ...] [--no-peers]
+        [--candidate FILE ...]
         [--cpu | --static-sm90 HEADS]
 
 Renders template points (tasks/mla_attention/templates; the default point and a dozen new-structure points
-unless --point is given; a --point names only what differs from the space's default) and, per shape (128
+unless --point is given; a --point names only what differs from the space's default; --candidate adds a
+candidate file, such as a point rendered by an earlier commit) and, per shape (128
 heads, L=4096, B in {1, 8, 64, 128}, every request at full length, cache_lens = L - 1; then the contract's
 speed cases, drawn as the gate draws them):
   1. checks each point's o_heads against the project's reference (float64, tasks/mla_attention/reference.py)
@@ -134,6 +136,14 @@ def render_points(overrides: list[dict], folder: Path, templates: Path = TEMPLAT
         path.write_text(optimizer.render(point))
         rendered.append((optimizer.approach(point), path))
     return rendered
+
+
+def candidate_points(paths: list[Path]) -> list[tuple[str, Path]]:
+    """(name, file) of each --candidate file, named by its file name; a missing file stops the run before any work."""
+    missing = [str(path) for path in paths if not path.is_file()]
+    if missing:
+        raise SystemExit(f"--candidate: no such file: {', '.join(missing)}")
+    return [(f"file {path.name}", path.resolve()) for path in paths]
 
 
 def load_module(path: Path):
@@ -701,6 +711,9 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--kernels", action="store_true",
                         help="also each point's device time per kernel (torch.profiler, L2 flushed), in the JSONL and "
                              "the table's last section")
+    parser.add_argument("--candidate", action="append", default=[], type=Path, metavar="FILE",
+                        help="also time this candidate file (a rendered point from another commit, say) beside the "
+                             "points, named by its file name")
     parser.add_argument("--no-peers", action="store_true",
                         help="time the template points only (no torch.compile, no FlashMLA): a second call's shortcut")
     return parser.parse_args(argv)
@@ -728,6 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     contract = load_contract(CONTRACT)
     points = render_points(args.point if args.point is not None else (CPU_POINTS if args.cpu else GPU_POINTS),
                            args.out / "points")
+    points += candidate_points(args.candidate)
     bench = Bench(args, contract, points)
     print(f"device {bench.device_name}; torch {torch.__version__}; {len(points)} points; budget {args.budget_s:.0f} s",
           flush=True)

@@ -408,22 +408,24 @@ def _split_weights_normalizer(lse_ptr, rows, row_mask, h, num_splits, stride_lse
 def _merge_splits_kernel(
     partial_ptr, lse_ptr, latent_ptr, rows_total, heads, num_splits,
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
-    RANK: tl.constexpr, BLOCK_ROWS: tl.constexpr, SPLIT_CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    INTERPRETED: tl.constexpr,
+    RANK: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, SPLIT_CHUNK: tl.constexpr,
+    SPLITS_POW2: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
-    """o_latent rows [BLOCK_ROWS rows (b * heads + h) of program 0, all RANK columns], rounded to o_latent's dtype:
+    """o_latent [BLOCK_ROWS rows (b * heads + h) of program 0, BLOCK_COLS columns of program 1], rounded to o_latent's dtype:
     each split's normalized partial weighted by its share of the merged log-sum-exp (base 2), accumulated in fp32
     over each row's split slots up to its last filled one (the filled slots are a prefix of every row's: splits past
     a request's tokens or runs hold lse -inf and no partial, and are never loaded). SPLIT_CHUNK splits of every row
     are loaded at once ([rows, splits, RANK], BLOCK_ROWS x SPLIT_CHUNK rows of partials in flight), their mask from
     one load of the rows' log-sum-exps before the loop, so no load waits on another; a slot of weight 0 adds an exact
     0 whatever its partial holds. Many rows per program at large B x H keep the programs few; few rows and more
-    splits at once at small B x H keep the loads many."""
+    splits at once at small B x H keep the loads many. The columns are cut in blocks (each program recomputes its rows'
+    split weights, a few exp2 per split) so that a program's loads are BLOCK_COLS wide: fewer registers a thread, more
+    programs resident on an SM, more loads in flight."""
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < rows_total
     b = rows // heads
     h = rows % heads
-    r = tl.arange(0, RANK)
+    r = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     split_offs = tl.arange(0, SPLITS_POW2)
     lse_rows = lse_ptr + b * stride_lse_b + h * stride_lse_h
     lse = tl.load(lse_rows[:, None] + split_offs[None, :],
@@ -434,7 +436,7 @@ def _merge_splits_kernel(
     total = tl.where(total > 0.0, total, 1.0)
     filled_rows = tl.max(tl.where(lse != float("-inf"), split_offs[None, :] + 1, 0), axis=1)
     part_rows = partial_ptr + b[:, None, None] * stride_part_b + h[:, None, None] * stride_part_h + r[None, None, :]
-    latent = tl.zeros([BLOCK_ROWS, RANK], tl.float32)
+    latent = tl.zeros([BLOCK_ROWS, BLOCK_COLS], tl.float32)
     for s0 in range(0, tl.max(filled_rows, axis=0), SPLIT_CHUNK):
         s = s0 + tl.arange(0, SPLIT_CHUNK)
         filled = s[None, :] < filled_rows[:, None]  # [rows, splits]
@@ -634,9 +636,11 @@ def _unabsorb_blocks(batch: int, heads: int, device: torch.device) -> tuple[int,
     return block_b, block_v
 
 
-# Partial rows ([RANK] fp32 each) one merge program loads at once: rows x splits at a time (64 registers a thread at
-# 4 warps)
+# Partial rows one merge program loads at once: rows x splits at a time, each MERGE_COLUMNS fp32 wide (16 registers a
+# thread at 4 warps). Under the interpreter two column blocks of 256, so that the column offsets run there too (each
+# program costs the interpreter time).
 MERGE_PARTIALS = 16
+MERGE_COLUMNS = 128
 
 
 def _merge_rows(rows: int, device: torch.device) -> int:
@@ -656,10 +660,12 @@ def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpr
     batch, heads, num_splits, rank = partial.shape
     o_latent = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=partial.device)
     block_rows = _merge_rows(batch * heads, partial.device)
-    _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows),)](
+    block_cols = rank // 2 if interpreted else MERGE_COLUMNS
+    _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows), rank // block_cols)](
         partial, lse, o_latent, batch * heads, heads, num_splits,
         partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
-        RANK=rank, BLOCK_ROWS=block_rows, SPLIT_CHUNK=MERGE_PARTIALS // block_rows, SPLITS_POW2=splits_pow2,
+        RANK=rank, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, SPLIT_CHUNK=MERGE_PARTIALS // block_rows,
+        SPLITS_POW2=splits_pow2,
         INTERPRETED=interpreted, num_warps=4,
     )
     block_b, block_v = _unabsorb_blocks(batch, heads, partial.device)

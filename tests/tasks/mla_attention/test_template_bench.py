@@ -148,3 +148,12 @@ def test_kernel_lines_list_each_points_kernels(bench):
     text = bench.kernel_lines(rows)
     assert "- s | p: _split_kv_attention_kernel 101.2, _merge 9.0" in text and "| q:" not in text
     assert bench.kernel_lines([{"shape": "s", "impl": "q"}]) == ""
+
+
+def test_candidate_files_are_timed_beside_the_points_by_their_file_name(bench, tmp_path):
+    before = tmp_path / "triton_mla_before.py"
+    before.write_text("def run(inputs, outputs, params):\n    pass\n")
+    args = bench.parse_args(["--out", str(tmp_path), "--candidate", str(before)])
+    assert bench.candidate_points(args.candidate) == [("file triton_mla_before.py", before.resolve())]
+    with pytest.raises(SystemExit, match="no such file: .*missing.py"):
+        bench.candidate_points([tmp_path / "missing.py"])
