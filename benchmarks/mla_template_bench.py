@@ -537,7 +537,7 @@ SHAPE_CONSTANTS = {"RANK": 512, "NOPE": 128, "ROPE": 64, "V_DIM": 128, "INTERPRE
 SIDE_KERNELS = {
     "_q_prepare_kernel": ({"BLOCK_B": 64}, 4),
     "_combine_unabsorb_kernel": ({"BLOCK_B": 64, "BLOCK_R": 64, "SPLITS_POW2": 16, "PER_HEAD_UV": True}, 3),
-    "_merge_splits_kernel": ({"BLOCK_ROWS": 4, "BLOCK_COLS": 512, "SPLITS_POW2": 16, "UNROLL": 4}, 3),
+    "_merge_splits_kernel": ({"BLOCK_ROWS": 8, "SPLIT_CHUNK": 2, "SPLITS_POW2": 16}, 3),
     "_unabsorb_kernel": ({"BLOCK_B": 64, "BLOCK_V": 128, "BLOCK_R": 64, "PER_HEAD_UV": True}, 3),
 }
 

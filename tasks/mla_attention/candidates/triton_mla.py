@@ -375,22 +375,22 @@ def _split_weights_normalizer(lse_ptr, rows, row_mask, h, num_splits, stride_lse
 def _merge_splits_kernel(
     partial_ptr, lse_ptr, latent_ptr, rows_total, heads, num_splits,
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
-    RANK: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    UNROLL: tl.constexpr, INTERPRETED: tl.constexpr,
+    RANK: tl.constexpr, BLOCK_ROWS: tl.constexpr, SPLIT_CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
-    """o_latent [BLOCK_ROWS rows (b * heads + h) of program 0, BLOCK_COLS columns of program 1], rounded to o_latent's
-    dtype: each split's normalized partial weighted by its share of the merged log-sum-exp (base 2), accumulated in
-    fp32 over each row's split slots up to its last filled one (the filled slots are a prefix of every row's: splits
-    past a request's tokens or runs hold lse -inf and no partial, and are never loaded); a slot of weight 0 adds an
-    exact 0 whatever its partial holds. The rows' log-sum-exps are read once, before the loop; then one split at a
-    time, each a [rows, columns] load in the accumulator's own layout (no reduction across threads, no shared memory
-    in the loop: Nsight Compute showed the [rows, splits, columns] chunks of the version before stalled on shared
-    memory), the loop unrolled UNROLL times so that several splits' loads are in flight."""
+    """o_latent rows [BLOCK_ROWS rows (b * heads + h) of program 0, all RANK columns], rounded to o_latent's dtype:
+    each split's normalized partial weighted by its share of the merged log-sum-exp (base 2), accumulated in fp32
+    over each row's split slots up to its last filled one (the filled slots are a prefix of every row's: splits past
+    a request's tokens or runs hold lse -inf and no partial, and are never loaded). SPLIT_CHUNK splits of every row
+    are loaded at once ([rows, splits, RANK], BLOCK_ROWS x SPLIT_CHUNK rows of partials in flight), their mask from
+    one load of the rows' log-sum-exps before the loop, so no load waits on another; a slot of weight 0 adds an exact
+    0 whatever its partial holds. Many rows per program at large B x H keep the programs few; few rows and more
+    splits at once at small B x H keep the loads many."""
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < rows_total
     b = rows // heads
     h = rows % heads
-    r = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    r = tl.arange(0, RANK)
     split_offs = tl.arange(0, SPLITS_POW2)
     lse_rows = lse_ptr + b * stride_lse_b + h * stride_lse_h
     lse = tl.load(lse_rows[:, None] + split_offs[None, :],
@@ -400,14 +400,15 @@ def _merge_splits_kernel(
     total = tl.sum(tl.exp2(lse - lse_max[:, None]), axis=1)
     total = tl.where(total > 0.0, total, 1.0)
     filled_rows = tl.max(tl.where(lse != float("-inf"), split_offs[None, :] + 1, 0), axis=1)
-    part_rows = partial_ptr + b[:, None] * stride_part_b + h[:, None] * stride_part_h + r[None, :]
-    latent = tl.zeros([BLOCK_ROWS, BLOCK_COLS], tl.float32)
-    for s in tl.range(0, tl.max(filled_rows, axis=0), loop_unroll_factor=UNROLL):
-        filled = s < filled_rows  # [rows]
-        lse_s = tl.load(lse_rows + s, mask=filled, other=float("-inf"))
-        part = tl.load(part_rows + s * stride_part_s, mask=filled[:, None], other=0.0)
-        weight = tl.exp2(lse_s - lse_max) / total
-        latent += tl.where((weight > 0.0)[:, None], weight[:, None] * part, 0.0)
+    part_rows = partial_ptr + b[:, None, None] * stride_part_b + h[:, None, None] * stride_part_h + r[None, None, :]
+    latent = tl.zeros([BLOCK_ROWS, RANK], tl.float32)
+    for s0 in range(0, tl.max(filled_rows, axis=0), SPLIT_CHUNK):
+        s = s0 + tl.arange(0, SPLIT_CHUNK)
+        filled = s[None, :] < filled_rows[:, None]  # [rows, splits]
+        lse_s = tl.load(lse_rows[:, None] + s[None, :], mask=filled, other=float("-inf"))
+        part = tl.load(part_rows + s[None, :, None] * stride_part_s, mask=filled[:, :, None], other=0.0)
+        weight = tl.exp2(lse_s - lse_max[:, None]) / total[:, None]
+        latent += tl.sum(tl.where((weight > 0.0)[:, :, None], weight[:, :, None] * part, 0.0), axis=1)
     tl.store(latent_ptr + rows[:, None] * RANK + r[None, :], _round_to(latent, latent_ptr.dtype.element_ty, INTERPRETED),
              mask=row_mask[:, None])
 
@@ -598,29 +599,20 @@ def _unabsorb_blocks(batch: int, heads: int, device: torch.device) -> tuple[int,
     return block_b, block_v
 
 
-# One merge program: up to MERGE_ROWS (request, head) rows x RANK columns, fewer rows, then fewer columns (down to
-# MERGE_MIN_COLUMNS) while the programs would not fill 4 per SM (16 fp32 a thread of each split at 4 warps); its split
-# loop unrolled MERGE_UNROLL times.
-MERGE_ROWS = 4
-MERGE_MIN_COLUMNS = 128
-MERGE_UNROLL = 4
+# Partial rows ([RANK] fp32 each) one merge program loads at once: rows x splits at a time (64 registers a thread at
+# 4 warps)
+MERGE_PARTIALS = 16
 
 
-def _merge_blocks(rows: int, rank: int, device: torch.device) -> tuple[int, int]:
-    """(rows, columns) of one merge program. Under the interpreter (each program costs it time) the fewest programs,
-    with the columns in two blocks so that the column offsets run there too."""
-    if device.type != "cuda":
-        return min(MERGE_ROWS, triton.next_power_of_2(rows)), rank // 2
-    programs = 4 * _parallel_slots(device) // PROGRAMS_PER_SM
-    block_rows, block_cols = MERGE_ROWS, rank
-    while triton.cdiv(rows, block_rows) * (rank // block_cols) < programs:
-        if block_rows > 1:
-            block_rows //= 2
-        elif block_cols > MERGE_MIN_COLUMNS:
-            block_cols //= 2
-        else:
-            break
-    return block_rows, block_cols
+def _merge_rows(rows: int, device: torch.device) -> int:
+    """(request, head) rows per merge program: the most (up to MERGE_PARTIALS) that still leave 4 programs per SM
+    (2 programs under the interpreter, so that a block holds several rows there too); the rest of MERGE_PARTIALS
+    goes to splits loaded at once."""
+    programs = 4 * _parallel_slots(device) // PROGRAMS_PER_SM if device.type == "cuda" else 2
+    block_rows = MERGE_PARTIALS
+    while block_rows > 1 and triton.cdiv(rows, block_rows) < programs:
+        block_rows //= 2
+    return block_rows
 
 
 def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpreted: bool) -> torch.Tensor:
@@ -628,11 +620,11 @@ def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpr
     side_kernels=batch_blocks rounds it), then un-absorbed per head as a GEMM over the batch. Returns o_latent."""
     batch, heads, num_splits, rank = partial.shape
     o_latent = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=partial.device)
-    block_rows, block_cols = _merge_blocks(batch * heads, rank, partial.device)
-    _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows), rank // block_cols)](
+    block_rows = _merge_rows(batch * heads, partial.device)
+    _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows),)](
         partial, lse, o_latent, batch * heads, heads, num_splits,
         partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
-        RANK=rank, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, SPLITS_POW2=splits_pow2, UNROLL=MERGE_UNROLL,
+        RANK=rank, BLOCK_ROWS=block_rows, SPLIT_CHUNK=MERGE_PARTIALS // block_rows, SPLITS_POW2=splits_pow2,
         INTERPRETED=interpreted, num_warps=4,
     )
     block_b, block_v = _unabsorb_blocks(batch, heads, partial.device)
