@@ -591,8 +591,9 @@ def _unabsorb_blocks(batch: int, heads: int, device: torch.device) -> tuple[int,
     """Rows and value columns of one un-absorption program: all rows of a head up to 64, the 128 value columns
     halved (to 64, then 32) while heads x batch blocks x value blocks leave SMs without a program."""
     block_b = min(64, max(16, triton.next_power_of_2(batch)))
-    # SMs of the GPU; 8 under the interpreter, so that tiny shapes split their value columns too
-    sms = _parallel_slots(device) // PROGRAMS_PER_SM if device.type == "cuda" else 8
+    # SMs of the GPU; 2 under the interpreter (its time grows with the programs), so that the one-head cases still
+    # split their value columns
+    sms = _parallel_slots(device) // PROGRAMS_PER_SM if device.type == "cuda" else 2
     block_v = V_HEAD_DIM
     while block_v > 32 and heads * triton.cdiv(batch, block_b) * (V_HEAD_DIM // block_v) < sms:
         block_v //= 2
@@ -735,7 +736,7 @@ def _record_trace(trace, q, kv_cache, cache_lens, o_latent, lse, o_heads, scale,
 
     scores = torch.empty((batch, heads, capacity), dtype=torch.float32, device=device)
     probs = torch.empty_like(scores)
-    block_n = 32
+    block_n = 128 if interpreted else 32  # the interpreter's time grows with the programs: fewer, longer tiles there
     _trace_scores_probs_kernel[(triton.cdiv(heads, block_h), triton.cdiv(capacity, block_n), batch)](
         q, kv_cache, cache_lens, lse, scores, probs, heads, capacity, num_splits,
         q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), lse.stride(0), lse.stride(1),

@@ -597,7 +597,7 @@ def _record_trace(trace, q, kv_cache, cache_lens, partial, lse, o_heads, scale, 
 
     scores = torch.empty((batch, heads, capacity), dtype=torch.float32, device=device)
     probs = torch.empty_like(scores)
-    block_n = 32
+    block_n = 128 if interpreted else 32  # the interpreter's time grows with the programs: fewer, longer tiles there
     _trace_scores_probs_kernel[(triton.cdiv(heads, block_h), triton.cdiv(capacity, block_n), batch)](
         q, kv_cache, cache_lens, lse, scores, probs, heads, capacity, num_splits,
         q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), lse.stride(0), lse.stride(1),
