@@ -157,3 +157,15 @@ def test_candidate_files_are_timed_beside_the_points_by_their_file_name(bench, t
     assert bench.candidate_points(args.candidate) == [("file triton_mla_before.py", before.resolve())]
     with pytest.raises(SystemExit, match="no such file: .*missing.py"):
         bench.candidate_points([tmp_path / "missing.py"])
+
+
+def test_the_profiler_driver_takes_the_benchs_points_and_candidate_files(bench, tmp_path):
+    spec = importlib.util.spec_from_file_location("mla_ncu", REPO / "benchmarks" / "mla_ncu.py")
+    ncu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ncu)
+    args = ncu.parse_args(["--shapes", "full_h128_b64_l4096", "--point", "head_block=16,num_warps=4",
+                           "--candidate", str(tmp_path / "before.py")], bench)
+    assert args.shapes == ["full_h128_b64_l4096"]
+    assert args.point == [{"head_block": 16, "num_warps": 4}]
+    with pytest.raises(SystemExit, match="no such file"):
+        bench.candidate_points(args.candidate)
