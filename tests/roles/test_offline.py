@@ -463,10 +463,20 @@ def _every_point_the_slow_way(space) -> dict:
 
 def test_the_points_listed_are_the_canonical_product_named_by_approach():
     """`named_points` lists tuples and joins labels from a table (the MLA space: 1.6M points, 100-160 s through
-    dicts on a CI core): on the MLA space cut to two values an axis (the default's kept), with its conditions, and on
-    rmsnorm's, the same names, points and order as canonicalizing and naming the whole product one point at a time."""
+    dicts on a CI core): on the MLA space cut to two values an axis (its first and the default's, where they differ),
+    with its conditions, and on rmsnorm's, the same names, points and order as canonicalizing and naming the whole
+    product one point at a time."""
     mla = load_space(REPO / "tasks" / "mla_attention" / "templates")
-    cut = {name: list(dict.fromkeys([*values[:2], mla.default[name]])) for name, values in mla.parameters.items()}
+    cut = {name: list(dict.fromkeys([values[0], mla.default[name], *values[1:]]))[:2]
+           for name, values in mla.parameters.items()}
+    for condition in mla.applies_when.values():  # a value that fails each condition, where the cut has none
+        if all(v in allowed for axis, allowed in condition.items() for v in cut[axis]):
+            axis, allowed = next(iter(condition.items()))
+            cut[axis].append(next(v for v in mla.parameters[axis] if v not in allowed))
+    # every condition of the space holds at some point of the cut and fails at another
+    for name, condition in mla.applies_when.items():
+        assert all(any(v in allowed for v in cut[axis]) for axis, allowed in condition.items()), name
+        assert any(any(v not in allowed for v in cut[axis]) for axis, allowed in condition.items()), name
     small = mla.model_copy(update={"parameters": cut})
     for space in (small, load_space(REPO / "tasks" / "rmsnorm" / "templates")):
         listed = space.named_points()
