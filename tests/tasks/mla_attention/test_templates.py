@@ -103,7 +103,9 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     # programs_per_sm)
     assert len(optimizer.points) == ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 1) * 2
                                      * ((2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) + 3 * 2 * 3) * 2 * 2 * 2)
-    assert len(optimizer.by_approach) == len(optimizer.points)  # one name each (tests/roles/test_offline.py names them)
+    # one name each: the listing refuses two points named alike (TemplateSpace.named_points); the names it gives are
+    # `approach`'s (a sample here; tests/roles/test_offline.py checks the listing against the product)
+    assert all(optimizer.approach(point) == name for name, point in list(optimizer.by_approach.items())[:: 997])
     sizing_only = [p for p in optimizer.points
                    if all(p[name] in (None, value) for name, value in STRUCTURE_DEFAULTS.items())]
     assert len(sizing_only) == 4 * 3 * 3 * 4 * 4 * 3
