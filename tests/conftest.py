@@ -1,10 +1,16 @@
-"""Test-wide set-up: Triton runs under its CPU interpreter when no GPU is present."""
+"""Test-wide set-up: Triton runs under its CPU interpreter when no GPU is present; one CPU thread per process."""
 import os
 
-import pytest
+# Before torch is imported, here and (passed through by the sandbox) in every candidate process: the suite runs on two
+# pytest workers, each waiting on its own checks' processes, and torch's default of one OpenMP thread per core in
+# each of them oversubscribes the cores. On this 2-core machine (2026-12-03) the MLA checks of
+# tests/gate/test_discrimination.py took 145-152 s on two workers with one thread against 166-192 s without.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
 
 try:
-    import torch
+    import torch  # noqa: E402
 
     _HAS_CUDA = torch.cuda.is_available()
 except Exception:  # torch missing: every test that needs it fails loudly on import

@@ -23,8 +23,11 @@ from ferret.backends import cuda
 from ferret.sandbox import allow, audit
 from ferret.sandbox.children import kill_group, start_group
 
-# Variables a candidate may see. Everything else (API keys, tokens, the user's settings) stays out.
-_PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "TRITON_INTERPRET")
+# Variables a candidate may see. Everything else (API keys, tokens, the user's settings) stays out. OMP_NUM_THREADS:
+# a judge limited to fewer CPU threads (several checks side by side on a few cores, as the test suite's two workers
+# are) limits its candidates' torch and Triton-interpreter processes alike; unset, torch takes every core.
+_PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "TRITON_INTERPRET",
+                   "OMP_NUM_THREADS")
 
 
 # What the judge's environment may say to choose the sandbox: auto (the default: the first that works of
