@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: set up (scripts/setup.sh), hold the style and the types of ferret/ (ruff, pyright),
 # then run the whole suite with pytest on the CPU, on two workers (pytest-xdist): most tests wait on
-# candidate processes.
+# candidate processes. --dist worksteal: a worker that runs out of tests takes queued ones from the other, so that a
+# few long tests (60-130 s each) queued late on one worker do not leave the other idle at the end.
 # GPU tests are marked `gpu` and skipped without a GPU; on the H200 run `python -m pytest -m gpu`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,4 +11,4 @@ echo "== ruff check ferret" >&2
 ruff check ferret
 echo "== pyright (ferret/, settings in pyproject.toml)" >&2
 pyright
-exec python -m pytest -q -n 2 "$@"
+exec python -m pytest -q -n 2 --dist worksteal "$@"
