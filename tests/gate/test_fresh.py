@@ -251,7 +251,10 @@ def _batch_block_merge_point() -> str:
     return optimizer.render(space.canonical({**space.default, **space.starts[2]}))
 
 
-def test_an_mla_kernel_wrong_past_the_batch_block_is_rejected_by_every_check(tmp_path):
+def test_an_mla_kernel_wrong_past_the_batch_block_is_rejected_by_its_fresh_cases(tmp_path):
+    """One whole check of the mutant. That every check draws the batch_block stratum (both sides of 17 requests) is
+    test_every_check_covers_both_sides_of_every_declared_boundary's, over several checks' draws; a second check
+    here cost another minute of CI under the interpreter and showed nothing more."""
     from ferret.contract.task import Task
     from ferret.gate.judge import Judge
 
@@ -264,10 +267,9 @@ def test_an_mla_kernel_wrong_past_the_batch_block_is_rejected_by_every_check(tmp
     contract = load_contract(MLA_CONTRACT)
     assert max(c.dims["B"] for c in contract.cases_for("cpu")) <= 16
     judge = Judge(Task.load(MLA_CONTRACT), gates_dir=tmp_path / "gates", profile="cpu")
-    for _ in range(2):
-        verdict = judge.check(mutant, measure_speed=False)
-        assert not verdict.passed
-        assert all(verdict.parts[p].status == "pass" for p in ("correctness", "edge_cases")), verdict.parts
-        assert verdict.parts["fresh_cases"].status == "fail"
-        assert verdict.parts["integrity"].status == "pass", verdict.parts["integrity"].detail
-        assert unnamed_rejection(verdict) is None
+    verdict = judge.check(mutant, measure_speed=False)
+    assert not verdict.passed
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "edge_cases")), verdict.parts
+    assert verdict.parts["fresh_cases"].status == "fail"
+    assert verdict.parts["integrity"].status == "pass", verdict.parts["integrity"].detail
+    assert unnamed_rejection(verdict) is None
