@@ -4,7 +4,8 @@ import os
 # Before torch is imported, here and (passed through by the sandbox) in every candidate process: the suite runs on two
 # pytest workers, each waiting on its own checks' processes, and torch's default of one OpenMP thread per core in
 # each of them oversubscribes the cores. On this 2-core machine (2026-12-03) the MLA checks of
-# tests/gate/test_discrimination.py took 145-152 s on two workers with one thread against 166-192 s without.
+# tests/gate/test_discrimination.py on two workers took 166-192 s without a limit, 152-171 s with one thread in the
+# judge's processes and 145 s with one in the candidates' too.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
