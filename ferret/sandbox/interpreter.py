@@ -1,4 +1,4 @@
-"""The Triton interpreter (CPU profile, `TRITON_INTERPRET=1`) without its repeated set-up work.
+"""The Triton interpreter (CPU profile, `TRITON_INTERPRET=1`) without its repeated set-up work and dead checks.
 
 Each launch of an interpreted kernel patches `triton.language` to the interpreter's semantics for its grid
 (`GridExecutor.__call__`: `_patch_lang`, undone when the grid ends). Every call of a `@triton.jit` helper
@@ -9,10 +9,19 @@ loops this was about a third of the interpreter's time on MLA's candidate (trito
 `memoize_language_patch()` skips that repeat inside a grid when the helper sees only language modules
 the grid has already patched; what gets patched, and when it is undone, is unchanged (the skipped patch
 sets the same stateless functions again and was never undone by the interpreter either). It changes
-nothing when the interpreter lacks the functions it expects (another Triton), and nothing on a GPU."""
+nothing when the interpreter lacks the functions it expects (another Triton), and nothing on a GPU.
+
+`skip_unasserted_overflow_checks()` stops the interpreter from computing integer-overflow checks whose assertion it
+never makes. With `sanitize_overflow` (on by default) every int32 `+`, `-` and `*` is also done in int64 and compared
+with int32's range, and the result goes to `device_assert`, which returns at once unless the options say `debug`
+(the interpreter's never do in triton 3.x): six wasted tensor operations per integer one, about a quarter of MLA's
+interpreter time. Nothing the kernel computes changes; with `debug` on, the checks are left as they are.
+
+`speed_up_interpreter()` installs both."""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from typing import Any
 
@@ -59,3 +68,28 @@ def memoize_language_patch() -> bool:
     interpreter._patch_lang = memo_patch_lang
     grid.__call__ = call
     return True
+
+
+def skip_unasserted_overflow_checks() -> bool:
+    """Turn `sanitize_overflow` off in the interpreter's options where `debug` is off (the checks' assertion is then
+    never made); True if the checks are off (now or before)."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    builder: Any = getattr(interpreter, "interpreter_builder", None)
+    options: Any = getattr(builder, "options", None)
+    if not dataclasses.is_dataclass(options) or isinstance(options, type) or getattr(options, "debug", True):
+        return False
+    sanitize = getattr(options, "sanitize_overflow", None)
+    if sanitize is None:
+        return False
+    if sanitize:
+        builder.options = dataclasses.replace(options, sanitize_overflow=False)
+    return True
+
+
+def speed_up_interpreter() -> bool:
+    """Both of the above; True if both are in place."""
+    memo = memoize_language_patch()
+    return skip_unasserted_overflow_checks() and memo

@@ -1,6 +1,7 @@
-"""The Triton interpreter without its repeated language patch: the same bits out, far fewer patches.
+"""The Triton interpreter without its repeated language patch and its unasserted overflow checks: the same bits out,
+far fewer patches, no overflow check computed.
 
-Each run is a process of its own (the memo changes the interpreter module for the whole process)."""
+Each run is a process of its own (the speed-ups change the interpreter module for the whole process)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ SCRIPT = textwrap.dedent('''
     import triton.language as tl
     from triton.runtime import interpreter
 
-    from ferret.sandbox.interpreter import memoize_language_patch
+    from ferret.sandbox.interpreter import memoize_language_patch, speed_up_interpreter
 
     patches = []
     original = interpreter._patch_lang
@@ -32,7 +33,11 @@ SCRIPT = textwrap.dedent('''
         return original(fn)
 
     interpreter._patch_lang = counting
-    memoized = memoize_language_patch() if sys.argv[1] == "memo" else False
+    # the `<=` of the overflow check (the kernel itself compares nothing with <=)
+    overflow_checks = []
+    compare = interpreter.InterpreterBuilder.create_icmpSLE
+    interpreter.InterpreterBuilder.create_icmpSLE = lambda self, a, b: overflow_checks.append(1) or compare(self, a, b)
+    memoized = {"plain": lambda: False, "memo": memoize_language_patch, "fast": speed_up_interpreter}[sys.argv[1]]()
 
 
     @triton.jit
@@ -46,20 +51,24 @@ SCRIPT = textwrap.dedent('''
 
 
     @triton.jit
-    def kernel(src, dst, n, BLOCK: tl.constexpr, STEPS: tl.constexpr):
+    def kernel(src, dst, wrapped, n, BLOCK: tl.constexpr, STEPS: tl.constexpr):
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         x = tl.load(src + offsets, mask=offsets < n, other=0.0)
         for i in range(STEPS):
             x = _step(x, i)
         tl.static_assert(BLOCK >= 16)
         tl.store(dst + offsets, tl.sum(x, axis=0) + x, mask=offsets < n)
+        # int32 arithmetic past int32's range: it wraps, checked or not
+        tl.store(wrapped + offsets, (offsets * 1000003 + 7) * 4099, mask=offsets < n)
 
 
     src = torch.linspace(-3, 3, 100, dtype=torch.float32)
     dst = torch.full_like(src, float("nan"))
-    kernel[(4,)](src, dst, 100, BLOCK=32, STEPS=5)
-    kernel[(4,)](src, dst, 100, BLOCK=32, STEPS=5)
+    wrapped = torch.zeros(100, dtype=torch.int32)
+    kernel[(4,)](src, dst, wrapped, 100, BLOCK=32, STEPS=5)
+    kernel[(4,)](src, dst, wrapped, 100, BLOCK=32, STEPS=5)
     print(json.dumps({"memoized": memoized, "patches": len(patches), "out": dst.view(torch.int32).tolist(),
+                      "wrapped": wrapped.tolist(), "overflow_checks": len(overflow_checks),
                       "restored": tl.range is not None and not getattr(tl.range, "__name__", "") == "_new_range"}))
 ''')
 
@@ -74,19 +83,30 @@ def _run(tmp_path: Path, mode: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> tuple[dict, dict]:
+def runs(tmp_path_factory) -> tuple[dict, dict, dict]:
     tmp = tmp_path_factory.mktemp("interpreter")
-    return _run(tmp, "plain"), _run(tmp, "memo")
+    return _run(tmp, "plain"), _run(tmp, "memo"), _run(tmp, "fast")
 
 
 def test_the_memo_gives_the_same_bits(runs):
-    plain, memo = runs
+    plain, memo, _ = runs
     assert memo["memoized"] and not plain["memoized"]
-    assert memo["out"] == plain["out"]
+    assert memo["out"] == plain["out"] and memo["wrapped"] == plain["wrapped"]
+
+
+def test_without_the_unasserted_overflow_checks_the_same_bits_and_no_check_computed(runs):
+    plain, memo, fast = runs
+    assert fast["memoized"]
+    assert fast["out"] == plain["out"] and fast["wrapped"] == plain["wrapped"]
+    # the int32 products did leave int32's range, and wrapped as on the GPU
+    assert fast["wrapped"][99] == ((99 * 1000003 + 7) * 4099 + 2**31) % 2**32 - 2**31
+    assert plain["overflow_checks"] > 0 and memo["overflow_checks"] == plain["overflow_checks"]
+    assert fast["overflow_checks"] == 0
+    assert fast["patches"] == memo["patches"]
 
 
 def test_the_memo_patches_once_per_launch_instead_of_once_per_helper_call(runs):
-    plain, memo = runs
+    plain, memo, _ = runs
     # Two launches of 4 programs, each calling _step (and through it _scale) 5 times, and tl.sum's combine
     # function (triton.language.standard) once.
     assert plain["patches"] == 2 * (1 + 4 * (5 * 2 + 1))
@@ -96,8 +116,7 @@ def test_the_memo_patches_once_per_launch_instead_of_once_per_helper_call(runs):
 
 
 def test_the_language_is_given_back_after_each_launch(runs):
-    plain, memo = runs
-    assert plain["restored"] and memo["restored"]
+    assert all(run["restored"] for run in runs)
 
 
 def test_the_memo_changes_nothing_without_the_interpreter_it_expects(monkeypatch):
@@ -107,3 +126,21 @@ def test_the_memo_changes_nothing_without_the_interpreter_it_expects(monkeypatch
 
     monkeypatch.delattr(interpreter, "_patch_lang")
     assert memo.memoize_language_patch() is False
+
+
+def test_the_overflow_checks_stay_where_debug_asserts_them(monkeypatch):
+    import dataclasses
+
+    import triton.runtime.interpreter as interpreter
+
+    from ferret.sandbox import interpreter as speed
+
+    builder = interpreter.interpreter_builder
+    monkeypatch.setattr(builder, "options", dataclasses.replace(builder.options, debug=True, sanitize_overflow=True))
+    assert speed.skip_unasserted_overflow_checks() is False
+    assert builder.options.sanitize_overflow
+    monkeypatch.setattr(builder, "options", dataclasses.replace(builder.options, debug=False))
+    assert speed.skip_unasserted_overflow_checks() is True
+    assert not builder.options.sanitize_overflow and not builder.options.debug
+    monkeypatch.delattr(interpreter, "interpreter_builder")
+    assert speed.skip_unasserted_overflow_checks() is False
