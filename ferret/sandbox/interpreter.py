@@ -22,7 +22,6 @@ interpreter time. Nothing the kernel computes changes; with `debug` on, the chec
 from __future__ import annotations
 
 import dataclasses
-import types
 from typing import Any
 
 
@@ -40,11 +39,12 @@ def memoize_language_patch() -> bool:
         return False
     if getattr(patch, "ferret_memo", False):
         return True
-    languages = (tl, tl.core)
+    language, core = tl, tl.core
     patched: list[set[int]] = []  # per grid being run (innermost last): ids of the language modules patched
 
     def languages_of(fn: Any) -> set[int]:
-        return {id(v) for v in fn.__globals__.values() if isinstance(v, types.ModuleType) and any(v is m for m in languages)}
+        # called on every helper call: two identity tests a global, nothing slower
+        return {id(v) for v in fn.__globals__.values() if v is language or v is core}
 
     def memo_patch_lang(fn: Any):
         seen = languages_of(fn)
