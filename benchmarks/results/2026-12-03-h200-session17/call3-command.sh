@@ -1,4 +1,4 @@
-# call 3 (session 17, snapshot of c092b86): the honest MLA and rope gates with the ATen watch that no longer imports
+# call 3 (session 17, snapshot 956a87b: c092b86 and this file): the honest MLA and rope gates with the ATen watch that no longer imports
 # torch._dynamo itself (call 2 ran the timing guards, rmsnorm and softmax, and ended before rope)
 set -u
 export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
