@@ -41,6 +41,7 @@ def _now() -> str:
 
 
 COMPILE_LOG_CHARS = 2000
+ROLES_STEP = "choosing the roles"  # the progress task of the roles' set-up
 
 
 def _failures(gate: VerdictSummary | None) -> list[str]:
@@ -184,9 +185,15 @@ class Dispatcher:
             )
         self.progress = as_reporter(progress)
         self.agents_dir = agents_dir
+        # A step, so that the command line's bar (or heartbeat) shows the wait: the offline optimizer lists its template
+        # space before anything else (MLA's 1.6M points: ~17-20 s on this project's 2-core machine, 2026-12-03).
+        self.progress.step(ROLES_STEP, 0, 3, "the optimizer")
         self.optimizer = optimizer or self._default_optimizer()
+        self.progress.step(ROLES_STEP, 1, 3, "the reviewer")
         self.reviewer, self.reviewer_note = (reviewer, "") if reviewer is not None else self._default_reviewer()
+        self.progress.step(ROLES_STEP, 2, 3, "the test-writer")
         self.test_writer = test_writer or self._default_test_writer()
+        self.progress.step(ROLES_STEP, 3, 3)
         self.resume_folder: Path | None = None  # set by Dispatcher.resuming: what run() continues by default
 
     # --- role selection ---------------------------------------------------------------------------

@@ -372,6 +372,35 @@ def test_progress_goes_to_the_ferret_logger_by_default(dirs, caplog):
     assert any("round 1, candidate 1: gate FAIL" in m for m in messages), messages
 
 
+def test_choosing_the_roles_is_a_step_the_command_line_can_show(dirs, monkeypatch):
+    """The offline optimizer lists its template space when it is made (MLA's: ~20 s), before any line is said: the
+    roles' set-up is a step, so the command line's bar (or heartbeat) shows what the wait is."""
+    from ferret.progress import Reporter
+    from ferret.roles import resolve
+    from ferret.roles.offline import TemplateSearchOptimizer
+
+    events: list[tuple] = []
+
+    class Recorder(Reporter):
+        def step(self, task, done, total, label=""):
+            events.append((task, done, total, label))
+
+    made = TemplateSearchOptimizer.from_contract.__func__
+
+    def from_contract(cls, contract_path):
+        events.append("the template search is made")
+        return made(cls, contract_path)
+
+    monkeypatch.setattr(resolve.registry, "available_model", lambda specs: None)  # no model: the offline roles
+    monkeypatch.setattr(TemplateSearchOptimizer, "from_contract", classmethod(from_contract))
+    gates, runs = dirs
+    dispatcher = Dispatcher(CONTRACT, gates_dir=gates, runs_dir=runs, profile="cpu", progress=Recorder())
+    assert dispatcher.optimizer.name == "template-search"
+    assert events == [("choosing the roles", 0, 3, "the optimizer"), "the template search is made",
+                      ("choosing the roles", 1, 3, "the reviewer"), ("choosing the roles", 2, 3, "the test-writer"),
+                      ("choosing the roles", 3, 3, "")]
+
+
 def test_each_proposal_says_where_it_stands_against_the_floor():
     from ferret.dispatch.dispatcher import _floor_text
     from ferret.gate.models import CaseTiming, TimingResult
