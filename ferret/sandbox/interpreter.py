@@ -14,8 +14,8 @@ nothing when the interpreter lacks the functions it expects (another Triton), an
 `skip_unasserted_overflow_checks()` stops the interpreter from computing integer-overflow checks whose assertion it
 never makes. With `sanitize_overflow` (on by default) every int32 `+`, `-` and `*` is also done in int64 and compared
 with int32's range, and the result goes to `device_assert`, which returns at once unless the options say `debug`
-(the interpreter's never do in triton 3.x): six wasted tensor operations per integer one, about a quarter of MLA's
-interpreter time. Nothing the kernel computes changes; with `debug` on, the checks are left as they are.
+(the interpreter's never do in triton 3.9, read 2026-12-03): six wasted tensor operations per integer one, about a
+quarter of MLA's interpreter time. Nothing the kernel computes changes; with `debug` on, the checks are left as they are.
 
 `speed_up_interpreter()` installs both."""
 
