@@ -19,8 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent('''
     import json, sys
     import torch
+    disabled = []  # the recordings run under torch._dynamo.disable
     if sys.argv[1] == "dynamo_loaded":
         import torch._dynamo
+        disable = torch._dynamo.disable
+        torch._dynamo.disable = lambda fn, *a, **k: disabled.append(fn.__name__) or disable(fn, *a, **k)
     from ferret.sandbox import runner
     from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
 
@@ -34,7 +37,7 @@ SCRIPT = textwrap.dedent('''
     if sys.argv[1] == "replaced":
         ComputeOpRecorder._record = lambda self, func, args, kwargs: func(*args, **(kwargs or {}))
     print(json.dumps({"flagged": dict(recorder.flagged), "dynamo": "torch._dynamo" in sys.modules,
-                      "changed": guard.changed()}))
+                      "disabled": disabled, "changed": guard.changed()}))
 ''')
 
 
@@ -52,6 +55,11 @@ def test_the_recorder_flags_torch_compute_with_or_without_dynamo_loaded(tmp_path
     seen = _run(tmp_path, mode)
     assert seen["flagged"] == {"aten.mul": 1, "aten.exp": 1}  # clone, view, empty_like and copy_ move data
     assert seen["dynamo"] == (mode == "dynamo_loaded")  # the recorder never loads it itself
+    # once it is loaded, every op is recorded with Dynamo disabled, as torch's own wrapper would; before, none is
+    if mode == "dynamo_loaded":
+        assert len(seen["disabled"]) >= 5 and set(seen["disabled"]) == {"_record"}, seen["disabled"]
+    else:
+        assert seen["disabled"] == []
     assert seen["changed"] == []
 
 
