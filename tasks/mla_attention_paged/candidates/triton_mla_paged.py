@@ -12,6 +12,7 @@ PAGE the pool's rows per page (kv_cache.shape[1], a constexpr of the kernels). F
                                 not loaded), online softmax in fp32; writes per-split normalized partials and
                                 log-sum-exp
   4. _merge_splits_kernel       merges the splits of each (request, head) row into o_latent [B, H, 512]
+     (_merge_row_kernel         the same, one row a program, where there are few rows)
      _unabsorb_kernel           un-absorbs per head as a GEMM over the batch, o_heads = o_latent @ W_UV_h^T
 Traced runs launch the same kernels with the same arguments (so the final output is bitwise the fast
 path's), then trace-only kernels: one reads the appended cache rows back through the block table (c_kv,
@@ -446,6 +447,40 @@ def _merge_splits_kernel(
              mask=row_mask[:, None])
 
 
+@triton.jit(do_not_specialize=["heads", "num_splits", "stride_lse_b", "stride_lse_h"])
+def _merge_row_kernel(
+    partial_ptr, lse_ptr, latent_ptr, heads, num_splits,
+    stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
+    RANK: tl.constexpr, SPLIT_CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr, INTERPRETED: tl.constexpr,
+):
+    """_merge_splits_kernel's sum for one (request, head) row per program (row b * heads + h), where there are few
+    rows: SPLIT_CHUNK splits at a time as one [splits, RANK] load, so the sum over the splits stays within each
+    thread (the 3-D [rows, splits, RANK] chunks of _merge_splits_kernel spill at one row and 16 splits). Same
+    weights, same masks, the splits in the same order."""
+    row = tl.program_id(0)
+    b = row // heads
+    h = row % heads
+    r = tl.arange(0, RANK)
+    split_offs = tl.arange(0, SPLITS_POW2)
+    lse_row = lse_ptr + b * stride_lse_b + h * stride_lse_h
+    lse = tl.load(lse_row + split_offs, mask=split_offs < num_splits, other=float("-inf"))
+    lse_max = tl.max(lse, axis=0)
+    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
+    total = tl.sum(tl.exp2(lse - lse_max), axis=0)
+    total = tl.where(total > 0.0, total, 1.0)
+    filled = tl.max(tl.where(lse != float("-inf"), split_offs + 1, 0), axis=0)
+    part_row = partial_ptr + b * stride_part_b + h * stride_part_h
+    latent = tl.zeros([RANK], tl.float32)
+    for s0 in range(0, filled, SPLIT_CHUNK):
+        s = s0 + tl.arange(0, SPLIT_CHUNK)
+        live = s < filled
+        lse_s = tl.load(lse_row + s, mask=live, other=float("-inf"))
+        part = tl.load(part_row + s[:, None] * stride_part_s + r[None, :], mask=live[:, None], other=0.0)
+        weight = tl.exp2(lse_s - lse_max) / total
+        latent += tl.sum(tl.where((weight > 0.0)[:, None], weight[:, None] * part, 0.0), axis=0)
+    tl.store(latent_ptr + row * RANK + r, _round_to(latent, latent_ptr.dtype.element_ty, INTERPRETED))
+
+
 @triton.jit(do_not_specialize=["batch", "heads"])
 def _unabsorb_kernel(
     latent_ptr, w_kv_b_ptr, out_ptr,
@@ -638,6 +673,12 @@ def _unabsorb_blocks(batch: int, heads: int, device: torch.device) -> tuple[int,
 # Partial rows ([RANK] fp32 each) one merge program loads at once: rows x splits at a time (64 registers a thread at
 # 4 warps)
 MERGE_PARTIALS = 16
+# Where a merge program gets one row (_merge_rows returns 1: B x H up to about 4 programs per SM), _merge_row_kernel
+# merges it, 8 splits at a time. On the H200 (benchmarks/results/2026-12-03-h200-session18, call 1; each kernel's
+# device time, L2 flushed), against _merge_splits_kernel at one row: full_h128 B=8 4.5 against 18.5 us, tp1_b8 5.1
+# against 18.4, B=1 3.0 against 4.0; 16 splits at a time 5.9, 6.0 and 2.8. At 16 rows a program (full_h128 B=64) the
+# row kernel took 20.4 us against 14.1, so rows in blocks stay with _merge_splits_kernel.
+ROW_MERGE_SPLITS = 8
 
 
 def _merge_rows(rows: int, device: torch.device) -> int:
@@ -657,12 +698,19 @@ def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpr
     batch, heads, num_splits, rank = partial.shape
     o_latent = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=partial.device)
     block_rows = _merge_rows(batch * heads, partial.device)
-    _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows),)](
-        partial, lse, o_latent, batch * heads, heads, num_splits,
-        partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
-        RANK=rank, BLOCK_ROWS=block_rows, SPLIT_CHUNK=MERGE_PARTIALS // block_rows, SPLITS_POW2=splits_pow2,
-        INTERPRETED=interpreted, num_warps=4,
-    )
+    if block_rows == 1:
+        _merge_row_kernel[(batch * heads,)](
+            partial, lse, o_latent, heads, num_splits,
+            partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
+            RANK=rank, SPLIT_CHUNK=ROW_MERGE_SPLITS, SPLITS_POW2=splits_pow2, INTERPRETED=interpreted, num_warps=4,
+        )
+    else:
+        _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows),)](
+            partial, lse, o_latent, batch * heads, heads, num_splits,
+            partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
+            RANK=rank, BLOCK_ROWS=block_rows, SPLIT_CHUNK=MERGE_PARTIALS // block_rows, SPLITS_POW2=splits_pow2,
+            INTERPRETED=interpreted, num_warps=4,
+        )
     block_b, block_v = _unabsorb_blocks(batch, heads, partial.device)
     _unabsorb_kernel[(heads, triton.cdiv(batch, block_b), V_HEAD_DIM // block_v)](
         o_latent, w_kv_b, o_heads, batch, heads, w_kv_b.stride(0), o_heads.stride(0), o_heads.stride(1),
