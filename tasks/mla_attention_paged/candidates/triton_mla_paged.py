@@ -234,8 +234,8 @@ def _q_prepare_kernel(
     INTERPRETED: tl.constexpr,
 ):
     """Programs (h, batch block, c): c < RANK / BLOCK_C computes BLOCK_C columns of q_nope @ W_UK_h for the
-    block's rows; the last c ropes q_pe (so no GEMM program waits on the rope), and for head 0 also appends the
-    block's new cache rows, kernel 1's work (_append_rows), 16 rows at a time."""
+    block's rows; the last c ropes q_pe (so no GEMM program waits on the rope) and appends up to 16 of the block's
+    new cache rows, kernel 1's work (_append_rows)."""
     h = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     row_mask = rows < batch
@@ -264,10 +264,13 @@ def _q_prepare_kernel(
                  mask=row_mask[:, None])
         tl.store(q_rows + RANK + 2 * pair[None, :] + 1, _round_to(odd * cos + even * sin, out_dtype, INTERPRETED),
                  mask=row_mask[:, None])
-        if h == 0:
-            # 16 rows at a time (BLOCK_B is 16 or more): at most [16, RANK] fp32 live at once
-            for r0 in tl.static_range(0, BLOCK_B, 16):
-                block_rows = tl.program_id(1) * BLOCK_B + r0 + tl.arange(0, 16)
+        # Kernel 1's append of the block's rows, 16 rows a share (BLOCK_B is 16 or more): share c by head c's rope
+        # program (and c + heads, ... where there are fewer heads than shares), so that no program appends more than
+        # its share. All 64 rows in head 0's program made kernel 2 13 us longer at B=64 on the H200
+        # (benchmarks/results/2026-12-03-h200-session18, call 3).
+        for share in range(h, BLOCK_B // 16, tl.num_programs(0)):
+            block_rows = tl.program_id(1) * BLOCK_B + share * 16 + tl.arange(0, 16)
+            if tl.program_id(1) * BLOCK_B + share * 16 < batch:
                 _append_rows(kv_a_ptr, gamma_ptr, inv_freq_ptr, positions_ptr, cache_lens_ptr, block_table_ptr, cache_ptr,
                              block_rows, block_rows < batch, stride_kv_a_b, stride_bt_b, stride_page, stride_row, eps,
                              rope_magnitude, RANK, ROPE, PAGE_SIZE, APPLY_NORM, INTERPRETED)
@@ -783,8 +786,8 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     block_b = _batch_block(batch, interpreted)
     # 256 columns and 8 warps a program: kernel 2 alone on the H200 (benchmarks/q_prepare_probe.py,
     # benchmarks/results/2026-12-02-h200-session12, call 1; L2 flushed) took 29.2 us at B=64 H=128 and 11.7 at B=8,
-    # against 33.2 and 27.0 with 64 columns and 4 warps; the last program of each row block ropes q_pe, and head 0's
-    # also appends the block's new cache rows (kernel 1 in the same launch)
+    # against 33.2 and 27.0 with 64 columns and 4 warps; the last program of each row block ropes q_pe and appends 16
+    # of the block's new cache rows (kernel 1 in the same launch)
     block_c, q_warps = 256, 8
     _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), rank // block_c + 1)](
         q_nope, q_pe, w_kv_b, inv_freq, positions, q,
