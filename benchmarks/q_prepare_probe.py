@@ -45,26 +45,12 @@ def launch(module, streamed: bool, inputs: dict, q, params: dict, variant) -> No
     rank = module.KV_LORA_RANK
     programs_c = rank // block_c + (1 if streamed else 0)
     q_nope, q_pe, w_kv_b = inputs["q_nope"], inputs["q_pe"], inputs["w_kv_b"]
-    inv_freq, magnitude = module._inv_freq(params, q.device), module._rope_magnitude(params)
-    sizes = dict(RANK=rank, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM, V_DIM=module.V_HEAD_DIM,
-                 BLOCK_B=block_b, BLOCK_C=block_c, INTERPRETED=interpreted, num_warps=warps or 4)
-    grid = (heads, triton.cdiv(batch, block_b), programs_c)
-    if streamed:
-        # the streamed form also appends each request's new cache row (kernel 1's work, head 0's rope program): the
-        # same row on every launch, so the inputs' cache serves every variant
-        kv_a, cache = inputs["kv_a"], inputs["kv_cache"]
-        module._q_prepare_kernel[grid](
-            q_nope, q_pe, w_kv_b, inv_freq, inputs["positions"], q,
-            kv_a, inputs["kv_a_norm_weight"], inputs["cache_lens"], cache, batch,
-            q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
-            q.stride(0), q.stride(1), kv_a.stride(0), cache.stride(0), cache.stride(1), params["rms_norm_eps"],
-            magnitude, APPLY_NORM=True, **sizes,
-        )
-        return
-    module._q_prepare_kernel[grid](
-        q_nope, q_pe, w_kv_b, inv_freq, inputs["positions"], q, batch,
+    module._q_prepare_kernel[(heads, triton.cdiv(batch, block_b), programs_c)](
+        q_nope, q_pe, w_kv_b, module._inv_freq(params, q.device), inputs["positions"], q, batch,
         q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
-        q.stride(0), q.stride(1), magnitude, **sizes,
+        q.stride(0), q.stride(1), module._rope_magnitude(params),
+        RANK=rank, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM, V_DIM=module.V_HEAD_DIM,
+        BLOCK_B=block_b, BLOCK_C=block_c, INTERPRETED=interpreted, num_warps=warps or 4,
     )
 
 

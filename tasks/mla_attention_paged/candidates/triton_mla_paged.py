@@ -1,9 +1,9 @@
 """Triton candidate: one DeepSeek-V3 MLA decode step over a paged KV cache, in the absorbed form.
 
 The cache is a pool of pages: logical row t of request b lives at kv_cache[block_table[b, t // PAGE], t % PAGE],
-PAGE the pool's rows per page (kv_cache.shape[1], a constexpr of the kernels). Four launches, in stream order:
-  1. _append_rows               kv_a_layernorm of c_kv_raw, YaRN rope of k_pe, the new row written at
-                                page block_table[b, len // PAGE], row len % PAGE: in kernel 2's launch
+PAGE the pool's rows per page (kv_cache.shape[1], a constexpr of the kernels). Four kernels, in stream order:
+  1. _paged_kv_append_kernel    kv_a_layernorm of c_kv_raw, YaRN rope of k_pe, the new row written at
+                                page block_table[b, len // PAGE], row len % PAGE
   2. _q_prepare_kernel          q_abs = q_nope @ W_UK per head (a [B,128]x[128,512] GEMM per head) and YaRN
                                 rope of q_pe, packed as q = q_abs | q_pe_roped [B, H, 576]
   3. _paged_attention_kernel    flash-decoding over the 576-wide latent cache: BLOCK_H heads share every
@@ -182,60 +182,55 @@ def _token_rows(cache_ptr, block_table_ptr, b, t, t_mask, stride_bt_b, stride_pa
     return cache_ptr + (pages * stride_page + (t % PAGE_SIZE).to(tl.int64) * stride_row)[:, None]
 
 
-@triton.jit
-def _append_rows(kv_a_ptr, gamma_ptr, inv_freq_ptr, positions_ptr, cache_lens_ptr, block_table_ptr, cache_ptr, rows,
-                 row_mask, stride_kv_a_b, stride_bt_b, stride_page, stride_row, eps, rope_magnitude,
-                 RANK: tl.constexpr, ROPE: tl.constexpr, PAGE_SIZE: tl.constexpr, APPLY_NORM: tl.constexpr,
-                 INTERPRETED: tl.constexpr):
-    """Kernel 1's work for a block of requests `rows` (row_mask: those in the batch), done by kernel 2
-    (side_kernels=streamed, one launch fewer): kv_a_layernorm of c_kv_raw and YaRN rope of k_pe in fp32, the new row
-    written at page block_table[b, len // PAGE], row len % PAGE."""
-    requests = rows.to(tl.int64)  # b * stride passes 2^31 for large caches
-    length = tl.load(cache_lens_ptr + requests, mask=row_mask, other=0).to(tl.int64)
-    page = tl.load(block_table_ptr + requests * stride_bt_b + length // PAGE_SIZE, mask=row_mask, other=0).to(tl.int64)
-    row_out = cache_ptr + page * stride_page + (length % PAGE_SIZE) * stride_row
-    row_in = kv_a_ptr + requests * stride_kv_a_b
+@triton.jit(do_not_specialize=["stride_bt_b"])
+def _paged_kv_append_kernel(
+    kv_a_ptr, gamma_ptr, inv_freq_ptr, positions_ptr, cache_lens_ptr, block_table_ptr, cache_ptr,
+    stride_kv_a_b, stride_bt_b, stride_page, stride_row,
+    eps, rope_magnitude,
+    RANK: tl.constexpr, ROPE: tl.constexpr, PAGE_SIZE: tl.constexpr, APPLY_NORM: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)  # page * stride_page passes 2^31 for large pools
     out_dtype = cache_ptr.dtype.element_ty
+    row_in = kv_a_ptr + b * stride_kv_a_b
+    row_out = _new_row(cache_ptr, block_table_ptr, cache_lens_ptr, b, stride_bt_b, stride_page, stride_row,
+                       PAGE_SIZE)
+
     latent_offs = tl.arange(0, RANK)
-    latent = tl.load(row_in[:, None] + latent_offs[None, :], mask=row_mask[:, None], other=0.0).to(tl.float32)
+    latent = tl.load(row_in + latent_offs).to(tl.float32)
     if APPLY_NORM:
-        mean_square = tl.sum(latent * latent, axis=1) / RANK
-        gamma = tl.load(gamma_ptr + latent_offs).to(tl.float32)
-        latent = latent * tl.rsqrt(mean_square + eps)[:, None] * gamma[None, :]
-    tl.store(row_out[:, None] + latent_offs[None, :], _round_to(latent, out_dtype, INTERPRETED), mask=row_mask[:, None])
+        mean_square = tl.sum(latent * latent, axis=0) / RANK
+        latent = latent * tl.rsqrt(mean_square + eps) * tl.load(gamma_ptr + latent_offs).to(tl.float32)
+    c_kv = _round_to(latent, out_dtype, INTERPRETED)
+    tl.store(row_out + latent_offs, c_kv)
 
     pair = tl.arange(0, ROPE // 2)
-    even = tl.load(row_in[:, None] + RANK + 2 * pair[None, :], mask=row_mask[:, None], other=0.0).to(tl.float32)
-    odd = tl.load(row_in[:, None] + RANK + 2 * pair[None, :] + 1, mask=row_mask[:, None], other=0.0).to(tl.float32)
-    position = tl.load(positions_ptr + requests, mask=row_mask, other=0).to(tl.float32)
-    angle = position[:, None] * tl.load(inv_freq_ptr + pair)[None, :]
+    even = tl.load(row_in + RANK + 2 * pair).to(tl.float32)
+    odd = tl.load(row_in + RANK + 2 * pair + 1).to(tl.float32)
+    angle = tl.load(positions_ptr + b).to(tl.float32) * tl.load(inv_freq_ptr + pair)
     cos, sin = _cos_sin(angle)
     cos = cos * rope_magnitude
     sin = sin * rope_magnitude
-    tl.store(row_out[:, None] + RANK + 2 * pair[None, :], _round_to(even * cos - odd * sin, out_dtype, INTERPRETED),
-             mask=row_mask[:, None])
-    tl.store(row_out[:, None] + RANK + 2 * pair[None, :] + 1, _round_to(odd * cos + even * sin, out_dtype, INTERPRETED),
-             mask=row_mask[:, None])
+    roped_even = _round_to(even * cos - odd * sin, out_dtype, INTERPRETED)
+    roped_odd = _round_to(odd * cos + even * sin, out_dtype, INTERPRETED)
+    tl.store(row_out + RANK + 2 * pair, roped_even)
+    tl.store(row_out + RANK + 2 * pair + 1, roped_odd)
 
 
 # ------------------------------------------------------------------------------------------------
 # 2. absorption q_nope @ W_UK_h and rope(q_pe) -> q [B, H, RANK + ROPE]
 # ------------------------------------------------------------------------------------------------
-@triton.jit(do_not_specialize=["batch", "stride_bt_b"])
+@triton.jit(do_not_specialize=["batch"])
 def _q_prepare_kernel(
     q_nope_ptr, q_pe_ptr, w_kv_b_ptr, inv_freq_ptr, positions_ptr, q_ptr,
-    kv_a_ptr, gamma_ptr, cache_lens_ptr, block_table_ptr, cache_ptr,
     batch,
     stride_nope_b, stride_nope_h, stride_pe_b, stride_pe_h, stride_w_row, stride_q_b, stride_q_h,
-    stride_kv_a_b, stride_bt_b, stride_page, stride_row,
-    eps, rope_magnitude,
+    rope_magnitude,
     RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
-    BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, PAGE_SIZE: tl.constexpr, APPLY_NORM: tl.constexpr,
-    INTERPRETED: tl.constexpr,
+    BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
     """Programs (h, batch block, c): c < RANK / BLOCK_C computes BLOCK_C columns of q_nope @ W_UK_h for the
-    block's rows; the last c ropes q_pe (so no GEMM program waits on the rope) and appends up to 16 of the block's
-    new cache rows, kernel 1's work (_append_rows)."""
+    block's rows; the last c ropes q_pe (so no GEMM program waits on the rope)."""
     h = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     row_mask = rows < batch
@@ -264,16 +259,6 @@ def _q_prepare_kernel(
                  mask=row_mask[:, None])
         tl.store(q_rows + RANK + 2 * pair[None, :] + 1, _round_to(odd * cos + even * sin, out_dtype, INTERPRETED),
                  mask=row_mask[:, None])
-        # Kernel 1's append of the block's rows, 16 rows a share (BLOCK_B is 16 or more): share c by head c's rope
-        # program (and c + heads, ... where there are fewer heads than shares), so that no program appends more than
-        # its share. All 64 rows in head 0's program made kernel 2 13 us longer at B=64 on the H200
-        # (benchmarks/results/2026-12-03-h200-session18, call 3).
-        for share in range(h, BLOCK_B // 16, tl.num_programs(0)):
-            block_rows = tl.program_id(1) * BLOCK_B + share * 16 + tl.arange(0, 16)
-            if tl.program_id(1) * BLOCK_B + share * 16 < batch:
-                _append_rows(kv_a_ptr, gamma_ptr, inv_freq_ptr, positions_ptr, cache_lens_ptr, block_table_ptr, cache_ptr,
-                             block_rows, block_rows < batch, stride_kv_a_b, stride_bt_b, stride_page, stride_row, eps,
-                             rope_magnitude, RANK, ROPE, PAGE_SIZE, APPLY_NORM, INTERPRETED)
 
 
 @triton.jit
@@ -783,19 +768,24 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     partial = torch.empty((batch, heads, num_splits, rank), dtype=torch.float32, device=device)
     lse = torch.empty((batch, heads, num_splits), dtype=torch.float32, device=device)
 
+    _paged_kv_append_kernel[(batch,)](
+        kv_a, gamma, inv_freq, positions, cache_lens, block_table, kv_cache,
+        kv_a.stride(0), *paging,
+        params["rms_norm_eps"], magnitude,
+        RANK=rank, ROPE=rope, PAGE_SIZE=page, APPLY_NORM=_APPLY_KV_NORM, INTERPRETED=interpreted, num_warps=4,
+    )
+
     block_b = _batch_block(batch, interpreted)
     # 256 columns and 8 warps a program: kernel 2 alone on the H200 (benchmarks/q_prepare_probe.py,
     # benchmarks/results/2026-12-02-h200-session12, call 1; L2 flushed) took 29.2 us at B=64 H=128 and 11.7 at B=8,
-    # against 33.2 and 27.0 with 64 columns and 4 warps; the last program of each row block ropes q_pe and appends 16
-    # of the block's new cache rows (kernel 1 in the same launch)
+    # against 33.2 and 27.0 with 64 columns and 4 warps; the last program of each row block ropes q_pe
     block_c, q_warps = 256, 8
     _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), rank // block_c + 1)](
-        q_nope, q_pe, w_kv_b, inv_freq, positions, q,
-        kv_a, gamma, cache_lens, block_table, kv_cache, batch,
+        q_nope, q_pe, w_kv_b, inv_freq, positions, q, batch,
         q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
-        q.stride(0), q.stride(1), kv_a.stride(0), *paging, params["rms_norm_eps"], magnitude,
+        q.stride(0), q.stride(1), magnitude,
         RANK=rank, NOPE=QK_NOPE_HEAD_DIM, ROPE=rope, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c,
-        PAGE_SIZE=page, APPLY_NORM=_APPLY_KV_NORM, INTERPRETED=interpreted, num_warps=q_warps,
+        INTERPRETED=interpreted, num_warps=q_warps,
     )
 
     block_h = config["BLOCK_H"]

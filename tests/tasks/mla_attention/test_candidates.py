@@ -112,25 +112,6 @@ def test_cache_append_touches_only_the_new_row(impl, golden):
             assert torch.equal(after[name], inputs[name]), f"{impl} modified input {name}"
 
 
-def test_kernel_2_appends_every_row_of_a_large_batch_block_with_fewer_heads_than_shares():
-    """With side_kernels=streamed kernel 2's rope programs append the new rows, 16 a head: at 40 requests the
-    interpreter's batch block is 64 rows (four shares of 16), and 2 heads take two shares each, the last one past
-    the batch. Every request's row is the reference's, and no other cache row changes."""
-    module = importlib.import_module(IMPLEMENTATIONS["triton_mla"])
-    batch = 40
-    assert module._batch_block(batch, interpreted=True) // 16 == 4
-    inputs = make_inputs(seed=3, batch=batch, heads=2, cache_capacity=6, cache_lens=[i % 6 for i in range(batch)],
-                         positions=[7 * i for i in range(batch)])
-    _, _, after = _run(module, inputs, traced=False)
-    golden = ref.reference(inputs, PARAMS)["kv_cache"]
-    appended = torch.zeros(inputs["kv_cache"].shape[:2], dtype=torch.bool)
-    appended[torch.arange(batch), inputs["cache_lens"].long()] = True
-    assert torch.equal(after["kv_cache"][~appended], inputs["kv_cache"][~appended])
-    per_row = [stage_errors(after["kv_cache"][b, inputs["cache_lens"][b]], golden[b, inputs["cache_lens"][b]])[0]
-               for b in range(batch)]
-    assert max(per_row) <= NEW_ROW_REL_L2, per_row
-
-
 def test_simplification_lines_occur_once_in_candidate():
     source = CANDIDATE_PATH.read_text()
     lines = source.splitlines()

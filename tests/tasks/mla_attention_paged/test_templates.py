@@ -32,15 +32,12 @@ CANDIDATE = CANDIDATES / "triton_mla_paged.py"
 CONTRACT = REPO / "contracts" / "mla_attention_paged.yaml"
 
 # Top-level functions each template has and the other has not: the paged addressing and its kernels.
-PAGED_ONLY = {"_new_row", "_token_rows", "_paged_attention_kernel",
+PAGED_ONLY = {"_new_row", "_token_rows", "_paged_kv_append_kernel", "_paged_attention_kernel",
               "_trace_paged_appended_rows_kernel", "_trace_paged_scores_probs_kernel", "_splits_vector"}
-CONTIGUOUS_ONLY = {"_split_kv_attention_kernel", "_trace_appended_rows_kernel", "_trace_scores_probs_kernel"}
+CONTIGUOUS_ONLY = {"_kv_append_kernel", "_split_kv_attention_kernel", "_trace_appended_rows_kernel",
+                   "_trace_scores_probs_kernel"}
 # Functions of both that differ: the host entry points pass the block table; the YaRN ramp's zip is strict (ruff B905).
 BOTH_BUT_DIFFERENT = {"run", "_record_trace", "_rope_inv_freq_values"}
-# Kernel 1: a kernel of each layout's own (side_kernels=batch_blocks), or, with side_kernels=streamed, the append
-# helper kernel 2 calls, both then addressing the cache (block table and pages, or request rows).
-OWN_APPEND_KERNELS = ({"_paged_kv_append_kernel"}, {"_kv_append_kernel"})
-APPEND_IN_KERNEL_2 = {"_append_rows", "_q_prepare_kernel"}
 # Words of a line that addresses the paged cache (kernel 3's signature and tile addressing).
 PAGING = ("block_table", "stride_bt_b", "stride_page", "stride_row", "PAGE_SIZE", "_token_rows", "_paged_")
 
@@ -159,18 +156,13 @@ def both_renders(optimizer, contiguous) -> list[tuple[str, dict[str, str], dict[
 
 
 def test_what_does_not_address_the_cache_renders_as_the_contiguous_template(both_renders):
-    """Kernel 4, the merge, the trace's o_latent, the sizing and the YaRN math are the contiguous template's at the
-    same point, line for line, decorators included; kernel 2 too, unless it appends the new rows (streamed)."""
-    streamed_points = 0
+    """Kernels 2 and 4, the merge, the trace's o_latent, the sizing and the YaRN math are the contiguous template's at
+    the same point, line for line, decorators included."""
     for approach, paged, plain in both_renders:
-        streamed = "_append_rows" in plain
-        streamed_points += streamed
-        own_paged, own_plain = (set(), set()) if streamed else OWN_APPEND_KERNELS
-        assert set(paged) - set(plain) == PAGED_ONLY | own_paged, approach
-        assert set(plain) - set(paged) == CONTIGUOUS_ONLY | own_plain, approach
+        assert set(paged) - set(plain) == PAGED_ONLY, approach
+        assert set(plain) - set(paged) == CONTIGUOUS_ONLY, approach
         different = {name for name in set(paged) & set(plain) if paged[name] != plain[name]}
-        assert different == BOTH_BUT_DIFFERENT | (APPEND_IN_KERNEL_2 if streamed else set()), (approach, different)
-    assert 0 < streamed_points < len(both_renders)  # both forms of kernel 1 compared
+        assert different == BOTH_BUT_DIFFERENT, (approach, different)
 
 
 def _body_without_paging(source: str) -> list[str]:
