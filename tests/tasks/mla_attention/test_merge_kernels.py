@@ -70,16 +70,11 @@ def test_each_merge_is_the_float64_merge_rounded_once(kernel):
     assert rel_l2 <= BF16_REL_L2, (kernel, rel_l2)
 
 
-def test_the_row_merge_takes_the_rows_when_a_program_would_get_one():
-    """_merge_and_unabsorb launches _merge_row_kernel where _merge_rows gives one row a program: on the interpreter,
-    at two rows (the contract's cancelling_halves CPU case), and rows in blocks at more."""
-    cpu = torch.device("cpu")
-    assert triton_mla._merge_rows(2, cpu) == 1
-    assert triton_mla._merge_rows(BATCH * HEADS, cpu) > 1
-    partial, lse = _splits()
-    partial, lse = partial[:1, :2], lse[:1, :2]  # one request, two heads: rows 0 and 1 of FILLED
-    w_kv_b = torch.zeros((2 * (triton_mla.QK_NOPE_HEAD_DIM + triton_mla.V_HEAD_DIM), RANK), dtype=torch.bfloat16)
-    o_heads = torch.empty((1, 2, triton_mla.V_HEAD_DIM), dtype=torch.bfloat16)
+def _merged_by_run_path(partial: torch.Tensor, lse: torch.Tensor) -> tuple[list[str], torch.Tensor]:
+    """The merge kernels `_merge_and_unabsorb` (run()'s kernel 4) launches on these splits, and its o_latent."""
+    batch, heads = partial.shape[:2]
+    w_kv_b = torch.zeros((heads * (triton_mla.QK_NOPE_HEAD_DIM + triton_mla.V_HEAD_DIM), RANK), dtype=torch.bfloat16)
+    o_heads = torch.empty((batch, heads, triton_mla.V_HEAD_DIM), dtype=torch.bfloat16)
     launched: list[str] = []
     original = {name: getattr(triton_mla, name) for name in ("_merge_row_kernel", "_merge_splits_kernel")}
 
@@ -95,5 +90,22 @@ def test_the_row_merge_takes_the_rows_when_a_program_would_get_one():
         for name in original:
             patch.setattr(triton_mla, name, Recording(name))
         o_latent = triton_mla._merge_and_unabsorb(partial, lse, w_kv_b, o_heads, SPLITS_POW2, interpreted=True)
-    assert launched == ["_merge_row_kernel"]
-    assert torch.isfinite(o_latent.float()).all()
+    return launched, o_latent
+
+
+def test_the_row_merge_takes_the_rows_when_a_program_would_get_one():
+    """_merge_and_unabsorb launches _merge_row_kernel where _merge_rows gives one row a program (on the interpreter,
+    at two rows: the contract's cancelling_halves CPU case) and _merge_splits_kernel where it gives rows in blocks;
+    either way o_latent is the float64 merge rounded once."""
+    cpu = torch.device("cpu")
+    assert triton_mla._merge_rows(2, cpu) == 1
+    assert triton_mla._merge_rows(BATCH * HEADS, cpu) > 1
+    partial, lse = _splits()
+    expected = _expected(partial, lse)
+    for rows, kernel in (((1, 2), "_merge_row_kernel"), ((BATCH, HEADS), "_merge_splits_kernel")):
+        batch, heads = rows  # the first batch x heads rows of FILLED's layout
+        launched, o_latent = _merged_by_run_path(partial[:batch, :heads], lse[:batch, :heads])
+        assert launched == [kernel], rows
+        want = expected[:batch, :heads]
+        rel_l2 = ((o_latent.double() - want).norm(dim=-1) / want.norm(dim=-1)).max().item()
+        assert rel_l2 <= BF16_REL_L2, (rows, rel_l2)
