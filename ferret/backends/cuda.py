@@ -38,7 +38,11 @@ LAUNCHER_API = ("Source", "i32", "i64", "f32", "NULL", "aligned")
 FLAGS_ENV = "FERRET_CUDA_FLAGS"  # the contract's compile flags (a JSON list), set by the judge for the candidate
 CACHE_ENV = "FERRET_CUDA_CACHE"  # the folder for compiled code, set by the judge: the candidate's own
 DEFAULT_FLAGS = ("-std=c++17",)
-DEFAULT_ARCH = "sm_90"  # where no GPU says otherwise (compiling on the CPU): the H200's
+# Where no GPU says otherwise (compiling on the CPU): the H200's, with Hopper's arch-specific instructions (warpgroup
+# MMA, setmaxnreg), which a plain sm_90 target refuses; such machine code runs on compute capability 9.0 alone.
+DEFAULT_ARCH = "sm_90a"
+# Dynamic shared memory a launch may ask for before the kernel's own limit must be raised (CUDA's default cap).
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
 INSTALL_HINT = ("CUDA candidates need CuPy and NVRTC: pip install 'ferret[cuda]' (cupy-cuda13x and nvidia-cuda-nvrtc; "
                 "on a machine with the CUDA toolkit, cupy-cuda13x alone)")
 
@@ -96,6 +100,12 @@ def flags_from_contract(compile_flags: dict[str, Any]) -> list[str]:
 FERRET_HEADERS = Path(__file__).resolve().parent / "include"  # `#include <ferret/dtypes.cuh>`
 
 
+def device_arch(major: int, minor: int) -> str:
+    """The NVRTC target for a GPU of compute capability major.minor: its arch-specific target where there is one
+    (sm_90a on Hopper, so that a candidate may use warpgroup MMA), else the plain one."""
+    return f"sm_{major}{minor}a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+
+
 def header_folders() -> list[str]:
     """The judge's own headers (`ferret/dtypes.cuh`), then where `#include <cuda_bf16.h>` and the rest of CUDA's
     headers are found: the copy Triton ships (pinned by the Triton version every verdict records, and readable
@@ -119,7 +129,7 @@ def _headers_digest() -> str:
 
 
 def compile_cubin(source: str, flags: Sequence[str], arch: str = DEFAULT_ARCH, name: str = "candidate.cu") -> bytes:
-    """Machine code for `arch` (`sm_90`), or CudaCompileError with NVRTC's log. No GPU needed."""
+    """Machine code for `arch` (`sm_90a`), or CudaCompileError with NVRTC's log. No GPU needed."""
     binding = nvrtc()
     options = [*flags, f"-arch={arch}", *(f"--include-path={folder}" for folder in header_folders())]
     program = binding.createProgram(source, name, [], [])
@@ -216,6 +226,7 @@ class Source:
         self.file, self.line = Path(caller.f_code.co_filename).name, caller.f_lineno
         self._module: Any = None
         self._functions: dict[str, Any] = {}
+        self._shared_allowed: dict[str, int] = {}  # kernel -> the dynamic shared memory its limit was raised to
         self._compile_error: CudaCompileError | None = None
 
     @property
@@ -229,13 +240,20 @@ class Source:
 
     def launch(self, kernel: str, grid: Sequence[int], block: Sequence[int], args: Sequence[Any],
                shared_mem: int = 0) -> None:
-        """`kernel<<<grid, block, shared_mem, torch's current stream>>>(args)`."""
+        """`kernel<<<grid, block, shared_mem, torch's current stream>>>(args)`. More than 48 KiB of dynamic shared
+        memory is allowed for the kernel first (CUDA refuses such a launch otherwise; Hopper gives a block up to
+        227 KiB)."""
         import cupy
         import torch
 
         if not torch.cuda.is_available():
             raise BackendUnavailable("a CUDA candidate runs on a GPU; without one its source can only be compiled")
         function = self._function(kernel)
+        if shared_mem > self._shared_allowed.get(kernel, DEFAULT_DYNAMIC_SHARED):
+            from cupy.cuda import driver
+
+            driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
+            self._shared_allowed[kernel] = shared_mem
         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
         function(tuple(grid), tuple(block), kernel_args(args), shared_mem=shared_mem, stream=stream)
 
@@ -246,7 +264,7 @@ class Source:
                 import torch
 
                 major, minor = torch.cuda.get_device_capability()
-                cubin = self._compiled(f"sm_{major}{minor}")
+                cubin = self._compiled(device_arch(major, minor))
                 module = cupy.cuda.function.Module()
                 module.load(cubin)
                 self._module = module  # only a loaded module: an empty one made every later launch INVALID_HANDLE

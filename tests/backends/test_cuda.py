@@ -64,8 +64,59 @@ def test_the_source_compiles_with_the_flags_and_cache_the_judge_set(tmp_path, mo
     monkeypatch.setattr(cuda, "cached_cubin", lambda *args: seen.append(args) or b"")
     source = cuda.Source(SCALE)
     source.cubin()
-    assert seen == [(source.compiled_code, ["-std=c++17", "-maxrregcount=64"], "sm_90", tmp_path)]
+    assert seen == [(source.compiled_code, ["-std=c++17", "-maxrregcount=64"], cuda.DEFAULT_ARCH, tmp_path)]
     assert source.compiled_code == f'#line {source.line} "test_cuda.py"\n{SCALE}'  # messages name this file
+
+
+# One warpgroup MMA fence: an instruction of Hopper's arch-specific target only.
+WGMMA_FENCE = r'''
+extern "C" __global__ void fenced(float* y) {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    y[threadIdx.x] = 1.0f;
+}
+'''
+
+
+def test_hopper_candidates_compile_for_its_arch_specific_target_where_warpgroup_mma_is():
+    """A GPU of compute capability 9.0 gets sm_90a (the plain sm_90 target refuses wgmma, which a Hopper kernel
+    needs for its tensor cores); other GPUs their plain target. Compiling on the CPU targets the H200 the same way."""
+    assert cuda.device_arch(9, 0) == "sm_90a" == cuda.DEFAULT_ARCH
+    assert cuda.device_arch(8, 0) == "sm_80" and cuda.device_arch(10, 0) == "sm_100"
+    assert cuda.compile_cubin(WGMMA_FENCE, ["-std=c++17"], cuda.DEFAULT_ARCH)[:4] == b"\x7fELF"
+    with pytest.raises(CudaCompileError, match="wgmma"):
+        cuda.compile_cubin(WGMMA_FENCE, ["-std=c++17"], "sm_90")
+
+
+class _FakeStream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+def test_a_launch_past_48_kib_of_dynamic_shared_memory_raises_the_kernels_limit_once(monkeypatch):
+    """CUDA refuses a launch asking for more dynamic shared memory than the kernel's limit (48 KiB unless raised);
+    the backend raises it to what the launch asks, once per kernel and size, and never for a small launch."""
+    import cupy
+    from cupy.cuda import driver
+
+    raised, launched = [], []
+
+    class Function:
+        ptr = 1234
+
+        def __call__(self, grid, block, args, shared_mem, stream):
+            launched.append(shared_mem)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: _FakeStream(0))
+    monkeypatch.setattr(cupy.cuda, "ExternalStream", _FakeStream)
+    monkeypatch.setattr(driver, "funcSetAttribute", lambda *args: raised.append(args))
+    source = cuda.Source(SCALE)
+    monkeypatch.setattr(source, "_function", lambda kernel: Function())
+    for shared in (1024, 200 * 1024, 200 * 1024, 100 * 1024, 220 * 1024):
+        source.launch("scale", (1,), (32,), [], shared_mem=shared)
+    attribute = driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    assert raised == [(1234, attribute, 200 * 1024), (1234, attribute, 220 * 1024)]
+    assert launched == [1024, 200 * 1024, 200 * 1024, 100 * 1024, 220 * 1024]
 
 
 def test_kernel_arguments_are_typed():
