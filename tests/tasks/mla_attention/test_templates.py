@@ -71,10 +71,10 @@ def test_the_honest_candidate_is_the_default_point(optimizer):
 def test_one_template_renders_both_cache_layouts(optimizer):
     """This op's space passes cache_layout=contiguous; the paged op renders this very file with cache_layout=paged;
     no contiguous render addresses a block table."""
-    assert optimizer.space.constants == {"cache_layout": "contiguous"}
+    assert optimizer.space.constants == {"cache_layout": "contiguous", "attention_kernel": "triton"}
     paged_templates = REPO / "tasks" / "mla_attention_paged" / "templates"
     paged = load_space(paged_templates)  # the space alone: an optimizer would list its 1,603,584 points again
-    assert paged.constants == {"cache_layout": "paged"}
+    assert paged.constants == {"cache_layout": "paged", "attention_kernel": "triton"}
     template = TEMPLATES / "mla.py.j2"
     assert located(paged_templates, paged.template).resolve() == template.resolve()
     assert optimizer.template.filename is not None and Path(optimizer.template.filename).resolve() == template.resolve()

@@ -89,7 +89,8 @@ def test_the_space_and_template_are_the_contiguous_ones():
     assert set(raw) == {"extends", "op", "template", "constants", "invariants"}
     assert (raw["extends"], raw["template"]) == ("mla_attention/templates/space.yaml", "mla_attention/templates/mla.py.j2")
     paged, plain = load_space(TEMPLATES).model_dump(), load_space(CONTIGUOUS_TEMPLATES).model_dump()
-    assert (paged.pop("constants"), plain.pop("constants")) == ({"cache_layout": "paged"}, {"cache_layout": "contiguous"})
+    assert (paged.pop("constants"), plain.pop("constants")) == ({"cache_layout": "paged", "attention_kernel": "triton"},
+                                                                {"cache_layout": "contiguous", "attention_kernel": "triton"})
     for key in ("op", "template", "invariants"):
         assert paged.pop(key) != plain.pop(key), key
     assert paged == plain

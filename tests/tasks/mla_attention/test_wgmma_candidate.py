@@ -1,0 +1,111 @@
+"""The MLA candidate whose kernel 3 runs on Hopper's warpgroup MMA (tasks/mla_attention/candidates/wgmma_mla.py),
+without a GPU: it is the template's default point rendered with attention_kernel=wgmma, a CUDA candidate the scan
+passes, its kernel compiles for sm_90a to warpgroup MMA instructions without spilling, and the host picks kernel 3
+and its splits by the rule its comments give. Its answers on the H200 are tests/gpu/test_wgmma_attention_gpu.py's and
+the gate's (tests/gpu/test_gpu_gates.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ferret.backends import cuda, language_of
+from ferret.contract.load import load_contract
+from ferret.integrity.scan import scan_source
+from ferret.roles.offline import TemplateSearchOptimizer
+from tasks.variants import import_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
+from template_checks import shape_constants  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
+CANDIDATE = REPO / "tasks" / "mla_attention" / "candidates" / "wgmma_mla.py"
+
+
+@pytest.fixture(scope="module")
+def candidate():
+    return import_file(CANDIDATE, "wgmma_mla_candidate")
+
+
+def test_the_wgmma_candidate_is_the_default_point_with_attention_kernel_wgmma():
+    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    assert optimizer.space.constants["attention_kernel"] == "triton", "the search's own points stay Triton's"
+    point = optimizer.space.canonical(optimizer.space.default_point())
+    rendered = optimizer.template.render(**{**optimizer.space.constants, "attention_kernel": "wgmma"}, **point)
+    assert rendered == CANDIDATE.read_text(), (
+        "tasks/mla_attention/candidates/wgmma_mla.py is not the default point rendered with attention_kernel=wgmma")
+    assert language_of(rendered) == "cuda"
+    assert optimizer.render(optimizer.space.default_point()) != rendered  # the constant changes the file
+
+
+def test_the_static_scan_passes_the_wgmma_candidate():
+    constants = shape_constants(load_contract(REPO / "contracts" / "mla_attention.yaml"))
+    result = scan_source(CANDIDATE.read_text(), path=CANDIDATE.name, shape_constants=constants)
+    assert result.passed, [(f.line, f.message) for f in result.findings]
+
+
+def _ptxas_report_and_ptx(code: str) -> tuple[str, str]:
+    binding = cuda.nvrtc()
+    program = binding.createProgram(code, "wgmma_attention.cu", [], [])
+    options = ["-std=c++17", f"-arch={cuda.DEFAULT_ARCH}", "--ptxas-options=-v",
+               *(f"--include-path={folder}" for folder in cuda.header_folders())]
+    try:
+        binding.compileProgram(program, options)
+        return binding.getProgramLog(program), binding.getPTX(program).decode()
+    finally:
+        binding.destroyProgram(program)
+
+
+def test_the_kernel_compiles_for_sm_90a_to_warpgroup_mma_without_spills(candidate):
+    """QK^T as 36 m64n64k16 and P@V as m64n256k16 instructions (one per 16 tokens and 256 columns), no local memory
+    (the 128 fp32 accumulators a thread stay in registers), and no wgmma serialized by ptxas."""
+    report, ptx = _ptxas_report_and_ptx(candidate._WGMMA_ATTENTION.code)
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+    assert "serialized" not in report, report
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 36
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 8  # 4 k-steps x 2 warpgroups
+    shared = candidate.WGMMA_SHARED_BYTES
+    assert 48 * 1024 < shared <= 227 * 1024, "one CTA an SM, within Hopper's per-block shared memory"
+
+
+class _Properties:
+    multi_processor_count = 132
+
+
+@pytest.fixture
+def hopper(monkeypatch, candidate):
+    """A CUDA device of compute capability 9.0 and 132 SMs, as the host side sees one (no kernel runs)."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: _Properties())
+    monkeypatch.setattr(candidate, "_config_by_shape", {})
+    monkeypatch.setattr(candidate, "_sm_count_by_device", {})
+    return torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize("batch,heads,capacity,splits,split_tiles", [
+    (64, 128, 4096, 1, 64),  # 128 CTAs: one wave over 132 SMs (on the H200 the fastest of 1-32 splits, 191.5 us)
+    (128, 128, 4096, 1, 64),  # 256 CTAs: two waves whatever the split
+    (8, 128, 4096, 8, 8),  # 128 CTAs of 8 tiles (40.7 us, the fastest measured)
+    (1, 128, 4096, 32, 2),  # WGMMA_MIN_SPLIT_TILES: 64 CTAs of 2 tiles (16.5 us)
+    (3, 40, 100, 1, 2),  # 40 heads: one block of 64 rows; a 100-token cache, two tiles
+])
+def test_kernel_3_splits_fill_the_sms_in_waves(candidate, hopper, batch, heads, capacity, splits, split_tiles):
+    config = candidate._wgmma_config(batch, heads, capacity, hopper)
+    assert config == {"num_splits": splits, "split_tiles": split_tiles}
+    assert splits * split_tiles * candidate.WGMMA_BLOCK_N >= capacity  # the splits cover the cache
+    assert splits <= candidate.WGMMA_MAX_SPLITS == candidate.MAX_SPLITS  # the merges' split vector holds them
+
+
+def test_kernel_3_stays_triton_s_where_the_wgmma_kernel_does_not_apply(candidate, hopper, monkeypatch):
+    """32 heads or fewer (TP4/TP8: memory bound, ragged lengths shared better by Triton's balanced runs), the CPU,
+    and any GPU but compute capability 9.0 (sm_90a machine code runs there alone)."""
+    assert candidate._wgmma_config(32, 32, 8192, hopper) is None
+    assert candidate._wgmma_config(32, 33, 8192, hopper) is not None
+    assert candidate._wgmma_config(64, 128, 4096, torch.device("cpu")) is None
+    monkeypatch.setattr(candidate, "_config_by_shape", {})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    assert candidate._wgmma_config(64, 128, 4096, hopper) is None
