@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ferret.backends import cuda
 from ferret.contract.load import load_contract
 from ferret.gate.scan import shape_constants
 from ferret.integrity.scan import scan_source
@@ -379,7 +380,8 @@ def test_a_bad_start_is_refused_naming_it(start, message):
 
 def test_every_point_of_the_cuda_rmsnorm_template_compiles_for_hopper_and_scans_clean():
     """The CUDA template (issue 15): each of its 15 points renders a launcher whose kernels NVRTC compiles for
-    sm_90, with the block size and vector width of the point, and that the scan passes."""
+    sm_90a (the H200's, ferret.backends.cuda.DEFAULT_ARCH), with the block size and vector width of the point, and
+    that the scan passes."""
     import types
 
     optimizer = TemplateSearchOptimizer(TEMPLATES / "cuda")
@@ -393,7 +395,7 @@ def test_every_point_of_the_cuda_rmsnorm_template_compiles_for_hopper_and_scans_
         exec(compile(source, name, "exec"), module.__dict__)
         assert module.VEC == point["vec"] and f"#define VEC {point['vec']}\n" in source
         assert module.THREADS == (point["threads"] if point["row_mode"] == "block" else 256)
-        cubin = module.KERNELS.cubin("sm_90")
+        cubin = module.KERNELS.cubin(cuda.DEFAULT_ARCH)
         assert all(kernel.encode() in cubin for kernel in module.KERNEL_FOR.values()), name
 
 

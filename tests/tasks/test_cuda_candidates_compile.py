@@ -1,4 +1,4 @@
-"""Every committed CUDA candidate (tasks/*/candidates/cuda_*.py) compiles for the H200 (sm_90) under NVRTC with the
+"""Every committed CUDA candidate (tasks/*/candidates/cuda_*.py) compiles for the H200 (sm_90a) under NVRTC with the
 default flags, without a GPU, and its machine code holds each kernel its launcher names. Their GPU runs through the
 gate are in tests/gpu/test_cuda_candidates_gpu.py."""
 
@@ -41,7 +41,7 @@ def test_the_candidate_compiles_for_hopper_and_holds_its_kernels(path, monkeypat
     monkeypatch.delenv(cuda.CACHE_ENV, raising=False)
     assert language_of(path.read_text()) == "cuda"
     module = _load(path, f"cuda_candidate_{path.parts[-3]}")
-    cubin = module.KERNELS.cubin("sm_90")
+    cubin = module.KERNELS.cubin(cuda.DEFAULT_ARCH)
     assert cubin[:4] == b"\x7fELF" and _kernels(module)
     assert all(name.encode() in cubin for name in _kernels(module))
     launched = set(re.findall(r'launch\(\s*(?:KERNEL_FOR\[[^]]+\]|"(\w+)")', path.read_text())) - {""}
@@ -57,4 +57,4 @@ def test_the_four_mla_simplifications_in_cuda_are_one_line_each_and_compile(name
     changed = [(a, b) for a, b in zip(honest.splitlines(), source.splitlines(), strict=True) if a != b]
     assert changed == [SIMPLIFICATIONS[name][:2]]
     module = _load(CUDA_CANDIDATE_PATH, f"cuda_mla_{name}", source)
-    assert all(kernel.encode() in module.KERNELS.cubin("sm_90") for kernel in _kernels(module))
+    assert all(kernel.encode() in module.KERNELS.cubin(cuda.DEFAULT_ARCH) for kernel in _kernels(module))
