@@ -109,3 +109,16 @@ def test_kernel_3_stays_triton_s_where_the_wgmma_kernel_does_not_apply(candidate
     monkeypatch.setattr(candidate, "_config_by_shape", {})
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
     assert candidate._wgmma_config(64, 128, 4096, hopper) is None
+
+
+@pytest.mark.parametrize("constants,named", [({"attention_kernel": "wgmma", "cache_layout": "paged"}, "contiguous"),
+                                             ({"attention_kernel": "cutlass"}, "cutlass")])
+def test_a_kernel_3_the_template_does_not_have_is_an_error_at_render(constants, named):
+    """The wgmma kernel reads the contiguous layout only, and there are two kernel 3s: anything else stops the render
+    with the reason, rather than render a candidate that would fail at its first launch."""
+    import jinja2
+
+    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    point = optimizer.space.canonical(optimizer.space.default_point())
+    with pytest.raises(jinja2.UndefinedError, match=named):
+        optimizer.template.render(**{**optimizer.space.constants, **constants}, **point)
