@@ -250,8 +250,7 @@ class Source:
             raise BackendUnavailable("a CUDA candidate runs on a GPU; without one its source can only be compiled")
         function = self._function(kernel)
         if shared_mem > self._shared_allowed.get(kernel, DEFAULT_DYNAMIC_SHARED):
-            from cupy.cuda import driver
-
+            driver: Any = cupy.cuda.driver  # its stubs do not name the driver's functions
             driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
             self._shared_allowed[kernel] = shared_mem
         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
