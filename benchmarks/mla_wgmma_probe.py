@@ -9,7 +9,7 @@ timed beside the committed Triton kernel 3 (tasks/mla_attention/candidates/trito
 2. Times each kernel 3 alone (do_bench median, L2 flushed) at the issue's shapes: Triton's at its candidate's
    sizing, the wgmma kernel at the candidate's own split choice (_wgmma_config) and at a sweep of split sizes,
    with TFLOP/s.
-Prints a table last; writes DIR/wgmma-probe.jsonl. Sessions 19's calls 1-4 ran this file at 6e7620a, where the
+Prints a table last; writes DIR/wgmma-probe.jsonl. Session 19's calls 1-4 ran this file at 6e7620a, where the
 kernel's source came from benchmarks/mla_wgmma_source.py (now the template's wgmma_attention.cu.j2) and a
 --breakdown mode timed it with stages left out.
 """
