@@ -3,7 +3,8 @@ against a float64 reference, on ragged requests whose cache rows past their leng
 poisoned with NaN first: the merged o_latent within the bf16 error of the Triton kernel 3 on the same inputs, every
 split that holds tokens written for every head, every split past a request's tokens lse -inf. The gate judges the
 whole candidate (tests/gpu/test_gpu_gates.py); this pins the kernel alone, at head counts and split sizes the
-gate's draws may not reach (1, 17 and 64 heads; splits of 1, 3 and 100 tiles)."""
+gate's draws may not reach (1, 17, 64, 100 and 256 heads; splits of 1, 3 and 100 tiles); and kernel 3's own o_latent
+(one split) bitwise the merge's rounding of its partial."""
 
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ def _triton_kernel_3(triton_mla, q, cache, cache_lens):
 CASES = [  # batch, heads, capacity, lengths (None: random), tiles per split
     (2, 128, 300, [0, 299], 1), (3, 128, 1000, None, 2), (4, 16, 700, None, 3), (2, 17, 130, [63, 64], 1),
     (1, 128, 4096, [4095], 4), (5, 64, 513, None, 100), (3, 1, 200, [5, 128, 199], 1), (8, 128, 2048, None, 8),
+    (3, 100, 1500, None, 1), (2, 256, 700, [699, 300], 3), (4, 128, 4096, [4095, 0, 2000, 63], 64),
 ]
 
 
@@ -99,6 +101,27 @@ def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, batch, head
     assert torch.isneginf(lse.permute(0, 2, 1)[~filled]).all(), "a split past its request's tokens is not -inf"
 
 
+def test_kernel_3_writes_o_latent_itself_at_one_split_as_the_merge_rounds_it(candidates):
+    """One split with o_latent: each row's normalized output rounded to bf16 (bitwise what the merge of one split
+    writes: the partial times a weight of exactly 1), the same log-sum-exps, and no partial written."""
+    wgmma_mla, _ = candidates
+    batch, heads, capacity = 5, 128, 1100
+    lens = [1099, 0, 640, 63, 64]
+    q, cache, cache_lens = _inputs(batch, heads, capacity, lens, seed=5)
+    split_tiles = math.ceil(capacity / 64)
+    partial = torch.full((batch, heads, 1, RANK), float("nan"), device="cuda")
+    lse = torch.full((batch, heads, 1), float("nan"), device="cuda")
+    wgmma_mla._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
+    o_latent = torch.full((batch, heads, RANK), float("nan"), dtype=torch.bfloat16, device="cuda")
+    untouched = torch.full_like(partial, float("nan"))
+    direct_lse = torch.full_like(lse, float("nan"))
+    wgmma_mla._wgmma_attention(q, cache, cache_lens, untouched, direct_lse, split_tiles, SCALE * math.log2(math.e),
+                               o_latent=o_latent)
+    assert torch.equal(o_latent, partial[:, :, 0].to(torch.bfloat16))
+    assert torch.equal(direct_lse, lse)
+    assert torch.isnan(untouched).all(), "a partial written beside o_latent"
+
+
 def test_the_wgmma_candidate_step_matches_the_triton_candidate(candidates):
     """The whole step through run(), 128 heads (kernel 3 on warpgroup MMA) and 16 (Triton's kernel 3): o_heads of
     the two candidates agree within bf16 rounding on the same inputs."""
@@ -106,12 +129,15 @@ def test_the_wgmma_candidate_step_matches_the_triton_candidate(candidates):
     from tasks.mla_attention.inputs import make_inputs
 
     wgmma_mla, triton_mla = candidates
-    for heads in (128, 16):
-        inputs = make_inputs(batch=4, heads=heads, cache_capacity=1024, seed=heads, device="cuda")
+    # 64 requests of 128 heads: one split a request (two head blocks x 64 CTAs fill the SMs), so kernel 3 writes
+    # o_latent itself and the merge is skipped
+    assert wgmma_mla._wgmma_config(64, 128, 1024, torch.device("cuda"))["num_splits"] == 1
+    for batch, heads in ((4, 128), (4, 16), (64, 128)):
+        inputs = make_inputs(batch=batch, heads=heads, cache_capacity=1024, seed=heads, device="cuda")
         outputs = {}
         for module in (wgmma_mla, triton_mla):
             cache = inputs["kv_cache"].clone()
-            o_heads = torch.full((4, heads, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+            o_heads = torch.full((batch, heads, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
             module.run({**inputs, "kv_cache": cache}, {"o_heads": o_heads}, ref.DEEPSEEK_V3_PARAMS)
             outputs[module.__name__] = o_heads.double()
         a, b = outputs.values()

@@ -406,12 +406,12 @@ typedef unsigned long long u64;
 #define SMEM_ALIGN 1024
 
 // named barriers (0 is __syncthreads)
-#define BAR_FULL0 1
-#define BAR_FULL1 2
 #define BAR_P_READY 3
 #define BAR_P_FREE 4
 #define BAR_BUF_FREE0 5
 #define BAR_BUF_FREE1 6
+// chunk c (0..8) of the tile warpgroup 0 reads next has landed: barriers 7..15
+#define BAR_CHUNK0 7
 
 __device__ __forceinline__ void bar_sync(int id) { asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory"); }
@@ -468,6 +468,38 @@ __device__ __forceinline__ void load_rows(u32 tile, const bf16* base, long long 
         const bf16* src = base + (long long)(valid ? row : 0) * row_stride + in_row * 8;
         cp_async_16(tile + (in_row >> 3) * CHUNK_BYTES + swizzled(row, in_row & 7), src, valid ? 16 : 0);
     }
+}
+
+// The same rows, chunk by chunk: chunk c (columns 64 c .. 64 c + 63 of every row) is one cp.async group, committed
+// before the next chunk's loads are issued, so the chunks land (and are waited for) in order.
+__device__ __forceinline__ void load_rows_by_chunk(u32 tile, const bf16* base, long long row_stride,
+                                                   int valid_rows, int thread) {
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+#pragma unroll
+        for (int i = 0; i < (BLOCK_N * 8) / 128; ++i) {
+            const int piece = i * 128 + thread;
+            const int row = piece / 8;
+            const bool valid = row < valid_rows;
+            const bf16* src = base + (long long)(valid ? row : 0) * row_stride + c * 64 + (piece % 8) * 8;
+            cp_async_16(tile + c * CHUNK_BYTES + swizzled(row, piece % 8), src, valid ? 16 : 0);
+        }
+        cp_async_commit();
+    }
+}
+
+// Warpgroup 1: wait for the next tile's chunks in order (nine groups outstanding), each
+// announced to warpgroup 0 as it lands.
+__device__ __forceinline__ void announce_chunks() {
+    cp_async_wait<8>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 0);
+    cp_async_wait<7>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 1);
+    cp_async_wait<6>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 2);
+    cp_async_wait<5>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 3);
+    cp_async_wait<4>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 4);
+    cp_async_wait<3>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 5);
+    cp_async_wait<2>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 6);
+    cp_async_wait<1>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 7);
+    cp_async_wait<0>(); fence_async_shared(); bar_arrive(BAR_CHUNK0 + 8);
 }
 
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float* d, u64 desc_a, u64 desc_b, int accumulate) {
@@ -554,11 +586,11 @@ __device__ __forceinline__ void fence_operands_128(float* d) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
     const bf16* __restrict__ q, const bf16* __restrict__ cache, const int* __restrict__ cache_lens,
-    float* __restrict__ partial, float* __restrict__ lse,
+    float* __restrict__ partial, float* __restrict__ lse, bf16* __restrict__ o_latent,
     int heads, int num_splits, int split_tiles,
     long long stride_q_b, long long stride_q_h, long long stride_cache_b, long long stride_cache_t,
     long long stride_part_b, long long stride_part_h, long long stride_part_s,
-    long long stride_lse_b, long long stride_lse_h, float qk_scale_log2)
+    long long stride_lse_b, long long stride_lse_h, long long stride_o_b, long long stride_o_h, float qk_scale_log2)
 {
     extern __shared__ u8 smem_raw[];
     const int head0 = blockIdx.x * BLOCK_H;
@@ -568,7 +600,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
     const int start = split * split_tiles * BLOCK_N;
     const int end = min(start + split_tiles * BLOCK_N, tokens);
     float* lse_row = lse + b * stride_lse_b + split;
-    if (start >= end) {  // a split past the request's tokens: lse -inf, no partial (the merges weigh it 0)
+    if (start >= end) {  // a split past the request's tokens: lse -inf, no partial
         if (threadIdx.x < BLOCK_H && head0 + threadIdx.x < heads)
             lse_row[(head0 + threadIdx.x) * stride_lse_h] = NEG_INF;
         return;
@@ -598,15 +630,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
         load_rows(smem + SMEM_KV, cache_rows + (long long)start * stride_cache_t, stride_cache_t, tokens - start,
                   thread);
         cp_async_commit();
-        if (tiles > 1)
-            load_rows(smem + SMEM_KV + TILE_BYTES, cache_rows + (long long)(start + BLOCK_N) * stride_cache_t,
-                      stride_cache_t, tokens - start - BLOCK_N, thread);
-        cp_async_commit();
-        cp_async_wait<1>();
+        if (tiles > 1) {
+            load_rows_by_chunk(smem + SMEM_KV + TILE_BYTES, cache_rows + (long long)(start + BLOCK_N) * stride_cache_t,
+                               stride_cache_t, tokens - start - BLOCK_N, thread);
+            cp_async_wait<CHUNKS>();  // Q and the first tile (the second's nine groups may stay in flight)
+        } else {
+            cp_async_wait<0>();
+        }
         fence_async_shared();
-        bar_arrive(BAR_FULL0);
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) bar_arrive(BAR_CHUNK0 + c);  // the first tile, whole
         for (int j = 0; j < tiles; ++j) {
-            const u32 kv = smem + SMEM_KV + (j & 1) * TILE_BYTES;
+            const int k = j & 1;
+            const u32 kv = smem + SMEM_KV + k * TILE_BYTES;
             bar_sync(BAR_P_READY);
             const float r0 = s_scale[row0], r1 = s_scale[row1];
 #pragma unroll
@@ -619,32 +655,29 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
                 wgmma_m64n256k16_ss(o, smem_desc(smem + SMEM_P + kk * 32, 16, 1024),
                                     smem_desc(kv + 4 * CHUNK_BYTES + kk * 2048, CHUNK_BYTES, 1024));
             wgmma_commit();
-            if (j + 1 < tiles) {
-                cp_async_wait<0>();
-                fence_async_shared();
-                bar_arrive(((j + 1) & 1) ? BAR_FULL1 : BAR_FULL0);
-            }
+            if (j + 1 < tiles) announce_chunks();  // the next tile's, as they land
             wgmma_wait<0>();
             fence_operands_128(o);
             if (j + 1 < tiles) bar_arrive(BAR_P_FREE);
             if (j + 2 < tiles) {
-                bar_sync((j & 1) ? BAR_BUF_FREE1 : BAR_BUF_FREE0);
+                bar_sync(k ? BAR_BUF_FREE1 : BAR_BUF_FREE0);
                 const int t0 = start + (j + 2) * BLOCK_N;
-                load_rows(kv, cache_rows + (long long)t0 * stride_cache_t, stride_cache_t, tokens - t0, thread);
-                cp_async_commit();
+                load_rows_by_chunk(kv, cache_rows + (long long)t0 * stride_cache_t, stride_cache_t, tokens - t0,
+                                   thread);
             }
         }
     } else {
         // ---- S = Q K^T, softmax, P, O[:, 0:256] ----
         float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;
         for (int j = 0; j < tiles; ++j) {
-            const u32 kv = smem + SMEM_KV + (j & 1) * TILE_BYTES;
+            const int k = j & 1;
+            const u32 kv = smem + SMEM_KV + k * TILE_BYTES;
             const int t0 = start + j * BLOCK_N;
-            bar_sync((j & 1) ? BAR_FULL1 : BAR_FULL0);
             float s[32];
             wgmma_fence();
 #pragma unroll
             for (int c = 0; c < CHUNKS; ++c) {
+                bar_sync(BAR_CHUNK0 + c);  // chunk c of this tile has landed
 #pragma unroll
                 for (int kk = 0; kk < 4; ++kk)
                     wgmma_m64n64k16_ss(s, smem_desc(smem + SMEM_Q + c * CHUNK_BYTES + kk * 32, 16, 1024),
@@ -704,7 +737,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
             wgmma_commit();
             wgmma_wait<0>();
             fence_operands_128(o);
-            if (j + 2 < tiles) bar_arrive((j & 1) ? BAR_BUF_FREE1 : BAR_BUF_FREE0);
+            if (j + 2 < tiles) bar_arrive(k ? BAR_BUF_FREE1 : BAR_BUF_FREE0);
         }
         l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
         l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -713,22 +746,29 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
         if (quad == 0) { s_sum[row0] = l0; s_sum[row1] = l1; s_max[row0] = m0; s_max[row1] = m1; }
     }
     __syncthreads();
-    // ---- the normalized partial of this split, and its log-sum-exp ----
+    // ---- the normalized partial of this split (or, with o_latent, the one split's output in bf16), its lse ----
     const float l0 = s_sum[row0], l1 = s_sum[row1];
     const int column0 = warpgroup * 256 + 2 * quad;
-    if (head0 + row0 < heads) {
-        float* out = partial + b * stride_part_b + (head0 + row0) * stride_part_h + split * stride_part_s + column0;
+    const int rows[2] = {row0, row1};
+    const float sums[2] = {l0, l1};
 #pragma unroll
-        for (int i = 0; i < 32; ++i)
-            *reinterpret_cast<float2*>(out + 8 * i) = make_float2(o[4 * i] / l0, o[4 * i + 1] / l0);
-        if (warpgroup == 0 && quad == 0) lse_row[(head0 + row0) * stride_lse_h] = s_max[row0] + log2f(l0);
-    }
-    if (head0 + row1 < heads) {
-        float* out = partial + b * stride_part_b + (head0 + row1) * stride_part_h + split * stride_part_s + column0;
+    for (int r = 0; r < 2; ++r) {
+        const int head = head0 + rows[r];
+        if (head >= heads) continue;
+        const float l = sums[r];
+        if (o_latent != nullptr) {
+            bf16* out = o_latent + b * stride_o_b + head * stride_o_h + column0;
 #pragma unroll
-        for (int i = 0; i < 32; ++i)
-            *reinterpret_cast<float2*>(out + 8 * i) = make_float2(o[4 * i + 2] / l1, o[4 * i + 3] / l1);
-        if (warpgroup == 0 && quad == 0) lse_row[(head0 + row1) * stride_lse_h] = s_max[row1] + log2f(l1);
+            for (int i = 0; i < 32; ++i)
+                *reinterpret_cast<__nv_bfloat162*>(out + 8 * i) =
+                    __floats2bfloat162_rn(o[4 * i + 2 * r] / l, o[4 * i + 2 * r + 1] / l);
+        } else {
+            float* out = partial + b * stride_part_b + head * stride_part_h + split * stride_part_s + column0;
+#pragma unroll
+            for (int i = 0; i < 32; ++i)
+                *reinterpret_cast<float2*>(out + 8 * i) = make_float2(o[4 * i + 2 * r] / l, o[4 * i + 2 * r + 1] / l);
+        }
+        if (warpgroup == 0 && quad == 0) lse_row[head * stride_lse_h] = s_max[rows[r]] + log2f(l);
     }
 }
 """)
@@ -1035,19 +1075,22 @@ def _merge_rows(rows: int, device: torch.device) -> int:
     return block_rows
 
 
-def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpreted: bool) -> torch.Tensor:
+def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpreted: bool,
+                        merged: torch.Tensor | None = None) -> torch.Tensor:
     """Kernel 4 as two launches: the splits merged into o_latent [B, H, RANK] (o_heads' dtype, as kernel 4 of
-    side_kernels=batch_blocks rounds it), then un-absorbed per head as a GEMM over the batch. Returns o_latent."""
+    side_kernels=batch_blocks rounds it), then un-absorbed per head as a GEMM over the batch. Returns o_latent.
+    merged: o_latent as kernel 3 wrote it (one split), so there is nothing to merge."""
     batch, heads, num_splits, rank = partial.shape
-    o_latent = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=partial.device)
+    o_latent = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=partial.device) if merged is None \
+        else merged
     block_rows = _merge_rows(batch * heads, partial.device)
-    if block_rows == 1:
+    if merged is None and block_rows == 1:
         _merge_row_kernel[(batch * heads,)](
             partial, lse, o_latent, heads, num_splits,
             partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
             RANK=rank, SPLIT_CHUNK=ROW_MERGE_SPLITS, SPLITS_POW2=splits_pow2, INTERPRETED=interpreted, num_warps=4,
         )
-    else:
+    elif merged is None:
         _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows),)](
             partial, lse, o_latent, batch * heads, heads, num_splits,
             partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
@@ -1088,17 +1131,24 @@ def _wgmma_config_of(batch: int, heads: int, capacity: int, device: torch.device
     return {"num_splits": triton.cdiv(tiles, split_tiles), "split_tiles": split_tiles}
 
 
-def _wgmma_attention(q, kv_cache, cache_lens, partial, lse, split_tiles: int, qk_scale_log2: float) -> None:
-    """Kernel 3 on warpgroup MMA: grid (head blocks, splits, requests), 256 threads, one CTA an SM. Its loads take
-    16-byte pieces of the cache's rows, which run() checks are aligned."""
+def _wgmma_attention(q, kv_cache, cache_lens, partial, lse, split_tiles: int, qk_scale_log2: float,
+                     o_latent: torch.Tensor | None = None) -> None:
+    """Kernel 3 on warpgroup MMA: grid (head blocks, splits, requests), 256 threads, one CTA an SM. With o_latent (one
+    split, bf16), the split's normalized output is written there, rounded as the merge rounds it, and no partial: the
+    merge has nothing to do. Its loads take 16-byte pieces of the cache's rows, which run() checks are aligned."""
     batch, heads, _ = q.shape
-    num_splits = partial.shape[2]
+    num_splits = lse.shape[2]
+    if o_latent is not None:
+        assert num_splits == 1 and o_latent.dtype == torch.bfloat16 and o_latent.stride(2) == 1
     _WGMMA_ATTENTION.launch(
         "mla_wgmma_attention_kernel", (triton.cdiv(heads, WGMMA_BLOCK_H), num_splits, batch), (256,),
-        (q, kv_cache, cache_lens, partial, lse, cuda.i32(heads), cuda.i32(num_splits), cuda.i32(split_tiles),
+        (q, kv_cache, cache_lens, partial, lse, cuda.NULL if o_latent is None else o_latent,
+         cuda.i32(heads), cuda.i32(num_splits), cuda.i32(split_tiles),
          cuda.i64(q.stride(0)), cuda.i64(q.stride(1)), cuda.i64(kv_cache.stride(0)), cuda.i64(kv_cache.stride(1)),
          cuda.i64(partial.stride(0)), cuda.i64(partial.stride(1)), cuda.i64(partial.stride(2)),
-         cuda.i64(lse.stride(0)), cuda.i64(lse.stride(1)), cuda.f32(qk_scale_log2)),
+         cuda.i64(lse.stride(0)), cuda.i64(lse.stride(1)),
+         cuda.i64(0 if o_latent is None else o_latent.stride(0)), cuda.i64(0 if o_latent is None else o_latent.stride(1)),
+         cuda.f32(qk_scale_log2)),
         shared_mem=WGMMA_SHARED_BYTES,
     )
 
@@ -1165,8 +1215,13 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
         INTERPRETED=interpreted, num_warps=q_warps,
     )
 
+    merged = None
     if wgmma is not None:
-        _wgmma_attention(q, kv_cache, cache_lens, partial, lse, wgmma["split_tiles"], scale * _LOG2E)
+        if num_splits == 1 and o_heads.dtype == torch.bfloat16:
+            # one split: kernel 3 writes o_latent itself (the merge of one split would only round it to bf16)
+            merged = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=device)
+        _wgmma_attention(q, kv_cache, cache_lens, partial, lse, wgmma["split_tiles"], scale * _LOG2E,
+                         o_latent=merged)
     else:
         block_h = config["BLOCK_H"]
         if not interpreted:
@@ -1182,7 +1237,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
             num_warps=config["num_warps"], num_stages=config["num_stages"],
         )
 
-    o_latent = _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2, interpreted)
+    o_latent = _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2, interpreted, merged)
 
     if trace is not None:
         _record_trace(trace, q, kv_cache, cache_lens, o_latent, lse, o_heads, scale, splits_pow2, interpreted)

@@ -6,6 +6,7 @@ the gate's (tests/gpu/test_gpu_gates.py)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -62,8 +63,14 @@ def _ptxas_report_and_ptx(code: str) -> tuple[str, str]:
 
 def test_the_kernel_compiles_for_sm_90a_to_warpgroup_mma_without_spills(candidate):
     """QK^T as 36 m64n64k16 and P@V as m64n256k16 instructions (one per 16 tokens and 256 columns), no local memory
-    (the 128 fp32 accumulators a thread stay in registers), and no wgmma serialized by ptxas."""
+    (the 128 fp32 accumulators a thread stay in registers), no wgmma serialized by ptxas, and the tiles after the
+    first loaded chunk by chunk: nine cp.async groups a tile, waited for one at a time (8 still in flight, then 7,
+    ... 0), the chunked loads that made the kernel 22% faster on the H200 at B=64 (benchmarks/results/
+    2026-12-04-h200-session20, call 2)."""
     report, ptx = _ptxas_report_and_ptx(candidate._WGMMA_ATTENTION.code)
+    waits = re.findall(r"cp\.async\.wait_group (\d+);", ptx)
+    assert {str(n) for n in range(9)} <= set(waits), waits
+    assert ptx.count("cp.async.commit_group") == 1 + 9 + 9  # Q with the first tile; the second; each later one
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
     assert "serialized" not in report, report
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 36
@@ -87,7 +94,8 @@ def hopper(monkeypatch, candidate):
 
 
 @pytest.mark.parametrize("batch,heads,capacity,splits,split_tiles", [
-    (64, 128, 4096, 1, 64),  # 128 CTAs: one wave over 132 SMs (on the H200 the fastest of 1-32 splits, 191.5 us)
+    (64, 128, 4096, 1, 64),  # 128 CTAs: one wave over 132 SMs (on the H200 the fastest of 1-32 splits, 191.5 us);
+    # one split, so kernel 3 writes o_latent itself
     (128, 128, 4096, 1, 64),  # 256 CTAs: two waves whatever the split
     (8, 128, 4096, 8, 8),  # 128 CTAs of 8 tiles (40.7 us, the fastest measured)
     (1, 128, 4096, 32, 2),  # WGMMA_MIN_SPLIT_TILES: 64 CTAs of 2 tiles (16.5 us)
