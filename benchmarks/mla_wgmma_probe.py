@@ -9,7 +9,10 @@ timed beside the committed Triton kernel 3 (tasks/mla_attention/candidates/trito
 2. Times each kernel 3 alone (do_bench median, L2 flushed) at the issue's shapes: Triton's at its candidate's
    sizing, the wgmma kernel at the candidate's own split choice (_wgmma_config) and at a sweep of split sizes,
    with TFLOP/s.
-Prints a table last; writes DIR/wgmma-probe.jsonl. Session 19's calls 1-4 ran this file at 6e7620a, where the
+Prints a table last; writes DIR/wgmma-probe.jsonl. Session 20's call 1 timed a pair kernel (clusters of two head
+blocks, each loading half of every tile and copying it to the other's shared memory: slower, not kept) and call 2
+a chunked kernel (each tile's nine chunks loaded and announced one by one: faster, now the kernel) with it.
+Session 19's calls 1-4 ran this file at 6e7620a, where the
 kernel's source came from benchmarks/mla_wgmma_source.py (now the template's wgmma_attention.cu.j2) and a
 --breakdown mode timed it with stages left out.
 """
@@ -103,36 +106,53 @@ def inputs(batch, heads, capacity, lens, seed, device="cuda"):
 CHECKS = [  # (batch, heads, capacity, lens or None for random, split_tiles)
     (2, 128, 300, [0, 299], 1), (3, 128, 1000, None, 2), (4, 16, 700, None, 3), (2, 17, 130, [63, 64], 1),
     (1, 128, 4096, [4095], 4), (5, 64, 513, None, 100), (3, 1, 200, [5, 128, 199], 1), (8, 128, 2048, None, 8),
+    (4, 128, 4096, [4095, 0, 2000, 63], 64), (3, 100, 1500, None, 1), (2, 256, 700, [699, 300], 3),
+    (6, 128, 900, None, 15),
 ]
 
 
 def check(wgmma, triton_mla, out) -> bool:
+    """Every case; a case of one split also with o_latent written by kernel 3 itself (bf16)."""
     for index, (batch, heads, capacity, lens, split_tiles) in enumerate(CHECKS):
-        g = torch.Generator().manual_seed(100 + index)
-        lens = lens or torch.randint(0, capacity, (batch,), generator=g).tolist()
-        q, cache, cache_lens = inputs(batch, heads, capacity, lens, seed=index)
-        ref = reference_o_latent(q, cache, cache_lens, SCALE)
-        partial, lse = wgmma_buffers(batch, heads, capacity, split_tiles)
-        wgmma._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
-        torch.cuda.synchronize()
-        o = merge(partial, lse)
-        err = rel_l2(o, ref) if torch.isfinite(o).all() else float("inf")
-        launch, tp, tl_ = triton_run(triton_mla, q, cache, cache_lens, SCALE)
-        launch()
-        torch.cuda.synchronize()
-        terr = rel_l2(merge(tp, tl_), ref)
-        tokens = cache_lens.long() + 1
-        filled = (torch.arange(partial.shape[2], device="cuda")[None, :] * split_tiles * 64) < tokens[:, None]
-        b, s = filled.nonzero(as_tuple=True)
-        unwritten = int((~torch.isfinite(partial[b, :, s])).sum())
-        empty_ok = bool(torch.isneginf(lse.permute(0, 2, 1)[~filled]).all())
-        row = {"check": index, "batch": batch, "heads": heads, "capacity": capacity, "split_tiles": split_tiles,
-               "rel_l2": err, "triton_rel_l2": terr, "unwritten": unwritten, "empty_splits_neg_inf": empty_ok}
-        print(json.dumps(row), flush=True)
-        out.write(json.dumps({"kind": "check", **row}) + "\n")
-        if not (err < max(2 * terr, 2e-3) and unwritten == 0 and empty_ok):
+        if not check_one(wgmma, triton_mla, out, index, batch, heads, capacity, lens, split_tiles):
             return False
     return True
+
+
+def check_one(wgmma, triton_mla, out, index, batch, heads, capacity, lens, split_tiles) -> bool:
+    g = torch.Generator().manual_seed(100 + index)
+    lens = lens or torch.randint(0, capacity, (batch,), generator=g).tolist()
+    q, cache, cache_lens = inputs(batch, heads, capacity, lens, seed=index)
+    ref = reference_o_latent(q, cache, cache_lens, SCALE)
+    partial, lse = wgmma_buffers(batch, heads, capacity, split_tiles)
+    wgmma._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
+    torch.cuda.synchronize()
+    o = merge(partial, lse)
+    direct_err = None
+    if partial.shape[2] == 1:  # one split: kernel 3 writes o_latent (bf16) itself, the same values rounded
+        o_direct = torch.full((batch, heads, RANK), float("nan"), dtype=torch.bfloat16, device="cuda")
+        lse_direct = torch.full_like(lse, float("nan"))
+        wgmma._wgmma_attention(q, cache, cache_lens, partial, lse_direct, split_tiles, SCALE * math.log2(math.e),
+                               o_latent=o_direct)
+        torch.cuda.synchronize()
+        same = torch.equal(o_direct, partial[:, :, 0].to(torch.bfloat16)) and torch.equal(lse_direct, lse)
+        direct_err = 0.0 if same else float("inf")
+    err = rel_l2(o, ref) if torch.isfinite(o).all() else float("inf")
+    launch, tp, tl_ = triton_run(triton_mla, q, cache, cache_lens, SCALE)
+    launch()
+    torch.cuda.synchronize()
+    terr = rel_l2(merge(tp, tl_), ref)
+    tokens = cache_lens.long() + 1
+    filled = (torch.arange(partial.shape[2], device="cuda")[None, :] * split_tiles * 64) < tokens[:, None]
+    b, s = filled.nonzero(as_tuple=True)
+    unwritten = int((~torch.isfinite(partial[b, :, s])).sum())
+    empty_ok = bool(torch.isneginf(lse.permute(0, 2, 1)[~filled]).all())
+    row = {"check": index, "batch": batch, "heads": heads, "capacity": capacity,
+           "split_tiles": split_tiles, "rel_l2": err, "triton_rel_l2": terr, "unwritten": unwritten,
+           "empty_splits_neg_inf": empty_ok, "direct_o_latent_mismatch": direct_err}
+    print(json.dumps(row), flush=True)
+    out.write(json.dumps({"kind": "check", **row}) + "\n")
+    return err < max(2 * terr, 2e-3) and unwritten == 0 and empty_ok and not direct_err
 
 
 SHAPES = [("full_h128_b1_l4096", 1, 128, 4096, False), ("full_h128_b8_l4096", 8, 128, 4096, False),
@@ -165,10 +185,22 @@ def time_shapes(wgmma, triton_mla, out, shapes):
         for split_tiles in sorted(sweep):
             partial, lse = wgmma_buffers(batch, heads, length, split_tiles, fill=0.0)
 
-            def go(partial=partial, lse=lse, split_tiles=split_tiles):
+            def go(partial=partial, lse=lse, split_tiles=split_tiles, q=q, cache=cache, cache_lens=cache_lens):
                 wgmma._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
 
             row[f"wgmma_us@{split_tiles}"] = round(bench(go), 1)
+        if chosen is not None and math.ceil(capacity_tiles / chosen["split_tiles"]) == 1:
+            # one split: with o_latent written by kernel 3 itself (what run() launches there)
+            split_tiles = chosen["split_tiles"]
+            partial, lse = wgmma_buffers(batch, heads, length, split_tiles, fill=0.0)
+            o_direct = torch.empty((batch, heads, RANK), dtype=torch.bfloat16, device="cuda")
+
+            def direct(partial=partial, lse=lse, split_tiles=split_tiles, q=q, cache=cache, cache_lens=cache_lens,
+                       o_direct=o_direct):
+                wgmma._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e),
+                                       o_latent=o_direct)
+
+            row["direct_o_latent_us"] = round(bench(direct), 1)
         best = min((v, int(k.split("@")[1])) for k, v in row.items() if k.startswith("wgmma_us@"))
         row.update(best_wgmma_us=best[0], best_split_tiles=best[1], chosen_split_tiles=chosen and chosen["split_tiles"])
         row["chosen_wgmma_us"] = row[f"wgmma_us@{chosen['split_tiles']}"] if chosen else None

@@ -11,12 +11,16 @@ kernel's figure), beside cuBLAS's batched GEMM of the same product (torch.bmm) a
 `warm_us` column is one call between CUDA events with L2 left warm: at these sizes it reads the host's launch time
 (longer than the kernel), not the kernel's. --cpu: the checks only, under TRITON_INTERPRET=1 at a tiny shape
 (timings are not speeds).
+--heads-form: also the per-head form below (_q_prepare_heads_kernel: one program a head and block of rows, the
+head's W_UK streamed through in column blocks, so each byte of W_UK is read once and the loads of the next column
+block overlap this one's product), at each of HEADS_VARIANTS, checked against the streamed form's q.
 Writes DIR/q-prepare-probe.jsonl and prints each row.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -31,6 +35,77 @@ CPU_SHAPES = [(3, 16)]
 # (block_b, block_c, num_warps); None = what run() picks
 VARIANTS = [(None, None, None), (None, None, 8), (None, 64, 4), (None, 256, 8), (16, None, 4), (32, None, 4),
             (None, 512, 8)]
+
+
+# (block_b cap, block_c, num_warps, num_stages) of the per-head form
+HEADS_VARIANTS = [(64, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (64, 64, 4, 4), (64, 256, 8, 2), (128, 128, 8, 3),
+                  (32, 128, 4, 3), (16, 128, 4, 3)]
+
+
+@functools.cache
+def heads_kernel():
+    """The per-head form, defined once (triton imports on first use; a new JIT function a launch would compile
+    again at every launch)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _q_prepare_heads_kernel(
+        q_nope_ptr, q_pe_ptr, w_kv_b_ptr, inv_freq_ptr, positions_ptr, q_ptr, batch,
+        stride_nope_b, stride_nope_h, stride_pe_b, stride_pe_h, stride_w_row, stride_q_b, stride_q_h,
+        rope_magnitude,
+        RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
+        BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, NUM_STAGES: tl.constexpr, INTERPRETED: tl.constexpr,
+    ):
+        h = tl.program_id(0)
+        rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
+        row_mask = rows < batch
+        out_dtype = q_ptr.dtype.element_ty
+        q_rows = q_ptr + rows[:, None] * stride_q_b + h * stride_q_h
+        nope_offs = tl.arange(0, NOPE)
+        q_nope = tl.load(q_nope_ptr + rows[:, None] * stride_nope_b + h * stride_nope_h + nope_offs[None, :],
+                         mask=row_mask[:, None], other=0.0)
+        w_rows = w_kv_b_ptr + (h * (NOPE + V_DIM) + nope_offs)[:, None] * stride_w_row
+        for c in tl.range(0, RANK // BLOCK_C, num_stages=NUM_STAGES):
+            cols = c * BLOCK_C + tl.arange(0, BLOCK_C)
+            w_uk = tl.load(w_rows + cols[None, :])
+            if INTERPRETED:  # the interpreter's bf16 dot is not the GPU's: widen (bf16 products are exact in fp32)
+                q_abs = tl.dot(q_nope.to(tl.float32), w_uk.to(tl.float32))
+            else:
+                q_abs = tl.dot(q_nope, w_uk)
+            tl.store(q_rows + cols[None, :], q_abs.to(out_dtype), mask=row_mask[:, None])
+        pair = tl.arange(0, ROPE // 2)
+        pe_rows = q_pe_ptr + rows[:, None] * stride_pe_b + h * stride_pe_h
+        even = tl.load(pe_rows + 2 * pair[None, :], mask=row_mask[:, None], other=0.0).to(tl.float32)
+        odd = tl.load(pe_rows + 2 * pair[None, :] + 1, mask=row_mask[:, None], other=0.0).to(tl.float32)
+        pos = tl.load(positions_ptr + rows, mask=row_mask, other=0).to(tl.float32)
+        angle = pos[:, None] * tl.load(inv_freq_ptr + pair)[None, :]
+        turns = tl.floor(angle * 0.15915494309189535 + 0.5)
+        reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769
+        cos = tl.cos(reduced) * rope_magnitude
+        sin = tl.sin(reduced) * rope_magnitude
+        tl.store(q_rows + RANK + 2 * pair[None, :], (even * cos - odd * sin).to(out_dtype), mask=row_mask[:, None])
+        tl.store(q_rows + RANK + 2 * pair[None, :] + 1, (odd * cos + even * sin).to(out_dtype),
+                 mask=row_mask[:, None])
+
+    return _q_prepare_heads_kernel
+
+
+def launch_heads(module, inputs: dict, q, params: dict, variant) -> None:
+    import triton
+
+    cap, block_c, warps, stages = variant
+    batch, heads, _ = inputs["q_nope"].shape
+    block_b = min(cap, max(16, triton.next_power_of_2(batch)))
+    q_nope, q_pe, w_kv_b = inputs["q_nope"], inputs["q_pe"], inputs["w_kv_b"]
+    heads_kernel()[(heads, triton.cdiv(batch, block_b))](
+        q_nope, q_pe, w_kv_b, module._inv_freq(params, q.device), inputs["positions"], q, batch,
+        q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
+        q.stride(0), q.stride(1), module._rope_magnitude(params),
+        RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
+        V_DIM=module.V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c, NUM_STAGES=stages,
+        INTERPRETED=q.device.type != "cuda", num_warps=warps,
+    )
 
 
 def launch(module, streamed: bool, inputs: dict, q, params: dict, variant) -> None:
@@ -100,7 +175,8 @@ def reference_rows(inputs: dict, cpu: bool) -> list[dict]:
              **timings(lambda: target.copy_(source), cpu)}]
 
 
-def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str, cpu: bool, emit) -> None:
+def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str, cpu: bool, emit,
+                heads_form: bool = False) -> None:
     import torch
 
     from tasks.mla_attention.inputs import make_inputs
@@ -124,6 +200,22 @@ def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str
             row.update(timings(lambda m=module, f=form, qq=q, v=variant: launch(m, f == "streamed", inputs, qq,
                                                                                   params, v), cpu))
             emit(row)
+    if heads_form:
+        streamed = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
+        launch(modules["streamed"], True, inputs, streamed, params, (None, 256, 8))
+        for variant in HEADS_VARIANTS:
+            q = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
+            row = {"B": batch, "H": heads, "form": "per_head", "variant": variant}
+            try:
+                launch_heads(modules["streamed"], inputs, q, params, variant)
+            except Exception as err:  # noqa: BLE001 - reported, not fatal
+                emit({**row, "ok": False, "why": f"{type(err).__name__}: {str(err)[:300]}"})
+                continue
+            diff = (q.float() - streamed.float()).abs()
+            row.update(ok=bool(torch.isfinite(q).all()), bitwise=bool(torch.equal(q, streamed)),
+                       max_abs_diff=float(diff.max()), differing=int((diff > 0).sum()))
+            row.update(timings(lambda qq=q, v=variant: launch_heads(modules["streamed"], inputs, qq, params, v), cpu))
+            emit(row)
     for row in reference_rows(inputs, cpu):
         emit({"B": batch, "H": heads, **row})
 
@@ -132,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--heads-form", action="store_true")
+    parser.add_argument("--shapes", default=None, help="B:H,B:H,... (default: GPU_SHAPES)")
     args = parser.parse_args(argv)
     if args.cpu:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -150,8 +244,11 @@ def main(argv: list[str] | None = None) -> int:
             out.write(json.dumps(row) + "\n")
         print(json.dumps(row), flush=True)
 
-    for batch, heads in CPU_SHAPES if args.cpu else GPU_SHAPES:
-        probe_shape(modules, batch, heads, params, "cpu" if args.cpu else "cuda", args.cpu, emit)
+    shapes = CPU_SHAPES if args.cpu else GPU_SHAPES
+    if args.shapes:
+        shapes = [tuple(int(x) for x in pair.split(":")) for pair in args.shapes.split(",")]
+    for batch, heads in shapes:
+        probe_shape(modules, batch, heads, params, "cpu" if args.cpu else "cuda", args.cpu, emit, args.heads_form)
     return 0
 
 
