@@ -25,7 +25,13 @@ cache paged): `template` (and `extends`) name a file beside space.yaml or, as `<
 another op's templates folder under the same tasks folder (no `..`, no absolute path); `constants` are passed to
 every render beside the point (never a search axis: a constant named like a parameter is an error); `extends`
 reads another space.yaml first, the keys this one sets replacing the base's whole (one level; an extending space
-names its own `op` and `template`).
+names its own `op` and `template`); a constant of the extending space named like one of the base's parameters pins
+that axis to its value (the axis, its default, conditions, labels, languages and its entries in `starts` are dropped).
+
+`languages` marks values whose points are candidates in another language than the template's own (MLA's
+`attention_kernel: wgmma` renders kernel 3 in CUDA C++): such points are proposed only where the run can judge that
+language (`OptimizerContext.languages`: the dispatcher leaves CUDA out on a machine without a GPU), so one space
+serves the CPU profile and the GPU's.
 """
 
 from __future__ import annotations
@@ -89,6 +95,11 @@ class TemplateSpace(BaseModel):
     invariants: str = Field(
         description="What every point keeps (the math, the stages it exposes), quoted in each proposal's plan for the reviewer."
     )
+    languages: dict[str, dict[Any, str]] = Field(
+        default_factory=dict,
+        description="parameter -> {value: the language a point with that value is written in} (e.g. cuda where a "
+        "value renders a kernel in CUDA C++); such points are proposed only where the run can judge the language.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TemplateSpace:
@@ -123,6 +134,15 @@ class TemplateSpace(BaseModel):
                                  "at every point")
             if not name.isidentifier():
                 raise ValueError(f"constants: {name!r} is not a template variable name")
+        for name, by_value in self.languages.items():
+            if name not in names:
+                raise ValueError(f"languages name unknown parameter {name!r}")
+            unknown = [v for v in by_value if v not in self.parameters[name]]
+            if unknown:
+                raise ValueError(f"languages of {name!r}: no values {unknown}")
+        if self.language_of(self.default_point()) is not None:
+            raise ValueError("the default point must need no language beyond the template's own (every run proposes "
+                             "it first)")
         if self.pivot not in names:
             raise ValueError(f"pivot {self.pivot!r} is not a parameter")
         if self.pivot in self.applies_when:
@@ -191,6 +211,15 @@ class TemplateSpace(BaseModel):
 
     def default_point(self) -> Point:
         return self.canonical(dict(self.default))
+
+    def language_of(self, point: Point) -> str | None:
+        """The language a point's candidate is written in where a value of it says (`languages`), else None (the
+        template's own)."""
+        for name, by_value in self.languages.items():
+            language = by_value.get(point.get(name))
+            if language is not None:
+                return language
+        return None
 
     def start_points(self) -> list[Point]:
         """The `starts`, as whole points, in the order the space lists them."""
@@ -282,7 +311,30 @@ def _space_data(template_dir: Path) -> dict[str, Any]:
     missing = sorted({"op", "template"} - set(data))
     if missing:
         raise ValueError(f"{path}: a space that extends another names its own {' and '.join(missing)}")
+    pinned = sorted(set(data.get("constants") or {}) & set(base.get("parameters") or {}))
+    if pinned:
+        base = _without_axes(base, pinned, path)
     return {**base, **data}
+
+
+def _without_axes(base: dict[str, Any], pinned: list[str], path: Path) -> dict[str, Any]:
+    """The base space without the axes an extending space pins with its constants: their values, default,
+    conditions, labels and languages, and their entries in `starts` (a start left with no change is dropped). An axis
+    that is the pivot, or that another parameter's condition reads, cannot be pinned."""
+    if base.get("pivot") in pinned:
+        raise ValueError(f"{path}: constants pin {base['pivot']!r}, the base space's pivot")
+    read = sorted({other for name, condition in (base.get("applies_when") or {}).items() if name not in pinned
+                   for other in condition} & set(pinned))
+    if read:
+        raise ValueError(f"{path}: constants pin {read}, which another parameter's applies_when reads")
+
+    def dropped(mapping: Any) -> Any:
+        return {k: v for k, v in mapping.items() if k not in pinned} if isinstance(mapping, dict) else mapping
+
+    starts = [dropped(start) for start in base.get("starts") or []]
+    return {**base, **{key: dropped(base[key]) for key in ("parameters", "default", "applies_when", "labels",
+                                                          "languages") if key in base},
+            "starts": [start for start in starts if start]}
 
 
 def load_space(template_dir: str | Path) -> TemplateSpace:
@@ -410,7 +462,7 @@ class TemplateSearchOptimizer:
         )
         self.template = self.env.get_template(template_path.name)
 
-    # Listed when first needed, not at construction: the MLA space has 1,603,584 points, ~30-45 s to list on a CI core,
+    # Listed when first needed, not at construction: the MLA space has 1,843,200 points, ~30-45 s to list on a CI core,
     # and rendering a point (most of the template's tests) needs none of them.
     @functools.cached_property
     def _named_points(self) -> dict[str, Point]:
@@ -494,16 +546,27 @@ class TemplateSearchOptimizer:
         order = np.lexsort((self._tiebreaks[rows], self._complexities[rows], far, near))
         return [self.points[int(rows[i])] for i in order[:count]]
 
-    def _untried(self, tried: set[str]) -> np.ndarray:
-        """Places in `points` of the points whose approach is not in `tried`."""
-        return np.fromiter((i for i, a in enumerate(self._approaches) if a not in tried), np.int64)
+    def _untried(self, tried: set[str], languages: set[str]) -> np.ndarray:
+        """Places in `points` of the points whose approach is not in `tried` and that need no language but
+        `languages`."""
+        judged = self._judged(frozenset(languages))
+        return np.fromiter((i for i, a in enumerate(self._approaches) if a not in tried and judged[i]), np.int64)
+
+    @functools.cache  # noqa: B019 - one optimizer a run, a few language sets: cached for the optimizer's life
+    def _judged(self, languages: frozenset[str]) -> np.ndarray:
+        """[points] bool: whether a point needs no language but these (`TemplateSpace.languages`)."""
+        if not self.space.languages:
+            return np.ones(len(self.points), bool)
+        return np.fromiter(((lang := self.space.language_of(p)) is None or lang in languages for p in self.points),
+                           bool, len(self.points))
 
     def propose(self, context: OptimizerContext) -> list[Proposal]:
         space = self.space
         if context.op != space.op:
             raise ValueError(f"templates in {self.template_dir} are for op {space.op!r}, not {context.op!r}")
         tried = set(context.tried_approaches) | {h.approach for h in context.history}
-        untried = self._untried(tried)
+        languages = set(context.languages)
+        untried = self._untried(tried, languages)
         if not len(untried):
             return []
         default = space.default_point()
@@ -530,8 +593,9 @@ class TemplateSearchOptimizer:
             return [self._proposal(p, why.format(new=p[space.pivot])) for p in chosen]
         if best is not None:
             speed = max(t[0] for t in timed)
-            starts = [p for p in space.start_points() if space.approach(p) not in tried][: self.budget]
-            chosen = self._ranked(self._untried(tried | {space.approach(p) for p in starts}), best,
+            starts = [p for p in space.start_points() if space.approach(p) not in tried
+                      and space.language_of(p) in (None, *languages)][: self.budget]
+            chosen = self._ranked(self._untried(tried | {space.approach(p) for p in starts}, languages), best,
                                   self.budget - len(starts))
             return [
                 self._proposal(p, f"A start of the space, several steps from the default, tried before any "

@@ -65,6 +65,56 @@ def test_extends_takes_the_base_spaces_keys_and_replaces_those_it_names(tmp_path
     assert [optimizer.render(p) for p in optimizer.points] == ["paged:16\n", "paged:32\n"]
 
 
+def _pinning_base(tmp_path: Path, other: dict) -> Path:
+    """BASE with a second axis, `kernel` (its condition, label, language and a start), and `other` extending it."""
+    base = {**BASE, "parameters": {"block": [16, 32], "kernel": ["triton", "cuda_c"]},
+            "default": {"block": 16, "kernel": "triton"}, "applies_when": {"kernel": {"block": [32]}},
+            "labels": {"kernel": {"triton": "", "cuda_c": "in-cuda"}}, "languages": {"kernel": {"cuda_c": "cuda"}},
+            "starts": [{"block": 32, "kernel": "cuda_c"}, {"kernel": "cuda_c", "block": 32}]}
+    folder = _tasks(tmp_path, other)
+    (tmp_path / "tasks" / "base_op" / "templates" / "kernel.py.j2").write_text("{{ layout }}:{{ block }}:{{ kernel }}\n")
+    (tmp_path / "tasks" / "base_op" / "templates" / "space.yaml").write_text(yaml.safe_dump(base))
+    return folder
+
+
+def test_a_constant_of_an_extending_space_pins_the_base_axis_it_names(tmp_path):
+    """The paged MLA space pins attention_kernel so: the axis, its default, condition, label and language leave the
+    space, and so do its entries in `starts` (a start with nothing left is dropped)."""
+    other = {"extends": "base_op/templates/space.yaml", "op": "other_op", "template": "base_op/templates/kernel.py.j2",
+             "constants": {"layout": "paged", "kernel": "triton"}}
+    optimizer = TemplateSearchOptimizer(_pinning_base(tmp_path, other))
+    space = optimizer.space
+    assert (space.parameters, space.default, space.applies_when, space.labels, space.languages) == (
+        {"block": [16, 32]}, {"block": 16}, {}, {}, {})
+    assert space.starts == [{"block": 32}, {"block": 32}]
+    assert [optimizer.render(p) for p in optimizer.points] == ["paged:16:triton\n", "paged:32:triton\n"]
+    base = TemplateSearchOptimizer(tmp_path / "tasks" / "base_op" / "templates")  # the base keeps its axis
+    assert [base.approach(p) for p in base.points] == ["block=16", "block=32", "block=32,in-cuda"]
+
+
+def test_pinning_the_pivot_is_refused_naming_the_file(tmp_path):
+    other = {"extends": "base_op/templates/space.yaml", "op": "other_op", "template": "base_op/templates/kernel.py.j2",
+             "constants": {"block": 16}}
+    with pytest.raises(ValueError, match=r"other_op/templates/space.yaml: constants pin 'block', the base space's pivot"):
+        load_space(_pinning_base(tmp_path, other))
+
+
+def test_pinning_an_axis_another_parameter_reads_is_refused_naming_the_file(tmp_path):
+    other = {"extends": "base_op/templates/space.yaml", "op": "other_op", "template": "base_op/templates/kernel.py.j2",
+             "constants": {"width": 8}}
+    folder = _pinning_base(tmp_path, other)
+    base_file = tmp_path / "tasks" / "base_op" / "templates" / "space.yaml"
+    base = yaml.safe_load(base_file.read_text())
+    base["parameters"]["width"] = [8, 16]
+    base["default"]["width"] = 8
+    base["applies_when"]["kernel"] = {"width": [16]}
+    base["starts"] = []
+    base_file.write_text(yaml.safe_dump(base))
+    with pytest.raises(ValueError, match=r"other_op/templates/space.yaml: constants pin \['width'\], which another "
+                                         r"parameter's applies_when reads"):
+        load_space(folder)
+
+
 def test_a_constant_named_like_a_parameter_is_refused_naming_the_file(tmp_path):
     folder = _tasks(tmp_path, {**BASE, "constants": {"block": 64}})
     with pytest.raises(ValueError, match=r"other_op/templates/space.yaml: .*constants: 'block' is also a parameter"):
