@@ -60,6 +60,15 @@ def nvrtc() -> Any:
     return binding
 
 
+def available() -> bool:
+    """Whether this machine can compile CUDA candidates (CuPy's NVRTC binding loads)."""
+    try:
+        nvrtc()
+    except BackendUnavailable:
+        return False
+    return True
+
+
 def load_before_sandbox(on_gpu: bool) -> None:
     """Load what compiling and launching will need, in a candidate's process before its sandbox is installed: CuPy
     and NVRTC open native libraries as they load (CuPy 14's `cuda.pathfinder` opens `libdl.so.2` by name), which

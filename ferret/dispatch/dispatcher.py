@@ -23,7 +23,7 @@ from ferret.backends import cuda
 from ferret.contract.task import Task
 from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, RoundRecord, RunLog, StopReason
 from ferret.errors import UsageError
-from ferret.gate.judge import Judge, summary
+from ferret.gate.judge import Judge, judged_languages, summary
 from ferret.gate.lock import GateTampered, verify_gate
 from ferret.gate.models import StageSummary, TimingResult, Verdict, VerdictSummary
 from ferret.gate.platform_info import resolve_profile, versions
@@ -344,7 +344,7 @@ class Dispatcher:
                 tried_approaches=sorted({c.approach for r in log.rounds for c in r.candidates}),
                 must_pivot=must_pivot,
                 round=number,
-                languages=[self.contract.backend.language, *self.contract.backend.allowed_languages],
+                languages=judged_languages(self.task, self.profile),
                 cuda_flags=cuda.flags_from_contract(self.contract.backend.compile_flags),
             )
             self.progress.step("rounds", number - 1, self.max_rounds, f"round {number}: the optimizer proposes")

@@ -73,6 +73,17 @@ def device_for(profile: str) -> str:
     return "cuda" if resolve_profile(profile) == "gpu" else "cpu"
 
 
+def judged_languages(task: Task, profile: str) -> list[str]:
+    """What the optimizer is told a candidate may be written in: the contract's own language (backend.language:
+    where this profile cannot judge it, the judge says so at the first check), and those it allows beside it
+    (backend.allowed_languages) that this profile can judge: CUDA only on the GPU profile, where NVRTC loads
+    (require_language refuses a CUDA candidate elsewhere)."""
+    backend = task.contract.backend
+    cuda_judged = device_for(profile) == "cuda" and cuda_backend.available()
+    extra = [lang for lang in backend.allowed_languages if lang != backend.language and (lang != "cuda" or cuda_judged)]
+    return [backend.language, *dict.fromkeys(extra)]
+
+
 # Variants judged at once: their golden and result files are loaded and compared in threads (the work is in
 # safetensors and torch, which let go of the GIL); a few at a time keeps the memory of large MLA variants bounded.
 _COMPARE_WORKERS = 4

@@ -59,3 +59,24 @@ def test_a_cuda_only_contract_refuses_a_triton_candidate_saying_why(tmp_path):
     with pytest.raises(UsageError, match=r"is a triton candidate \(it does not import ferret.backends.cuda\), but "
                                          r".*op.yaml allows cuda only"):
         require_language(task, "cuda", "gpu", candidate)  # type: ignore[arg-type]
+
+
+def test_the_optimizer_is_told_the_languages_this_profile_can_judge(monkeypatch):
+    """The contract's languages, CUDA only on the GPU profile where NVRTC loads: the CPU profile's search never
+    proposes a CUDA point (the judge would refuse it there: require_language)."""
+    import sys
+    import types
+
+    from ferret.gate import judge
+
+    allows_cuda = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(allowed_languages=["cuda"])))
+    triton_only = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend()))
+    assert judge.judged_languages(allows_cuda, "cpu") == ["triton"]  # type: ignore[arg-type]
+    monkeypatch.setattr(judge, "device_for", lambda profile: "cuda" if profile == "gpu" else "cpu")
+    assert judge.judged_languages(allows_cuda, "gpu") == ["triton", "cuda"]  # type: ignore[arg-type]
+    assert judge.judged_languages(triton_only, "gpu") == ["triton"]  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", None)  # no NVRTC on this machine
+    monkeypatch.delitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", raising=False)
+    assert judge.judged_languages(allows_cuda, "gpu") == ["triton"]  # type: ignore[arg-type]
+    cuda_only = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(language="cuda")))
+    assert judge.judged_languages(cuda_only, "cpu") == ["cuda"]  # type: ignore[arg-type]  # refused at the first check

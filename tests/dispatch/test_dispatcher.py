@@ -91,6 +91,17 @@ def test_correct_on_the_cpu_is_reported_as_speed_not_measured(dirs):
     assert saved.status == log.status and len(saved.rounds) == 2 - 1
 
 
+def test_the_optimizer_is_told_the_languages_the_cpu_profile_can_judge(tmp_path):
+    """A contract allowing CUDA beside Triton, dispatched on the CPU profile: the optimizer hears Triton only (a CUDA
+    candidate runs on a GPU alone), so the template search never proposes a CUDA point there."""
+    contract = write_contract(tmp_path, lambda d: d["backend"].update(allowed_languages=["cuda"]), link_tasks=True)
+    optimizer = ScriptedOptimizer([[]])
+    # its own gates folder: the shared one holds the rmsnorm contract's gate alone, which the tampering test edits
+    log = Dispatcher(contract, optimizer=optimizer, reviewer=StaticReviewer(), gates_dir=tmp_path / "gates",
+                     runs_dir=tmp_path / "runs", profile="cpu").run()
+    assert log.status == "rejected" and optimizer.contexts[0].languages == ["triton"]  # nothing proposed, nothing passed
+
+
 def test_max_rounds_without_a_passing_candidate_is_incomplete_and_feedback_reaches_the_optimizer(dirs):
     optimizer = ScriptedOptimizer([[Proposal(source=WRONG, approach=f"wrong-{i}")] for i in range(3)])
     log = _dispatch(dirs, optimizer, max_rounds=3).run()
