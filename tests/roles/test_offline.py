@@ -338,10 +338,11 @@ def _mla(history=(), tried=()) -> OptimizerContext:
 def test_starts_come_first_once_a_point_is_timed_then_the_neighbours(mla_optimizer):
     space = mla_optimizer.space
     default = space.approach(space.default_point())
-    starts = [space.approach(p) for p in space.start_points()]
+    # the Triton starts (the CUDA one is never proposed where the run judges Triton only, as this context says)
+    starts = [space.approach(p) for p in space.start_points() if space.language_of(p) is None]
     assert len(starts) == len(set(starts)) == 3 and default not in starts
     # two steps or more from the default: a one-step climb reaches a start only if a step on the way is faster alone
-    assert all(space.distance(p, space.default_point()) >= 2 for p in space.start_points())
+    assert all(space.distance(p, space.default_point()) >= 2 for p in space.start_points() if space.language_of(p) is None)
     proposals = mla_optimizer.propose(_mla([feedback(default, True, 1.3)]))
     assert [p.approach for p in proposals[:3]] == starts
     assert all("A start of the space" in p.notes for p in proposals[:3])
@@ -363,6 +364,33 @@ def test_starts_wait_for_a_timed_pass(mla_optimizer):
     assert failed and not {p.approach for p in failed} & starts
     # passed without a time (no GPU): nothing could be shown faster, so nothing, starts included
     assert mla_optimizer.propose(_mla([feedback(default, True)])) == []
+
+
+def test_a_point_in_a_language_the_run_cannot_judge_is_never_proposed(mla_optimizer):
+    """The MLA space's kernel 3 on warpgroup MMA is a CUDA candidate (`languages`): where the run judges Triton only
+    (the CPU profile) no proposal needs CUDA, at any stage of the search; where it judges CUDA too, the wgmma start
+    comes with the others once the default passes with a time."""
+    space = mla_optimizer.space
+    default = space.approach(space.default_point())
+    wgmma = space.approach(space.canonical({**space.default, "attention_kernel": "wgmma"}))
+    assert wgmma in mla_optimizer.by_approach and space.language_of(mla_optimizer.by_approach[wgmma]) == "cuda"
+    for history in ([], [feedback(default, False)], [feedback(default, True, 1.3)]):
+        proposals = mla_optimizer.propose(_mla(history))
+        assert proposals and all(space.language_of(mla_optimizer.by_approach[p.approach]) is None for p in proposals)
+    proposals = mla_optimizer.propose(_mla(history).model_copy(update={"languages": ["triton", "cuda"]}))
+    assert [p.approach for p in proposals] == [space.approach(p) for p in space.start_points()]
+    assert proposals[3].approach == wgmma and "from ferret.backends import cuda" in proposals[3].source
+
+
+@pytest.mark.parametrize(("languages", "message"), [
+    ({"tiles": {1: "cuda"}}, r"languages name unknown parameter 'tiles'"),
+    ({"num_warps": {3: "cuda"}}, r"languages of 'num_warps': no values \[3\]"),
+    ({"num_warps": {4: "cuda"}}, r"the default point must need no language beyond the template's own"),
+])
+def test_bad_languages_are_refused_naming_them(languages, message):
+    data = load_space(TEMPLATES).model_dump()
+    with pytest.raises(ValueError, match=message):
+        TemplateSpace.model_validate({**data, "languages": languages})
 
 
 @pytest.mark.parametrize(("start", "message"), [
@@ -444,7 +472,8 @@ def test_the_mla_space_lists_its_points_once_each():
     # 138,240 before kernel 3's loop axes; loop_schedule (at 2+ stages and 8 or 16 warps), kv_loads, rescale: 829,440;
     # split_chunk, programs_per_sm (3 values) at per_request only: 1,105,920; split_chunk=balanced (programs_per_sm
     # applies, small_token_block and few_tiles do not): 1,603,584
-    assert len(points) == 1_603_584 and len({tuple(p.values()) for p in points}) == len(points)
+    # attention_kernel (wgmma at head and token blocks of 64): 1,843,200
+    assert len(points) == 1_843_200 and len({tuple(p.values()) for p in points}) == len(points)
     assert points[0] == space.canonical({name: values[0] for name, values in space.parameters.items()})
     for name, point in list(named.items())[::997]:  # the names and forms listed are `approach`'s and `canonical`'s
         assert space.approach(point) == name and space.canonical(point) == point

@@ -71,23 +71,23 @@ def test_the_honest_candidate_is_the_default_point(optimizer):
 def test_one_template_renders_both_cache_layouts(optimizer):
     """This op's space passes cache_layout=contiguous; the paged op renders this very file with cache_layout=paged;
     no contiguous render addresses a block table."""
-    assert optimizer.space.constants == {"cache_layout": "contiguous", "attention_kernel": "triton"}
+    assert optimizer.space.constants == {"cache_layout": "contiguous"}
     paged_templates = REPO / "tasks" / "mla_attention_paged" / "templates"
     paged = load_space(paged_templates)  # the space alone: an optimizer would list its 1,603,584 points again
-    assert paged.constants == {"cache_layout": "paged", "attention_kernel": "triton"}
+    assert paged.constants == {"cache_layout": "paged", "attention_kernel": "triton"}  # the wgmma axis pinned
     template = TEMPLATES / "mla.py.j2"
     assert located(paged_templates, paged.template).resolve() == template.resolve()
     assert optimizer.template.filename is not None and Path(optimizer.template.filename).resolve() == template.resolve()
     for point in [optimizer.space.default_point(), *optimizer.space.start_points(), *optimizer.points[:: 20000]]:
         source = optimizer.render(point)
         assert "block_table" not in source and "PAGE_SIZE" not in source, optimizer.approach(point)
-        assert "block_table" in optimizer.template.render(**paged.constants, **point), optimizer.approach(point)
+        assert "block_table" in optimizer.template.render(**{**point, **paged.constants}), optimizer.approach(point)
 
 
 STRUCTURE_DEFAULTS = {"head_pad": 16, "value_split": 1, "split_policy": "programs", "batch_block": 64,
                       "side_kernels": "batch_blocks", "small_token_block": 0, "few_tiles": "keep", "specialize": "none",
                       "loop_schedule": "plain", "kv_loads": "pointers", "rescale": "every_tile",
-                      "split_chunk": "per_request"}
+                      "split_chunk": "per_request", "attention_kernel": "triton"}
 
 
 def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
@@ -101,8 +101,13 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     # kv_loads and rescale to all (2 x 2); split_chunk: per_request (programs_per_sm's 3 values) and capacity (1) with
     # those token-block rules, balanced with neither small tiles nor few tiles (3 token blocks x 2 policies x 3
     # programs_per_sm)
-    assert len(optimizer.points) == ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 1) * 2
-                                     * ((2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) + 3 * 2 * 3) * 2 * 2 * 2)
+    # attention_kernel applies at head blocks and token blocks of 64 (2 of head_block x head_pad's 6; of the token
+    # blocks' 58, 5 x 4 per request and at capacity, 1 x 2 x 3 balanced): those points twice, Triton's and wgmma's
+    triton = ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 1) * 2
+              * ((2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) + 3 * 2 * 3) * 2 * 2 * 2)
+    wgmma = 2 * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 1) * 2 * (5 * 4 + 1 * 2 * 3) * 2 * 2 * 2
+    assert len(optimizer.points) == triton + wgmma
+    assert sum(p["attention_kernel"] == "wgmma" for p in optimizer.points) == wgmma
     # one name each: the listing refuses two points named alike (TemplateSpace.named_points); the names it gives are
     # `approach`'s (a sample here; tests/roles/test_offline.py checks the listing against the product)
     assert all(optimizer.approach(point) == name for name, point in list(optimizer.by_approach.items())[:: 997])
@@ -163,9 +168,12 @@ def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, c
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["heads16-programs", "tma-warp-specialized", "per-request-previous-default"])
 def test_the_spaces_starts_match_the_reference_stage_by_stage(optimizer, tmp_path, index):
-    """The points the search proposes first once a point is timed (space.yaml `starts`)."""
-    assert len(optimizer.space.start_points()) == 3
-    _assert_stages_match_the_reference(_load(optimizer.render(optimizer.space.start_points()[index]), tmp_path / "start.py"))
+    """The points the search proposes first once a point is timed (space.yaml `starts`), the Triton ones here; the
+    fourth, kernel 3 on warpgroup MMA (a CUDA candidate, proposed only where CUDA is judged), is
+    candidates/wgmma_mla.py (tests/tasks/mla_attention/test_wgmma_candidate.py, tests/gpu/test_wgmma_attention_gpu.py)."""
+    starts = optimizer.space.start_points()
+    assert [optimizer.space.language_of(p) for p in starts] == [None, None, None, "cuda"]
+    _assert_stages_match_the_reference(_load(optimizer.render(starts[index]), tmp_path / "start.py"))
 
 
 def _assert_stages_match_the_reference(module) -> None:

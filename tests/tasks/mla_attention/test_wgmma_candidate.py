@@ -1,6 +1,6 @@
 """The MLA candidate whose kernel 3 runs on Hopper's warpgroup MMA (tasks/mla_attention/candidates/wgmma_mla.py),
-without a GPU: it is the template's default point rendered with attention_kernel=wgmma, a CUDA candidate the scan
-passes, its kernel compiles for sm_90a to warpgroup MMA instructions without spilling, and the host picks kernel 3
+without a GPU: it is the template's default point with attention_kernel=wgmma (a start of the space), a CUDA
+candidate the scan passes, its kernel compiles for sm_90a to warpgroup MMA instructions without spilling, and the host picks kernel 3
 and its splits by the rule its comments give. Its answers on the H200 are tests/gpu/test_wgmma_attention_gpu.py's and
 the gate's (tests/gpu/test_gpu_gates.py)."""
 
@@ -33,14 +33,18 @@ def candidate():
 
 
 def test_the_wgmma_candidate_is_the_default_point_with_attention_kernel_wgmma():
+    """A point of the space (its start {attention_kernel: wgmma}), a CUDA candidate by the space's `languages`."""
     optimizer = TemplateSearchOptimizer(TEMPLATES)
-    assert optimizer.space.constants["attention_kernel"] == "triton", "the search's own points stay Triton's"
-    point = optimizer.space.canonical(optimizer.space.default_point())
-    rendered = optimizer.template.render(**{**optimizer.space.constants, "attention_kernel": "wgmma"}, **point)
+    space = optimizer.space
+    assert space.default["attention_kernel"] == "triton", "the default point is Triton's (every run proposes it)"
+    point = space.canonical({**space.default, "attention_kernel": "wgmma"})
+    assert point in space.start_points()
+    rendered = optimizer.render(point)
     assert rendered == CANDIDATE.read_text(), (
         "tasks/mla_attention/candidates/wgmma_mla.py is not the default point rendered with attention_kernel=wgmma")
-    assert language_of(rendered) == "cuda"
-    assert optimizer.render(optimizer.space.default_point()) != rendered  # the constant changes the file
+    assert language_of(rendered) == space.language_of(point) == "cuda"
+    assert optimizer.render(space.default_point()) != rendered
+    assert optimizer.approach(point) == f"{optimizer.approach(space.default_point())},wgmma-kernel3"
 
 
 def test_the_static_scan_passes_the_wgmma_candidate():
@@ -129,4 +133,4 @@ def test_a_kernel_3_the_template_does_not_have_is_an_error_at_render(constants, 
     optimizer = TemplateSearchOptimizer(TEMPLATES)
     point = optimizer.space.canonical(optimizer.space.default_point())
     with pytest.raises(jinja2.UndefinedError, match=named):
-        optimizer.template.render(**{**optimizer.space.constants, **constants}, **point)
+        optimizer.template.render(**{**point, **optimizer.space.constants, **constants})

@@ -83,23 +83,27 @@ def test_the_previous_candidate_is_the_spaces_first_start(optimizer):
 
 
 def test_the_space_and_template_are_the_contiguous_ones():
-    """The space extends the contiguous one (every axis, value, condition, label, start and the default: no axis is
-    dropped) and renders its template, with cache_layout=paged; this folder holds no template of its own."""
+    """The space extends the contiguous one (every axis, value, condition, label, start and the default, but the
+    attention_kernel axis, which its constants pin to triton: the wgmma kernel 3 reads the contiguous layout only)
+    and renders its template, with cache_layout=paged; this folder holds no template of its own."""
     raw = yaml.safe_load((TEMPLATES / "space.yaml").read_text())
     assert set(raw) == {"extends", "op", "template", "constants", "invariants"}
     assert (raw["extends"], raw["template"]) == ("mla_attention/templates/space.yaml", "mla_attention/templates/mla.py.j2")
     paged, plain = load_space(TEMPLATES).model_dump(), load_space(CONTIGUOUS_TEMPLATES).model_dump()
     assert (paged.pop("constants"), plain.pop("constants")) == ({"cache_layout": "paged", "attention_kernel": "triton"},
-                                                                {"cache_layout": "contiguous", "attention_kernel": "triton"})
+                                                                {"cache_layout": "contiguous"})
     for key in ("op", "template", "invariants"):
         assert paged.pop(key) != plain.pop(key), key
+    for key in ("parameters", "default", "applies_when", "labels", "languages"):
+        plain[key].pop("attention_kernel")
+    plain["starts"].remove({"attention_kernel": "wgmma"})
     assert paged == plain
     assert sorted(p.name for p in TEMPLATES.iterdir()) == ["space.yaml"]
 
 
 def test_the_paged_op_renders_the_paged_addressing_and_the_contiguous_op_none_of_it(optimizer, contiguous):
     for point in [optimizer.space.default_point(), *optimizer.space.start_points(), *_axis_points(optimizer)]:
-        paged, plain = optimizer.render(point), contiguous.render(point)
+        paged, plain = optimizer.render(point), _contiguous_render(contiguous, point)
         assert all(word in paged for word in PAGING), optimizer.approach(point)
         assert "block_table" in paged.split('"""')[1]  # the module docstring describes the paged layout
         assert not [word for word in PAGING if word in plain], optimizer.approach(point)
@@ -153,7 +157,13 @@ def _decorated(source: str) -> dict[str, str]:
 def both_renders(optimizer, contiguous) -> list[tuple[str, dict[str, str], dict[str, str]]]:
     """At the default, the starts and each axis value: (approach, paged functions, contiguous functions)."""
     points = [optimizer.space.default_point(), *optimizer.space.start_points(), *_axis_points(optimizer)]
-    return [(optimizer.approach(p), _decorated(optimizer.render(p)), _decorated(contiguous.render(p))) for p in points]
+    return [(optimizer.approach(p), _decorated(optimizer.render(p)), _decorated(_contiguous_render(contiguous, p)))
+            for p in points]
+
+
+def _contiguous_render(contiguous: TemplateSearchOptimizer, point: dict) -> str:
+    """The contiguous op's render of a paged point: its kernel 3 in Triton, the axis the paged space pins."""
+    return contiguous.render({**point, "attention_kernel": "triton"})
 
 
 def test_what_does_not_address_the_cache_renders_as_the_contiguous_template(both_renders):
