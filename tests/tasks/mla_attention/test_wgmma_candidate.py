@@ -134,3 +134,26 @@ def test_a_kernel_3_the_template_does_not_have_is_an_error_at_render(constants, 
     point = optimizer.space.canonical(optimizer.space.default_point())
     with pytest.raises(jinja2.UndefinedError, match=named):
         optimizer.template.render(**{**point, **optimizer.space.constants, **constants})
+
+
+class _NeverLaunched:
+    def __getitem__(self, grid):
+        raise AssertionError(f"a merge kernel launched (grid {grid}) with o_latent given")
+
+
+def test_with_kernel_3_s_o_latent_the_merge_is_not_launched_and_the_un_absorption_reads_it(candidate, monkeypatch):
+    """At one split run() hands kernel 3's own o_latent to the side kernels: no merge kernel runs, and the
+    un-absorption reads that o_latent (under the interpreter here: the same o_heads as merging the one split)."""
+    generator = torch.Generator().manual_seed(0)
+    batch, heads, rank = 3, 2, candidate.KV_LORA_RANK
+    partial = torch.randn(batch, heads, 1, rank, generator=generator)
+    lse = torch.randn(batch, heads, 1, generator=generator)
+    w_kv_b = (torch.randn(heads * 256, rank, generator=generator) * 0.05).to(torch.bfloat16)
+    merged_o_heads = torch.zeros(batch, heads, 128, dtype=torch.bfloat16)
+    o_latent = candidate._merge_and_unabsorb(partial, lse, w_kv_b, merged_o_heads, 2, True)
+    monkeypatch.setattr(candidate, "_merge_splits_kernel", _NeverLaunched())
+    monkeypatch.setattr(candidate, "_merge_row_kernel", _NeverLaunched())
+    given = o_latent.clone()
+    o_heads = torch.zeros_like(merged_o_heads)
+    assert candidate._merge_and_unabsorb(partial, lse, w_kv_b, o_heads, 2, True, given) is given
+    assert torch.equal(o_heads, merged_o_heads) and torch.equal(given, o_latent)
