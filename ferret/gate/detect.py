@@ -120,12 +120,13 @@ def _poison_and_constants(
 
 
 def _stage_failures(result: VariantResult, named: set[str]) -> list[Detection]:
-    """Failing stages: a precision cut when every finite miss is within rounding; and the first failing stage
-    that nothing above named, as a math mismatch (or a wrong shape) with its numbers."""
+    """Failing stages: a precision cut when every finite miss is within rounding and at least one of them is
+    measured against its own norm; and the first failing stage that nothing above named, as a math mismatch (or a
+    wrong shape) with its numbers."""
     failing = [s for s in result.stages if not s.passed and s.exposed]
     close = [s for s in failing if not s.nonfinite_mismatches]
     found = []
-    if close and all(_within_rounding(s) for s in close):
+    if close and all(_within_rounding(s) for s in close) and any(s.own_norm for s in close):
         names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in close)
         found.append(Detection(cheat="lower_precision", catalogue=[4], source="outputs", variant=result.id,
                                evidence="close to the reference but outside the tolerance derived for the contract's dtypes: "
@@ -145,7 +146,10 @@ COARSEST_ROUNDOFF = 2.0 ** -4
 def _within_rounding(stage: StageMetrics) -> bool:
     """An error a lower precision could explain: the direction kept (cosine above 0.999) and a relative L2
     error no larger than the coarsest format's roundoff. A scale error keeps the direction but not the norm
-    (the wrong softmax scale of MLA: cosine 0.999, rel_l2 0.69): that is different math, not precision."""
+    (the wrong softmax scale of MLA: cosine 0.999, rel_l2 0.69): that is different math, not precision.
+    A stage judged against its error scale or floor (`StageMetrics.own_norm` false) passes this test whatever its
+    own relative error, so it is no evidence of rounding alone (`_stage_failures`): the wrong scale on one near-zero
+    score of a B = H = L = 1 case, cosine 1 by construction and 0.69 of the score, reads 0.023 of its terms' norm."""
     return stage.cosine is not None and stage.cosine > 0.999 and stage.rel_l2 is not None and stage.rel_l2 <= COARSEST_ROUNDOFF
 
 

@@ -37,6 +37,10 @@ class StageMetrics(BaseModel):
     nonfinite_mismatches: int = 0
     worst: WorstError | None = None
     tolerance: Tolerance | None = None
+    # False where rel_l2 divides by more than the reference's own norm (the stage's error scale, or its floor when
+    # its values are near zero): then rel_l2 bounds the error against that scale, not the stage's own relative
+    # error, and the cosine of a stage that small (one score) says nothing about the direction.
+    own_norm: bool = True
 
 
 def _ignored_mask(reference: torch.Tensor, stage: Stage) -> torch.Tensor:
@@ -170,6 +174,7 @@ def compare_stage(
         rel_l2=rel_l2,
         cosine=cosine,
         nonfinite_mismatches=n_bad,
+        own_norm=not floored,
         worst=worst,
         tolerance=tol,
     )

@@ -42,6 +42,29 @@ def test_an_error_rounding_could_make_is_lower_precision():
     assert set(found) == {"lower_precision"} and "scores (cosine 0.99960, rel_l2 3.00e-02)" in found["lower_precision"]
 
 
+def test_a_miss_measured_only_against_an_error_scale_is_no_evidence_of_rounding():
+    # The wrong softmax scale on the one score of a B = H = L = 1 case (CI, 2026-12-04): the score is near zero
+    # against its terms' norm, so 0.69 of it reads 0.023 of that norm, cosine 1 by construction. Alone it names a
+    # math mismatch; beside a miss against its own norm that rounding explains, a precision cut.
+    scaled = _stage("scores", False, 0.0226, 1.0).model_copy(update={"own_norm": False})
+    assert set(_cheats(_result(scaled))) == {"math_mismatch"}
+    assert set(_cheats(_result(scaled, _stage("o_heads", False, 0.03, 0.9996)))) == {"lower_precision"}
+
+
+def test_the_wrong_scale_on_one_near_zero_score_is_a_math_mismatch_through_the_metrics():
+    import torch
+
+    from ferret.contract.model import Stage
+    from ferret.gate.metrics import compare_stage
+
+    stage = Stage(name="scores", computes="dot products", shape=["T"], dims=["token"], error_scale="scores_error_scale")
+    tol = Tolerance(rel_l2=0.0155, cosine_min=0.99988)
+    score, terms_norm = torch.tensor([0.2], dtype=torch.float64), torch.tensor([6.0], dtype=torch.float64)
+    wrong_scale = compare_stage(score * 1.69, score, stage, tol, error_scale=terms_norm)
+    assert not wrong_scale.passed and wrong_scale.rel_l2 <= COARSEST_ROUNDOFF and wrong_scale.cosine == 1.0
+    assert set(_cheats(_result(wrong_scale))) == {"math_mismatch"}
+
+
 def test_the_boundary_is_the_coarsest_formats_roundoff():
     assert "lower_precision" in _cheats(_result(_stage("y", False, COARSEST_ROUNDOFF, 0.9995)))
     assert "math_mismatch" in _cheats(_result(_stage("y", False, COARSEST_ROUNDOFF * 1.01, 0.9995)))

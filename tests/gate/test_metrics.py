@@ -320,6 +320,7 @@ def test_an_error_scale_judges_each_entry_against_at_least_the_size_of_its_terms
     assert not compare_stage(honest, ref, stage, tol).passed
     judged = compare_stage(honest, ref, stage, tol, error_scale=scale)
     assert judged.passed and judged.rel_l2 == pytest.approx(0.054 / 6.0)
+    assert not judged.own_norm  # the terms' norm, not the score's own, set the denominator
     assert not compare_stage(ref + 0.12, ref, stage, tol, error_scale=scale).passed  # 0.02 of the terms: wrong
     # Masked entries (-inf) take no part in the scale, and a scale of the wrong shape is ignored (never looser).
     masked = torch.tensor([0.24, -math.inf], dtype=torch.float64)
@@ -330,8 +331,9 @@ def test_an_error_scale_judges_each_entry_against_at_least_the_size_of_its_terms
     # Ordinary scores (the terms' norm about the scores' own) are judged as before.
     ordinary, off = torch.tensor([4.0, -3.0], dtype=torch.float64), torch.tensor([4.1, -3.0], dtype=torch.float64)
     small_scale = torch.tensor([3.0, 2.0], dtype=torch.float64)
-    plain = compare_stage(off, ordinary, stage, tol).rel_l2
-    assert compare_stage(off, ordinary, stage, tol, error_scale=small_scale).rel_l2 == plain
+    plain = compare_stage(off, ordinary, stage, tol)
+    assert compare_stage(off, ordinary, stage, tol, error_scale=small_scale).rel_l2 == plain.rel_l2
+    assert plain.own_norm  # a norm of 5 above the floor of 2 * sqrt(2): judged against itself
 
 
 def test_a_contract_refuses_an_error_scale_named_like_a_stage():
