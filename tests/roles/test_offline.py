@@ -378,8 +378,13 @@ def test_a_point_in_a_language_the_run_cannot_judge_is_never_proposed(mla_optimi
         proposals = mla_optimizer.propose(_mla(history))
         assert proposals and all(space.language_of(mla_optimizer.by_approach[p.approach]) is None for p in proposals)
     proposals = mla_optimizer.propose(_mla(history).model_copy(update={"languages": ["triton", "cuda"]}))
-    assert [p.approach for p in proposals] == [space.approach(p) for p in space.start_points()]
+    starts = [space.approach(p) for p in space.start_points()]
+    assert len(starts) == 5 and [p.approach for p in proposals] == starts[: mla_optimizer.budget] == starts[:4]
     assert proposals[3].approach == wgmma and "from ferret.backends import cuda" in proposals[3].source
+    # the fifth start (wgmma with launch_overlap=pdl) leads the round after
+    tried = [feedback(default, True, 1.3), *(feedback(name, True, 1.5, round=2) for name in starts[:4])]
+    after = mla_optimizer.propose(_mla(tried).model_copy(update={"languages": ["triton", "cuda"]}))
+    assert after[0].approach == starts[4] == f"{wgmma},pdl-launches" and "launch_pdl=gdc" in after[0].source
 
 
 @pytest.mark.parametrize(("languages", "message"), [
@@ -472,8 +477,9 @@ def test_the_mla_space_lists_its_points_once_each():
     # 138,240 before kernel 3's loop axes; loop_schedule (at 2+ stages and 8 or 16 warps), kv_loads, rescale: 829,440;
     # split_chunk, programs_per_sm (3 values) at per_request only: 1,105,920; split_chunk=balanced (programs_per_sm
     # applies, small_token_block and few_tiles do not): 1,603,584
-    # attention_kernel (wgmma at head and token blocks of 64): 1,843,200
-    assert len(points) == 1_843_200 and len({tuple(p.values()) for p in points}) == len(points)
+    # attention_kernel (wgmma at head and token blocks of 64): 1,843,200; launch_overlap (pdl at side_kernels=streamed,
+    # a quarter of them): 2,304,000
+    assert len(points) == 2_304_000 and len({tuple(p.values()) for p in points}) == len(points)
     assert points[0] == space.canonical({name: values[0] for name, values in space.parameters.items()})
     for name, point in list(named.items())[::997]:  # the names and forms listed are `approach`'s and `canonical`'s
         assert space.approach(point) == name and space.canonical(point) == point
