@@ -4,13 +4,21 @@
 # (named: no LLM is reachable from that machine), then the run folder (every round's candidate, the run log) packed for the trip
 # back, with the gate's report. Logs and results go to $OUT.
 #   CONTRACT=contracts/mla_attention.yaml MAX_ROUNDS=3 PROPOSALS=2 bash benchmarks/gpu_dispatch.sh
+# To continue an interrupted run of an earlier call, name its packed runs and its id (the contract is the run's own):
+#   RESUME_TAR=benchmarks/results/<folder>/runs.tar.gz RESUME_RUN=<run id> MAX_ROUNDS=3 PROPOSALS=2 bash ...
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 start=$(date +%s)
+if [ -n "${RESUME_TAR:-}" ]; then
+  mkdir -p /tmp && tar -xzf "$RESUME_TAR" -C /tmp || exit 1
+  target=(--resume "/tmp/runs/$RESUME_RUN")
+else
+  target=("${CONTRACT:-contracts/mla_attention.yaml}")
+fi
 # SIGINT before the call's own limit: the run stops as `incomplete (interrupted)` with its log saved.
-timeout -s INT "${DISPATCH_TIMEOUT_S:-530}" python3 -m ferret.cli.main dispatch "${CONTRACT:-contracts/mla_attention.yaml}" --profile gpu --gates-dir /tmp/gates \
+timeout -s INT "${DISPATCH_TIMEOUT_S:-530}" python3 -m ferret.cli.main dispatch "${target[@]}" --profile gpu --gates-dir /tmp/gates \
   --runs-dir /tmp/runs --max-rounds "${MAX_ROUNDS:-3}" --proposals-per-round "${PROPOSALS:-2}" \
   --optimizer template-search --reviewer static --test-writer contract-cases \
   > "$out/dispatch-stdout.txt" 2> >(tee "$out/dispatch-progress.log" >&2)
