@@ -1,7 +1,8 @@
 """The MLA candidate whose kernel 3 runs on Hopper's warpgroup MMA (tasks/mla_attention/candidates/wgmma_mla.py),
 without a GPU: it is the template's default point with attention_kernel=wgmma (a start of the space), a CUDA
-candidate the scan passes, its kernel compiles for sm_90a to warpgroup MMA instructions without spilling, and the host picks kernel 3
-and its splits by the rule its comments give. Its answers on the H200 are tests/gpu/test_wgmma_attention_gpu.py's and
+candidate the scan passes, its kernel compiles for sm_90a to warpgroup MMA instructions without spilling (with
+launch_overlap=pdl also, letting the next kernel launch at its start), and the host picks kernel 3 and its splits by
+the rule its comments give. Its answers on the H200 are tests/gpu/test_wgmma_attention_gpu.py's and
 the gate's (tests/gpu/test_gpu_gates.py)."""
 
 from __future__ import annotations
@@ -81,6 +82,21 @@ def test_the_kernel_compiles_for_sm_90a_to_warpgroup_mma_without_spills(candidat
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 8  # 4 k-steps x 2 warpgroups
     shared = candidate.WGMMA_SHARED_BYTES
     assert 48 * 1024 < shared <= 227 * 1024, "one CTA an SM, within Hopper's per-block shared memory"
+
+
+def test_with_launch_overlap_pdl_the_kernel_lets_the_next_launch_at_its_start(candidate, tmp_path):
+    """The wgmma start with launch_overlap=pdl (space.yaml): its kernel 3 compiles for sm_90a as the serial one does,
+    with one griddepcontrol.launch_dependents before any load, so the merge (or the un-absorption) may launch while it
+    runs; the serial candidate's kernel has none."""
+    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    point = optimizer.space.canonical({**optimizer.space.default, "attention_kernel": "wgmma", "launch_overlap": "pdl"})
+    path = tmp_path / "wgmma_pdl.py"
+    path.write_text(optimizer.render(point))
+    report, ptx = _ptxas_report_and_ptx(import_file(path, "wgmma_pdl_compile")._WGMMA_ATTENTION.code)
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+    assert ptx.count("griddepcontrol.launch_dependents") == 1
+    assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("cp.async.cg.shared.global")
+    assert "griddepcontrol" not in _ptxas_report_and_ptx(candidate._WGMMA_ATTENTION.code)[1]
 
 
 class _Properties:
