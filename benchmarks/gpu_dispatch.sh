@@ -12,7 +12,7 @@ export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 start=$(date +%s)
 if [ -n "${RESUME_TAR:-}" ]; then
-  mkdir -p /tmp && tar -xzf "$RESUME_TAR" -C /tmp || exit 1
+  tar -xzf "$RESUME_TAR" -C /tmp || exit 1  # its runs/<id> lands in --runs-dir below
   target=(--resume "/tmp/runs/$RESUME_RUN")
 else
   target=("${CONTRACT:-contracts/mla_attention.yaml}")
