@@ -2,6 +2,7 @@
 
     PYTHONPATH=/tmp/site:$PWD python3 benchmarks/mla_step_graph_probe.py --out DIR \\
         --point attention_kernel=wgmma --point attention_kernel=wgmma,launch_overlap=pdl [--shapes B:H:L ...]
+        [--file LABEL=PATH[,GLOBAL=INT...]] [--kernels]
 
 Why: at small batch a step is a few tens of microseconds, less than the host takes to launch its five kernels, so
 do_bench of run() (benchmarks/mla_template_bench.py) reads the host's launch time there. The gate hides launch time
@@ -11,6 +12,10 @@ each replay, median): the GPU's time for the step, the gaps between its kernels 
 Each point's o_heads is checked first against the first point's on the same inputs (relative L2 under 1e-2, every
 value finite). Not the gate (whose timing decides); a benchmark helper. Writes DIR/step-graph-probe.jsonl, prints a
 table last.
+--file: a candidate file timed beside the points (a committed candidate, or a variant kept with a result), its
+module-level integer constants set as given after loading (e.g. WGMMA_MIN_SPLIT_TILES=1), before its first call.
+--kernels: also each kernel's device time per step (the judge's own profiler breakdown of run() called outside a
+graph, L2 flushed before each call), which tells which kernel a change moved.
 """
 
 from __future__ import annotations
@@ -32,6 +37,42 @@ def bench_module():
     return module
 
 
+def parse_file(text: str) -> tuple[str, Path, dict[str, int]]:
+    """`LABEL=PATH[,NAME=INT...]` -> (label, path, module constants to set)."""
+    label, _, rest = text.partition("=")
+    path, *settings = rest.split(",")
+    if not label or not path:
+        raise argparse.ArgumentTypeError(f"--file {text!r}: expected LABEL=PATH[,NAME=INT...]")
+    constants = {}
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if not name.isidentifier() or not value.lstrip("-").isdigit():
+            raise argparse.ArgumentTypeError(f"--file {text!r}: {setting!r} is not NAME=INT")
+        constants[name] = int(value)
+    return label, Path(path), constants
+
+
+def load_point(bench, path: Path, constants: dict[str, int]):
+    """The candidate's module, its named constants set (each must exist: a misspelt name would time the default)."""
+    module = bench.load_module(path)
+    for name, value in constants.items():
+        if not isinstance(getattr(module, name, None), int):
+            raise SystemExit(f"{path}: no integer constant {name} to set")
+        setattr(module, name, value)
+    return module
+
+
+def kernel_times(run, inputs: dict, o_heads, params: dict) -> dict[str, float]:
+    """Device microseconds per step of each kernel of run() (ferret.bench.process.kernel_breakdown)."""
+
+    from ferret.bench import guards
+    from ferret.bench.process import Clock, kernel_breakdown
+
+    clock = Clock(on_gpu=True, l2_bytes=guards.l2_bytes_of("cuda"))
+    times = kernel_breakdown(lambda: run(inputs, {"o_heads": o_heads}, params), clock)
+    return {name: round(us, 2) for name, us in times.items()}
+
+
 def graph_of(run, inputs: dict, o_heads, params: dict):
     """run() captured once, after two calls outside the graph (compiling, tuning, per-shape caches)."""
     import torch
@@ -46,7 +87,7 @@ def graph_of(run, inputs: dict, o_heads, params: dict):
     return graph
 
 
-def time_shape(bench, points, batch: int, heads: int, length: int) -> list[dict]:
+def time_shape(bench, points, batch: int, heads: int, length: int, kernels: bool = False) -> list[dict]:
     import torch
     import triton
 
@@ -57,8 +98,8 @@ def time_shape(bench, points, batch: int, heads: int, length: int) -> list[dict]
     inputs = make_inputs(batch=batch, heads=heads, cache_capacity=length, seed=7, device="cuda",
                          cache_lens=[length - 1] * batch)
     rows, first = [], None
-    for approach, path in points:
-        module = bench.load_module(path)
+    for approach, path, constants in points:
+        module = load_point(bench, path, constants)
         own = {**inputs, "kv_cache": inputs["kv_cache"].clone()}
         o_heads = torch.full((batch, heads, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
         graph = graph_of(module.run, own, o_heads, params)
@@ -73,6 +114,8 @@ def time_shape(bench, points, batch: int, heads: int, length: int) -> list[dict]
         if error < 1e-2:
             row["graph_us"] = round(1e3 * triton.testing.do_bench(graph.replay, warmup=25, rep=300,
                                                                   return_mode="median"), 1)
+            if kernels:
+                row["kernels_us"] = kernel_times(module.run, own, o_heads, params)
         rows.append(row)
         print(json.dumps(row), flush=True)
         del graph
@@ -84,17 +127,23 @@ def main(argv: list[str] | None = None) -> int:
     bench = bench_module()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--point", action="append", required=True, type=bench.parse_point,
+    parser.add_argument("--point", action="append", default=[], type=bench.parse_point,
                         help="what differs from the space's default (repeatable; the first is the yardstick)")
+    parser.add_argument("--file", action="append", default=[], type=parse_file,
+                        help="LABEL=PATH[,NAME=INT...]: a candidate file, timed after the points")
+    parser.add_argument("--kernels", action="store_true", help="also each kernel's device time per step")
     parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, help="B:H:L, every request at length L")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    points = bench.render_points(args.point, args.out / "points")
+    if not args.point and not args.file:
+        parser.error("nothing to time: give --point or --file")
+    points = [(approach, path, {}) for approach, path in bench.render_points(args.point, args.out / "points")]
+    points += args.file
     rows = []
     with open(args.out / "step-graph-probe.jsonl", "a") as log:
         for shape in args.shapes:
             batch, heads, length = (int(x) for x in shape.split(":"))
-            for row in time_shape(bench, points, batch, heads, length):
+            for row in time_shape(bench, points, batch, heads, length, args.kernels):
                 log.write(json.dumps(row) + "\n")
                 rows.append(row)
     print("\n| shape | point | graph replay us (median, L2 flushed) | rel L2 vs the first point |")

@@ -755,20 +755,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
     for (int r = 0; r < 2; ++r) {
         const int head = head0 + rows[r];
         if (head >= heads) continue;
-        const float l = sums[r];
+        // one division a row, then products: 128 IEEE divisions a thread (about 27 instructions each) were half the
+        // kernel's machine code, fetched cold by every CTA where each walks few tiles (B=1: 2 tiles a CTA)
+        const float inv_l = 1.0f / sums[r];
         if (o_latent != nullptr) {
             bf16* out = o_latent + b * stride_o_b + head * stride_o_h + column0;
 #pragma unroll
             for (int i = 0; i < 32; ++i)
                 *reinterpret_cast<__nv_bfloat162*>(out + 8 * i) =
-                    __floats2bfloat162_rn(o[4 * i + 2 * r] / l, o[4 * i + 2 * r + 1] / l);
+                    __floats2bfloat162_rn(o[4 * i + 2 * r] * inv_l, o[4 * i + 2 * r + 1] * inv_l);
         } else {
             float* out = partial + b * stride_part_b + head * stride_part_h + split * stride_part_s + column0;
 #pragma unroll
             for (int i = 0; i < 32; ++i)
-                *reinterpret_cast<float2*>(out + 8 * i) = make_float2(o[4 * i + 2 * r] / l, o[4 * i + 2 * r + 1] / l);
+                *reinterpret_cast<float2*>(out + 8 * i) = make_float2(o[4 * i + 2 * r] * inv_l, o[4 * i + 2 * r + 1] * inv_l);
         }
-        if (warpgroup == 0 && quad == 0) lse_row[head * stride_lse_h] = s_max[rows[r]] + log2f(l);
+        if (warpgroup == 0 && quad == 0) lse_row[head * stride_lse_h] = s_max[rows[r]] + log2f(sums[r]);
     }
 }
 """)
