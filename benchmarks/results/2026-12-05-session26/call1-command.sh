@@ -1,6 +1,7 @@
 # call 1 (session 26): kernel 3's epilogue as one division a row (its machine code halved: 6608 -> 3136 instructions,
 # cubin .text), against the render before it and a variant with the in-loop chunk loads not unrolled, whole steps as
-# CUDA-graph replays with each kernel's device time; the split count at B<=8 through WGMMA_MIN_SPLIT_TILES 1 and 4;
+# CUDA-graph replays with each kernel's device time; the split count at B<=8 through WGMMA_MIN_SPLIT_TILES 1 and 4; the
+# row merge 16 splits at a time;
 # the wgmma GPU tests; then the gate's check of the wgmma + pdl point as rendered now
 set -u
 R=benchmarks/results/2026-12-05-session26
@@ -13,7 +14,7 @@ P=/tmp/graph/points/point_00.py
 timeout 150 python3 -W ignore benchmarks/mla_step_graph_probe.py --out /tmp/graph --shapes 1:128:4096 8:128:4096 64:128:4096 --kernels \
   --point attention_kernel=wgmma,launch_overlap=pdl --file before=$R/wgmma-pdl-before-candidate.py \
   --file rolled-chunks=$R/wgmma-pdl-rolled-chunks-candidate.py \
-  --file min-split-tiles-1=$P,WGMMA_MIN_SPLIT_TILES=1 --file min-split-tiles-4=$P,WGMMA_MIN_SPLIT_TILES=4 > $OUT/call1-probe.log 2>&1
+  --file min-split-tiles-1=$P,WGMMA_MIN_SPLIT_TILES=1 --file min-split-tiles-4=$P,WGMMA_MIN_SPLIT_TILES=4 --file row-merge-16=$P,ROW_MERGE_SPLITS=16 > $OUT/call1-probe.log 2>&1
 echo "probe rc=$? $(( $(date +%s) - start ))s" >> $OUT/call1-probe.log
 cp /tmp/graph/step-graph-probe.jsonl $OUT/call1-step-graph-probe.jsonl 2>/dev/null
 tail -18 $OUT/call1-probe.log | cut -c1-200

@@ -8,6 +8,7 @@ the gate's (tests/gpu/test_gpu_gates.py)."""
 from __future__ import annotations
 
 import re
+import struct
 import sys
 from pathlib import Path
 
@@ -97,6 +98,35 @@ def test_with_launch_overlap_pdl_the_kernel_lets_the_next_launch_at_its_start(ca
     assert ptx.count("griddepcontrol.launch_dependents") == 1
     assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("cp.async.cg.shared.global")
     assert "griddepcontrol" not in _ptxas_report_and_ptx(candidate._WGMMA_ATTENTION.code)[1]
+
+
+def _machine_instructions(cubin: bytes, kernel: str) -> int:
+    """SASS instructions of `kernel` in an sm_90a cubin: its .text section's size (ELF64 section headers), 16 bytes
+    an instruction."""
+    header_offset = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entry_size, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, header_offset + i * entry_size) for i in range(count)]
+    names_offset = sections[names_index][4]
+
+    def name_of(section: tuple) -> bytes:
+        start = names_offset + section[0]
+        return cubin[start:cubin.index(b"\0", start)]
+
+    (size,) = [section[5] for section in sections if name_of(section) == f".text.{kernel}".encode()]
+    return size // 16
+
+
+def test_the_epilogue_divides_once_a_row_so_the_machine_code_stays_small(candidate):
+    """Each row's output is its accumulators times one reciprocal of the row's sum. Dividing each of a thread's 128
+    accumulators (div.rn.f32, inlined at about 27 instructions each) made 3472 of the kernel's 6608 instructions, and
+    at small batch every CTA walks few tiles (B=1: two), so it fetches its code cold (Nsight Compute on the H100 at
+    B=1: half the stall cycles were instruction fetch, benchmarks/results/2026-12-05-h100-session25). Now 3136."""
+    code = candidate._WGMMA_ATTENTION.code
+    _, ptx = _ptxas_report_and_ptx(code)
+    assert "div.rn.f32" not in ptx
+    assert ptx.count("rcp.rn.f32") == 4  # a row's reciprocal: two rows a thread, on the partial's and o_latent's paths
+    cubin = cuda.compile_cubin(code, cuda.contract_flags())
+    assert _machine_instructions(cubin, "mla_wgmma_attention_kernel") < 4000
 
 
 class _Properties:
