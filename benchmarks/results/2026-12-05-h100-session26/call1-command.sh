@@ -4,7 +4,7 @@
 # row merge 16 splits at a time;
 # the wgmma GPU tests; then the gate's check of the wgmma + pdl point as rendered now
 set -u
-R=benchmarks/results/2026-12-05-session26
+R=benchmarks/results/2026-12-05-h100-session26
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; python3 -c "import torch, triton, cupy; print('torch', torch.__version__, 'triton', triton.__version__, 'cupy', cupy.__version__)"; } > $OUT/call1-gpu.txt 2>&1
