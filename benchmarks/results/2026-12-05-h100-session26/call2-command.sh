@@ -3,5 +3,5 @@
 # renders them now (kernel 3's epilogue of this session), then the final acceptance check of the run's best
 set -u
 cp benchmarks/results/2026-12-04-h200-session22/runs.tar.gz /tmp/runs22.tar.gz
-RESUME_TAR=/tmp/runs22.tar.gz RESUME_RUN=20261204-144628-8ad09c MAX_ROUNDS=3 PROPOSALS=2 DISPATCH_TIMEOUT_S=540 \
+RESUME_TAR=/tmp/runs22.tar.gz RESUME_RUN=20261204-144628-8ad09c MAX_ROUNDS=3 PROPOSALS=2 DISPATCH_TIMEOUT_S=480 \
   bash benchmarks/gpu_dispatch.sh 2>&1 | grep -E "round|final|exit|speed|PASS|FAIL|resuming|error" | cut -c1-260 | tail -40
