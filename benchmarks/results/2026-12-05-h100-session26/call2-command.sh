@@ -1,3 +1,4 @@
+# NOT RUN: no machine came for this call in session 26 (README.md); kept to be run by a later session
 # call 2 (session 26): session 22's interrupted dispatch (an H200's) resumed on the machine that comes (its rounds 1 and 2 kept: their candidates render the
 # same bytes today, Triton's kernel 3), so that round 3 judges the wgmma start and the wgmma + pdl start as the template
 # renders them now (kernel 3's epilogue of this session), then the final acceptance check of the run's best

@@ -1,3 +1,4 @@
+# NOT RUN: no machine came for this call in session 26 (README.md); kept to be run by a later session
 # call 3 (session 26): kernel 2 (q_nope @ W_UK and the rope of q_pe) alone at B=1 and B=8, 128 heads, in its launch
 # variants and the per-head form, beside cuBLAS's bmm and a copy of the same bytes (benchmarks/q_prepare_probe.py):
 # at B=1 it took 10.5 us of the step (H100, call 1), twice what its 16.8 MB of W_UK take at the H100's bandwidth
