@@ -14,6 +14,10 @@ kernel's figure), beside cuBLAS's batched GEMM of the same product (torch.bmm) a
 --heads-form: also the per-head form below (_q_prepare_heads_kernel: one program a head and block of rows, the
 head's W_UK streamed through in column blocks, so each byte of W_UK is read once and the loads of the next column
 block overlap this one's product), at each of HEADS_VARIANTS, checked against the streamed form's q.
+--gemv-form: also the form below for a few rows (_q_prepare_gemv_kernel: one program a head and BLOCK_C columns, its
+[NOPE, BLOCK_C] slice of W_UK loaded once and each row's product summed in fp32 on the CUDA cores, no tensor-core tile
+of 16 rows of which B=1 fills one; the last column block's programs rope q_pe), at each of GEMV_VARIANTS, checked
+against the streamed form's q (the sums' order differs: within one bf16 rounding).
 Writes DIR/q-prepare-probe.jsonl and prints each row.
 """
 
@@ -40,6 +44,67 @@ VARIANTS = [(None, None, None), (None, None, 8), (None, 64, 4), (None, 256, 8), 
 # (block_b cap, block_c, num_warps, num_stages) of the per-head form
 HEADS_VARIANTS = [(64, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (64, 64, 4, 4), (64, 256, 8, 2), (128, 128, 8, 3),
                   (32, 128, 4, 3), (16, 128, 4, 3)]
+
+
+# (block_c, num_warps) of the GEMV form
+GEMV_VARIANTS = [(64, 4), (128, 4), (128, 8), (256, 8), (32, 4)]
+
+
+@functools.cache
+def gemv_kernel():
+    """The GEMV form, defined once (see heads_kernel)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _q_prepare_gemv_kernel(
+        q_nope_ptr, q_pe_ptr, w_kv_b_ptr, inv_freq_ptr, positions_ptr, q_ptr, batch,
+        stride_nope_b, stride_nope_h, stride_pe_b, stride_pe_h, stride_w_row, stride_q_b, stride_q_h,
+        rope_magnitude,
+        RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr, BLOCK_C: tl.constexpr,
+    ):
+        h = tl.program_id(0)
+        out_dtype = q_ptr.dtype.element_ty
+        if tl.program_id(1) < RANK // BLOCK_C:
+            nope_offs = tl.arange(0, NOPE)
+            cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+            w_uk = tl.load(w_kv_b_ptr + (h * (NOPE + V_DIM) + nope_offs)[:, None] * stride_w_row
+                           + cols[None, :]).to(tl.float32)
+            for b in range(batch):
+                q_nope = tl.load(q_nope_ptr + b * stride_nope_b + h * stride_nope_h + nope_offs).to(tl.float32)
+                q_abs = tl.sum(q_nope[:, None] * w_uk, axis=0)
+                tl.store(q_ptr + b * stride_q_b + h * stride_q_h + cols, q_abs.to(out_dtype))
+        else:
+            pair = tl.arange(0, ROPE // 2)
+            inv_freq = tl.load(inv_freq_ptr + pair)
+            for b in range(batch):
+                pe_row = q_pe_ptr + b * stride_pe_b + h * stride_pe_h
+                even = tl.load(pe_row + 2 * pair).to(tl.float32)
+                odd = tl.load(pe_row + 2 * pair + 1).to(tl.float32)
+                angle = tl.load(positions_ptr + b).to(tl.float32) * inv_freq
+                # reduced to [-pi, pi] as the template's _cos_sin does (its constants), for its fast sin/cos
+                turns = tl.floor(angle * 0.15915494309189535 + 0.5)
+                reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769
+                cos = tl.cos(reduced) * rope_magnitude
+                sin = tl.sin(reduced) * rope_magnitude
+                q_row = q_ptr + b * stride_q_b + h * stride_q_h + RANK
+                tl.store(q_row + 2 * pair, (even * cos - odd * sin).to(out_dtype))
+                tl.store(q_row + 2 * pair + 1, (odd * cos + even * sin).to(out_dtype))
+
+    return _q_prepare_gemv_kernel
+
+
+def launch_gemv(module, inputs: dict, q, params: dict, variant) -> None:
+    block_c, warps = variant
+    heads = inputs["q_nope"].shape[1]
+    q_nope, q_pe, w_kv_b = inputs["q_nope"], inputs["q_pe"], inputs["w_kv_b"]
+    gemv_kernel()[(heads, module.KV_LORA_RANK // block_c + 1)](
+        q_nope, q_pe, w_kv_b, module._inv_freq(params, q.device), inputs["positions"], q, q_nope.shape[0],
+        q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
+        q.stride(0), q.stride(1), module._rope_magnitude(params),
+        RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
+        V_DIM=module.V_HEAD_DIM, BLOCK_C=block_c, num_warps=warps,
+    )
 
 
 @functools.cache
@@ -175,8 +240,19 @@ def reference_rows(inputs: dict, cpu: bool) -> list[dict]:
              **timings(lambda: target.copy_(source), cpu)}]
 
 
+def within_one_rounding(q, expected) -> dict:
+    """ok: every value of q finite and within one bf16 rounding (half an ulp of each, both ways) of expected's."""
+    import torch
+
+    got, want = q.float(), expected.float()
+    ulp = torch.finfo(torch.bfloat16).eps * torch.maximum(got.abs(), want.abs()).clamp_min(2.0 ** -126)
+    diff = (got - want).abs()
+    return {"ok": bool(torch.isfinite(got).all() and (diff <= ulp).all()), "bitwise": bool(torch.equal(q, expected)),
+            "max_abs_diff": float(diff.max()), "differing": int((diff > 0).sum())}
+
+
 def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str, cpu: bool, emit,
-                heads_form: bool = False) -> None:
+                heads_form: bool = False, gemv_form: bool = False) -> None:
     import torch
 
     from tasks.mla_attention.inputs import make_inputs
@@ -216,6 +292,20 @@ def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str
                        max_abs_diff=float(diff.max()), differing=int((diff > 0).sum()))
             row.update(timings(lambda qq=q, v=variant: launch_heads(modules["streamed"], inputs, qq, params, v), cpu))
             emit(row)
+    if gemv_form:
+        streamed = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
+        launch(modules["streamed"], True, inputs, streamed, params, (None, 256, 8))
+        for variant in GEMV_VARIANTS:
+            q = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
+            row = {"B": batch, "H": heads, "form": "gemv", "variant": variant}
+            try:
+                launch_gemv(modules["streamed"], inputs, q, params, variant)
+            except Exception as err:  # noqa: BLE001 - reported, not fatal
+                emit({**row, "ok": False, "why": f"{type(err).__name__}: {str(err)[:300]}"})
+                continue
+            row.update(within_one_rounding(q, streamed))
+            row.update(timings(lambda qq=q, v=variant: launch_gemv(modules["streamed"], inputs, qq, params, v), cpu))
+            emit(row)
     for row in reference_rows(inputs, cpu):
         emit({"B": batch, "H": heads, **row})
 
@@ -225,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--cpu", action="store_true")
     parser.add_argument("--heads-form", action="store_true")
+    parser.add_argument("--gemv-form", action="store_true")
     parser.add_argument("--shapes", default=None, help="B:H,B:H,... (default: GPU_SHAPES)")
     args = parser.parse_args(argv)
     if args.cpu:
@@ -248,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.shapes:
         shapes = [tuple(int(x) for x in pair.split(":")) for pair in args.shapes.split(",")]
     for batch, heads in shapes:
-        probe_shape(modules, batch, heads, params, "cpu" if args.cpu else "cuda", args.cpu, emit, args.heads_form)
+        probe_shape(modules, batch, heads, params, "cpu" if args.cpu else "cuda", args.cpu, emit, args.heads_form,
+                    args.gemv_form)
     return 0
 
 

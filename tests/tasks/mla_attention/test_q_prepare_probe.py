@@ -1,6 +1,7 @@
 """benchmarks/q_prepare_probe.py under the CPU interpreter (--cpu): every launch variant of the template's kernel 2,
 in both forms, writes every element of q and the same q as run()'s own launch (the probe's rows say so), so the
-variants it times on a GPU are the same computation."""
+variants it times on a GPU are the same computation; the GEMV form's variants write q within one bf16 rounding of
+the streamed form's."""
 
 from __future__ import annotations
 
@@ -23,3 +24,14 @@ def test_every_launch_variant_writes_the_same_q_as_runs_launch(tmp_path):
     assert forms == {"batch_blocks", "streamed"}
     assert len(rows) == 2 * 7  # seven launch variants of each form, at the CPU shape
     assert all(row["ok"] for row in rows), [row for row in rows if not row["ok"]]
+
+
+def test_every_gemv_variant_writes_q_within_one_rounding_of_the_streamed_form(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "q_prepare_probe.py"), "--out", str(tmp_path), "--cpu",
+                           "--gemv-form", "--shapes", "2:4"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "q-prepare-probe.jsonl").read_text().splitlines()]
+    gemv = [row for row in rows if row["form"] == "gemv"]
+    assert len(gemv) == 5  # GEMV_VARIANTS
+    assert all(row["ok"] for row in gemv), [row for row in gemv if not row["ok"]]
