@@ -64,7 +64,6 @@ def load_point(bench, path: Path, constants: dict[str, int]):
 
 def kernel_times(run, inputs: dict, o_heads, params: dict) -> dict[str, float]:
     """Device microseconds per step of each kernel of run() (ferret.bench.process.kernel_breakdown)."""
-
     from ferret.bench import guards
     from ferret.bench.process import Clock, kernel_breakdown
 
