@@ -46,6 +46,12 @@ HEADS_VARIANTS = [(64, 128, 4, 3), (64, 128, 8, 3), (64, 64, 4, 3), (64, 64, 4, 
                   (32, 128, 4, 3), (16, 128, 4, 3)]
 
 
+def reduction_constants(module) -> dict[str, float]:
+    """The rendered template's constants for reducing rope angles to [-pi, pi] (its _cos_sin), so that the probe's
+    forms rope q_pe as the template's kernel 2 does."""
+    return {name.lstrip("_"): module.__dict__[name].value for name in ("_INV_TWO_PI", "_TWO_PI_HI", "_TWO_PI_LO")}
+
+
 # (block_c, num_warps) of the GEMV form
 GEMV_VARIANTS = [(64, 4), (128, 4), (128, 8), (256, 8), (32, 4)]
 
@@ -62,6 +68,7 @@ def gemv_kernel():
         stride_nope_b, stride_nope_h, stride_pe_b, stride_pe_h, stride_w_row, stride_q_b, stride_q_h,
         rope_magnitude,
         RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr, BLOCK_C: tl.constexpr,
+        INV_TWO_PI: tl.constexpr, TWO_PI_HI: tl.constexpr, TWO_PI_LO: tl.constexpr,
     ):
         h = tl.program_id(0)
         out_dtype = q_ptr.dtype.element_ty
@@ -83,8 +90,8 @@ def gemv_kernel():
                 odd = tl.load(pe_row + 2 * pair + 1).to(tl.float32)
                 angle = tl.load(positions_ptr + b).to(tl.float32) * inv_freq
                 # reduced to [-pi, pi] as the template's _cos_sin does (its constants), for its fast sin/cos
-                turns = tl.floor(angle * 0.15915494309189535 + 0.5)
-                reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769
+                turns = tl.floor(angle * INV_TWO_PI + 0.5)
+                reduced = (angle - turns * TWO_PI_HI) - turns * TWO_PI_LO
                 cos = tl.cos(reduced) * rope_magnitude
                 sin = tl.sin(reduced) * rope_magnitude
                 q_row = q_ptr + b * stride_q_b + h * stride_q_h + RANK
@@ -103,7 +110,7 @@ def launch_gemv(module, inputs: dict, q, params: dict, variant) -> None:
         q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
         q.stride(0), q.stride(1), module._rope_magnitude(params),
         RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
-        V_DIM=module.V_HEAD_DIM, BLOCK_C=block_c, num_warps=warps,
+        V_DIM=module.V_HEAD_DIM, BLOCK_C=block_c, **reduction_constants(module), num_warps=warps,
     )
 
 
@@ -121,6 +128,7 @@ def heads_kernel():
         rope_magnitude,
         RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
         BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, NUM_STAGES: tl.constexpr, INTERPRETED: tl.constexpr,
+        INV_TWO_PI: tl.constexpr, TWO_PI_HI: tl.constexpr, TWO_PI_LO: tl.constexpr,
     ):
         h = tl.program_id(0)
         rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
@@ -145,8 +153,8 @@ def heads_kernel():
         odd = tl.load(pe_rows + 2 * pair[None, :] + 1, mask=row_mask[:, None], other=0.0).to(tl.float32)
         pos = tl.load(positions_ptr + rows, mask=row_mask, other=0).to(tl.float32)
         angle = pos[:, None] * tl.load(inv_freq_ptr + pair)[None, :]
-        turns = tl.floor(angle * 0.15915494309189535 + 0.5)
-        reduced = (angle - turns * 6.28125) - turns * 0.0019353071795864769
+        turns = tl.floor(angle * INV_TWO_PI + 0.5)
+        reduced = (angle - turns * TWO_PI_HI) - turns * TWO_PI_LO
         cos = tl.cos(reduced) * rope_magnitude
         sin = tl.sin(reduced) * rope_magnitude
         tl.store(q_rows + RANK + 2 * pair[None, :], (even * cos - odd * sin).to(out_dtype), mask=row_mask[:, None])
@@ -169,7 +177,7 @@ def launch_heads(module, inputs: dict, q, params: dict, variant) -> None:
         q.stride(0), q.stride(1), module._rope_magnitude(params),
         RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
         V_DIM=module.V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c, NUM_STAGES=stages,
-        INTERPRETED=q.device.type != "cuda", num_warps=warps,
+        INTERPRETED=q.device.type != "cuda", **reduction_constants(module), num_warps=warps,
     )
 
 
