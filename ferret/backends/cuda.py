@@ -45,6 +45,8 @@ DEFAULT_ARCH = "sm_90a"
 DEFAULT_DYNAMIC_SHARED = 48 * 1024
 INSTALL_HINT = ("CUDA candidates need CuPy and NVRTC: pip install 'ferret[cuda]' (cupy-cuda13x and nvidia-cuda-nvrtc; "
                 "on a machine with the CUDA toolkit, cupy-cuda13x alone)")
+PROGRAMMATIC_HINT = ("a programmatic launch goes through the CUDA driver's cuLaunchKernelEx, which CuPy does not expose: "
+                     "pip install 'ferret[cuda]' (cuda-bindings)")
 
 
 def nvrtc() -> Any:
@@ -85,6 +87,28 @@ def load_before_sandbox(on_gpu: bool) -> None:
 
         cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
         cupy.cuda.function.Module()
+        _load_driver_binding()
+
+
+def _load_driver_binding() -> None:
+    """cuda-bindings opens the driver library on its first call (through cuda.pathfinder, as CuPy does): made now,
+    while loading is allowed, so that a programmatic launch can reach it later. Without the package, nothing: only a
+    programmatic launch needs it, and it says what to install."""
+    try:
+        driver = driver_binding()
+    except BackendUnavailable:
+        return
+    driver.cuDriverGetVersion()
+
+
+def driver_binding() -> Any:
+    """cuda-bindings' CUDA driver module (Cython, untyped), or BackendUnavailable saying what to install."""
+    import importlib
+
+    try:
+        return importlib.import_module("cuda.bindings.driver")
+    except ImportError as err:
+        raise BackendUnavailable(f"{PROGRAMMATIC_HINT} ({err})") from None
 
 
 def contract_flags() -> list[str]:
@@ -222,6 +246,48 @@ def kernel_args(args: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(converted)
 
 
+def parameter_block(values: Sequence[Any]) -> tuple[Any, list[Any]]:
+    """cuLaunchKernelEx's `kernelParams` for `kernel_args`' values: an array of addresses, one per argument, each of
+    that argument's bytes in its own type (a pointer's 8, an int32's 4). Returns the array and the buffers it points
+    into, which must outlive the launch call."""
+    import numpy
+
+    buffers = [numpy.array([value], dtype=numpy.asarray(value).dtype) for value in values]
+    return numpy.array([buffer.ctypes.data for buffer in buffers], dtype=numpy.uint64), buffers
+
+
+def programmatic_launch_config(grid: Sequence[int], block: Sequence[int], shared_mem: int, stream: int) -> Any:
+    """A CUlaunchConfig on `stream` (a raw handle) with programmatic stream serialization allowed: the kernel may start
+    while the kernel before it on the stream is still running, once that kernel's blocks have all executed
+    `griddepcontrol.launch_dependents` (or ended); it must execute `griddepcontrol.wait` before it reads anything that
+    kernel writes. Raises BackendUnavailable without cuda-bindings."""
+    driver = driver_binding()
+    grid3, block3 = (*grid, 1, 1)[:3], (*block, 1, 1)[:3]
+    attribute = driver.CUlaunchAttribute()
+    attribute.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attribute.value.programmaticStreamSerializationAllowed = 1
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = (int(n) for n in grid3)
+    config.blockDimX, config.blockDimY, config.blockDimZ = (int(n) for n in block3)
+    config.sharedMemBytes = int(shared_mem)
+    config.hStream = driver.CUstream(int(stream))
+    config.attrs = [attribute]
+    config.numAttrs = 1
+    return config
+
+
+def launch_programmatic(function_ptr: int, config: Any, values: Sequence[Any]) -> None:
+    """cuLaunchKernelEx of the loaded function at `function_ptr` (CuPy's handle) with `config`; a failed launch raises
+    RuntimeError with the driver's name for the error, as CuPy's launches do."""
+    driver = driver_binding()
+    addresses, buffers = parameter_block(values)
+    (result,) = driver.cuLaunchKernelEx(config, driver.CUfunction(int(function_ptr)), addresses.ctypes.data, 0)
+    del buffers  # the driver copied the arguments during the call
+    if result != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(result)
+        raise RuntimeError(f"cuLaunchKernelEx: {name.decode() if isinstance(name, bytes) else name}")
+
+
 class Source:
     """One CUDA C++ translation unit of a candidate, compiled on first launch in this process. The compiler's
     messages name the launcher's file and line: the code is compiled behind a `#line` directive pointing at the
@@ -248,10 +314,11 @@ class Source:
         return cached_cubin(self.compiled_code, contract_flags(), arch, Path(cache) if cache else None)
 
     def launch(self, kernel: str, grid: Sequence[int], block: Sequence[int], args: Sequence[Any],
-               shared_mem: int = 0) -> None:
+               shared_mem: int = 0, programmatic: bool = False) -> None:
         """`kernel<<<grid, block, shared_mem, torch's current stream>>>(args)`. More than 48 KiB of dynamic shared
         memory is allowed for the kernel first (CUDA refuses such a launch otherwise; Hopper gives a block up to
-        227 KiB)."""
+        227 KiB). `programmatic`: as a programmatic dependent of the kernel before it on the stream (compute
+        capability 9.0 and up; `programmatic_launch_config` says what the kernel must then do)."""
         import cupy
         import torch
 
@@ -262,6 +329,10 @@ class Source:
             driver: Any = cupy.cuda.driver  # its stubs do not name the driver's functions
             driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
             self._shared_allowed[kernel] = shared_mem
+        if programmatic:
+            config = programmatic_launch_config(grid, block, shared_mem, torch.cuda.current_stream().cuda_stream)
+            launch_programmatic(function.ptr, config, kernel_args(args))
+            return
         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
         function(tuple(grid), tuple(block), kernel_args(args), shared_mem=shared_mem, stream=stream)
 

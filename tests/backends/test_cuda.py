@@ -119,6 +119,118 @@ def test_a_launch_past_48_kib_of_dynamic_shared_memory_raises_the_kernels_limit_
     assert launched == [1024, 200 * 1024, 200 * 1024, 100 * 1024, 220 * 1024]
 
 
+def test_a_programmatic_launchs_parameters_are_each_arguments_bytes_in_its_own_type():
+    """cuLaunchKernelEx reads each argument through its address in `kernelParams`, as many bytes as the kernel's
+    parameter has: a pointer's 8, an int32's 4. Read back here through the addresses, each in its own type."""
+    import ctypes
+
+    values = cuda.kernel_args([cuda.NULL, cuda.i32(-7), cuda.i64(1 << 40), cuda.f32(0.25)])
+    addresses, buffers = cuda.parameter_block(values)
+    assert addresses.dtype == numpy.uint64 and len(addresses) == 4
+    read = [ctypes.c_uint64.from_address(int(addresses[0])).value, ctypes.c_int32.from_address(int(addresses[1])).value,
+            ctypes.c_int64.from_address(int(addresses[2])).value, ctypes.c_float.from_address(int(addresses[3])).value]
+    assert read == [0, -7, 1 << 40, 0.25]
+    assert [buffer.itemsize for buffer in buffers] == [8, 4, 8, 4]
+
+
+def test_a_programmatic_launch_config_allows_programmatic_stream_serialization():
+    pytest.importorskip("cuda.bindings")
+    from cuda.bindings import driver
+
+    config = cuda.programmatic_launch_config((2, 3), (256,), 230_000, 0x1234)
+    assert (config.gridDimX, config.gridDimY, config.gridDimZ) == (2, 3, 1)
+    assert (config.blockDimX, config.blockDimY, config.blockDimZ) == (256, 1, 1)
+    assert config.sharedMemBytes == 230_000 and int(config.hStream) == 0x1234 and config.numAttrs == 1
+    (attribute,) = config.attrs
+    assert attribute.id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert attribute.value.programmaticStreamSerializationAllowed == 1
+
+
+def _fake_gpu_launch(monkeypatch, source, ptr: int = 4321) -> None:
+    import cupy
+
+    class Function:
+        def __init__(self):
+            self.ptr = ptr
+
+        def __call__(self, *args, **kwargs):
+            raise AssertionError("a programmatic launch went through CuPy's launch")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: _FakeStream(0x77))
+    monkeypatch.setattr(cupy.cuda, "ExternalStream", _FakeStream)
+    monkeypatch.setattr(source, "_function", lambda kernel: Function())
+
+
+def test_a_programmatic_launch_goes_through_the_drivers_launch_with_its_config_on_torchs_stream(monkeypatch):
+    """Source.launch(programmatic=True) calls cuLaunchKernelEx on the kernel's handle, on torch's current stream, with
+    the grid, block, shared memory and the arguments (read during the call: the buffers may go after it)."""
+    import ctypes
+
+    pytest.importorskip("cuda.bindings")
+    from cuda.bindings import driver
+
+    calls = []
+
+    def launch_kernel_ex(config, function, params, extra):
+        addresses = (ctypes.c_uint64 * 2).from_address(params)
+        calls.append({"grid": (config.gridDimX, config.gridDimY, config.gridDimZ), "block": config.blockDimX,
+                      "shared": config.sharedMemBytes, "stream": int(config.hStream), "function": int(function),
+                      "programmatic": config.attrs[0].value.programmaticStreamSerializationAllowed,
+                      "args": (ctypes.c_int32.from_address(addresses[0]).value,
+                               ctypes.c_float.from_address(addresses[1]).value)})
+        return (driver.CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(driver, "cuLaunchKernelEx", launch_kernel_ex)
+    source = cuda.Source(SCALE)
+    _fake_gpu_launch(monkeypatch, source)
+    source.launch("scale", (5, 2), (128,), [cuda.i32(9), cuda.f32(1.5)], programmatic=True)
+    assert calls == [{"grid": (5, 2, 1), "block": 128, "shared": 0, "stream": 0x77, "function": 4321,
+                      "programmatic": 1, "args": (9, 1.5)}]
+
+
+def test_a_refused_programmatic_launch_raises_with_the_drivers_name_for_the_error(monkeypatch):
+    pytest.importorskip("cuda.bindings")
+    from cuda.bindings import driver
+
+    monkeypatch.setattr(driver, "cuLaunchKernelEx",
+                        lambda *args: (driver.CUresult.CUDA_ERROR_INVALID_VALUE,))
+    monkeypatch.setattr(driver, "cuGetErrorName", lambda result: (driver.CUresult.CUDA_SUCCESS, b"CUDA_ERROR_INVALID_VALUE"))
+    source = cuda.Source(SCALE)
+    _fake_gpu_launch(monkeypatch, source)
+    with pytest.raises(RuntimeError, match="cuLaunchKernelEx: CUDA_ERROR_INVALID_VALUE"):
+        source.launch("scale", (0,), (128,), [], programmatic=True)
+
+
+def test_a_programmatic_launch_without_cuda_bindings_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", None)
+    with pytest.raises(BackendUnavailable, match=r"cuLaunchKernelEx.*pip install 'ferret\[cuda\]' \(cuda-bindings\)"):
+        cuda.programmatic_launch_config((1,), (32,), 0, 0)
+
+
+def test_on_the_gpu_the_driver_binding_is_loaded_before_the_sandbox(monkeypatch):
+    """cuda-bindings opens the driver library at its first call: load_before_sandbox makes one (the sandbox would
+    refuse the library loads later), and without cuda-bindings it does nothing (only programmatic launches need it)."""
+    import cupy
+
+    pytest.importorskip("cuda.bindings")
+    from cuda.bindings import driver
+
+    called = []
+    monkeypatch.setattr(driver, "cuDriverGetVersion", lambda: called.append(True) or (0, 13000))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: _FakeStream(0))
+    monkeypatch.setattr(cupy.cuda, "ExternalStream", _FakeStream)
+    monkeypatch.setattr(cupy.cuda.function, "Module", lambda: None)
+    cuda.load_before_sandbox(on_gpu=False)
+    assert called == []
+    cuda.load_before_sandbox(on_gpu=True)
+    assert called == [True]
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", None)
+    cuda.load_before_sandbox(on_gpu=True)
+    assert called == [True]
+
+
 def test_kernel_arguments_are_typed():
     assert [type(a) for a in cuda.kernel_args([cuda.i32(3), cuda.i64(4), cuda.f32(0.5)])] == [
         numpy.int32, numpy.int64, numpy.float32]
