@@ -77,11 +77,17 @@ CASES = [  # batch, heads, capacity, lengths (None: random), tiles per split
     (2, 128, 300, [0, 299], 1), (3, 128, 1000, None, 2), (4, 16, 700, None, 3), (2, 17, 130, [63, 64], 1),
     (1, 128, 4096, [4095], 4), (5, 64, 513, None, 100), (3, 1, 200, [5, 128, 199], 1), (8, 128, 2048, None, 8),
     (3, 100, 1500, None, 1), (2, 256, 700, [699, 300], 3), (4, 128, 4096, [4095, 0, 2000, 63], 64),
+    (3, 128, 300, [64, 127, 200], 2),  # the appended row in a split's second tile: its first row, its last, row 8
 ]
 
 
 @pytest.mark.parametrize("batch,heads,capacity,lens,split_tiles", CASES)
-def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, batch, heads, capacity, lens, split_tiles):
+@pytest.mark.parametrize("loads", ["serial", "pdl_all"])
+def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, kernel_3_first_loads, loads, batch, heads,
+                                                         capacity, lens, split_tiles):
+    """The candidate's kernel 3, and pdl_all's launched programmatically: its first two tiles loaded with the appended
+    row zero-filled, that row loaded over the zeros after the wait (in the first tile, the second, or a later one
+    as the lengths put it)."""
     wgmma_mla, triton_mla = candidates
     seed = batch * 1000 + heads + capacity
     lens = lens or torch.randint(0, capacity, (batch,), generator=torch.Generator().manual_seed(seed)).tolist()
@@ -89,7 +95,11 @@ def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, batch, head
     splits = math.ceil(math.ceil(capacity / 64) / split_tiles)
     partial = torch.full((batch, heads, splits, RANK), float("nan"), device="cuda")
     lse = torch.full((batch, heads, splits), float("nan"), device="cuda")
-    wgmma_mla._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
+    if loads == "serial":
+        wgmma_mla._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
+    else:
+        kernel_3_first_loads._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles,
+                                              SCALE * math.log2(math.e), programmatic=True)
     reference = _reference(q, cache, cache_lens)
     error = float((_merged(partial, lse) - reference).norm() / reference.norm())
     triton_error = float((_triton_kernel_3(triton_mla, q, cache, cache_lens) - reference).norm() / reference.norm())
@@ -144,25 +154,39 @@ def test_the_wgmma_candidate_step_matches_the_triton_candidate(candidates):
         assert torch.isfinite(a).all() and float((a - b).norm() / b.norm()) < 1e-2
 
 
-@pytest.fixture(scope="module")
-def overlapped(candidates, tmp_path_factory):
-    """The space's start after the wgmma one, the wgmma point with launch_overlap=pdl, rendered to a file."""
+def _wgmma_start(candidates, tmp_path_factory, index: int, overlap: str):
+    """The space's start at `index`, the wgmma point with launch_overlap=`overlap`, rendered to a file."""
     from ferret.roles.offline import TemplateSearchOptimizer
 
     optimizer = TemplateSearchOptimizer(REPO / "tasks" / "mla_attention" / "templates")
-    point = optimizer.space.start_points()[4]
-    assert (point["attention_kernel"], point["launch_overlap"]) == ("wgmma", "pdl")
-    path = tmp_path_factory.mktemp("overlapped") / "wgmma_pdl.py"
+    point = optimizer.space.start_points()[index]
+    assert (point["attention_kernel"], point["launch_overlap"]) == ("wgmma", overlap)
+    path = tmp_path_factory.mktemp("overlapped") / f"wgmma_{overlap}.py"
     path.write_text(optimizer.render(point))
-    return import_file(path, "wgmma_pdl")
+    return import_file(path, f"wgmma_{overlap}")
+
+
+@pytest.fixture(scope="module", params=[(4, "pdl"), (5, "pdl_all")], ids=["pdl", "pdl_all"])
+def overlapped(candidates, tmp_path_factory, request):
+    """The space's starts after the wgmma one: launch_overlap=pdl, then pdl_all (kernel 3 launched programmatically
+    too, its older cache rows loaded before it waits for kernel 2)."""
+    return _wgmma_start(candidates, tmp_path_factory, *request.param)
+
+
+@pytest.fixture(scope="module")
+def kernel_3_first_loads(candidates, tmp_path_factory):
+    """The pdl_all render, whose kernel 3 loads its first two tiles before griddepcontrol.wait (the appended row
+    zero-filled) and the appended row after."""
+    return _wgmma_start(candidates, tmp_path_factory, 5, "pdl_all")
 
 
 def test_programmatic_launches_match_the_triton_candidate(candidates, overlapped):
-    """The whole step through run() of the pdl render on a Hopper GPU, where its kernels 2 and 4 start before the
-    kernel they follow ends and wait for it on the GPU: every o_heads value written and within bf16 rounding of the
-    Triton candidate's on the same inputs, three fresh draws a shape (a missing wait lets a kernel read a buffer before
-    the kernel before it has written it: a race, so these draws may or may not show it), at the row merge's batches
-    (1, 3, 8), at kernel 3's one split (64: the un-absorption follows kernel 3) and at 16 heads (Triton's kernel 3)."""
+    """The whole step through run() of the pdl and pdl_all renders on a Hopper GPU, where kernels 2 and 4 (and with
+    pdl_all kernel 3) start before the kernel they follow ends and wait for it on the GPU: every o_heads value written
+    and within bf16 rounding of the Triton candidate's on the same inputs, three fresh draws a shape (a missing wait
+    lets a kernel read a buffer before the kernel before it has written it: a race, so these draws may or may not show
+    it), at the row merge's batches (1, 3, 8), at kernel 3's one split (64: the un-absorption follows kernel 3) and at
+    16 heads (Triton's kernel 3)."""
     from tasks.mla_attention import reference as ref
     from tasks.mla_attention.inputs import make_inputs
 

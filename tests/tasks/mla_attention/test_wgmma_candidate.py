@@ -100,6 +100,53 @@ def test_with_launch_overlap_pdl_the_kernel_lets_the_next_launch_at_its_start(ca
     assert "griddepcontrol" not in _ptxas_report_and_ptx(candidate._WGMMA_ATTENTION.code)[1]
 
 
+def _render_start(overlap: str, path: Path):
+    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    point = optimizer.space.canonical({**optimizer.space.default, "attention_kernel": "wgmma", "launch_overlap": overlap})
+    assert point in optimizer.space.start_points()
+    path.write_text(optimizer.render(point))
+    return import_file(path, f"wgmma_{overlap}_compile")
+
+
+def test_with_launch_overlap_pdl_all_the_kernel_loads_older_rows_before_it_waits_for_kernel_2(candidate, tmp_path):
+    """The wgmma start with launch_overlap=pdl_all: kernel 3 is launched as kernel 2's programmatic dependent. Its one
+    griddepcontrol.wait comes after the first two tiles' loads are issued (their older rows: no kernel of the call
+    writes them) and before the loads of q and of the appended row (kernel 2's and kernel 1's); it still lets the
+    merge launch before any load, and compiles for sm_90a without spills. One cp.async group more than the serial
+    kernel's (q and the appended row, after the wait); the serial candidate's kernel never waits."""
+    module = _render_start("pdl_all", tmp_path / "wgmma_pdl_all.py")
+    report, ptx = _ptxas_report_and_ptx(module._WGMMA_ATTENTION.code)
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+    assert ptx.count("griddepcontrol.wait") == 1 and ptx.count("griddepcontrol.launch_dependents") == 1
+    loads = [m.start() for m in re.finditer(r"cp\.async\.cg\.shared\.global", ptx)]
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.index("griddepcontrol.launch_dependents") < loads[0] < wait < loads[-1]
+    before, after = ptx[:wait], ptx[wait:]
+    assert before.count("cp.async.commit_group") == 1 + 9  # the first tile; the second's nine chunks
+    assert after.count("cp.async.commit_group") == 1 + 9  # q and the appended row; each later tile
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 36
+    assert "griddepcontrol.wait" not in _ptxas_report_and_ptx(candidate._WGMMA_ATTENTION.code)[1]
+
+
+def test_with_launch_overlap_pdl_all_the_host_launches_kernel_3_programmatically(tmp_path, monkeypatch):
+    """`_wgmma_attention(..., programmatic=True)` asks the backend for a programmatic launch (cuLaunchKernelEx),
+    with the grid, block and shared memory of the serial launch; run() passes its `gdc` there (True on compute
+    capability 9.0, so only where the kernel's griddepcontrol.wait runs)."""
+    module = _render_start("pdl_all", tmp_path / "wgmma_pdl_all.py")
+    launches = []
+    monkeypatch.setattr(module._WGMMA_ATTENTION, "launch", lambda kernel, grid, block, args, **options:
+                        launches.append((kernel, grid, block, options)))
+    q = torch.zeros(2, 128, 576, dtype=torch.bfloat16)
+    cache, lens = torch.zeros(2, 256, 576, dtype=torch.bfloat16), torch.zeros(2, dtype=torch.int32)
+    partial, lse = torch.zeros(2, 128, 2, 512), torch.zeros(2, 128, 2)
+    for programmatic in (True, False):
+        module._wgmma_attention(q, cache, lens, partial, lse, 2, 0.5, programmatic=programmatic)
+    assert launches == [("mla_wgmma_attention_kernel", (2, 2, 2), (256,),
+                         {"shared_mem": module.WGMMA_SHARED_BYTES, "programmatic": flag}) for flag in (True, False)]
+    source = (tmp_path / "wgmma_pdl_all.py").read_text()
+    assert "o_latent=merged, programmatic=gdc)" in source and "gdc = _programmatic_launches(device)" in source
+
+
 def _machine_instructions(cubin: bytes, kernel: str) -> int:
     """SASS instructions of `kernel` in an sm_90a cubin: its .text section's size (ELF64 section headers), 16 bytes
     an instruction."""
