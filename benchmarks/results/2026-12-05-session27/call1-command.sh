@@ -1,0 +1,27 @@
+# NOT RUN: session 27 had no device time (README.md); prepared for the next session's first call (about 480 s with
+# the machine's start). Needs .whl/ (pydantic and its parts: the device README's recipe); cuda-bindings is on the image.
+# call 1 (session 27): launch_overlap=pdl_all (kernel 3 a programmatic dependent of kernel 2; the wgmma kernel 3 loads
+# its first two tiles' older rows before griddepcontrol.wait): the wgmma GPU tests (pdl_all's kernel 3 on every case,
+# both overlapped starts' whole steps), whole steps as CUDA-graph replays of pdl against pdl_all with each kernel's
+# device time, then the gate's check of the pdl_all point
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; python3 -c "import torch, triton, cupy, cuda.bindings; print('torch', torch.__version__, 'triton', triton.__version__, 'cupy', cupy.__version__, 'cuda-bindings', cuda.bindings.__version__)"; } > $OUT/call1-gpu.txt 2>&1
+cat $OUT/call1-gpu.txt
+start=$(date +%s)
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_wgmma_attention_gpu.py -rA > $OUT/call1-kernel-tests.log 2>&1
+echo "pytest rc=$? $(( $(date +%s) - start ))s" >> $OUT/call1-kernel-tests.log
+grep -E "FAILED|ERROR|passed|failed" $OUT/call1-kernel-tests.log | tail -8 | cut -c1-240
+start=$(date +%s)
+timeout 120 python3 -W ignore benchmarks/mla_step_graph_probe.py --out /tmp/graph --shapes 1:128:4096 8:128:4096 64:128:4096 --kernels \
+  --point attention_kernel=wgmma,launch_overlap=pdl --point attention_kernel=wgmma,launch_overlap=pdl_all > $OUT/call1-probe.log 2>&1
+echo "probe rc=$? $(( $(date +%s) - start ))s" >> $OUT/call1-probe.log
+cp /tmp/graph/step-graph-probe.jsonl $OUT/call1-step-graph-probe.jsonl 2>/dev/null
+tail -14 $OUT/call1-probe.log | cut -c1-200
+python3 -m ferret.cli.main template render tasks/mla_attention/templates --set attention_kernel=wgmma --set launch_overlap=pdl_all --out /tmp/wgmma_pdl_all_mla.py 2>/dev/null
+cp /tmp/wgmma_pdl_all_mla.py $OUT/call1-candidate.py
+start=$(date +%s)
+timeout 330 python3 -m ferret.cli.main check contracts/mla_attention.yaml /tmp/wgmma_pdl_all_mla.py --gates-dir /tmp/gates --profile gpu --verdict-out $OUT/call1-verdict.json > $OUT/call1-check.log 2>&1
+echo "check rc=$? $(( $(date +%s) - start ))s" >> $OUT/call1-check.log
+grep -E "^ferret .*(us|PASS|FAIL)|rc=" $OUT/call1-check.log | tail -16 | cut -c1-300
