@@ -1,16 +1,16 @@
 # NOT RUN: session 27 had no device time (README.md); prepared for the next session's first call (about 480 s with
 # the machine's start). Needs .whl/ (pydantic and its parts: the device README's recipe); cuda-bindings is on the image.
 # call 1 (session 27): launch_overlap=pdl_all (kernel 3 a programmatic dependent of kernel 2; the wgmma kernel 3 loads
-# its first two tiles' older rows before griddepcontrol.wait): the wgmma GPU tests (pdl_all's kernel 3 on every case,
-# both overlapped starts' whole steps), whole steps as CUDA-graph replays of pdl against pdl_all with each kernel's
-# device time, then the gate's check of the pdl_all point
+# its first two tiles' older rows before griddepcontrol.wait): the backend's programmatic launch and the wgmma GPU
+# tests (pdl_all's kernel 3 on every case, both overlapped starts' whole steps), whole steps as CUDA-graph replays of
+# pdl against pdl_all with each kernel's device time, then the gate's check of the pdl_all point
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; python3 -c "import torch, triton, cupy, cuda.bindings; print('torch', torch.__version__, 'triton', triton.__version__, 'cupy', cupy.__version__, 'cuda-bindings', cuda.bindings.__version__)"; } > $OUT/call1-gpu.txt 2>&1
 cat $OUT/call1-gpu.txt
 start=$(date +%s)
-timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_wgmma_attention_gpu.py -rA > $OUT/call1-kernel-tests.log 2>&1
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_cuda_backend_gpu.py tests/gpu/test_wgmma_attention_gpu.py -rA > $OUT/call1-kernel-tests.log 2>&1
 echo "pytest rc=$? $(( $(date +%s) - start ))s" >> $OUT/call1-kernel-tests.log
 grep -E "FAILED|ERROR|passed|failed" $OUT/call1-kernel-tests.log | tail -8 | cut -c1-240
 start=$(date +%s)
