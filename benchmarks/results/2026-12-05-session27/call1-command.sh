@@ -1,10 +1,11 @@
-# NOT RUN: session 27 had no device time (README.md); prepared for the next session's first call (about 480 s with
+# NOT RUN: session 27 had no device time (README.md); prepared for the next session's first call (up to 600 s with
 # the machine's start). Needs .whl/ (pydantic and its parts: the device README's recipe); cuda-bindings is on the image.
 # call 1 (session 27): launch_overlap=pdl_all (kernel 3 a programmatic dependent of kernel 2; the wgmma kernel 3 loads
 # its first two tiles' older rows before griddepcontrol.wait): the backend's programmatic launch and the wgmma GPU
 # tests (pdl_all's kernel 3 on every case, both overlapped starts' whole steps), whole steps as CUDA-graph replays of
 # pdl against pdl_all with each kernel's device time, then the gate's check of the pdl_all point
 set -u
+call_start=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; python3 -c "import torch, triton, cupy, cuda.bindings; print('torch', torch.__version__, 'triton', triton.__version__, 'cupy', cupy.__version__, 'cuda-bindings', cuda.bindings.__version__)"; } > $OUT/call1-gpu.txt 2>&1
@@ -25,3 +26,12 @@ start=$(date +%s)
 timeout 330 python3 -m ferret.cli.main check contracts/mla_attention.yaml /tmp/wgmma_pdl_all_mla.py --gates-dir /tmp/gates --profile gpu --verdict-out $OUT/call1-verdict.json > $OUT/call1-check.log 2>&1
 echo "check rc=$? $(( $(date +%s) - start ))s" >> $OUT/call1-check.log
 grep -E "^ferret .*(us|PASS|FAIL)|rc=" $OUT/call1-check.log | tail -16 | cut -c1-300
+# then, in what is left of the call's 600 s: session 26's call 3 (kernel 2 alone at B=1 and B=8, 128 heads, its launch
+# variants, the per-head and GEMV forms, beside cuBLAS's bmm and a copy of the same bytes)
+left=$(( 570 - ($(date +%s) - call_start) ))
+if [ "$left" -gt 60 ]; then
+  timeout "$left" python3 -W ignore benchmarks/q_prepare_probe.py --out /tmp/qp --shapes 1:128,8:128 --heads-form --gemv-form > $OUT/call1-q-prepare-probe.log 2>&1
+  echo "q_prepare probe rc=$? (limit ${left}s)" >> $OUT/call1-q-prepare-probe.log
+  cp /tmp/qp/q-prepare-probe.jsonl $OUT/call1-q-prepare-probe.jsonl 2>/dev/null
+  tail -12 $OUT/call1-q-prepare-probe.log | cut -c1-200
+fi
