@@ -1,5 +1,5 @@
 # NOT RUN: session 27 had no device time (README.md); prepared for a later session, after call 1 shows pdl_all passes
-# its GPU tests. Needs .whl/ (pydantic and its parts).
+# its GPU tests. Needs .whl/ (scripts/device_wheels.sh), carried.
 # call 2 (session 27): session 22's interrupted dispatch (an H200's) resumed, its rounds 1 and 2 kept (their candidates
 # render the same bytes today), so that round 3 judges the wgmma start, the wgmma + pdl start and the wgmma + pdl_all
 # start as the template renders them now; then the final acceptance check of the run's best. With session 22's run
