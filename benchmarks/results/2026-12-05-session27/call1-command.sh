@@ -1,6 +1,6 @@
-# NOT RUN: session 27 had no device time (README.md); prepared for the next session's first call (the tests, probe
-# and check took about 380 s in session 26's call 1; kernel 2's probe takes what is left of 570 s). Needs .whl/ (scripts/device_wheels.sh), carried; cuda-bindings
-# is on the image.
+# NOT RUN: session 27 had no device time (README.md); prepared for the next session's first call. Session 26's call 1,
+# the same three steps, took 422 s with the machine's start; kernel 2's probe takes what is left of 570 s. Needs .whl/
+# (scripts/device_wheels.sh), carried; cuda-bindings is on the image.
 # call 1 (session 27): launch_overlap=pdl_all (kernel 3 a programmatic dependent of kernel 2; the wgmma kernel 3 loads
 # its first two tiles' older rows before griddepcontrol.wait): the backend's programmatic launch and the wgmma GPU
 # tests (pdl_all's kernel 3 on every case, both overlapped starts' whole steps), whole steps as CUDA-graph replays of
