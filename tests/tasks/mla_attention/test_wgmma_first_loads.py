@@ -146,8 +146,8 @@ def _function(code: str, name: str) -> str:
     """The device function `name`, from its `__device__` line to its closing brace."""
     match = re.search(r"^__device__ __forceinline__ [^\n(]*\b" + name + r"\(", code, re.M)
     assert match, f"{name} is not in the rendered CUDA"
-    depth, index = 0, code.index("{", match.end())
-    for index in range(index, len(code)):
+    depth, body = 0, code.index("{", match.end())
+    for index in range(body, len(code)):
         depth += {"{": 1, "}": -1}.get(code[index], 0)
         if depth == 0:
             return code[match.start(): index + 1]
