@@ -180,18 +180,22 @@ def kernel_3_first_loads(candidates, tmp_path_factory):
     return _wgmma_start(candidates, tmp_path_factory, 5, "pdl_all")
 
 
-def test_programmatic_launches_match_the_triton_candidate(candidates, overlapped):
+def test_programmatic_launches_match_the_triton_candidate(candidates, overlapped, monkeypatch):
     """The whole step through run() of the pdl and pdl_all renders on a Hopper GPU, where kernels 2 and 4 (and with
     pdl_all kernel 3) start before the kernel they follow ends and wait for it on the GPU: every o_heads value written
     and within bf16 rounding of the Triton candidate's on the same inputs, three fresh draws a shape (a missing wait
     lets a kernel read a buffer before the kernel before it has written it: a race, so these draws may or may not show
     it), at the row merge's batches (1, 3, 8), at kernel 3's one split (64: the un-absorption follows kernel 3) and at
-    16 heads (Triton's kernel 3)."""
+    16 heads (Triton's kernel 3). run() launches the wgmma kernel 3 programmatically with pdl_all alone."""
     from tasks.mla_attention import reference as ref
     from tasks.mla_attention.inputs import make_inputs
 
     _wgmma_mla, triton_mla = candidates
     assert overlapped._programmatic_launches(torch.device("cuda")) is True
+    kernel_3_launches = []
+    launch = overlapped._WGMMA_ATTENTION.launch
+    monkeypatch.setattr(overlapped._WGMMA_ATTENTION, "launch", lambda *args, **options: (
+        kernel_3_launches.append(options.get("programmatic", False)), launch(*args, **options)))
     for batch, heads in ((1, 128), (3, 128), (8, 128), (64, 128), (4, 16)):
         for draw in range(3):
             inputs = make_inputs(batch=batch, heads=heads, cache_capacity=1024, seed=100 * batch + heads + draw,
@@ -207,3 +211,5 @@ def test_programmatic_launches_match_the_triton_candidate(candidates, overlapped
                     expected = got
                 else:
                     assert float((got - expected).norm() / expected.norm()) < 1e-2, (module.__name__, batch, heads)
+    # the wgmma kernel 3 runs at 128 heads: 4 shapes x 3 draws, programmatic with pdl_all only
+    assert kernel_3_launches == [overlapped.__name__ == "wgmma_pdl_all"] * 12, kernel_3_launches
