@@ -81,15 +81,15 @@ def test_a_verdict_says_where_its_seconds_went(rmsnorm_gate, rmsnorm_gates_dir):
     # Every part of the check, in the order it ran: finding and verifying the gate once per judge (the first
     # verdict carries it), then per check the lock, the scan, the fresh cases, the candidate's process part
     # by part, the lock again, and the comparisons part by part. The CPU profile times nothing.
-    assert names[:7] == [
-        "gate_setup", "gate_verify", "static_scan", "fresh_draw", "candidate_inputs", "candidate_start", "run:correctness"
-    ]
+    assert names[:6] == ["gate_setup", "gate_verify", "static_scan", "fresh_draw", "candidate_inputs", "candidate_start"]
     assert names[-5:] == ["gate_reverify", "compare:correctness", "compare:dtypes", "compare:edge_cases", "compare:fresh_cases"]
-    # The candidate's parts are read from its progress, polled: a part quicker than one poll may not show.
+    # The candidate's parts are read from its progress, polled: a part quicker than one poll may not show (on a
+    # loaded machine even the first, correctness, was seen skipped; the watcher reads no progress after the process
+    # exits), so only their kind and order are fixed.
     runs = names[6:-5]
     all_runs = ["run:correctness", "run:dtypes", "run:edge_cases", "run:fresh_cases"]
     assert runs == [r for r in all_runs if r in runs]
-    assert [p.name for p in second.phases][:6] == names[1:7], "the judge's set-up is said once, in its first verdict"
+    assert [p.name for p in second.phases][:5] == names[1:6], "the judge's set-up is said once, in its first verdict"
     assert "gate_setup" not in [p.name for p in second.phases]
     assert all(p.seconds >= 0 for p in first.phases + second.phases)
     # Phases of the check itself fit in its wall time (the judge's set-up came before it started).
