@@ -1,4 +1,4 @@
-# NOT RUN: session 27 had no device time (README.md); prepared for the next session's first call. Session 26's call 1,
+# NOT RUN: sessions 27 and 28 had no device time (README.md); prepared for the next session's first call. Session 26's call 1,
 # the same three steps, took 422 s with the machine's start; kernel 2's probe takes what is left of 570 s. Needs .whl/
 # (scripts/device_wheels.sh), carried; cuda-bindings is on the image.
 # call 1 (session 27): launch_overlap=pdl_all (kernel 3 a programmatic dependent of kernel 2; the wgmma kernel 3 loads
@@ -15,6 +15,12 @@ start=$(date +%s)
 timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_cuda_backend_gpu.py tests/gpu/test_wgmma_attention_gpu.py -rA > $OUT/call1-kernel-tests.log 2>&1
 echo "pytest rc=$? $(( $(date +%s) - start ))s" >> $OUT/call1-kernel-tests.log
 grep -E "FAILED|ERROR|passed|failed" $OUT/call1-kernel-tests.log | tail -8 | cut -c1-240
+# the paged template's pdl and pdl_all points (Triton's kernel 3 with its grid-dependency wait on, never run on a GPU)
+# on the paged contract's two GPU cases, against the float64 reference (added in session 28)
+start=$(date +%s)
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/tasks/mla_attention_paged/test_paged_gpu.py -k pdl -rA -s > $OUT/call1-paged-tests.log 2>&1
+echo "pytest rc=$? $(( $(date +%s) - start ))s" >> $OUT/call1-paged-tests.log
+grep -E "FAILED|ERROR|passed|failed| us, " $OUT/call1-paged-tests.log | tail -8 | cut -c1-240
 start=$(date +%s)
 timeout 120 python3 -W ignore benchmarks/mla_step_graph_probe.py --out /tmp/graph --shapes 1:128:4096 8:128:4096 64:128:4096 --kernels \
   --point attention_kernel=wgmma,launch_overlap=pdl --point attention_kernel=wgmma,launch_overlap=pdl_all > $OUT/call1-probe.log 2>&1

@@ -1,7 +1,8 @@
-"""On the GPU: the honest candidate and the baseline on the paged contract's GPU cases (128 heads B=64
-L=4096, 16 heads B=32 L=8192; shuffled pages, a reversed request, a new-page request, unowned pages NaN),
-their inputs drawn as the judge draws them, against the float64 reference, within the contract's
-tolerances; their times are printed (`pytest -m gpu`)."""
+"""On the GPU: the honest candidate, the baseline and the template's overlapped launches (the default point with
+launch_overlap=pdl, and pdl_all, whose Triton kernel 3 waits on the grid dependency only on a GPU) on the paged
+contract's GPU cases (128 heads B=64 L=4096, 16 heads B=32 L=8192; shuffled pages, a reversed request, a new-page
+request, unowned pages NaN), their inputs drawn as the judge draws them, against the float64 reference, within the
+contract's tolerances; their times are printed (`pytest -m gpu`)."""
 from __future__ import annotations
 
 import importlib
@@ -23,6 +24,10 @@ IMPLEMENTATIONS = {
     "baseline": "tasks.mla_attention_paged.baseline",
     "triton_mla_paged": "tasks.mla_attention_paged.candidates.triton_mla_paged",
 }
+# Points of the paged template rendered for the test: the default with its streamed side kernels launched as
+# programmatic dependents (pdl), and kernel 3 too (pdl_all).
+RENDERED = {"paged_pdl": {"launch_overlap": "pdl"}, "paged_pdl_all": {"launch_overlap": "pdl_all"}}
+TEMPLATES = CONTRACT.parents[1] / "tasks" / "mla_attention_paged" / "templates"
 
 
 def _inputs(name: str, device: str) -> dict[str, torch.Tensor]:
@@ -38,11 +43,24 @@ def _errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]
     return float(diff.norm() / expected.norm()), float(diff.abs().max() / expected.abs().max())
 
 
-def _check_case(impl: str, name: str, device: str):
+def _module(impl: str, workdir: Path):
+    """A committed implementation's module, or a RENDERED point of the template written into `workdir` and loaded."""
+    if impl in IMPLEMENTATIONS:
+        return importlib.import_module(IMPLEMENTATIONS[impl])
+    from ferret.roles.offline import TemplateSearchOptimizer
+    from tasks.variants import import_file
+
+    optimizer = TemplateSearchOptimizer(TEMPLATES)
+    path = workdir / f"{impl}.py"
+    path.write_text(optimizer.render(optimizer.space.canonical({**optimizer.space.default, **RENDERED[impl]})))
+    return import_file(path, f"mla_{impl}")
+
+
+def _check_case(impl: str, name: str, device: str, workdir: Path):
     """Run `impl` on the case's layout; assert o_heads and the appended rows within the contract's tolerances.
     Returns (a function running one more step, o_heads rel_l2)."""
     table = yaml.safe_load(TOLERANCES.read_text())["by_dtype"]["bfloat16"]
-    module = importlib.import_module(IMPLEMENTATIONS[impl])
+    module = _module(impl, workdir)
     inputs = _inputs(name, device)
     golden = ref.reference(inputs, ref.DEEPSEEK_V3_PARAMS)
     batch, heads, _ = inputs["q_nope"].shape
@@ -60,18 +78,19 @@ def _check_case(impl: str, name: str, device: str):
     return (lambda: module.run(after, out, ref.DEEPSEEK_V3_PARAMS)), rel_l2
 
 
-def test_the_gpu_check_itself_on_a_cpu_layout():
+@pytest.mark.parametrize("impl", ["triton_mla_paged", "paged_pdl_all"])
+def test_the_gpu_check_itself_on_a_cpu_layout(impl, tmp_path):
     """The same check on the contract's `typical` CPU layout (Triton's interpreter), so that it is known to
-    work before a GPU runs it."""
-    _check_case("triton_mla_paged", "typical", "cpu")
+    work before a GPU runs it: the candidate, and a rendered point (pdl_all, its grid-dependency waits skipped here)."""
+    _check_case(impl, "typical", "cpu", tmp_path)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", GPU_CASES)
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_gpu_case_within_tolerance(impl, name):
+@pytest.mark.parametrize("impl", [*IMPLEMENTATIONS, *RENDERED])
+def test_gpu_case_within_tolerance(impl, name, tmp_path):
     import triton
 
-    step, rel_l2 = _check_case(impl, name, "cuda")
+    step, rel_l2 = _check_case(impl, name, "cuda", tmp_path)
     ms = triton.testing.do_bench(step, warmup=25, rep=200)
     print(f"{impl} {name}: {ms * 1e3:.1f} us, o_heads rel_l2 {rel_l2:.2e}")
