@@ -5,6 +5,7 @@ request, unowned pages NaN), their inputs drawn as the judge draws them, against
 contract's tolerances; their times are printed (`pytest -m gpu`)."""
 from __future__ import annotations
 
+import functools
 import importlib
 from pathlib import Path
 
@@ -43,8 +44,10 @@ def _errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]
     return float(diff.norm() / expected.norm()), float(diff.abs().max() / expected.abs().max())
 
 
+@functools.cache
 def _module(impl: str, workdir: Path):
-    """A committed implementation's module, or a RENDERED point of the template written into `workdir` and loaded."""
+    """A committed implementation's module, or a RENDERED point of the template written into `workdir` and loaded
+    (once a test: the test and its check share the module)."""
     if impl in IMPLEMENTATIONS:
         return importlib.import_module(IMPLEMENTATIONS[impl])
     from ferret.roles.offline import TemplateSearchOptimizer
@@ -91,6 +94,11 @@ def test_the_gpu_check_itself_on_a_cpu_layout(impl, tmp_path):
 def test_gpu_case_within_tolerance(impl, name, tmp_path):
     import triton
 
+    if impl in RENDERED:
+        if torch.cuda.get_device_capability()[0] < 9:
+            pytest.skip("programmatic launches need a Hopper GPU or later")
+        # the point's kernels wait on the grid dependency (GDC) only where run() launches them programmatically
+        assert _module(impl, tmp_path)._programmatic_launches(torch.device("cuda"))
     step, rel_l2 = _check_case(impl, name, "cuda", tmp_path)
     ms = triton.testing.do_bench(step, warmup=25, rep=200)
     print(f"{impl} {name}: {ms * 1e3:.1f} us, o_heads rel_l2 {rel_l2:.2e}")
