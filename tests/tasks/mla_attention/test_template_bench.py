@@ -159,13 +159,42 @@ def test_candidate_files_are_timed_beside_the_points_by_their_file_name(bench, t
         bench.candidate_points([tmp_path / "missing.py"])
 
 
-def test_the_profiler_driver_takes_the_benchs_points_and_candidate_files(bench, tmp_path):
+def _profiler_driver():
     spec = importlib.util.spec_from_file_location("mla_ncu", REPO / "benchmarks" / "mla_ncu.py")
     ncu = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ncu)
+    return ncu
+
+
+def test_the_profiler_driver_takes_the_benchs_points_and_candidate_files(bench, tmp_path):
+    ncu = _profiler_driver()
     args = ncu.parse_args(["--shapes", "full_h128_b64_l4096", "--point", "head_block=16,num_warps=4",
                            "--candidate", str(tmp_path / "before.py")], bench)
     assert args.shapes == ["full_h128_b64_l4096"]
     assert args.point == [{"head_block": 16, "num_warps": 4}]
+    assert not args.absorb_bmm
+    assert ncu.parse_args(["--shapes", "full_h128_b64_l4096", "--absorb-bmm"], bench).absorb_bmm
     with pytest.raises(SystemExit, match="no such file"):
         bench.candidate_points(args.candidate)
+
+
+def test_the_profilers_bmm_is_the_references_absorption(bench):
+    """--absorb-bmm's product, per head, is the reference's q_absorbed stage (W_UK_h: the first 128 rows of each
+    head's kv_b_proj block) within bf16's rounding of each value, on the contract's CPU `typical` inputs."""
+    import torch
+
+    from ferret.contract.load import load_contract
+    from ferret.gate.inputs import draw_inputs
+    from tasks.mla_attention import reference as ref
+
+    contract = load_contract(REPO / "contracts" / "mla_attention.yaml")
+    case = next(c for c in contract.cases_for("cpu") if c.name == "typical")
+    inputs = draw_inputs(contract, case, "bfloat16")
+    ncu = _profiler_driver()
+    product = ncu.absorb_bmm(inputs)
+    rel_l2 = ncu.absorb_error(inputs, product)
+    expected = ref.reference(inputs, dict(contract.params))["q_absorbed"].transpose(0, 1)
+    assert product.shape == expected.shape and product.dtype == torch.bfloat16
+    ulp = torch.finfo(torch.bfloat16).eps * expected.abs().clamp_min(1e-6)
+    assert bool(((product.double() - expected).abs() <= ulp).all())
+    assert 0 < rel_l2 < 2 * torch.finfo(torch.bfloat16).eps
