@@ -1,7 +1,7 @@
 """One MLA decode step of template points and FlashMLA's dense decode core on the same inputs, for Nsight Compute.
 
     ncu --clock-control none --set full -k 'regex:attention_kernel|merge_splits|mla' -o REPORT \\
-        python benchmarks/mla_ncu.py --shapes full_h128_b64_l4096 full_h128_b8_l4096 [--point ...] [--candidate FILE]
+        python benchmarks/mla_ncu.py --shapes h128_b64_l4096 h128_b8_l4096 [--point ...] [--candidate FILE]
 
 Per shape, in this order: each point's whole step once (its output checked against the reference within the
 contract's tolerance, so a wrong kernel is named, not profiled silently), then FlashMLA's core once (its o_latent
