@@ -87,10 +87,12 @@ def test_a_verdict_says_where_its_seconds_went(rmsnorm_gate, rmsnorm_gates_dir):
     # its variants interleave parts (each case at the primary dtype, correctness, then its other dtypes): a variant
     # quicker than one poll does not show, its time going to the phase before it, and each part's phase sums its
     # variants in the order first seen. On CI's loaded machine the first variant (correctness) went unseen, so that
-    # run:dtypes came first. So the candidate's phases are fixed only as distinct parts of the job.
+    # run:dtypes came first. So the candidate's phases are fixed only as distinct parts of the job, at least one of
+    # them seen (the interpreter's variants take seconds against the 0.1 s poll); which parts the positions seen make
+    # is the next test's.
     runs = names[6:-5]
     all_runs = {"run:correctness", "run:dtypes", "run:edge_cases", "run:fresh_cases"}
-    assert len(set(runs)) == len(runs) and set(runs) <= all_runs, runs
+    assert runs and len(set(runs)) == len(runs) and set(runs) <= all_runs, runs
     assert [p.name for p in second.phases][:5] == names[1:6], "the judge's set-up is said once, in its first verdict"
     assert "gate_setup" not in [p.name for p in second.phases]
     assert all(p.seconds >= 0 for p in first.phases + second.phases)
@@ -101,3 +103,36 @@ def test_a_verdict_says_where_its_seconds_went(rmsnorm_gate, rmsnorm_gates_dir):
     recorded = read_verdicts(rmsnorm_gate)[-1]
     assert recorded.phases == second.phases
     assert Verdict.model_validate_json(second.model_dump_json()).phases == second.phases
+
+
+def test_the_candidates_phases_are_the_parts_of_the_positions_seen_in_the_order_seen(rmsnorm_gate, rmsnorm_gates_dir,
+                                                                                    tmp_path, monkeypatch):
+    """What the verdict's run phases are made of, without the poll's timing: the positions the watcher saw, each the
+    part of that variant. A variant never seen (here the first, correctness) is charged to the phase before it, and the
+    judge's clock then keeps each part once, first seen first: run:dtypes before run:correctness."""
+    from ferret.gate import candidate_run
+    from ferret.sandbox.launch import ProcessOutcome
+
+    judge = Judge(Task.load(RMSNORM_CONTRACT), rmsnorm_gates_dir, "cpu")
+    parts = [record.part for record in judge.manifest.variants]
+    assert parts[:3] == ["correctness", "dtypes", "dtypes"] and parts[3] == "correctness"
+    edge = parts.index("edge_cases")
+    seen = [1, 3, 4, edge]
+
+    def watched(*args, on_progress, **kwargs):
+        for position in seen:
+            on_progress(position)
+        return ProcessOutcome(returncode=0, kind="exited", message="", seconds=0.0, stderr_tail="", peak_rss_mb=0.0)
+
+    monkeypatch.setattr(candidate_run, "run_isolated", watched)
+    workdir = tmp_path / "candidate"
+    workdir.mkdir()
+    run = candidate_run.run_candidate(judge.task, judge.manifest, rmsnorm_gate, TRITON_RMSNORM, workdir, "cpu",
+                                      run_stress=False)
+    assert [name for name, _ in run.phases] == ["candidate_inputs", "candidate_start", "run:dtypes", "run:correctness",
+                                                "run:dtypes", "run:edge_cases"]
+    clock = PhaseClock()
+    for name, seconds in run.phases:
+        clock.add(name, seconds)
+    assert [p.name for p in clock.phases()] == ["candidate_inputs", "candidate_start", "run:dtypes", "run:correctness",
+                                                "run:edge_cases"]
