@@ -1,4 +1,4 @@
-# NOT RUN: session 27 had no device time (README.md); prepared for a later session, after call 1 shows pdl_all passes
+# NOT RUN: sessions 27 and 28 had no device time (README.md); prepared for a later session, after call 1 shows pdl_all passes
 # its GPU tests. Needs .whl/ (scripts/device_wheels.sh), carried.
 # call 2 (session 27): session 22's interrupted dispatch (an H200's) resumed, its rounds 1 and 2 kept (their candidates
 # render the same bytes today), so that round 3 judges the wgmma start, the wgmma + pdl start and the wgmma + pdl_all
