@@ -11,7 +11,7 @@ export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; which ncu; ncu --version; } > $OUT/call3-gpu.txt 2>&1
 cat $OUT/call3-gpu.txt
 start=$(date +%s)
-timeout 360 ncu --clock-control none --set full --nvtx --nvtx-include "step/" --nvtx-include "absorb_bmm/" \
+timeout 300 ncu --clock-control none --set full --nvtx --nvtx-include "step/" --nvtx-include "absorb_bmm/" \
   -k 'regex:q_prepare|gemm|nvjet|xmma|cutlass' -c 12 -o /tmp/k2prof --force-overwrite \
   python3 benchmarks/mla_ncu.py --shapes h128_b64_l4096 h128_b128_l4096 h128_b8_l4096 --point attention_kernel=wgmma \
   --absorb-bmm > $OUT/call3-ncu.log 2>&1
@@ -20,7 +20,7 @@ echo "ncu rc=$? $(( $(date +%s) - start ))s" >> $OUT/call3-ncu.log
 # same run filtered by kernel names alone (the reference's GEMMs are float64, cuBLAS's names for them carry no bf16)
 if grep -q "No kernels were profiled" $OUT/call3-ncu.log; then
   start=$(date +%s)
-  timeout 300 ncu --clock-control none --set full -k 'regex:q_prepare|bf16|nvjet' -c 12 -o /tmp/k2prof --force-overwrite \
+  timeout 180 ncu --clock-control none --set full -k 'regex:q_prepare|bf16|nvjet' -c 12 -o /tmp/k2prof --force-overwrite \
     python3 benchmarks/mla_ncu.py --shapes h128_b64_l4096 h128_b128_l4096 --point attention_kernel=wgmma --absorb-bmm \
     > $OUT/call3-ncu-by-name.log 2>&1
   echo "ncu rc=$? $(( $(date +%s) - start ))s" >> $OUT/call3-ncu-by-name.log
