@@ -9,7 +9,8 @@ cat $OUT/call4-gpu.txt
 timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_cuda_backend_gpu.py -rA > $OUT/call4-backend-test.log 2>&1
 echo "pytest rc=$?" >> $OUT/call4-backend-test.log
 grep -E "FAILED|ERROR|passed|failed|rc=" $OUT/call4-backend-test.log | tail -4 | cut -c1-240
-timeout 120 ncu --clock-control none --set full -k 'regex:q_prepare|bf16|nvjet' -c 4 -o /tmp/k2prof --force-overwrite \
+timeout 120 ncu --clock-control none --set full --nvtx --nvtx-include "step/" --nvtx-include "absorb_bmm/" \
+  -k 'regex:q_prepare|gemm|nvjet|xmma|cutlass|bf16|sm90' -c 4 -o /tmp/k2prof --force-overwrite \
   python3 benchmarks/mla_ncu.py --shapes h128_b64_l4096 --point attention_kernel=wgmma --absorb-bmm > $OUT/call4-ncu.log 2>&1
 echo "ncu rc=$?" >> $OUT/call4-ncu.log
 tail -6 $OUT/call4-ncu.log | cut -c1-220
