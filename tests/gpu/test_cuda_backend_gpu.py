@@ -4,9 +4,10 @@ at its start, then spins for about a millisecond and writes a buffer; the second
 waits for the first (griddepcontrol.wait) and copies the buffer. Launched programmatically, the second starts before
 the first ends and still copies what it wrote; launched as usual, it starts after.
 
-Both kernels are launched once, programmatically, before the pair that is looked at: the first launches load the
-module and the driver's binding on the host, which took 50 ms on an H100 (2026-12-05) and so let the first kernel end
-before the second was even sent. The spin (10 ms) is the host's margin for the second launch."""
+Both kernels are launched once, programmatically, before the pair that is looked at, so that the pair's launches do
+not load the module or the driver's binding on the host: on an H100 (2026-12-05) the test without that warm-up saw the
+second kernel start 50 ms after a 1 ms first kernel ended. The spin (10 ms) is the host's margin for the second
+launch."""
 
 from __future__ import annotations
 
