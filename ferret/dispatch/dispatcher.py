@@ -26,7 +26,7 @@ from ferret.errors import UsageError
 from ferret.gate.judge import Judge, judged_languages, summary
 from ferret.gate.lock import GateTampered, verify_gate
 from ferret.gate.models import StageSummary, TimingResult, Verdict, VerdictSummary
-from ferret.gate.platform_info import resolve_profile, versions
+from ferret.gate.platform_info import device_name, resolve_profile, versions
 from ferret.gate.scan import scan_candidate
 from ferret.models.base import ModelError, ModelUnavailable
 from ferret.progress import ProgressLike, as_reporter
@@ -140,6 +140,23 @@ def resume_contract(folder: str | Path, log: RunLog, contract: str | Path | None
     return original
 
 
+def timed_devices(log: RunLog) -> set[str]:
+    """The devices the run's candidates were timed on (a verdict whose speed was measured names its device)."""
+    return {candidate.gate.timing.device for round_ in log.rounds for candidate in round_.candidates
+            if candidate.gate is not None and candidate.gate.timing.measured and candidate.gate.timing.device}
+
+
+def check_resumed_on_the_same_device(folder: Path, log: RunLog) -> None:
+    """A run ranks its candidates by their speedups, so its rounds must be timed on one device: resuming on another
+    (a pool that lends an H100 or an H200) would rank one device's rounds against another's. A UsageError naming
+    both, before anything is written."""
+    here = device_name()
+    others = sorted(timed_devices(log) - {here})
+    if others:
+        raise UsageError(f"{folder}: its rounds were timed on {', '.join(others)} and this machine's device is {here}: "
+                         "a run's candidates are ranked by times from one device; resume it there, or start a new run")
+
+
 class Dispatcher:
     @classmethod
     def resuming(cls, run_folder: str | Path, contract: str | Path | None = None, **options) -> Dispatcher:
@@ -153,6 +170,7 @@ class Dispatcher:
         if profile is not None and getattr(profile, "value", profile) != log.profile:
             raise UsageError(f"{folder} runs with profile {log.profile}, not {getattr(profile, 'value', profile)}: "
                              "resume it without a profile")
+        check_resumed_on_the_same_device(folder, log)
         options.setdefault("runs_dir", folder.parent)
         dispatcher = cls(path, profile=log.profile, **options)
         dispatcher.resume_folder = folder
@@ -273,6 +291,7 @@ class Dispatcher:
                 raise UsageError(f"{self.contract_path} changed after this dispatcher read it: start a new run")
             if self.profile != log.profile:
                 raise UsageError(f"{folder} runs with profile {log.profile}; this dispatcher's profile is {self.profile}")
+            check_resumed_on_the_same_device(folder, log)
             self.progress(f"resuming {log.run_id} after round {len(log.rounds)}")
         else:
             run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]

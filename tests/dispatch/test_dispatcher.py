@@ -358,6 +358,38 @@ def test_resume_mistakes_are_usage_errors_that_leave_the_run_alone(dirs, tmp_pat
         Dispatcher.resuming(copy, **roles)
 
 
+def test_a_run_timed_on_one_device_is_not_resumed_on_another(dirs):
+    """The device pool lends an H100 or an H200: a run whose round was timed on one is refused on the other, naming
+    both devices, before anything of the run is touched; on the same device it resumes. (The CPU profile measures no
+    speed, so the round's timing is edited into its log as a GPU's would be.)"""
+    from ferret.errors import UsageError
+    from ferret.gate.platform_info import device_name
+
+    gates, runs = dirs
+    log = _dispatch(dirs, ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], KeyboardInterrupt()]),
+                    max_rounds=3).run()
+    assert log.status == "incomplete" and len(log.rounds) == 1
+    folder = runs / log.run_id
+    data = json.loads((folder / "run.json").read_text())
+    timing = data["rounds"][0]["candidates"][0]["gate"]["timing"]
+    roles = {"optimizer": ScriptedOptimizer([[]]), "reviewer": StaticReviewer(), "gates_dir": gates}
+
+    timing.update(measured=True, device="NVIDIA H200")
+    (folder / "run.json").write_text(json.dumps(data))
+    before = (folder / "run.json").read_bytes()
+    refused = re.escape(f"{folder}: its rounds were timed on NVIDIA H200 and this machine's device is {device_name()}")
+    with pytest.raises(UsageError, match=refused):
+        Dispatcher.resuming(folder, **roles)
+    with pytest.raises(UsageError, match=refused):
+        _dispatch(dirs, ScriptedOptimizer([[]]), max_rounds=3).run(resume=folder)
+    assert (folder / "run.json").read_bytes() == before
+
+    timing.update(device=device_name())
+    (folder / "run.json").write_text(json.dumps(data))
+    resumed = Dispatcher.resuming(folder, **roles).run()
+    assert resumed.run_id == log.run_id and len(resumed.rounds) >= 1 and resumed.status != "incomplete"
+
+
 def test_profile_mistakes_are_usage_errors(dirs):
     import torch
 
