@@ -1,4 +1,4 @@
-# NOT RUN: sessions 27 and 28 had no device time (README.md); prepared for the next session's first call. Session 26's call 1,
+# RUN in session 29 (an H100, 2026-12-05; ../2026-12-05-session29/). Prepared in sessions 27 and 28 (no device time). Session 26's call 1,
 # the same three steps, took 422 s with the machine's start; kernel 2's probe takes what is left of 570 s. Needs .whl/
 # (scripts/device_wheels.sh), carried; cuda-bindings is on the image.
 # call 1 (session 27): launch_overlap=pdl_all (kernel 3 a programmatic dependent of kernel 2; the wgmma kernel 3 loads
