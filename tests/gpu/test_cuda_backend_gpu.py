@@ -1,6 +1,6 @@
 """On a GPU of compute capability 9.0 or more: `Source.launch(programmatic=True)` (ferret.backends.cuda) makes the
 kernel a programmatic dependent of the kernel before it on torch's stream. A first kernel lets its dependents launch
-at its start, then spins for about a millisecond and writes a buffer; the second records the GPU's clock as it starts,
+at its start, then spins (10 ms) and writes a buffer; the second records the GPU's clock as it starts,
 waits for the first (griddepcontrol.wait) and copies the buffer. Launched programmatically, the second starts before
 the first ends and still copies what it wrote; launched as usual, it starts after.
 
