@@ -6,8 +6,6 @@
 #   CONTRACT=contracts/mla_attention.yaml MAX_ROUNDS=3 PROPOSALS=2 bash benchmarks/gpu_dispatch.sh
 # To continue an interrupted run of an earlier call, name its packed runs and its id (the contract is the run's own):
 #   RESUME_TAR=benchmarks/results/<folder>/runs.tar.gz RESUME_RUN=<run id> MAX_ROUNDS=3 PROPOSALS=2 bash ...
-# On the same machine, still warm after the call that ran it, RESUME_RUN alone resumes /tmp/runs/<run id> (its gate is
-# still in /tmp/gates, so it is verified, not rebuilt).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD FERRET_GATES_DIR=/tmp/gates PYTHONUNBUFFERED=1
@@ -15,9 +13,6 @@ out=${OUT:-/tmp/out}; mkdir -p "$out"
 start=$(date +%s)
 if [ -n "${RESUME_TAR:-}" ]; then
   tar -xzf "$RESUME_TAR" -C /tmp || exit 1  # its runs/<id> lands in --runs-dir below
-  target=(--resume "/tmp/runs/$RESUME_RUN")
-elif [ -n "${RESUME_RUN:-}" ]; then
-  [ -d "/tmp/runs/$RESUME_RUN" ] || { echo "no /tmp/runs/$RESUME_RUN on this machine: carry its runs.tar.gz"; exit 1; }
   target=(--resume "/tmp/runs/$RESUME_RUN")
 else
   target=("${CONTRACT:-contracts/mla_attention.yaml}")

@@ -10,9 +10,9 @@ a kernel with the caches flushed before every pass). Shapes, points and the Flas
 benchmarks/mla_template_bench.py's. Prints one line per launch made, so the profiler's report can be read against it.
 --absorb-bmm: then cuBLAS's batched GEMM of kernel 2's absorption (q_nope @ W_UK per head, torch.bmm, no rope) once,
 checked against the float32 product, so that the profiler can put kernel 2 beside the library's kernel for the same
-product. Each point's step runs in the NVTX range `step` and the bmm in `absorb_bmm`, so that the profiler can take
-those two apart from the reference's own GEMMs: `ncu --nvtx --nvtx-include step/ --nvtx-include absorb_bmm/ -k
-'regex:q_prepare|gemm|nvjet|xmma|cutlass' ...`.
+product. Each point's step runs in the NVTX range `step`, FlashMLA's call in `flashmla` and the bmm in `absorb_bmm`,
+so that the profiler can take those apart from the reference's own GEMMs: `ncu --nvtx --nvtx-include step/
+--nvtx-include flashmla/ --nvtx-include absorb_bmm/ -k 'regex:q_prepare|mla|gemm|nvjet|xmma|cutlass' ...`.
 A benchmark helper, not a gate.
 """
 
@@ -83,7 +83,8 @@ def launch_shape(bench, contract, points, shape_name: str, spec: dict, with_bmm:
             why = bench.check(bench.load_module(path).run, inputs, params, golden["o_heads"], limit)
         print(f"{shape_name}: {approach}: {'launched, checked' if why is None else why}", flush=True)
     latent_limit = contract.tolerance("bfloat16", "o_latent").rel_l2
-    flash, _call = bench.flash_mla_row(golden, inputs, params, latent_limit, cpu=False)
+    with torch.cuda.nvtx.range("flashmla"):  # the peer's kernels, for the profiler (--nvtx-include flashmla/)
+        flash, _call = bench.flash_mla_row(golden, inputs, params, latent_limit, cpu=False)
     print(f"{shape_name}: FlashMLA core: {flash}", flush=True)
     if with_bmm:
         with torch.cuda.nvtx.range("absorb_bmm"):
