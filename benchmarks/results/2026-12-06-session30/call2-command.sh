@@ -1,3 +1,4 @@
+# NOT RUN: call 1 ran on an H100 (README.md).
 # call 2 (session 30), only after call 1 ran on an H200 and with the device time for it: profile-kernels.sh there.
 # Needs .whl/, carried.
 set -u
