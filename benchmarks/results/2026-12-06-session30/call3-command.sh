@@ -1,13 +1,13 @@
-# call 3 (session 30), with the device time left after call 1 (409 s): kernel 2 alone at B = 64 and 128 (128 heads),
+# call 3 (session 30), with the device time left after call 1 (409 s, then 319 after one more failed start): kernel 2 alone at B = 64 and 128 (128 heads),
 # benchmarks/q_prepare_probe.py: both template forms (streamed: the rope in programs of its own; batch_blocks: the
 # rope in the first column block's programs) in launch variants, the per-head form, cuBLAS's bmm and a copy of the
-# same bytes, cold medians, cut at 150 s. Needs .whl/, carried.
+# same bytes, cold medians, cut at 100 s. Needs .whl/, carried.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; } > $OUT/call3-gpu.txt 2>&1
 cat $OUT/call3-gpu.txt
-timeout 150 python3 -W ignore benchmarks/q_prepare_probe.py --out /tmp/qp --shapes 64:128,128:128 --heads-form \
+timeout 100 python3 -W ignore benchmarks/q_prepare_probe.py --out /tmp/qp --shapes 64:128,128:128 --heads-form \
   > $OUT/call3-q-prepare-probe.log 2>&1
 echo "q_prepare probe rc=$?" >> $OUT/call3-q-prepare-probe.log
 cp /tmp/qp/q-prepare-probe.jsonl $OUT/call3-q-prepare-probe.jsonl
