@@ -1,3 +1,4 @@
+# NOT RUN: one more start failed after call 1, then the tool refused a start (too little device time left).
 # call 3 (session 30), with the device time left after call 1 (409 s, then 319 after one more failed start): kernel 2 alone at B = 64 and 128 (128 heads),
 # benchmarks/q_prepare_probe.py: both template forms (streamed: the rope in programs of its own; batch_blocks: the
 # rope in the first column block's programs) in launch variants, the per-head form, cuBLAS's bmm and a copy of the
