@@ -1,3 +1,5 @@
+# SUPERSEDED by ../2026-12-06-session30/call1-command.sh: session 30 ran the backend test and the profile there;
+# the H200 resume is that file's H200 branch.
 # NOT RUN: after call 1, three starts of a machine failed (this session's device time went to them); prepared for the
 # next session's first call.
 # call 2 (session 29): first the backend's programmatic-launch test as fixed after call 1 (a warm-up pair before the pair

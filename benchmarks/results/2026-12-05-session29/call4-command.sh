@@ -1,3 +1,5 @@
+# SUPERSEDED by ../2026-12-06-session30/call1-command.sh: session 30 ran the backend test and the profile there;
+# the H200 resume is that file's H200 branch.
 # NOT RUN: with 308 s left, the device tool refused a start (too little time for one).
 # call 4 (session 29), for about 5 minutes of device time: the backend's
 # programmatic-launch test as fixed after call 1, then Nsight Compute on kernel 2 and cuBLAS's bmm at B=64 only

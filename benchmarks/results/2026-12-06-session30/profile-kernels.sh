@@ -1,8 +1,8 @@
 # Nsight Compute (--set full, clocks not locked, caches flushed before each pass) on one MLA decode step of the committed
 # candidate's point (attention_kernel=wgmma), FlashMLA's dense decode core on the same inputs and cuBLAS's bmm of
 # kernel 2's absorption, at 128 heads, L=4096, B=64 and B=128 (benchmarks/mla_ncu.py; NVTX ranges step/, flashmla/,
-# absorb_bmm/ keep the reference's GEMMs out), cut at 240 s. Writes $OUT/$1-ncu-details.txt. Sourced by a call's
-# command after its set-up (PYTHONPATH with the wheels).
+# absorb_bmm/ keep the reference's GEMMs out), cut at 240 s. Writes $OUT/$1-ncu-details.txt. A call's command runs
+# it after its set-up (PYTHONPATH with the wheels): bash profile-kernels.sh PREFIX.
 prefix=$1
 start=$(date +%s)
 timeout 240 ncu --clock-control none --set full --nvtx --nvtx-include "step/" --nvtx-include "flashmla/" \
