@@ -18,6 +18,10 @@ block overlap this one's product), at each of HEADS_VARIANTS, checked against th
 [NOPE, BLOCK_C] slice of W_UK loaded once and each row's product summed in fp32 on the CUDA cores, no tensor-core tile
 of 16 rows of which B=1 fills one; the last column block's programs rope q_pe), at each of GEMV_VARIANTS, checked
 against the streamed form's q (the sums' order differs: within one bf16 rounding).
+--tma-form: also the form below (_q_prepare_tma_kernel: programs (head, block of rows, c) as the streamed form's, but
+q_nope and W_UK loaded and q_abs stored through tensor descriptors (TMA on Hopper), each GEMM program looping over its
+column blocks with num_stages pipelining; the profiler, H100 2026-12-06, found the streamed form waiting on its loads
+and storing 12 of every 32 bytes it moves), at each of TMA_VARIANTS, checked bitwise against the streamed form's q.
 Writes DIR/q-prepare-probe.jsonl and prints each row.
 """
 
@@ -50,6 +54,94 @@ def reduction_constants(module) -> dict[str, float]:
     """The rendered template's constants for reducing rope angles to [-pi, pi] (its _cos_sin), so that the probe's
     forms rope q_pe as the template's kernel 2 does."""
     return {name.lstrip("_"): module.__dict__[name].value for name in ("_INV_TWO_PI", "_TWO_PI_HI", "_TWO_PI_LO")}
+
+
+# (block_c, GEMM programs a row block, num_warps, num_stages) of the TMA form: 256 x 2 is the streamed form's split
+TMA_VARIANTS = [(256, 2, 8, 1), (128, 4, 4, 1), (128, 2, 8, 2), (128, 1, 8, 3), (64, 2, 4, 3), (64, 4, 4, 2),
+                (256, 1, 8, 2)]
+
+
+@functools.cache
+def tma_kernel():
+    """The TMA form, defined once (see heads_kernel)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _q_prepare_tma_kernel(
+        q_nope_ptr, q_pe_ptr, w_kv_b_ptr, inv_freq_ptr, positions_ptr, q_ptr, batch,
+        stride_nope_b, stride_nope_h, stride_pe_b, stride_pe_h, stride_w_row, stride_q_b, stride_q_h,
+        rope_magnitude,
+        RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
+        BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, C_PROGRAMS: tl.constexpr, NUM_STAGES: tl.constexpr,
+        INTERPRETED: tl.constexpr, INV_TWO_PI: tl.constexpr, TWO_PI_HI: tl.constexpr, TWO_PI_LO: tl.constexpr,
+    ):
+        h = tl.program_id(0)
+        b0 = tl.program_id(1) * BLOCK_B
+        out_dtype = q_ptr.dtype.element_ty
+        if tl.program_id(2) < C_PROGRAMS:
+            # rows past the batch read as zeros and are never stored (outside the descriptors' shapes)
+            nope_desc = tl.make_tensor_descriptor(q_nope_ptr + h * stride_nope_h, [batch, NOPE], [stride_nope_b, 1],
+                                                  [BLOCK_B, NOPE])
+            w_desc = tl.make_tensor_descriptor(w_kv_b_ptr + h * (NOPE + V_DIM) * stride_w_row, [NOPE, RANK],
+                                               [stride_w_row, 1], [NOPE, BLOCK_C])
+            q_desc = tl.make_tensor_descriptor(q_ptr + h * stride_q_h, [batch, RANK + ROPE], [stride_q_b, 1],
+                                               [BLOCK_B, BLOCK_C])
+            q_nope = nope_desc.load([b0, 0])
+            blocks: tl.constexpr = RANK // BLOCK_C // C_PROGRAMS
+            first = tl.program_id(2) * blocks
+            for c in tl.range(first, first + blocks, num_stages=NUM_STAGES):
+                w_uk = w_desc.load([0, c * BLOCK_C])
+                if INTERPRETED:  # the interpreter's bf16 dot is not the GPU's: widen (bf16 products are exact)
+                    q_abs = tl.dot(q_nope.to(tl.float32), w_uk.to(tl.float32))
+                    # and its casts to bf16 truncate: bias the bits so that they round to nearest even
+                    bits = q_abs.to(tl.uint32, bitcast=True)
+                    q_abs = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
+                else:
+                    q_abs = tl.dot(q_nope, w_uk)
+                q_desc.store([b0, c * BLOCK_C], q_abs.to(out_dtype))
+        else:
+            rows = b0 + tl.arange(0, BLOCK_B)
+            row_mask = rows < batch
+            q_rows = q_ptr + rows[:, None] * stride_q_b + h * stride_q_h
+            pair = tl.arange(0, ROPE // 2)
+            pe_rows = q_pe_ptr + rows[:, None] * stride_pe_b + h * stride_pe_h
+            even = tl.load(pe_rows + 2 * pair[None, :], mask=row_mask[:, None], other=0.0).to(tl.float32)
+            odd = tl.load(pe_rows + 2 * pair[None, :] + 1, mask=row_mask[:, None], other=0.0).to(tl.float32)
+            pos = tl.load(positions_ptr + rows, mask=row_mask, other=0).to(tl.float32)
+            angle = pos[:, None] * tl.load(inv_freq_ptr + pair)[None, :]
+            turns = tl.floor(angle * INV_TWO_PI + 0.5)
+            reduced = (angle - turns * TWO_PI_HI) - turns * TWO_PI_LO
+            cos = tl.cos(reduced) * rope_magnitude
+            sin = tl.sin(reduced) * rope_magnitude
+            first_half, second_half = even * cos - odd * sin, odd * cos + even * sin
+            if INTERPRETED:  # round to nearest even where the interpreter's cast truncates (as above)
+                bits = first_half.to(tl.uint32, bitcast=True)
+                first_half = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
+                bits = second_half.to(tl.uint32, bitcast=True)
+                second_half = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
+            tl.store(q_rows + RANK + 2 * pair[None, :], first_half.to(out_dtype), mask=row_mask[:, None])
+            tl.store(q_rows + RANK + 2 * pair[None, :] + 1, second_half.to(out_dtype), mask=row_mask[:, None])
+
+    return _q_prepare_tma_kernel
+
+
+def launch_tma(module, inputs: dict, q, params: dict, variant) -> None:
+    import triton
+
+    block_c, c_programs, warps, stages = variant
+    batch, heads, _ = inputs["q_nope"].shape
+    block_b = module._batch_block(batch, q.device.type != "cuda")
+    q_nope, q_pe, w_kv_b = inputs["q_nope"], inputs["q_pe"], inputs["w_kv_b"]
+    triton.set_allocator(module._descriptor_scratch)  # the descriptors are built on the device, in global scratch
+    tma_kernel()[(heads, triton.cdiv(batch, block_b), c_programs + 1)](
+        q_nope, q_pe, w_kv_b, module._inv_freq(params, q.device), inputs["positions"], q, batch,
+        q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
+        q.stride(0), q.stride(1), module._rope_magnitude(params),
+        RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
+        V_DIM=module.V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c, C_PROGRAMS=c_programs, NUM_STAGES=stages,
+        INTERPRETED=q.device.type != "cuda", **reduction_constants(module), num_warps=warps,
+    )
 
 
 # (block_c, num_warps) of the GEMV form
@@ -260,7 +352,7 @@ def within_one_rounding(q, expected) -> dict:
 
 
 def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str, cpu: bool, emit,
-                heads_form: bool = False, gemv_form: bool = False) -> None:
+                heads_form: bool = False, gemv_form: bool = False, tma_form: bool = False) -> None:
     import torch
 
     from tasks.mla_attention.inputs import make_inputs
@@ -314,6 +406,23 @@ def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str
             row.update(within_one_rounding(q, streamed))
             row.update(timings(lambda qq=q, v=variant: launch_gemv(modules["streamed"], inputs, qq, params, v), cpu))
             emit(row)
+    if tma_form:
+        streamed = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
+        launch(modules["streamed"], True, inputs, streamed, params, (None, 256, 8))
+        for variant in TMA_VARIANTS:
+            q = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
+            row = {"B": batch, "H": heads, "form": "tma", "variant": variant}
+            try:
+                launch_tma(modules["streamed"], inputs, q, params, variant)
+            except Exception as err:  # noqa: BLE001 - reported, not fatal
+                emit({**row, "ok": False, "why": f"{type(err).__name__}: {str(err)[:300]}"})
+                continue
+            diff = (q.float() - streamed.float()).abs()
+            same = bool(torch.equal(q, streamed))
+            row.update(ok=bool(torch.isfinite(q).all()) and same, bitwise=same,
+                       max_abs_diff=float(diff.max()), differing=int((diff > 0).sum()))
+            row.update(timings(lambda qq=q, v=variant: launch_tma(modules["streamed"], inputs, qq, params, v), cpu))
+            emit(row)
     for row in reference_rows(inputs, cpu):
         emit({"B": batch, "H": heads, **row})
 
@@ -324,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true")
     parser.add_argument("--heads-form", action="store_true")
     parser.add_argument("--gemv-form", action="store_true")
+    parser.add_argument("--tma-form", action="store_true")
     parser.add_argument("--shapes", default=None, help="B:H,B:H,... (default: GPU_SHAPES)")
     args = parser.parse_args(argv)
     if args.cpu:
@@ -348,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes = [tuple(int(x) for x in pair.split(":")) for pair in args.shapes.split(",")]
     for batch, heads in shapes:
         probe_shape(modules, batch, heads, params, "cpu" if args.cpu else "cuda", args.cpu, emit, args.heads_form,
-                    args.gemv_form)
+                    args.gemv_form, args.tma_form)
     return 0
 
 

@@ -1,7 +1,7 @@
 """benchmarks/q_prepare_probe.py under the CPU interpreter (--cpu): every launch variant of the template's kernel 2,
 in both forms, writes every element of q and the same q as run()'s own launch (the probe's rows say so), so the
 variants it times on a GPU are the same computation; the GEMV form's variants write q within one bf16 rounding of
-the streamed form's."""
+the streamed form's; the TMA form's write the streamed form's q bitwise."""
 
 from __future__ import annotations
 
@@ -35,3 +35,16 @@ def test_every_gemv_variant_writes_q_within_one_rounding_of_the_streamed_form(tm
     gemv = [row for row in rows if row["form"] == "gemv"]
     assert len(gemv) == 5  # GEMV_VARIANTS
     assert all(row["ok"] for row in gemv), [row for row in gemv if not row["ok"]]
+
+
+def test_every_tma_variant_writes_the_streamed_forms_q_bitwise(tmp_path):
+    """The TMA form (descriptor loads and stores, column blocks pipelined) at a batch smaller than its row block: the
+    rows past the batch are read as zeros and never stored, and every element of q is the streamed form's."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "q_prepare_probe.py"), "--out", str(tmp_path), "--cpu",
+                           "--tma-form", "--shapes", "2:4"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "q-prepare-probe.jsonl").read_text().splitlines()]
+    tma = [row for row in rows if row["form"] == "tma"]
+    assert len(tma) == 7  # TMA_VARIANTS
+    assert all(row["ok"] and row["bitwise"] for row in tma), [row for row in tma if not row["ok"]]
