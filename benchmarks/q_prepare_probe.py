@@ -21,7 +21,8 @@ against the streamed form's q (the sums' order differs: within one bf16 rounding
 --tma-form: also the form below (_q_prepare_tma_kernel: programs (head, block of rows, c) as the streamed form's, but
 q_nope and W_UK loaded and q_abs stored through tensor descriptors (TMA on Hopper), each GEMM program looping over its
 column blocks with num_stages pipelining; the profiler, H100 2026-12-06, found the streamed form waiting on its loads
-and storing 12 of every 32 bytes it moves), at each of TMA_VARIANTS, checked bitwise against the streamed form's q.
+and storing 12 of every 32 bytes it moves), at each of TMA_VARIANTS, checked bitwise against the streamed form's q
+(no faster than the pointer forms on the H100: benchmarks/results/2026-12-06-session31, call 3).
 Writes DIR/q-prepare-probe.jsonl and prints each row.
 """
 
