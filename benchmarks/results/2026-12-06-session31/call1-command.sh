@@ -1,3 +1,4 @@
+# RUN twice in session 31, on H100s: FRESH=0 at 05:00 UTC (that is call3-command.sh), then FRESH=1 DISPATCH_TIMEOUT_S=470 at 05:10.
 # call 1 (session 31): the offline loop judges the wgmma, wgmma + pdl and wgmma + pdl_all starts.
 # On an H200: session 22's H200 run resumed (its round 3 proposes those three starts; a resume refuses another card).
 # On an H100: a fresh run of contracts/mla_attention.yaml (round 1 the default, round 2 starts[0..2], round 3 the

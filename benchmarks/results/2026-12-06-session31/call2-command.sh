@@ -1,3 +1,4 @@
+# NOT RUN in session 31: no call came for it (call 1 ran with FRESH=0, then FRESH=1 with too little time left after).
 # call 2 (session 31), on the machine call 1 left warm: the run call 1 cut at DISPATCH_TIMEOUT_S (the one run in
 # .device-run/runs) resumed with the same budget, through round 3.
 set -u

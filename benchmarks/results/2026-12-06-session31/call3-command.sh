@@ -1,3 +1,4 @@
+# RUN in session 31 through call1-command.sh with FRESH=0 (an H100, 05:00 UTC).
 # call 3 (session 31), with the device time the loop leaves: kernel 2 alone (benchmarks/q_prepare_probe.py) at 128 heads,
 # B = 64, 128 and 8: both template forms in launch variants, the TMA form (descriptor loads and stores, column blocks
 # pipelined; new this session), cuBLAS's bmm and a copy of the same bytes, cold medians, cut at 150 s. The per-head

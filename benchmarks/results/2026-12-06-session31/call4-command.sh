@@ -1,3 +1,4 @@
+# NOT RUN in session 31: no H200 came.
 # call 4 (session 31), on an H200 after call 1 (the warm machine keeps .device-run/gates, the gate call 1's run locked):
 # `ferret check` of the wgmma + pdl_all point (the contract's gate, with torch.compile of the baseline timed beside
 # it), so that "never slower than torch.compile" is read on the H200 for the current template (session 24's H200
