@@ -352,6 +352,44 @@ def within_one_rounding(q, expected) -> dict:
             "max_abs_diff": float(diff.max()), "differing": int((diff > 0).sum())}
 
 
+def compared(q, expected, bitwise_required: bool) -> dict:
+    """ok: every value of q finite (and, where bitwise_required, q equal to expected); how far it is otherwise."""
+    import torch
+
+    diff = (q.float() - expected.float()).abs()
+    same = bool(torch.equal(q, expected))
+    return {"ok": bool(torch.isfinite(q).all()) and (same or not bitwise_required), "bitwise": same,
+            "max_abs_diff": float(diff.max()), "differing": int((diff > 0).sum())}
+
+
+# name: (variants, launcher, how its q is judged against the streamed form's)
+OTHER_FORMS = {
+    "per_head": (HEADS_VARIANTS, launch_heads, lambda q, expected: compared(q, expected, bitwise_required=False)),
+    "gemv": (GEMV_VARIANTS, launch_gemv, within_one_rounding),
+    "tma": (TMA_VARIANTS, launch_tma, lambda q, expected: compared(q, expected, bitwise_required=True)),
+}
+
+
+def probe_other_form(name: str, module, inputs: dict, params: dict, streamed, cpu: bool, emit) -> None:
+    """Each variant of a form outside the template: launched on q filled with NaN, its q judged against the streamed
+    form's (`streamed`), then timed; a variant that fails to launch is reported, not fatal."""
+    import torch
+
+    variants, launcher, judged = OTHER_FORMS[name]
+    batch, heads, _ = inputs["q_nope"].shape
+    for variant in variants:
+        q = torch.full_like(streamed, float("nan"))
+        row = {"B": batch, "H": heads, "form": name, "variant": variant}
+        try:
+            launcher(module, inputs, q, params, variant)
+        except Exception as err:  # noqa: BLE001 - reported, not fatal
+            emit({**row, "ok": False, "why": f"{type(err).__name__}: {str(err)[:300]}"})
+            continue
+        row.update(judged(q, streamed))
+        row.update(timings(lambda qq=q, v=variant: launcher(module, inputs, qq, params, v), cpu))
+        emit(row)
+
+
 def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str, cpu: bool, emit,
                 heads_form: bool = False, gemv_form: bool = False, tma_form: bool = False) -> None:
     import torch
@@ -377,53 +415,13 @@ def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str
             row.update(timings(lambda m=module, f=form, qq=q, v=variant: launch(m, f == "streamed", inputs, qq,
                                                                                   params, v), cpu))
             emit(row)
-    if heads_form:
+    forms = {"per_head": heads_form, "gemv": gemv_form, "tma": tma_form}
+    chosen = [name for name, wanted in forms.items() if wanted]
+    if chosen:
         streamed = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
         launch(modules["streamed"], True, inputs, streamed, params, (None, 256, 8))
-        for variant in HEADS_VARIANTS:
-            q = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
-            row = {"B": batch, "H": heads, "form": "per_head", "variant": variant}
-            try:
-                launch_heads(modules["streamed"], inputs, q, params, variant)
-            except Exception as err:  # noqa: BLE001 - reported, not fatal
-                emit({**row, "ok": False, "why": f"{type(err).__name__}: {str(err)[:300]}"})
-                continue
-            diff = (q.float() - streamed.float()).abs()
-            row.update(ok=bool(torch.isfinite(q).all()), bitwise=bool(torch.equal(q, streamed)),
-                       max_abs_diff=float(diff.max()), differing=int((diff > 0).sum()))
-            row.update(timings(lambda qq=q, v=variant: launch_heads(modules["streamed"], inputs, qq, params, v), cpu))
-            emit(row)
-    if gemv_form:
-        streamed = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
-        launch(modules["streamed"], True, inputs, streamed, params, (None, 256, 8))
-        for variant in GEMV_VARIANTS:
-            q = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
-            row = {"B": batch, "H": heads, "form": "gemv", "variant": variant}
-            try:
-                launch_gemv(modules["streamed"], inputs, q, params, variant)
-            except Exception as err:  # noqa: BLE001 - reported, not fatal
-                emit({**row, "ok": False, "why": f"{type(err).__name__}: {str(err)[:300]}"})
-                continue
-            row.update(within_one_rounding(q, streamed))
-            row.update(timings(lambda qq=q, v=variant: launch_gemv(modules["streamed"], inputs, qq, params, v), cpu))
-            emit(row)
-    if tma_form:
-        streamed = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
-        launch(modules["streamed"], True, inputs, streamed, params, (None, 256, 8))
-        for variant in TMA_VARIANTS:
-            q = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
-            row = {"B": batch, "H": heads, "form": "tma", "variant": variant}
-            try:
-                launch_tma(modules["streamed"], inputs, q, params, variant)
-            except Exception as err:  # noqa: BLE001 - reported, not fatal
-                emit({**row, "ok": False, "why": f"{type(err).__name__}: {str(err)[:300]}"})
-                continue
-            diff = (q.float() - streamed.float()).abs()
-            same = bool(torch.equal(q, streamed))
-            row.update(ok=bool(torch.isfinite(q).all()) and same, bitwise=same,
-                       max_abs_diff=float(diff.max()), differing=int((diff > 0).sum()))
-            row.update(timings(lambda qq=q, v=variant: launch_tma(modules["streamed"], inputs, qq, params, v), cpu))
-            emit(row)
+        for name in chosen:
+            probe_other_form(name, modules["streamed"], inputs, params, streamed, cpu, emit)
     for row in reference_rows(inputs, cpu):
         emit({"B": batch, "H": heads, **row})
 
