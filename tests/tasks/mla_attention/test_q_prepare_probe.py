@@ -14,12 +14,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_every_launch_variant_writes_the_same_q_as_runs_launch(tmp_path):
+def _probe_rows(tmp_path, *flags: str) -> list[dict]:
+    """The probe's rows, run under the CPU interpreter with `flags`."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "q_prepare_probe.py"), "--out", str(tmp_path), "--cpu"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "q_prepare_probe.py"), "--out", str(tmp_path), "--cpu",
+                           *flags], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = [json.loads(line) for line in (tmp_path / "q-prepare-probe.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (tmp_path / "q-prepare-probe.jsonl").read_text().splitlines()]
+
+
+def test_every_launch_variant_writes_the_same_q_as_runs_launch(tmp_path):
+    rows = _probe_rows(tmp_path)
     forms = {row["form"] for row in rows}
     assert forms == {"batch_blocks", "streamed"}
     assert len(rows) == 2 * 7  # seven launch variants of each form, at the CPU shape
@@ -27,12 +32,7 @@ def test_every_launch_variant_writes_the_same_q_as_runs_launch(tmp_path):
 
 
 def test_every_gemv_variant_writes_q_within_one_rounding_of_the_streamed_form(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "q_prepare_probe.py"), "--out", str(tmp_path), "--cpu",
-                           "--gemv-form", "--shapes", "2:4"], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = [json.loads(line) for line in (tmp_path / "q-prepare-probe.jsonl").read_text().splitlines()]
-    gemv = [row for row in rows if row["form"] == "gemv"]
+    gemv = [row for row in _probe_rows(tmp_path, "--gemv-form", "--shapes", "2:4") if row["form"] == "gemv"]
     assert len(gemv) == 5  # GEMV_VARIANTS
     assert all(row["ok"] for row in gemv), [row for row in gemv if not row["ok"]]
 
@@ -40,11 +40,6 @@ def test_every_gemv_variant_writes_q_within_one_rounding_of_the_streamed_form(tm
 def test_every_tma_variant_writes_the_streamed_forms_q_bitwise(tmp_path):
     """The TMA form (descriptor loads and stores, column blocks pipelined) at a batch smaller than its row block: the
     rows past the batch are read as zeros and never stored, and every element of q is the streamed form's."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "q_prepare_probe.py"), "--out", str(tmp_path), "--cpu",
-                           "--tma-form", "--shapes", "2:4"], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = [json.loads(line) for line in (tmp_path / "q-prepare-probe.jsonl").read_text().splitlines()]
-    tma = [row for row in rows if row["form"] == "tma"]
+    tma = [row for row in _probe_rows(tmp_path, "--tma-form", "--shapes", "2:4") if row["form"] == "tma"]
     assert len(tma) == 7  # TMA_VARIANTS
     assert all(row["ok"] and row["bitwise"] for row in tma), [row for row in tma if not row["ok"]]
