@@ -64,7 +64,9 @@ TMA_VARIANTS = [(256, 2, 8, 1), (128, 4, 4, 1), (128, 2, 8, 2), (128, 1, 8, 3), 
 
 @functools.cache
 def tma_kernel():
-    """The TMA form, defined once (see heads_kernel)."""
+    """The TMA form, defined once (see heads_kernel). Its bf16 operands and rounding and its rope's cos/sin are the
+    rendered template's own jit helpers (`_dot_operand`, `_round_to`, `_cos_sin`), passed as constexpr functions, so
+    that under the interpreter it computes what the template's kernel 2 computes, and on the GPU the same code."""
     import triton
     import triton.language as tl
 
@@ -75,7 +77,7 @@ def tma_kernel():
         rope_magnitude,
         RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
         BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, C_PROGRAMS: tl.constexpr, NUM_STAGES: tl.constexpr,
-        INTERPRETED: tl.constexpr, INV_TWO_PI: tl.constexpr, TWO_PI_HI: tl.constexpr, TWO_PI_LO: tl.constexpr,
+        INTERPRETED: tl.constexpr, dot_operand: tl.constexpr, round_to: tl.constexpr, cos_sin: tl.constexpr,
     ):
         h = tl.program_id(0)
         b0 = tl.program_id(1) * BLOCK_B
@@ -88,19 +90,12 @@ def tma_kernel():
                                                [stride_w_row, 1], [NOPE, BLOCK_C])
             q_desc = tl.make_tensor_descriptor(q_ptr + h * stride_q_h, [batch, RANK + ROPE], [stride_q_b, 1],
                                                [BLOCK_B, BLOCK_C])
-            q_nope = nope_desc.load([b0, 0])
+            q_nope = dot_operand(nope_desc.load([b0, 0]), INTERPRETED)
             blocks: tl.constexpr = RANK // BLOCK_C // C_PROGRAMS
             first = tl.program_id(2) * blocks
             for c in tl.range(first, first + blocks, num_stages=NUM_STAGES):
-                w_uk = w_desc.load([0, c * BLOCK_C])
-                if INTERPRETED:  # the interpreter's bf16 dot is not the GPU's: widen (bf16 products are exact)
-                    q_abs = tl.dot(q_nope.to(tl.float32), w_uk.to(tl.float32))
-                    # and its casts to bf16 truncate: bias the bits so that they round to nearest even
-                    bits = q_abs.to(tl.uint32, bitcast=True)
-                    q_abs = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
-                else:
-                    q_abs = tl.dot(q_nope, w_uk)
-                q_desc.store([b0, c * BLOCK_C], q_abs.to(out_dtype))
+                q_abs = tl.dot(q_nope, dot_operand(w_desc.load([0, c * BLOCK_C]), INTERPRETED))
+                q_desc.store([b0, c * BLOCK_C], round_to(q_abs, out_dtype, INTERPRETED))
         else:
             rows = b0 + tl.arange(0, BLOCK_B)
             row_mask = rows < batch
@@ -110,19 +105,13 @@ def tma_kernel():
             even = tl.load(pe_rows + 2 * pair[None, :], mask=row_mask[:, None], other=0.0).to(tl.float32)
             odd = tl.load(pe_rows + 2 * pair[None, :] + 1, mask=row_mask[:, None], other=0.0).to(tl.float32)
             pos = tl.load(positions_ptr + rows, mask=row_mask, other=0).to(tl.float32)
-            angle = pos[:, None] * tl.load(inv_freq_ptr + pair)[None, :]
-            turns = tl.floor(angle * INV_TWO_PI + 0.5)
-            reduced = (angle - turns * TWO_PI_HI) - turns * TWO_PI_LO
-            cos = tl.cos(reduced) * rope_magnitude
-            sin = tl.sin(reduced) * rope_magnitude
-            first_half, second_half = even * cos - odd * sin, odd * cos + even * sin
-            if INTERPRETED:  # round to nearest even where the interpreter's cast truncates (as above)
-                bits = first_half.to(tl.uint32, bitcast=True)
-                first_half = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
-                bits = second_half.to(tl.uint32, bitcast=True)
-                second_half = (bits + 0x7FFF + ((bits >> 16) & 1)).to(tl.float32, bitcast=True)
-            tl.store(q_rows + RANK + 2 * pair[None, :], first_half.to(out_dtype), mask=row_mask[:, None])
-            tl.store(q_rows + RANK + 2 * pair[None, :] + 1, second_half.to(out_dtype), mask=row_mask[:, None])
+            cos, sin = cos_sin(pos[:, None] * tl.load(inv_freq_ptr + pair)[None, :])
+            cos = cos * rope_magnitude
+            sin = sin * rope_magnitude
+            tl.store(q_rows + RANK + 2 * pair[None, :], round_to(even * cos - odd * sin, out_dtype, INTERPRETED),
+                     mask=row_mask[:, None])
+            tl.store(q_rows + RANK + 2 * pair[None, :] + 1, round_to(odd * cos + even * sin, out_dtype, INTERPRETED),
+                     mask=row_mask[:, None])
 
     return _q_prepare_tma_kernel
 
@@ -141,7 +130,8 @@ def launch_tma(module, inputs: dict, q, params: dict, variant) -> None:
         q.stride(0), q.stride(1), module._rope_magnitude(params),
         RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
         V_DIM=module.V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c, C_PROGRAMS=c_programs, NUM_STAGES=stages,
-        INTERPRETED=q.device.type != "cuda", **reduction_constants(module), num_warps=warps,
+        INTERPRETED=q.device.type != "cuda", dot_operand=module._dot_operand, round_to=module._round_to,
+        cos_sin=module._cos_sin, num_warps=warps,
     )
 
 
