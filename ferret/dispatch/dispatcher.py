@@ -83,6 +83,14 @@ def _feedback(record: CandidateRecord) -> RoundFeedback:
     )
 
 
+def _last_words(stderr: str, limit: int = 1000) -> str:
+    """What a Ferret command said last: its mistake line (`ferret: ...`, its stderr's last line) whole where it
+    ended with one (a traceback before it would push it out of the last `limit` characters), else the tail of
+    its stderr."""
+    lines = stderr.rstrip().splitlines()
+    return lines[-1][:limit] if lines and lines[-1].startswith("ferret: ") else stderr[-limit:]
+
+
 def _floor_text(timing: TimingResult) -> str:
     """Where a proposal stands against the physical limit, case by case (`, at 31%/12%/48% of the floor`)."""
     fractions = [c.fraction_of_floor for c in timing.cases if c.fraction_of_floor is not None]
@@ -392,7 +400,7 @@ class Dispatcher:
             stop = (StopReason.MAX_ROUNDS, f"reached the maximum of {self.max_rounds} rounds")
         self.progress.step("rounds", self.max_rounds, self.max_rounds)
         log.stop, log.stop_reason = stop
-        self._finish(log)
+        self._finish(log, folder)
 
     def _why_nothing_to_rank(self, log: RunLog) -> str:
         """Why a search stops after its first correct candidate where speed is not measured."""
@@ -461,7 +469,7 @@ class Dispatcher:
     def _fully_established(self, record: CandidateRecord) -> bool:
         return bool(record.speed_measured and record.target_met and record.review and record.review.reviewer != "static-scan")
 
-    def _finish(self, log: RunLog) -> None:
+    def _finish(self, log: RunLog, folder: Path) -> None:
         best = log.best
         if best is None:
             log.status = "incomplete" if log.stop == StopReason.MAX_ROUNDS else "rejected"
@@ -469,6 +477,14 @@ class Dispatcher:
             return
         final = self._final_check(Path(best.file))
         log.final_check = final
+        if final.verdict is None:
+            # The check ended without a verdict (the judge's own fault: out of memory, a crash of the judge): that
+            # says nothing of the candidate, so the run is not rejected; resuming it runs the final check again.
+            log.established = Established(correct=True, speed_measured=best.speed_measured, target_met=best.target_met)
+            log.status = "incomplete"
+            log.stop_reason += (f"; the final acceptance check ended without a verdict (exit {final.exit_code}): "
+                                f"run it again with `ferret dispatch --resume {folder}`")
+            return
         llm = best.review is not None and best.review.reviewer != "static-scan"
         log.established = Established(
             correct=True,
@@ -501,8 +517,7 @@ class Dispatcher:
         try:
             verdict = Verdict.model_validate_json(verdict_file.read_bytes())
         except (OSError, ValueError) as err:
-            return FinalCheck(
-                passed=False, exit_code=done.returncode, error=f"no verdict ({type(err).__name__}): {done.stderr[-1000:]}"
-            )
+            return FinalCheck(passed=False, exit_code=done.returncode,
+                              error=f"no verdict ({type(err).__name__}): {_last_words(done.stderr or '')}")
         # Its timing (with the torch.compile comparison the rounds leave out) is the run's reported speed.
         return FinalCheck(passed=verdict.passed and done.returncode == 0, exit_code=done.returncode, verdict=summary(verdict))

@@ -48,6 +48,29 @@ def _differences(got: dict[str, torch.Tensor], outputs: list[str], inout: list[s
     return repeat_diffs, traced_diffs
 
 
+def _compare_stages(
+    contract: Contract, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], dtype: str, own_row: str | None,
+    device: str,
+) -> list[StageMetrics]:
+    """Every stage of the contract compared on `device`: an output and an inout from the fast path's first call,
+    the other stages from the traced run (None where the candidate exposed none)."""
+    outputs = [o.name for o in contract.outputs]
+    inout = [i.name for i in contract.inputs if i.role == "inout"]
+    stages: list[StageMetrics] = []
+    for stage in contract.stages:
+        if stage.name in outputs:
+            value = got[wire.fast_key(0, stage.name)]
+        elif stage.name in inout:
+            value = got[wire.inout_key(0, stage.name)]
+        else:
+            value = got.get(wire.trace_key(stage.name))
+        stages.append(
+            compare_stage(value, golden[stage.name], stage, contract.tolerance(dtype, stage.name, own_row),
+                          device=device, error_scale=error_scale_of(golden, stage))
+        )
+    return stages
+
+
 def judge_variant(
     contract: Contract,
     ids: VariantIds,
@@ -81,21 +104,18 @@ def judge_variant(
     inout = [i.name for i in contract.inputs if i.role == "inout"]
     repeat_diffs, traced_diffs = _differences(got, outputs, inout, contract.budgets.determinism_repeats)
     repeats_equal, traced_equal = not repeat_diffs, not traced_diffs
-    stages: list[StageMetrics] = []
     own_row = None if part == "fresh_cases" else case  # a fresh case is never judged by a frozen case's own row
     # The judge's own arithmetic may use the GPU (large stages); the candidate's process is long gone.
-    compare_device = "cuda" if torch.cuda.is_available() else "cpu"
-    for stage in contract.stages:
-        if stage.name in outputs:
-            value = got[wire.fast_key(0, stage.name)]
-        elif stage.name in inout:
-            value = got[wire.inout_key(0, stage.name)]
-        else:
-            value = got.get(wire.trace_key(stage.name))
-        stages.append(
-            compare_stage(value, golden[stage.name], stage, contract.tolerance(dtype, stage.name, own_row),
-                          device=compare_device, error_scale=error_scale_of(golden, stage))
-        )
+    if torch.cuda.is_available():
+        try:
+            stages = _compare_stages(contract, got, golden, dtype, own_row, "cuda")
+        except torch.OutOfMemoryError:
+            # The card is short of memory (other processes hold it): the same float64 metrics on the host, slower.
+            # A comparison that cannot be made is the judge's fault, never the candidate's.
+            torch.cuda.empty_cache()
+            stages = _compare_stages(contract, got, golden, dtype, own_row, "cpu")
+    else:
+        stages = _compare_stages(contract, got, golden, dtype, own_row, "cpu")
     first_failing = next((s.stage for s in stages if not s.passed), None)
     result = VariantResult(
         **base,

@@ -12,6 +12,7 @@ before every candidate runs and before every verdict: it is a guard, not a set-u
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file
 
 from ferret.backends import CUDA_MODULE, language_of
@@ -71,6 +73,17 @@ def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profil
 def device_for(profile: str) -> str:
     """The device a profile runs on; its checks (cpu or gpu, a GPU present for gpu) are resolve_profile's."""
     return "cuda" if resolve_profile(profile) == "gpu" else "cpu"
+
+
+def return_cached_gpu_memory() -> None:
+    """Give the GPU memory torch's caching allocator keeps in this process back to the card. The judge's
+    comparisons of large MLA stages run in float64 on the GPU: after a round of checks the dispatcher's process
+    held 50.7 GiB of an H100's 79 GiB, and the final acceptance check, another process, ran out of memory
+    (2026-12-06, benchmarks/results/2026-12-06-session32). Called after every check, so that the next candidate's
+    process and the final check find the card as free as the first check did."""
+    if torch.cuda.is_initialized():
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def judged_languages(task: Task, profile: str) -> list[str]:
@@ -188,8 +201,11 @@ class Judge:
         """Judge one candidate and append the verdict to the gate's report. `static` is the static scan's
         findings if the caller already has them (the dispatcher scans each candidate once)."""
         with stop_on_signals():
-            return self._check(Path(candidate), measure_speed, run_stress, compare_compiled, static,
-                               as_reporter(progress) if progress is not None else self.progress)
+            try:
+                return self._check(Path(candidate), measure_speed, run_stress, compare_compiled, static,
+                                   as_reporter(progress) if progress is not None else self.progress)
+            finally:
+                return_cached_gpu_memory()
 
     def _check(self, candidate: Path, measure_speed: bool, run_stress: bool, compare_compiled: bool,
                static: list[Detection] | None, progress: Reporter) -> Verdict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -161,6 +162,38 @@ def test_an_interrupted_run_is_incomplete_and_can_be_resumed(dirs):
     assert [r.round for r in resumed.rounds] == [1, 2]
     assert resumed_optimizer.contexts[0].round == 2 and resumed_optimizer.contexts[0].history[0].approach == "first"
     assert resumed.status == "correct_speed_not_measured"
+
+
+def test_a_final_check_that_ends_without_a_verdict_leaves_the_run_incomplete_and_resuming_runs_it_again(
+    dirs, monkeypatch
+):
+    """The judge's own failure in the final check (session 32: out of memory on an H100, the dispatcher's process
+    holding the card) says nothing of the candidate: the run is not rejected; it keeps the judge's last words and
+    the command that runs the check again, and resuming the finished run runs only the final check."""
+    mistake = "ferret: internal error: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.25 GiB."
+
+    def judge_crashes(command, **kwargs):  # `ferret check` ends with the judge's mistake line, writing no verdict
+        kwargs["on_stderr_line"]("Traceback (most recent call last):")
+        return subprocess.CompletedProcess(command, 4, "", "Traceback (most recent call last):\n" + "x" * 2000 + "\n"
+                                           + mistake + "\n")
+
+    monkeypatch.setattr(dispatcher_module, "run_child", judge_crashes)
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]])
+    log = _dispatch(dirs, optimizer, max_rounds=1).run()
+    folder = Path(log.best.file).parents[1]
+    assert log.status == "incomplete" and log.stop.value == "max_rounds"
+    assert log.stop_reason == (f"reached the maximum of 1 rounds; the final acceptance check ended without a verdict "
+                               f"(exit 4): run it again with `ferret dispatch --resume {folder}`")
+    assert log.final_check.exit_code == 4 and log.final_check.verdict is None
+    assert log.final_check.error == f"no verdict (FileNotFoundError): {mistake}"  # whole, past the traceback
+    assert log.established.correct and log.established.final_check_passed is None
+    monkeypatch.undo()
+    gates, _ = dirs
+    resumed_optimizer = ScriptedOptimizer([])
+    resumed = Dispatcher.resuming(folder, optimizer=resumed_optimizer, reviewer=StaticReviewer(), gates_dir=gates,
+                                  max_rounds=1).run()
+    assert resumed_optimizer.contexts == [] and len(resumed.rounds) == 1  # no round: the final check alone
+    assert resumed.final_check.passed is True and resumed.status == "correct_speed_not_measured"
 
 
 def test_an_error_is_incomplete_never_success(dirs):

@@ -647,3 +647,38 @@ def test_progress_goes_to_the_ferret_logger_by_default(rmsnorm_gate, rmsnorm_gat
     assert "  typical@bfloat16: ok" in messages
     # the check ends saying what became of speed, not only PASS
     assert "speed not measured: no GPU: speed is not measured (an interpreter time is never a speedup)" in messages
+
+
+# --- the judge's own resources ---------------------------------------------------------------------------------
+
+
+def test_the_judge_gives_back_its_cached_gpu_memory_after_every_check_even_one_that_raises(
+    rmsnorm_gates_dir, tmp_path, monkeypatch
+):
+    """After a round of MLA checks the dispatcher's process held 50.7 GiB of an H100 in torch's cache and its final
+    check, another process, ran out of memory (session 32): every check gives the cache back, however it ends."""
+    import ferret.gate.judge as judge_module
+
+    given_back = []
+    monkeypatch.setattr(judge_module, "return_cached_gpu_memory", lambda: given_back.append("check"))
+    with pytest.raises(FileNotFoundError, match="no such candidate file"):
+        check(RMSNORM_CONTRACT, tmp_path / "missing.py", gates_dir=rmsnorm_gates_dir, profile="cpu")
+    assert given_back == ["check"]
+    verdict, _ = check(RMSNORM_CONTRACT, _candidate(tmp_path, "syntax", "def run(:\n", prelude=False),
+                       gates_dir=rmsnorm_gates_dir, profile="cpu")
+    assert not verdict.passed and given_back == ["check", "check"]
+
+
+def test_returning_the_cached_gpu_memory_empties_torchs_cache_only_where_cuda_was_started(monkeypatch):
+    import torch
+
+    from ferret.gate.judge import return_cached_gpu_memory
+
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    return_cached_gpu_memory()
+    assert emptied == []  # never starts CUDA in a process that has not (a CPU check, the CI)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    return_cached_gpu_memory()
+    assert emptied == [True]
