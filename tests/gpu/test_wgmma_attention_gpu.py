@@ -83,11 +83,11 @@ CASES = [  # batch, heads, capacity, lengths (None: random), tiles per split
 
 @pytest.mark.parametrize("batch,heads,capacity,lens,split_tiles", CASES)
 @pytest.mark.parametrize("loads", ["serial", "pdl_all"])
-def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, kernel_3_first_loads, loads, batch, heads,
+def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, kernel_3_serial, loads, batch, heads,
                                                          capacity, lens, split_tiles):
-    """The candidate's kernel 3, and pdl_all's launched programmatically: its first two tiles loaded with the appended
-    row zero-filled, that row loaded over the zeros after the wait (in the first tile, the second, or a later one
-    as the lengths put it)."""
+    """The serial start's kernel 3, and the candidate's (pdl_all's) launched programmatically: its first two tiles
+    loaded with the appended row zero-filled, that row loaded over the zeros after the wait (in the first tile, the
+    second, or a later one as the lengths put it)."""
     wgmma_mla, triton_mla = candidates
     seed = batch * 1000 + heads + capacity
     lens = lens or torch.randint(0, capacity, (batch,), generator=torch.Generator().manual_seed(seed)).tolist()
@@ -96,10 +96,10 @@ def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, kernel_3_fi
     partial = torch.full((batch, heads, splits, RANK), float("nan"), device="cuda")
     lse = torch.full((batch, heads, splits), float("nan"), device="cuda")
     if loads == "serial":
-        wgmma_mla._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
+        kernel_3_serial._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
     else:
-        kernel_3_first_loads._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles,
-                                              SCALE * math.log2(math.e), programmatic=True)
+        wgmma_mla._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e),
+                                   programmatic=True)
     reference = _reference(q, cache, cache_lens)
     error = float((_merged(partial, lse) - reference).norm() / reference.norm())
     triton_error = float((_triton_kernel_3(triton_mla, q, cache, cache_lens) - reference).norm() / reference.norm())
@@ -174,10 +174,10 @@ def overlapped(candidates, tmp_path_factory, request):
 
 
 @pytest.fixture(scope="module")
-def kernel_3_first_loads(candidates, tmp_path_factory):
-    """The pdl_all render, whose kernel 3 loads its first two tiles before griddepcontrol.wait (the appended row
-    zero-filled) and the appended row after."""
-    return _wgmma_start(candidates, tmp_path_factory, 5, "pdl_all")
+def kernel_3_serial(candidates, tmp_path_factory):
+    """The wgmma start with launch_overlap=serial, whose kernel 3 loads q and its first tiles at once (the committed
+    candidate, pdl_all, loads its first two tiles before griddepcontrol.wait and the appended row after)."""
+    return _wgmma_start(candidates, tmp_path_factory, 3, "serial")
 
 
 def test_programmatic_launches_match_the_triton_candidate(candidates, overlapped, monkeypatch):

@@ -7,7 +7,7 @@ export RUNS_DIR=$PWD/.device-run/runs GATES_DIR=$PWD/.device-run/gates MAX_ROUND
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; } > $OUT/gpu.txt 2>&1
 cat $OUT/gpu.txt
 grep -q H100 $OUT/gpu.txt || { echo "not an H100: this run's times are an H100's"; exit 0; }
-export RESUME_TAR=benchmarks/results/2026-12-06-session32/runs.tar.gz RESUME_RUN=20261206-051045-d59944
+export RESUME_TAR=benchmarks/results/2026-12-06-session32/call1-runs.tar.gz RESUME_RUN=20261206-051045-d59944
 ( while sleep 20; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tr '\n' ' '; echo; done ) > $OUT/gpu-memory.log 2>&1 &
 bash benchmarks/gpu_dispatch.sh 2>&1 | grep -E "round|final|exit|speed|PASS|FAIL|resuming|error|locked|run " | cut -c1-260 | tail -40
 kill %1 2>/dev/null

@@ -34,6 +34,17 @@ is _WGMMA_ATTENTION, CUDA C++ on Hopper's warpgroup MMA (64-head CTAs of two war
 QK^T and both halves of P@V in shared memory, splits per request), writing the same partials and log-sum-exps;
 the point above sizes Triton's kernel 3 elsewhere. The file imports ferret.backends.cuda, so it is a CUDA candidate:
 the judge runs it on a GPU only.
+launch_overlap=pdl_all: on a GPU of compute capability 9.0 or more, kernels 2, 3 and 4 are launched as programmatic
+dependents (Triton's launch_pdl; the wgmma kernel 3 through the driver's cuLaunchKernelEx) of the kernel before them,
+so each starts while the one before it ends, and waits for it (griddepcontrol.wait) before it reads what that kernel
+wrote: kernel 1 lets kernel 2 start at once (kernel 2 reads nothing kernel 1 writes, and waits for it before it ends,
+so that kernel 3 finds the appended row); kernel 2 lets kernel 3 start at once, and kernel 3 waits for it before it
+reads q or the appended row (the wgmma kernel 3 loads its first two tiles' older rows before that wait: no kernel of
+the call writes them);
+the wgmma kernel 3 lets the merge start at once (Triton's kernel 3, where it runs, when it ends);
+the merge lets the un-absorption start, and the un-absorption loads its W_UV slice before it waits.
+Kernel 1 is launched as usual, so nothing of one call overlaps the call before it. Nothing persists across calls.
+Elsewhere (the CPU interpreter) the same kernels run without the wait and launch instructions.
 """
 from __future__ import annotations
 
@@ -184,7 +195,11 @@ def _kv_append_kernel(
     stride_kv_a_b, stride_cache_b, stride_cache_t,
     eps, rope_magnitude,
     RANK: tl.constexpr, ROPE: tl.constexpr, APPLY_NORM: tl.constexpr, INTERPRETED: tl.constexpr,
+    GDC: tl.constexpr,
 ):
+    if GDC:
+        # kernel 2 may start now: it reads nothing written here, and waits for this kernel before it ends
+        tl.extra.cuda.gdc_launch_dependents()
     b = tl.program_id(0).to(tl.int64)  # b * stride_cache_b passes 2^31 for large caches
     out_dtype = cache_ptr.dtype.element_ty
     row_in = kv_a_ptr + b * stride_kv_a_b
@@ -222,9 +237,13 @@ def _q_prepare_kernel(
     rope_magnitude,
     RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
     BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, INTERPRETED: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """Programs (h, batch block, c): c < RANK / BLOCK_C computes BLOCK_C columns of q_nope @ W_UK_h for the
     block's rows; the last c ropes q_pe (so no GEMM program waits on the rope)."""
+    if GDC:
+        # kernel 3 may launch now (launch_overlap=pdl_all): it waits for this kernel before it reads q
+        tl.extra.cuda.gdc_launch_dependents()
     h = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     row_mask = rows < batch
@@ -253,6 +272,9 @@ def _q_prepare_kernel(
                  mask=row_mask[:, None])
         tl.store(q_rows + RANK + 2 * pair[None, :] + 1, _round_to(odd * cos + even * sin, out_dtype, INTERPRETED),
                  mask=row_mask[:, None])
+    if GDC:
+        # started beside kernel 1 (launch_pdl): this kernel ends only after it, so kernel 3 finds the appended row
+        tl.extra.cuda.gdc_wait()
 
 
 @triton.jit
@@ -305,8 +327,12 @@ def _split_kv_attention_kernel(
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
     qk_scale_log2,
     RANK: tl.constexpr, ROPE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+    GDC: tl.constexpr,
     LENS_BLOCK: tl.constexpr, SPLITS_POW2: tl.constexpr,
 ):
+    if GDC:
+        # a programmatic dependent of kernel 2 (launch_overlap=pdl_all): kernel 2 writes q, and ends after kernel 1
+        tl.extra.cuda.gdc_wait()
     # split_chunk=balanced: the batch's tiles (each request's attended rows in BLOCK_N-row tiles, the requests one
     # after the other) cut into `programs` equal runs, one per program of each head block (FlashMLA's scheduling):
     # every program walks the same number of tiles whatever the lengths, a run crossing from one request into the
@@ -488,6 +514,45 @@ __device__ __forceinline__ void load_rows_by_chunk(u32 tile, const bf16* base, l
     }
 }
 
+// The appended row, row `row` of a tile that load_rows (by_chunk false) or load_rows_by_chunk (true) zero-filled there:
+// each 16-byte piece loaded by the thread that zero-filled it, once that thread's zero-fill has landed (its own
+// cp.async.wait_group), so the two writes of a piece are ordered without a barrier.
+__device__ __forceinline__ void load_appended_row(u32 tile, const bf16* src, int row, bool by_chunk, int thread) {
+    for (int in_row = 0; in_row < PIECES_PER_ROW; ++in_row) {
+        const int owner = by_chunk ? (row * 8 + (in_row & 7)) % 128 : (row * PIECES_PER_ROW + in_row) % 128;
+        if (owner == thread)
+            cp_async_16(tile + (in_row >> 3) * CHUNK_BYTES + swizzled(row, in_row & 7), src + in_row * 8, 16);
+    }
+}
+
+// Until the kernel before this one on the stream has ended and its writes are visible (a programmatic dependent).
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// launch_overlap=pdl_all: warpgroup 1's first loads. Kernel 3 is launched as kernel 2's programmatic dependent, so it
+// may run while kernels 1 and 2 do. Before the wait: the first two tiles of the split (rows start .. start + 127),
+// their rows older than the appended one (row tokens - 1), which are the caller's and written by no kernel of this
+// call; the appended row and any past it zero-filled. After it: Q (kernel 2's) and the appended row (kernel 1's;
+// kernel 2 ends after kernel 1) where it falls in those two tiles. The caller waits for the last group.
+__device__ __forceinline__ void load_first_tiles_around_the_wait(u32 smem, const bf16* q_rows, long long stride_q_h,
+                                                                 int heads_left, const bf16* cache_rows,
+                                                                 long long stride_cache_t, int start, int tokens,
+                                                                 int tiles, int thread) {
+    const int older = tokens - 1 - start;  // this split's rows before the appended one
+    load_rows(smem + SMEM_KV, cache_rows + (long long)start * stride_cache_t, stride_cache_t, older, thread);
+    cp_async_commit();
+    if (tiles > 1)
+        load_rows_by_chunk(smem + SMEM_KV + TILE_BYTES, cache_rows + (long long)(start + BLOCK_N) * stride_cache_t,
+                           stride_cache_t, older - BLOCK_N, thread);
+    grid_dependency_wait();
+    cp_async_wait<0>();  // this thread's zero-fills have landed: its pieces of the appended row may follow
+    load_rows(smem + SMEM_Q, q_rows, stride_q_h, heads_left, thread);
+    if (older < min(tiles, 2) * BLOCK_N)
+        load_appended_row(smem + SMEM_KV + (older / BLOCK_N) * TILE_BYTES,
+                          cache_rows + (long long)(start + older) * stride_cache_t, older % BLOCK_N, older >= BLOCK_N,
+                          thread);
+    cp_async_commit();
+}
+
 // Warpgroup 1: wait for the next tile's chunks in order (nine groups outstanding), each
 // announced to warpgroup 0 as it lands.
 __device__ __forceinline__ void announce_chunks() {
@@ -600,6 +665,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
     const int start = split * split_tiles * BLOCK_N;
     const int end = min(start + split_tiles * BLOCK_N, tokens);
     float* lse_row = lse + b * stride_lse_b + split;
+    // launch_overlap=pdl: the merge (or the un-absorption) may launch now; its programs wait for this grid to end
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (start >= end) {  // a split past the request's tokens: lse -inf, no partial
         if (threadIdx.x < BLOCK_H && head0 + threadIdx.x < heads)
             lse_row[(head0 + threadIdx.x) * stride_lse_h] = NEG_INF;
@@ -626,17 +693,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_wgmma_attention_kernel(
 
     if (warpgroup == 1) {
         // ---- loads, and O[:, 256:512] ----
-        load_rows(smem + SMEM_Q, q + b * stride_q_b + head0 * stride_q_h, stride_q_h, heads - head0, thread);
-        load_rows(smem + SMEM_KV, cache_rows + (long long)start * stride_cache_t, stride_cache_t, tokens - start,
-                  thread);
-        cp_async_commit();
-        if (tiles > 1) {
-            load_rows_by_chunk(smem + SMEM_KV + TILE_BYTES, cache_rows + (long long)(start + BLOCK_N) * stride_cache_t,
-                               stride_cache_t, tokens - start - BLOCK_N, thread);
-            cp_async_wait<CHUNKS>();  // Q and the first tile (the second's nine groups may stay in flight)
-        } else {
-            cp_async_wait<0>();
-        }
+        // launch_overlap=pdl_all: the first two tiles' older rows now, Q and the appended row once kernel 2 has ended
+        load_first_tiles_around_the_wait(smem, q + b * stride_q_b + head0 * stride_q_h, stride_q_h, heads - head0,
+                                         cache_rows, stride_cache_t, start, tokens, tiles, thread);
+        cp_async_wait<0>();  // Q, and the first two tiles whole
         fence_async_shared();
 #pragma unroll
         for (int c = 0; c < CHUNKS; ++c) bar_arrive(BAR_CHUNK0 + c);  // the first tile, whole
@@ -792,12 +852,38 @@ def _split_weights_normalizer(lse_ptr, rows, row_mask, h, num_splits, stride_lse
     return lse_max, tl.where(total > 0.0, total, 1.0)
 
 
+@triton.jit
+def _start_dependents_then_wait():
+    """The next kernel may launch now (its programs wait for this one); then wait for the kernel before this one."""
+    tl.extra.cuda.gdc_launch_dependents()
+    tl.extra.cuda.gdc_wait()
+
+
+@triton.jit
+def _w_uv_slice(w_kv_b_ptr, h, v_offs, heads, stride_w_row, dtype: tl.constexpr, RANK: tl.constexpr,
+                NOPE: tl.constexpr, V_DIM: tl.constexpr, BLOCK_V: tl.constexpr, PER_HEAD_UV: tl.constexpr,
+                INTERPRETED: tl.constexpr):
+    """W_UV_h^T [RANK, BLOCK_V] (rows h*(NOPE+V)+NOPE+v of kv_b_proj, columns r); with PER_HEAD_UV off, the heads'
+    mean rounded to dtype (o_latent's), as _unabsorb_kernel's K loop makes it."""
+    r = tl.arange(0, RANK)
+    if PER_HEAD_UV:
+        w_uv = tl.load(w_kv_b_ptr + (h * (NOPE + V_DIM) + NOPE + v_offs)[None, :] * stride_w_row + r[:, None])
+    else:
+        shared = tl.zeros([RANK, BLOCK_V], tl.float32)
+        for hh in range(heads):
+            shared += tl.load(w_kv_b_ptr + (hh * (NOPE + V_DIM) + NOPE + v_offs)[None, :] * stride_w_row
+                              + r[:, None]).to(tl.float32)
+        w_uv = _round_to(shared / heads, dtype, INTERPRETED)
+    return w_uv
+
+
 @triton.jit(do_not_specialize=["rows_total", "heads", "num_splits", "stride_lse_b", "stride_lse_h"])
 def _merge_splits_kernel(
     partial_ptr, lse_ptr, latent_ptr, rows_total, heads, num_splits,
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
     RANK: tl.constexpr, BLOCK_ROWS: tl.constexpr, SPLIT_CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr,
     INTERPRETED: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """o_latent rows [BLOCK_ROWS rows (b * heads + h) of program 0, all RANK columns], rounded to o_latent's dtype:
     each split's normalized partial weighted by its share of the merged log-sum-exp (base 2), accumulated in fp32
@@ -807,6 +893,8 @@ def _merge_splits_kernel(
     one load of the rows' log-sum-exps before the loop, so no load waits on another; a slot of weight 0 adds an exact
     0 whatever its partial holds. Many rows per program at large B x H keep the programs few; few rows and more
     splits at once at small B x H keep the loads many."""
+    if GDC:
+        _start_dependents_then_wait()
     rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < rows_total
     b = rows // heads
@@ -839,11 +927,14 @@ def _merge_row_kernel(
     partial_ptr, lse_ptr, latent_ptr, heads, num_splits,
     stride_part_b, stride_part_h, stride_part_s, stride_lse_b, stride_lse_h,
     RANK: tl.constexpr, SPLIT_CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr, INTERPRETED: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """_merge_splits_kernel's sum for one (request, head) row per program (row b * heads + h), where there are few
     rows: SPLIT_CHUNK splits at a time as one [splits, RANK] load, so the sum over the splits stays within each
     thread (the 3-D [rows, splits, RANK] chunks of _merge_splits_kernel spill at one row and 16 splits). Same
     weights, same masks, the splits in the same order."""
+    if GDC:
+        _start_dependents_then_wait()
     row = tl.program_id(0)
     b = row // heads
     h = row % heads
@@ -875,28 +966,22 @@ def _unabsorb_kernel(
     stride_w_row, stride_out_b, stride_out_h,
     RANK: tl.constexpr, NOPE: tl.constexpr, V_DIM: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_V: tl.constexpr,
     BLOCK_R: tl.constexpr, PER_HEAD_UV: tl.constexpr, INTERPRETED: tl.constexpr,
+    GDC: tl.constexpr,
 ):
     """o_heads[rows, h, v] = o_latent[rows, h, :] @ W_UV_h^T[:, v] for program (h, batch block, value block):
-    a [BLOCK_B, RANK] x [RANK, BLOCK_V] GEMM in fp32, its K loop pipelined, W_UV_h read once per value block."""
+    a [BLOCK_B, RANK] x [RANK, BLOCK_V] GEMM in fp32, W_UV_h's slice loaded whole before the wait for the kernel
+    that wrote o_latent (launch_overlap=pdl: it is read while that kernel runs)."""
     h = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     row_mask = rows < batch
     v_offs = tl.program_id(2) * BLOCK_V + tl.arange(0, BLOCK_V)
     latent_rows = latent_ptr + (rows[:, None] * heads + h) * RANK
-    out = tl.zeros([BLOCK_B, BLOCK_V], tl.float32)
-    for r0 in range(0, RANK, BLOCK_R):
-        r = r0 + tl.arange(0, BLOCK_R)
-        latent = tl.load(latent_rows + r[None, :], mask=row_mask[:, None], other=0.0)
-        if PER_HEAD_UV:
-            # W_UV_h^T chunk: [BLOCK_R, BLOCK_V] from rows h*(NOPE+V)+NOPE+v, columns r
-            w_uv = tl.load(w_kv_b_ptr + (h * (NOPE + V_DIM) + NOPE + v_offs)[None, :] * stride_w_row + r[:, None])
-        else:
-            shared = tl.zeros([BLOCK_R, BLOCK_V], tl.float32)
-            for hh in range(heads):
-                shared += tl.load(w_kv_b_ptr + (hh * (NOPE + V_DIM) + NOPE + v_offs)[None, :] * stride_w_row
-                                  + r[:, None]).to(tl.float32)
-            w_uv = _round_to(shared / heads, latent.dtype, INTERPRETED)
-        out = tl.dot(_dot_operand(latent, INTERPRETED), _dot_operand(w_uv, INTERPRETED), acc=out)
+    w_uv = _w_uv_slice(w_kv_b_ptr, h, v_offs, heads, stride_w_row, latent_ptr.dtype.element_ty, RANK, NOPE, V_DIM,
+                       BLOCK_V, PER_HEAD_UV, INTERPRETED)
+    if GDC:
+        tl.extra.cuda.gdc_wait()
+    latent = tl.load(latent_rows + tl.arange(0, RANK)[None, :], mask=row_mask[:, None], other=0.0)
+    out = tl.dot(_dot_operand(latent, INTERPRETED), _dot_operand(w_uv, INTERPRETED))
     tl.store(out_ptr + rows[:, None] * stride_out_b + h * stride_out_h + v_offs[None, :],
              _round_to(out, out_ptr.dtype.element_ty, INTERPRETED), mask=row_mask[:, None])
 
@@ -972,6 +1057,20 @@ def _inv_freq(params: dict, device: torch.device) -> torch.Tensor:
     if key not in _inv_freq_by_device:
         _inv_freq_by_device[key] = torch.tensor(_rope_inv_freq_values(params), dtype=torch.float32, device=device)
     return _inv_freq_by_device[key]
+
+
+_programmatic_by_device: dict[str, bool] = {}
+
+
+def _programmatic_launches(device: torch.device) -> bool:
+    """launch_overlap=pdl: whether kernels 2 and 4 start as programmatic dependents (a GPU of compute capability 9.0
+    or more; never under the interpreter, which has no griddepcontrol). Keyed on the device alone."""
+    if device.type != "cuda":
+        return False
+    key = str(device)
+    if key not in _programmatic_by_device:
+        _programmatic_by_device[key] = torch.cuda.get_device_capability(device)[0] >= 9
+    return _programmatic_by_device[key]
 
 
 def _parallel_slots(device: torch.device) -> int:
@@ -1086,11 +1185,13 @@ def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpr
     o_latent = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=partial.device) if merged is None \
         else merged
     block_rows = _merge_rows(batch * heads, partial.device)
+    gdc = _programmatic_launches(partial.device)
     if merged is None and block_rows == 1:
         _merge_row_kernel[(batch * heads,)](
             partial, lse, o_latent, heads, num_splits,
             partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
             RANK=rank, SPLIT_CHUNK=ROW_MERGE_SPLITS, SPLITS_POW2=splits_pow2, INTERPRETED=interpreted, num_warps=4,
+            GDC=gdc, launch_pdl=gdc,
         )
     elif merged is None:
         _merge_splits_kernel[(triton.cdiv(batch * heads, block_rows),)](
@@ -1098,12 +1199,14 @@ def _merge_and_unabsorb(partial, lse, w_kv_b, o_heads, splits_pow2: int, interpr
             partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
             RANK=rank, BLOCK_ROWS=block_rows, SPLIT_CHUNK=MERGE_PARTIALS // block_rows, SPLITS_POW2=splits_pow2,
             INTERPRETED=interpreted, num_warps=4,
+            GDC=gdc, launch_pdl=gdc,
         )
     block_b, block_v = _unabsorb_blocks(batch, heads, partial.device)
     _unabsorb_kernel[(heads, triton.cdiv(batch, block_b), V_HEAD_DIM // block_v)](
         o_latent, w_kv_b, o_heads, batch, heads, w_kv_b.stride(0), o_heads.stride(0), o_heads.stride(1),
         RANK=rank, NOPE=QK_NOPE_HEAD_DIM, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, BLOCK_V=block_v, BLOCK_R=64,
-        PER_HEAD_UV=_PER_HEAD_UV, INTERPRETED=interpreted, num_warps=4, num_stages=3,
+        # W_UV_h's whole [RANK, BLOCK_V] slice is loaded at once (before the wait): 8 warps hold it
+        PER_HEAD_UV=_PER_HEAD_UV, INTERPRETED=interpreted, GDC=gdc, launch_pdl=gdc, num_warps=8,
     )
     return o_latent
 
@@ -1134,10 +1237,12 @@ def _wgmma_config_of(batch: int, heads: int, capacity: int, device: torch.device
 
 
 def _wgmma_attention(q, kv_cache, cache_lens, partial, lse, split_tiles: int, qk_scale_log2: float,
-                     o_latent: torch.Tensor | None = None) -> None:
+                     o_latent: torch.Tensor | None = None, programmatic: bool = False) -> None:
     """Kernel 3 on warpgroup MMA: grid (head blocks, splits, requests), 256 threads, one CTA an SM. With o_latent (one
     split, bf16), the split's normalized output is written there, rounded as the merge rounds it, and no partial: the
-    merge has nothing to do. Its loads take 16-byte pieces of the cache's rows, which run() checks are aligned."""
+    merge has nothing to do. Its loads take 16-byte pieces of the cache's rows, which run() checks are aligned.
+    programmatic: launched as kernel 2's programmatic dependent, it loads the cache's rows older than the appended one
+    before it waits for kernel 2 (which ends after kernel 1), and q and the appended row after."""
     batch, heads, _ = q.shape
     num_splits = lse.shape[2]
     if o_latent is not None:
@@ -1151,7 +1256,7 @@ def _wgmma_attention(q, kv_cache, cache_lens, partial, lse, split_tiles: int, qk
          cuda.i64(lse.stride(0)), cuda.i64(lse.stride(1)),
          cuda.i64(0 if o_latent is None else o_latent.stride(0)), cuda.i64(0 if o_latent is None else o_latent.stride(1)),
          cuda.f32(qk_scale_log2)),
-        shared_mem=WGMMA_SHARED_BYTES,
+        shared_mem=WGMMA_SHARED_BYTES, programmatic=programmatic,
     )
 
 
@@ -1196,12 +1301,14 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     q = torch.empty((batch, heads, rank + rope), dtype=q_nope.dtype, device=device)
     partial = torch.empty((batch, heads, num_splits, rank), dtype=torch.float32, device=device)
     lse = torch.empty((batch, heads, num_splits), dtype=torch.float32, device=device)
+    gdc = _programmatic_launches(device)
 
     _kv_append_kernel[(batch,)](
         kv_a, gamma, inv_freq, positions, cache_lens, kv_cache,
         kv_a.stride(0), kv_cache.stride(0), kv_cache.stride(1),
         params["rms_norm_eps"], magnitude,
         RANK=rank, ROPE=rope, APPLY_NORM=_APPLY_KV_NORM, INTERPRETED=interpreted, num_warps=4,
+        GDC=gdc,
     )
 
     block_b = _batch_block(batch, interpreted)
@@ -1215,6 +1322,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
         q.stride(0), q.stride(1), magnitude,
         RANK=rank, NOPE=QK_NOPE_HEAD_DIM, ROPE=rope, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c,
         INTERPRETED=interpreted, num_warps=q_warps,
+        GDC=gdc, launch_pdl=gdc,
     )
 
     merged = None
@@ -1223,7 +1331,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
             # one split: kernel 3 writes o_latent itself (the merge of one split would only round it to bf16)
             merged = torch.empty((batch, heads, rank), dtype=o_heads.dtype, device=device)
         _wgmma_attention(q, kv_cache, cache_lens, partial, lse, wgmma["split_tiles"], scale * _LOG2E,
-                         o_latent=merged)
+                         o_latent=merged, programmatic=gdc)
     else:
         block_h = config["BLOCK_H"]
         if not interpreted:
@@ -1236,6 +1344,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
             scale * _LOG2E,
             RANK=rank, ROPE=rope, BLOCK_H=block_h, BLOCK_N=config["BLOCK_N"], INTERPRETED=interpreted,
             LENS_BLOCK=64, SPLITS_POW2=splits_pow2,
+            GDC=gdc, launch_pdl=gdc,
             num_warps=config["num_warps"], num_stages=config["num_stages"],
         )
 
