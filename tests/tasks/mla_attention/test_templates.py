@@ -171,9 +171,9 @@ def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, c
                                                        "per-request-previous-default", "wgmma-pdl", "wgmma-pdl-all"])
 def test_the_spaces_starts_match_the_reference_stage_by_stage(optimizer, tmp_path, index):
     """The points the search proposes first once a point is timed (space.yaml `starts`). The fourth, kernel 3 on
-    warpgroup MMA (a CUDA candidate, proposed only where CUDA is judged), is candidates/wgmma_mla.py
-    (tests/tasks/mla_attention/test_wgmma_candidate.py, tests/gpu/test_wgmma_attention_gpu.py); the fifth adds
-    launch_overlap=pdl to it, the sixth pdl_all: off a GPU their kernel 3 is Triton's and their kernels run without the
+    warpgroup MMA (a CUDA candidate, proposed only where CUDA is judged); the fifth adds launch_overlap=pdl to it, the
+    sixth pdl_all, which is candidates/wgmma_mla.py (tests/tasks/mla_attention/test_wgmma_candidate.py,
+    tests/gpu/test_wgmma_attention_gpu.py): off a GPU their kernel 3 is Triton's and their kernels run without the
     grid-dependency instructions."""
     starts = optimizer.space.start_points()
     assert [optimizer.space.language_of(p) for p in starts] == [None, None, None, "cuda", "cuda", "cuda"]
