@@ -346,3 +346,56 @@ def test_a_contract_refuses_an_error_scale_named_like_a_stage():
     next(s for s in data["stages"] if s["name"] == "scores")["error_scale"] = "probs"
     with pytest.raises(ValueError, match="error_scale"):
         Contract.model_validate(data)
+
+
+def _awkward_stage(seed: int = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A candidate, its reference and an error scale with what each chunk must carry: ignored -inf entries, a NaN where
+    the reference is finite (twice), NaN and Inf where the reference has the same, and the largest error twice (a tie)."""
+    ref = _reference(9, 13, seed=seed)
+    cand = ref + 1e-3 * _reference(9, 13, seed=seed + 1)
+    ref[0, 2] = ref[5, 7] = -math.inf
+    cand[0, 2] = 1.0  # ignored where the reference is -inf
+    cand[5, 7] = -math.inf
+    ref[2, 4] = cand[2, 4] = math.nan
+    ref[3, 0] = cand[3, 0] = math.inf
+    cand[6, 11], cand[8, 12] = math.nan, math.inf  # the reference is finite there: two mismatches
+    cand[4, 5], cand[8, 1] = ref[4, 5] + 0.25, ref[8, 1] - 0.25
+    scale = ref.abs() * 3 + 1
+    return cand, ref, scale
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 40, 117, 1 << 24])
+def test_the_metrics_are_the_same_whatever_the_chunk(chunk):
+    """compare_stage sums a stage chunk by chunk (the memory of a comparison is bounded so): counts, maxima, the worst
+    entry and the first mismatch are the same for any chunk, and the norms and cosine to a few rounding units."""
+    stage = Stage(name="y", computes="test", shape=["M", "N"], dims=["row", "col"], ignore_where_reference="-inf",
+                  error_scale="y_scale")
+    cand, ref, scale = _awkward_stage()
+    whole = compare_stage(cand, ref, stage, TOL, error_scale=scale, chunk=ref.numel())
+    chunked = compare_stage(cand, ref, stage, TOL, error_scale=scale, chunk=chunk)
+    assert whole.nonfinite_mismatches == 2 and whole.worst.named == {"row": 6, "col": 11}
+    summed = {"rel_l2", "cosine", "max_abs_rel_peak"}
+    assert chunked.model_dump(exclude=summed | {"worst"}) == whole.model_dump(exclude=summed | {"worst"})
+    for name in summed:
+        assert getattr(chunked, name) == pytest.approx(getattr(whole, name), rel=1e-12), name
+    assert chunked.worst.index == [6, 11] and math.isnan(chunked.worst.candidate)  # NaN is no NaN's equal
+    assert chunked.worst.reference == whole.worst.reference == float(ref[6, 11])
+    # Without the non-finite mismatches the worst entry is the first of the two largest errors, in any chunking.
+    cand[6, 11], cand[8, 12] = ref[6, 11], ref[8, 12]
+    worst = compare_stage(cand, ref, stage, TOL, error_scale=scale, chunk=chunk)
+    assert worst.worst.named == {"row": 4, "col": 5} and worst.max_abs_err == pytest.approx(0.25)
+    assert worst.rel_l2 == pytest.approx(compare_stage(cand, ref, stage, TOL, error_scale=scale).rel_l2, rel=1e-12)
+
+
+def test_a_stage_is_moved_and_converted_a_chunk_at_a_time(monkeypatch):
+    """No more than `chunk` entries of the stage (candidate, reference, error scale) are in float64 at once."""
+    import ferret.gate.metrics as metrics
+
+    sizes = []
+    real = metrics.as_float64_on
+    monkeypatch.setattr(metrics, "as_float64_on", lambda tensor, device: (sizes.append(tensor.numel()),
+                                                                            real(tensor, device))[1])
+    stage = Stage(name="y", computes="test", shape=["M", "N"], dims=["row", "col"], error_scale="y_scale")
+    ref = _reference(9, 13)
+    compare_stage(ref + 1e-4, ref, stage, TOL, error_scale=ref.abs(), chunk=50)
+    assert sizes == [50] * 3 + [50] * 3 + [17] * 3  # 117 entries: two whole chunks and the rest, three tensors each
