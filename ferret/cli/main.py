@@ -520,14 +520,17 @@ def report_command(
 
 @app.command("schema", epilog=_epilog("the schema files written, one a line"))
 def schema_command(out: Path = typer.Option(Path("contracts/schema"), "--out", file_okay=False)) -> None:
-    """Write the JSON schemas of the contract, gate manifest, verdict and report."""
+    """Write the JSON schemas of the contract, gate manifest, verdict, report and a dispatch's run log."""
 
     def action():
         from ferret.contract.model import Contract
+        from ferret.dispatch.runlog import RunLog
         from ferret.gate.models import GateManifest, Report, Verdict
 
         out.mkdir(parents=True, exist_ok=True)
-        for name, model in (("contract", Contract), ("gate_manifest", GateManifest), ("verdict", Verdict), ("report", Report)):
+        models = (("contract", Contract), ("gate_manifest", GateManifest), ("verdict", Verdict), ("report", Report),
+                  ("run_log", RunLog))
+        for name, model in models:
             path = out / f"{name}.schema.json"
             path.write_text(json.dumps(model.model_json_schema(), indent=1, sort_keys=True) + "\n")
             typer.echo(str(path))

@@ -78,6 +78,11 @@ class RunLog(BaseModel):
     contract_path: str
     contract_sha256: str
     gate_hash: str | None = None
+    earlier_gates: list[str] = Field(
+        default_factory=list,
+        description="Gates that earlier rounds were judged under, where a resume found another (the contract's cases or "
+                    "the judge's code changed since): those rounds keep their verdicts, each naming its gate.",
+    )
     profile: str
     optimizer: str
     reviewer: str

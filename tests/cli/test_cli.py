@@ -182,7 +182,7 @@ def test_missing_contract_exits_2(tmp_path):
     assert "nope.yaml" in result.stderr
 
 
-def test_schema_writes_four_valid_schemas(tmp_path):
+def test_schema_writes_five_valid_schemas(tmp_path):
     out = tmp_path / "schema"
     result = CliRunner().invoke(app, ["schema", "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -191,6 +191,7 @@ def test_schema_writes_four_valid_schemas(tmp_path):
         "gate_manifest.schema.json": "GateManifest",
         "verdict.schema.json": "Verdict",
         "report.schema.json": "Report",
+        "run_log.schema.json": "RunLog",
     }
     assert sorted(p.name for p in out.iterdir()) == sorted(expected)
     for name, title in expected.items():

@@ -196,6 +196,25 @@ def test_a_final_check_that_ends_without_a_verdict_leaves_the_run_incomplete_and
     assert resumed.final_check.passed is True and resumed.status == "correct_speed_not_measured"
 
 
+def test_a_run_resumed_under_another_gate_says_so_and_keeps_the_gate_of_its_earlier_rounds(dirs):
+    """Session 32 resumed an H100 run after a change to the judge's code, which the gate's lock covers: the gate was
+    built again under another hash. The log keeps the gate the earlier rounds were judged under, and the run says so."""
+    optimizer = ScriptedOptimizer([[Proposal(source=WRONG, approach="first")], KeyboardInterrupt()])
+    log = _dispatch(dirs, optimizer, max_rounds=2).run()
+    folder = Path(log.rounds[0].candidates[0].file).parents[1]
+    current = log.gate_hash
+    assert log.earlier_gates == [] and log.rounds[0].candidates[0].gate.gate == current
+    older = "0" * 64  # the gate of a judge before a change
+    (folder / "run.json").write_text(log.model_copy(update={"gate_hash": older}).model_dump_json(by_alias=True))
+    gates, _ = dirs
+    lines = []
+    resumed = Dispatcher.resuming(folder, optimizer=ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]]),
+                                  reviewer=StaticReviewer(), gates_dir=gates, max_rounds=2, progress=lines.append).run()
+    assert resumed.gate_hash == current and resumed.earlier_gates == [older]
+    assert f"the gate is {current[:12]} now, {older[:12]} in the rounds before" in "\n".join(lines), lines
+    assert RunLog.model_validate_json((folder / "run.json").read_text()).earlier_gates == [older]
+
+
 def test_an_error_is_incomplete_never_success(dirs):
     optimizer = ScriptedOptimizer([RuntimeError("optimizer broke")])
     log = _dispatch(dirs, optimizer).run()

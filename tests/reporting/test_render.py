@@ -99,3 +99,16 @@ def test_a_run_log_that_does_not_read_is_a_usage_error_naming_it(tmp_path):
     (tmp_path / "run.json").write_text("{}")
     with pytest.raises(UsageError, match=re.escape(str(tmp_path / "run.json")) + " is not a readable run log"):
         write_report(tmp_path)
+
+
+def test_a_run_resumed_under_another_gate_names_the_earlier_gate_in_both_outputs(folders, tmp_path):
+    from ferret.dispatch.runlog import RunLog
+
+    _, run, gates = folders
+    log = RunLog.model_validate_json((run / "run.json").read_text())
+    earlier = "ab" * 32
+    (run / "run.json").write_text(log.model_copy(update={"earlier_gates": [earlier]}).model_dump_json(by_alias=True))
+    files = write_report(run, out=tmp_path / "out", gates_dir=gates)
+    assert (f"gate `{log.gate_hash[:16]}` (earlier rounds under `{earlier[:16]}`: the gate changed when the run was "
+            "resumed)") in files.markdown.read_text()
+    assert f"earlier rounds under {earlier} (the gate changed when the run was resumed)" in files.html.read_text()
