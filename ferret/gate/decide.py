@@ -49,13 +49,11 @@ def _differences(got: dict[str, torch.Tensor], outputs: list[str], inout: list[s
 
 
 def _compare_stages(
-    contract: Contract, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], dtype: str, own_row: str | None,
-    device: str,
+    contract: Contract, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str],
+    inout: list[str], dtype: str, own_row: str | None, device: str,
 ) -> list[StageMetrics]:
     """Every stage of the contract compared on `device`: an output and an inout from the fast path's first call,
     the other stages from the traced run (None where the candidate exposed none)."""
-    outputs = [o.name for o in contract.outputs]
-    inout = [i.name for i in contract.inputs if i.role == "inout"]
     stages: list[StageMetrics] = []
     for stage in contract.stages:
         if stage.name in outputs:
@@ -106,16 +104,14 @@ def judge_variant(
     repeats_equal, traced_equal = not repeat_diffs, not traced_diffs
     own_row = None if part == "fresh_cases" else case  # a fresh case is never judged by a frozen case's own row
     # The judge's own arithmetic may use the GPU (large stages); the candidate's process is long gone.
-    if torch.cuda.is_available():
-        try:
-            stages = _compare_stages(contract, got, golden, dtype, own_row, "cuda")
-        except torch.OutOfMemoryError:
-            # The card is short of memory (other processes hold it): the same float64 metrics on the host, slower.
-            # A comparison that cannot be made is the judge's fault, never the candidate's.
-            torch.cuda.empty_cache()
-            stages = _compare_stages(contract, got, golden, dtype, own_row, "cpu")
-    else:
-        stages = _compare_stages(contract, got, golden, dtype, own_row, "cpu")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        stages = _compare_stages(contract, got, golden, outputs, inout, dtype, own_row, device)
+    except torch.OutOfMemoryError:
+        # The card is short of memory (other processes hold it): the same float64 metrics on the host, slower.
+        # A comparison that cannot be made is the judge's fault, never the candidate's.
+        torch.cuda.empty_cache()
+        stages = _compare_stages(contract, got, golden, outputs, inout, dtype, own_row, "cpu")
     first_failing = next((s.stage for s in stages if not s.passed), None)
     result = VariantResult(
         **base,

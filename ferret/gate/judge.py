@@ -76,11 +76,11 @@ def device_for(profile: str) -> str:
 
 
 def return_cached_gpu_memory() -> None:
-    """Give the GPU memory torch's caching allocator keeps in this process back to the card. The judge's
-    comparisons of large MLA stages run in float64 on the GPU: after a round of checks the dispatcher's process
-    held 50.7 GiB of an H100's 79 GiB, and the final acceptance check, another process, ran out of memory
-    (2026-12-06, benchmarks/results/2026-12-06-session32). Called after every check, so that the next candidate's
-    process and the final check find the card as free as the first check did."""
+    """Give the GPU memory torch's caching allocator keeps in this process back to the card. A check leaves its peak
+    there (its comparisons and timed inputs on the GPU): after a round of MLA checks a process that by its pid was
+    the dispatcher's held 50.7 GiB of an H100's 79 GiB, and the final acceptance check, another process, ran out of
+    memory (2026-12-06, benchmarks/results/2026-12-06-session32, call 1). Called after every check, so that the next
+    candidate's process and the final check find the card as free as the first check did."""
     if torch.cuda.is_initialized():
         gc.collect()
         torch.cuda.empty_cache()

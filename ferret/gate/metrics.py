@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -99,7 +99,12 @@ class _Totals:
     max_at: int = 0  # the first entry of the largest absolute error
     peak: float = 0.0  # the largest |reference| over the judged entries
     judged: int = 0  # entries where both are finite and the stage does not ignore the reference
-    squares: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("ref", "diff", "cand", "dot", "scale"), 0.0))
+    # sums of squares over the judged entries (their square roots are the norms), and of reference x candidate
+    ref_squares: float = 0.0
+    diff_squares: float = 0.0
+    cand_squares: float = 0.0
+    dot: float = 0.0
+    scale_squares: float = 0.0
     scale_peak: float = 0.0
 
     def add(self, start: int, cand: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | None, stage: Stage) -> None:
@@ -121,14 +126,13 @@ class _Totals:
             self.max_abs, self.max_at = largest, start + int(diff.argmax())
         self.peak = max(self.peak, float(ref_f.abs().max()))
         self.judged += int(both.sum())
-        sums = self.squares
-        sums["ref"] += float(ref_f.square().sum())
-        sums["diff"] += float(diff.square().sum())
-        sums["cand"] += float(cand_f.square().sum())
-        sums["dot"] += float((ref_f * cand_f).sum())
+        self.ref_squares += float(ref_f.square().sum())
+        self.diff_squares += float(diff.square().sum())
+        self.cand_squares += float(cand_f.square().sum())
+        self.dot += float((ref_f * cand_f).sum())
         if scale is not None:
             values = torch.where(both, scale.abs(), 0.0).nan_to_num(0.0, 0.0, 0.0)
-            sums["scale"] += float(values.square().sum())
+            self.scale_squares += float(values.square().sum())
             self.scale_peak = max(self.scale_peak, float(values.max()))
 
 
@@ -184,16 +188,16 @@ def compare_stage(
     n_bad = totals.nonfinite_mismatches
     if n_bad:
         reasons.append(f"{n_bad} NaN/Inf entries where the reference differs")
-    sums = totals.squares
-    ref_norm, diff_norm, cand_norm = (math.sqrt(sums[name]) for name in ("ref", "diff", "cand"))
+    ref_norm, diff_norm, cand_norm = (math.sqrt(totals.ref_squares), math.sqrt(totals.diff_squares),
+                                      math.sqrt(totals.cand_squares))
     max_abs = totals.max_abs
     tiny = 1e-30
     ref_norm_judged, peak_judged, floored = _judged_scales(ref_norm, totals.peak, totals.judged, tol,
-                                                          (math.sqrt(sums["scale"]), totals.scale_peak))
+                                                          (math.sqrt(totals.scale_squares), totals.scale_peak))
     rel_l2 = diff_norm / ref_norm_judged if ref_norm_judged > tiny else (0.0 if diff_norm <= tiny else math.inf)
     max_rel_peak = max_abs / peak_judged if peak_judged > tiny else (0.0 if max_abs <= tiny else math.inf)
     if ref_norm > tiny and cand_norm > tiny:
-        cosine = sums["dot"] / (ref_norm * cand_norm)
+        cosine = totals.dot / (ref_norm * cand_norm)
     else:
         cosine = 1.0 if (ref_norm <= tiny and cand_norm <= tiny) else 0.0
     worst = _worst_entry(candidate, reference, totals, stage)
