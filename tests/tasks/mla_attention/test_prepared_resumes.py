@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
 RUNS = {  # the packed run folder and its run id, as the prepared calls name them
     "h200-session22": ("benchmarks/results/2026-12-04-h200-session22/runs.tar.gz", "20261204-144628-8ad09c"),
+    # resumed in session 32 as this predicted (benchmarks/results/2026-12-06-session32, call 1); kept as it was cut
     "h100-session31": ("benchmarks/results/2026-12-06-session31/call1-runs.tar.gz", "20261206-051045-d59944"),
 }
 PROPOSALS_PER_ROUND = 3  # the prepared calls' PROPOSALS
