@@ -23,6 +23,11 @@ q_nope and W_UK loaded and q_abs stored through tensor descriptors (TMA on Hoppe
 column blocks with num_stages pipelining; the profiler, H100 2026-12-06, found the streamed form waiting on its loads
 and storing 12 of every 32 bytes it moves), at each of TMA_VARIANTS, checked bitwise against the streamed form's q
 (no faster than the pointer forms on the H100: benchmarks/results/2026-12-06-session31, call 3).
+--one-wave-form: also the form below (_q_prepare_wave_kernel: programs (head, block of rows, column block) with the
+rope of q_pe folded into each row block's first column block, so that no program ropes alone and at B = 64 the GEMM
+programs fit one wave; W_UK and q_nope optionally loaded in K-blocks pipelined by num_stages; the profiler, H100
+2026-12-06 (session 30), found the streamed form latency-bound at 1.45 waves with 128 rope-only programs), at each of
+WAVE_VARIANTS, checked against the streamed form's q (within one bf16 rounding; its `bitwise` field says whether equal).
 Writes DIR/q-prepare-probe.jsonl and prints each row.
 """
 
@@ -130,6 +135,78 @@ def launch_tma(module, inputs: dict, q, params: dict, variant) -> None:
         q.stride(0), q.stride(1), module._rope_magnitude(params),
         RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
         V_DIM=module.V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c, C_PROGRAMS=c_programs, NUM_STAGES=stages,
+        INTERPRETED=q.device.type != "cuda", dot_operand=module._dot_operand, round_to=module._round_to,
+        cos_sin=module._cos_sin, num_warps=warps,
+    )
+
+
+# (block_b cap, block_c, block_k, num_warps, num_stages) of the one-wave form
+WAVE_VARIANTS = [(64, 256, 128, 8, 1), (64, 128, 128, 4, 1), (64, 256, 32, 8, 3), (64, 128, 32, 4, 4),
+                 (64, 128, 64, 8, 2), (128, 256, 128, 8, 1), (128, 128, 128, 8, 1), (128, 256, 32, 8, 3),
+                 (128, 128, 64, 8, 2), (64, 512, 32, 8, 2), (16, 256, 128, 8, 1), (16, 128, 128, 4, 1),
+                 (16, 128, 32, 4, 3)]
+
+
+@functools.cache
+def wave_kernel():
+    """The one-wave form, defined once (see heads_kernel); its jit helpers are the rendered template's (tma_kernel)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _q_prepare_wave_kernel(
+        q_nope_ptr, q_pe_ptr, w_kv_b_ptr, inv_freq_ptr, positions_ptr, q_ptr, batch,
+        stride_nope_b, stride_nope_h, stride_pe_b, stride_pe_h, stride_w_row, stride_q_b, stride_q_h,
+        rope_magnitude,
+        RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
+        BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr,
+        INTERPRETED: tl.constexpr, dot_operand: tl.constexpr, round_to: tl.constexpr, cos_sin: tl.constexpr,
+    ):
+        h = tl.program_id(0)
+        rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
+        row_mask = rows < batch
+        out_dtype = q_ptr.dtype.element_ty
+        q_rows = q_ptr + rows[:, None] * stride_q_b + h * stride_q_h
+        cols = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+        nope_rows = q_nope_ptr + rows[:, None] * stride_nope_b + h * stride_nope_h
+        w_head = w_kv_b_ptr + h * (NOPE + V_DIM) * stride_w_row
+        q_abs = tl.zeros((BLOCK_B, BLOCK_C), dtype=tl.float32)
+        for k in tl.range(0, NOPE, BLOCK_K, num_stages=NUM_STAGES):
+            ks = k + tl.arange(0, BLOCK_K)
+            q_nope = tl.load(nope_rows + ks[None, :], mask=row_mask[:, None], other=0.0)
+            w_uk = tl.load(w_head + ks[:, None] * stride_w_row + cols[None, :])
+            q_abs = tl.dot(dot_operand(q_nope, INTERPRETED), dot_operand(w_uk, INTERPRETED), acc=q_abs)
+        tl.store(q_rows + cols[None, :], round_to(q_abs, out_dtype, INTERPRETED), mask=row_mask[:, None])
+        if tl.program_id(2) == 0:
+            pair = tl.arange(0, ROPE // 2)
+            pe_rows = q_pe_ptr + rows[:, None] * stride_pe_b + h * stride_pe_h
+            even = tl.load(pe_rows + 2 * pair[None, :], mask=row_mask[:, None], other=0.0).to(tl.float32)
+            odd = tl.load(pe_rows + 2 * pair[None, :] + 1, mask=row_mask[:, None], other=0.0).to(tl.float32)
+            pos = tl.load(positions_ptr + rows, mask=row_mask, other=0).to(tl.float32)
+            cos, sin = cos_sin(pos[:, None] * tl.load(inv_freq_ptr + pair)[None, :])
+            cos = cos * rope_magnitude
+            sin = sin * rope_magnitude
+            tl.store(q_rows + RANK + 2 * pair[None, :], round_to(even * cos - odd * sin, out_dtype, INTERPRETED),
+                     mask=row_mask[:, None])
+            tl.store(q_rows + RANK + 2 * pair[None, :] + 1, round_to(odd * cos + even * sin, out_dtype, INTERPRETED),
+                     mask=row_mask[:, None])
+
+    return _q_prepare_wave_kernel
+
+
+def launch_wave(module, inputs: dict, q, params: dict, variant) -> None:
+    import triton
+
+    cap, block_c, block_k, warps, stages = variant
+    batch, heads, _ = inputs["q_nope"].shape
+    block_b = min(cap, max(16, triton.next_power_of_2(batch)))
+    q_nope, q_pe, w_kv_b = inputs["q_nope"], inputs["q_pe"], inputs["w_kv_b"]
+    wave_kernel()[(heads, triton.cdiv(batch, block_b), module.KV_LORA_RANK // block_c)](
+        q_nope, q_pe, w_kv_b, module._inv_freq(params, q.device), inputs["positions"], q, batch,
+        q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
+        q.stride(0), q.stride(1), module._rope_magnitude(params),
+        RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
+        V_DIM=module.V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c, BLOCK_K=block_k, NUM_STAGES=stages,
         INTERPRETED=q.device.type != "cuda", dot_operand=module._dot_operand, round_to=module._round_to,
         cos_sin=module._cos_sin, num_warps=warps,
     )
@@ -357,6 +434,8 @@ OTHER_FORMS = {
     "per_head": (HEADS_VARIANTS, launch_heads, lambda q, expected: compared(q, expected, bitwise_required=False)),
     "gemv": (GEMV_VARIANTS, launch_gemv, within_one_rounding),
     "tma": (TMA_VARIANTS, launch_tma, lambda q, expected: compared(q, expected, bitwise_required=True)),
+    # K-blocks sum the products in another order under the interpreter (its dot is numpy's): within one rounding
+    "one_wave": (WAVE_VARIANTS, launch_wave, within_one_rounding),
 }
 
 
@@ -381,7 +460,8 @@ def probe_other_form(name: str, module, inputs: dict, params: dict, streamed, cp
 
 
 def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str, cpu: bool, emit,
-                heads_form: bool = False, gemv_form: bool = False, tma_form: bool = False) -> None:
+                heads_form: bool = False, gemv_form: bool = False, tma_form: bool = False,
+                wave_form: bool = False) -> None:
     import torch
 
     from tasks.mla_attention.inputs import make_inputs
@@ -405,7 +485,7 @@ def probe_shape(modules: dict, batch: int, heads: int, params: dict, device: str
             row.update(timings(lambda m=module, f=form, qq=q, v=variant: launch(m, f == "streamed", inputs, qq,
                                                                                   params, v), cpu))
             emit(row)
-    forms = {"per_head": heads_form, "gemv": gemv_form, "tma": tma_form}
+    forms = {"per_head": heads_form, "gemv": gemv_form, "tma": tma_form, "one_wave": wave_form}
     chosen = [name for name, wanted in forms.items() if wanted]
     if chosen:
         streamed = torch.full((batch, heads, 576), float("nan"), dtype=torch.bfloat16, device=device)
@@ -423,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads-form", action="store_true")
     parser.add_argument("--gemv-form", action="store_true")
     parser.add_argument("--tma-form", action="store_true")
+    parser.add_argument("--one-wave-form", action="store_true")
     parser.add_argument("--shapes", default=None, help="B:H,B:H,... (default: GPU_SHAPES)")
     args = parser.parse_args(argv)
     if args.cpu:
@@ -447,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes = [tuple(int(x) for x in pair.split(":")) for pair in args.shapes.split(",")]
     for batch, heads in shapes:
         probe_shape(modules, batch, heads, params, "cpu" if args.cpu else "cuda", args.cpu, emit, args.heads_form,
-                    args.gemv_form, args.tma_form)
+                    args.gemv_form, args.tma_form, args.one_wave_form)
     return 0
 
 

@@ -1,7 +1,7 @@
 """benchmarks/q_prepare_probe.py under the CPU interpreter (--cpu): every launch variant of the template's kernel 2,
 in both forms, writes every element of q and the same q as run()'s own launch (the probe's rows say so), so the
 variants it times on a GPU are the same computation; the GEMV form's variants write q within one bf16 rounding of
-the streamed form's; the TMA form's write the streamed form's q bitwise."""
+the streamed form's; the TMA form's write the streamed form's q bitwise; the one-wave form's within one rounding."""
 
 from __future__ import annotations
 
@@ -43,3 +43,13 @@ def test_every_tma_variant_writes_the_streamed_forms_q_bitwise(tmp_path):
     tma = [row for row in _probe_rows(tmp_path, "--tma-form", "--shapes", "2:4") if row["form"] == "tma"]
     assert len(tma) == 7  # TMA_VARIANTS
     assert all(row["ok"] and row["bitwise"] for row in tma), [row for row in tma if not row["ok"]]
+
+
+def test_every_one_wave_variant_writes_the_streamed_forms_q_within_one_rounding(tmp_path):
+    """The one-wave form (rope folded into the first column block, optional pipelined K-blocks) at a batch smaller
+    than its row block and at one that spans two blocks of 16: every element of q within one bf16 rounding of the
+    streamed form's; bitwise where W_UK is summed in one block (the same dot)."""
+    wave = [row for row in _probe_rows(tmp_path, "--one-wave-form", "--shapes", "2:4,17:2") if row["form"] == "one_wave"]
+    assert len(wave) == 2 * 13  # WAVE_VARIANTS at each shape
+    assert all(row["ok"] for row in wave), [row for row in wave if not row["ok"]]
+    assert all(row["bitwise"] for row in wave if row["variant"][2] == 128)
