@@ -165,6 +165,24 @@ def check_resumed_on_the_same_device(folder: Path, log: RunLog) -> None:
                          "a run's candidates are ranked by times from one device; resume it there, or start a new run")
 
 
+def candidate_file_name(index: int) -> str:
+    return f"candidate-{index}.py"
+
+
+def judged_candidate_file(folder: Path, record: CandidateRecord) -> Path | str:
+    """The run folder's own copy of a judged candidate (round-NN/candidate-i.py), or why there is none. The log's
+    `file` names the folder the round ran in, which a run moved to another machine (packed and resumed there) no
+    longer has; the copy must still hold the bytes the round judged (its sha256), so that a final check vouches for
+    the candidate the rounds ranked and for nothing edited since."""
+    path = folder / f"round-{record.round:02d}" / candidate_file_name(record.index)
+    if not path.is_file():
+        return f"{path}: no such candidate file (round {record.round}'s candidate {record.index} is not in the run folder)"
+    if hashlib.sha256(path.read_bytes()).hexdigest() != record.sha256:
+        return (f"{path}: its sha256 is not the one round {record.round} judged ({record.sha256[:12]}…): the file "
+                "changed since, and the final check judges only what the rounds judged")
+    return path
+
+
 class Dispatcher:
     @classmethod
     def resuming(cls, run_folder: str | Path, contract: str | Path | None = None, **options) -> Dispatcher:
@@ -352,12 +370,14 @@ class Dispatcher:
         self.judge = Judge(self.task, self.gates_dir, self.profile, self.progress)
         gate = self.judge.gate
         if log.gate_hash is not None and log.gate_hash != gate.name:
-            # Resumed under another gate (the lock covers the contract's cases and the judge's code): the rounds before
-            # keep their verdicts, and the final check judges the best under this gate.
+            # Resumed under another gate: its hash covers the contract's cases, the judge's code and what the build
+            # recorded (the platform, the reference's validation, the golden files), so a gate built again on another
+            # machine has another hash too (session 33). The rounds before keep their verdicts, and the final check
+            # judges the best under this gate.
             log.earlier_gates.append(log.gate_hash)
-            self.progress(f"the gate is {gate.name[:12]} now, {log.gate_hash[:12]} in the rounds before (the contract's "
-                          "cases or the judge's code changed): their verdicts stand as they were, and the final check "
-                          "judges the best under the new gate")
+            self.progress(f"the gate is {gate.name[:12]} now, {log.gate_hash[:12]} in the rounds before (built again: "
+                          "on another machine, or the contract's cases or the judge's code changed): their verdicts "
+                          "stand as they were, and the final check judges the best under the new gate")
         log.gate_hash = gate.name
         baseline_source = self.judge.task.baseline_file.read_text()
         pivot_after = 2
@@ -418,7 +438,7 @@ class Dispatcher:
         return ""
 
     def _judge(self, number: int, index: int, proposal, round_dir: Path) -> CandidateRecord:
-        path = round_dir / f"candidate-{index}.py"
+        path = round_dir / candidate_file_name(index)
         path.write_text(proposal.source)
         record = CandidateRecord(
             round=number, index=index, approach=proposal.approach, file=str(path),
@@ -482,7 +502,15 @@ class Dispatcher:
             log.status = "incomplete" if log.stop == StopReason.MAX_ROUNDS else "rejected"
             log.established = Established()
             return
-        final = self._final_check(Path(best.file))
+        judged = judged_candidate_file(folder, best)
+        if isinstance(judged, str):
+            # Nothing the judge could vouch for: the check is not run, and the run stays incomplete, saying why.
+            log.final_check = FinalCheck(passed=False, exit_code=None, error=judged)
+            log.established = Established(correct=True, speed_measured=best.speed_measured, target_met=best.target_met)
+            log.status = "incomplete"
+            log.stop_reason += f"; no final acceptance check: {judged}"
+            return
+        final = self._final_check(judged)
         log.final_check = final
         if final.verdict is None:
             # The check ended without a verdict (the judge's own fault: out of memory, a crash of the judge): that

@@ -47,7 +47,8 @@ class FinalCheck(BaseModel):
     verdict comes back as a file (`--verdict-out`), validated, not scraped from its output."""
 
     passed: bool = passed_field()
-    exit_code: int
+    exit_code: int | None = Field(description="`ferret check`'s exit status; None where it was not run (the judged "
+                                  "candidate's file is not in the run folder as the round judged it).")
     verdict: VerdictSummary | None = None
     error: str | None = Field(default=None, description="Why there is no verdict (the check's last output).")
     seeds_fresh: bool = True

@@ -196,6 +196,55 @@ def test_a_final_check_that_ends_without_a_verdict_leaves_the_run_incomplete_and
     assert resumed.final_check.passed is True and resumed.status == "correct_speed_not_measured"
 
 
+def _finished_run_moved(dirs, tmp_path) -> tuple[RunLog, Path]:
+    """A finished run (one round, its honest best passed the final check) packed and unpacked elsewhere, as session
+    33 resumed session 32's H100 run on another machine: its log still names the folder the rounds ran in."""
+    import shutil
+
+    log = _dispatch(dirs, ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]]), max_rounds=1).run()
+    old = Path(log.best.file).parents[1]
+    moved = tmp_path / "elsewhere" / old.name
+    shutil.copytree(old, moved)
+    shutil.rmtree(old)
+    return log, moved
+
+
+def _resume_for_one_more_round(dirs, folder: Path) -> RunLog:
+    gates, _ = dirs
+    return Dispatcher.resuming(folder, optimizer=ScriptedOptimizer([[]]), reviewer=StaticReviewer(), gates_dir=gates,
+                               max_rounds=2).run()
+
+
+def test_a_moved_run_resumed_checks_its_best_from_the_run_folder_it_is_in_now(dirs, tmp_path):
+    """Session 33's resume on another machine looked for the best at the path the log named (the folder the rounds
+    ran in) and found nothing: the final check now judges the run folder's own copy."""
+    log, moved = _finished_run_moved(dirs, tmp_path)
+    assert not Path(log.best.file).exists()
+    resumed = _resume_for_one_more_round(dirs, moved)
+    assert resumed.best.file == log.best.file and resumed.final_check.passed is True
+    assert resumed.status == "correct_speed_not_measured"
+
+
+@pytest.mark.parametrize("damage", ["edited", "missing"])
+def test_a_best_candidate_changed_or_missing_since_its_round_gets_no_final_check(dirs, tmp_path, damage):
+    """The final check vouches for the bytes the rounds judged: a best candidate whose file changed since (its sha256
+    is not the logged one) or is gone is not checked; the run stays incomplete and says which file and why."""
+    log, moved = _finished_run_moved(dirs, tmp_path)
+    best = moved / "round-01" / "candidate-1.py"
+    if damage == "edited":
+        best.write_text(WRONG)
+    else:
+        best.unlink()
+    resumed = _resume_for_one_more_round(dirs, moved)
+    why = (f"{best}: its sha256 is not the one round 1 judged ({log.best.sha256[:12]}…): the file changed since, and "
+           "the final check judges only what the rounds judged" if damage == "edited" else
+           f"{best}: no such candidate file (round 1's candidate 1 is not in the run folder)")
+    assert resumed.final_check.error == why and resumed.final_check.exit_code is None
+    assert not resumed.final_check.passed and resumed.final_check.verdict is None
+    assert resumed.status == "incomplete" and resumed.stop_reason.endswith(f"; no final acceptance check: {why}")
+    assert resumed.established.final_check_passed is None
+
+
 def test_a_run_resumed_under_another_gate_says_so_and_keeps_the_gate_of_its_earlier_rounds(dirs):
     """Session 32 resumed an H100 run after a change to the judge's code, which the gate's lock covers: the gate was
     built again under another hash. The log keeps the gate the earlier rounds were judged under, and the run says so."""
