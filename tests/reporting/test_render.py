@@ -112,3 +112,19 @@ def test_a_run_resumed_under_another_gate_names_the_earlier_gate_in_both_outputs
     assert (f"gate `{log.gate_hash[:16]}` (earlier rounds under `{earlier[:16]}`: the gate changed when the run was "
             "resumed)") in files.markdown.read_text()
     assert f"earlier rounds under {earlier} (the gate changed when the run was resumed)" in files.html.read_text()
+
+
+@pytest.mark.parametrize(("exit_code", "shown"), [(None, "NO VERDICT</span> (not run)"), (4, "NO VERDICT</span> (exit 4)")])
+def test_a_final_check_without_a_verdict_is_shown_as_such_not_as_a_failure(folders, tmp_path, exit_code, shown):
+    """A final check not run (the best's file not in the run folder as judged) or ended without a verdict (the
+    judge's own failure) says nothing of the candidate: the page says NO VERDICT and why, never FAIL."""
+    from ferret.dispatch.runlog import FinalCheck, RunLog
+
+    _, run, gates = folders
+    log = RunLog.model_validate_json((run / "run.json").read_text())
+    final = FinalCheck(passed=False, exit_code=exit_code, error="round-01/candidate-1.py: no such candidate file")
+    (run / "run.json").write_text(log.model_copy(update={"final_check": final}).model_dump_json(by_alias=True))
+    html = write_report(run, out=tmp_path / "out", gates_dir=gates).html.read_text()
+    line = next(line for line in html.splitlines() if "Final acceptance check" in line)
+    assert f"Final acceptance check (fresh process, fresh cases): <span class=\"fail\">{shown}: " in line
+    assert line.endswith("round-01/candidate-1.py: no such candidate file</p>") and "FAIL" not in line
