@@ -370,14 +370,12 @@ class Dispatcher:
         self.judge = Judge(self.task, self.gates_dir, self.profile, self.progress)
         gate = self.judge.gate
         if log.gate_hash is not None and log.gate_hash != gate.name:
-            # Resumed under another gate: its hash covers the contract's cases, the judge's code and what the build
-            # recorded (the platform, the reference's validation, the golden files), so a gate built again on another
-            # machine has another hash too (session 33). The rounds before keep their verdicts, and the final check
-            # judges the best under this gate.
+            # Resumed under another gate (the lock covers the contract's cases and the judge's code): the rounds before
+            # keep their verdicts, and the final check judges the best under this gate.
             log.earlier_gates.append(log.gate_hash)
-            self.progress(f"the gate is {gate.name[:12]} now, {log.gate_hash[:12]} in the rounds before (built again: "
-                          "on another machine, or the contract's cases or the judge's code changed): their verdicts "
-                          "stand as they were, and the final check judges the best under the new gate")
+            self.progress(f"the gate is {gate.name[:12]} now, {log.gate_hash[:12]} in the rounds before (the contract's "
+                          "cases or the judge's code changed): their verdicts stand as they were, and the final check "
+                          "judges the best under the new gate")
         log.gate_hash = gate.name
         baseline_source = self.judge.task.baseline_file.read_text()
         pivot_after = 2
