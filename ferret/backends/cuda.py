@@ -83,11 +83,19 @@ def load_before_sandbox(on_gpu: bool) -> None:
     except ImportError as err:
         raise BackendUnavailable(f"{INSTALL_HINT} ({err})") from None
     if on_gpu:
-        import torch
-
-        cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        cupy_view_of_torch_stream()
         cupy.cuda.function.Module()
         _load_driver_binding()
+
+
+def cupy_view_of_torch_stream() -> Any:
+    """torch's current stream as a CuPy stream, for a launch on it: through the CUDA stream protocol
+    (`Stream.from_external`, which reads torch's `__cuda_stream__`; CuPy 14 deprecates `ExternalStream`). The view
+    holds torch's stream object, and CuPy does not own or destroy the stream."""
+    import cupy
+    import torch
+
+    return cupy.cuda.Stream.from_external(torch.cuda.current_stream())
 
 
 def _load_driver_binding() -> None:
@@ -333,8 +341,7 @@ class Source:
             config = programmatic_launch_config(grid, block, shared_mem, torch.cuda.current_stream().cuda_stream)
             launch_programmatic(function.ptr, config, kernel_args(args))
             return
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-        function(tuple(grid), tuple(block), kernel_args(args), shared_mem=shared_mem, stream=stream)
+        function(tuple(grid), tuple(block), kernel_args(args), shared_mem=shared_mem, stream=cupy_view_of_torch_stream())
 
     def _function(self, kernel: str) -> Any:
         if kernel not in self._functions:

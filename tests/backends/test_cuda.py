@@ -88,8 +88,13 @@ def test_hopper_candidates_compile_for_its_arch_specific_target_where_warpgroup_
 
 
 class _FakeStream:
+    """torch's stream as the backend reads it: its handle, and the CUDA stream protocol CuPy's view reads."""
+
     def __init__(self, handle):
         self.cuda_stream = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.cuda_stream)
 
 
 def test_a_launch_past_48_kib_of_dynamic_shared_memory_raises_the_kernels_limit_once(monkeypatch):
@@ -98,17 +103,17 @@ def test_a_launch_past_48_kib_of_dynamic_shared_memory_raises_the_kernels_limit_
     import cupy
     from cupy.cuda import driver
 
-    raised, launched = [], []
+    raised, launched, streams = [], [], []
 
     class Function:
         ptr = 1234
 
         def __call__(self, grid, block, args, shared_mem, stream):
             launched.append(shared_mem)
+            streams.append(stream)
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: _FakeStream(0))
-    monkeypatch.setattr(cupy.cuda, "ExternalStream", _FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: _FakeStream(0x55))
     monkeypatch.setattr(driver, "funcSetAttribute", lambda *args: raised.append(args))
     source = cuda.Source(SCALE)
     monkeypatch.setattr(source, "_function", lambda kernel: Function())
@@ -117,6 +122,8 @@ def test_a_launch_past_48_kib_of_dynamic_shared_memory_raises_the_kernels_limit_
     attribute = driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     assert raised == [(1234, attribute, 200 * 1024), (1234, attribute, 220 * 1024)]
     assert launched == [1024, 200 * 1024, 200 * 1024, 100 * 1024, 220 * 1024]
+    # each launch on torch's current stream, as CuPy's view of it (no deprecated ExternalStream)
+    assert all(isinstance(stream, cupy.cuda.Stream) and stream.ptr == 0x55 for stream in streams)
 
 
 def test_a_programmatic_launchs_parameters_are_each_arguments_bytes_in_its_own_type():
@@ -147,8 +154,6 @@ def test_a_programmatic_launch_config_allows_programmatic_stream_serialization()
 
 
 def _fake_gpu_launch(monkeypatch, source, ptr: int = 4321) -> None:
-    import cupy
-
     class Function:
         def __init__(self):
             self.ptr = ptr
@@ -158,7 +163,6 @@ def _fake_gpu_launch(monkeypatch, source, ptr: int = 4321) -> None:
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: _FakeStream(0x77))
-    monkeypatch.setattr(cupy.cuda, "ExternalStream", _FakeStream)
     monkeypatch.setattr(source, "_function", lambda kernel: Function())
 
 
@@ -220,7 +224,6 @@ def test_on_the_gpu_the_driver_binding_is_loaded_before_the_sandbox(monkeypatch)
     called = []
     monkeypatch.setattr(driver, "cuDriverGetVersion", lambda: called.append(True) or (0, 13000))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: _FakeStream(0))
-    monkeypatch.setattr(cupy.cuda, "ExternalStream", _FakeStream)
     monkeypatch.setattr(cupy.cuda.function, "Module", lambda: None)
     cuda.load_before_sandbox(on_gpu=False)
     assert called == []
