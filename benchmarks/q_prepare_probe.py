@@ -127,17 +127,24 @@ def launch_tma(module, inputs: dict, q, params: dict, variant) -> None:
     block_c, c_programs, warps, stages = variant
     batch, heads, _ = inputs["q_nope"].shape
     block_b = module._batch_block(batch, q.device.type != "cuda")
-    q_nope, q_pe, w_kv_b = inputs["q_nope"], inputs["q_pe"], inputs["w_kv_b"]
     triton.set_allocator(module._descriptor_scratch)  # the descriptors are built on the device, in global scratch
+    args, constants = kernel_2_arguments(module, inputs, q, params)
     tma_kernel()[(heads, triton.cdiv(batch, block_b), c_programs + 1)](
-        q_nope, q_pe, w_kv_b, module._inv_freq(params, q.device), inputs["positions"], q, batch,
-        q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
-        q.stride(0), q.stride(1), module._rope_magnitude(params),
-        RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
-        V_DIM=module.V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c, C_PROGRAMS=c_programs, NUM_STAGES=stages,
-        INTERPRETED=q.device.type != "cuda", dot_operand=module._dot_operand, round_to=module._round_to,
-        cos_sin=module._cos_sin, num_warps=warps,
+        *args, **constants, BLOCK_B=block_b, BLOCK_C=block_c, C_PROGRAMS=c_programs, NUM_STAGES=stages, num_warps=warps,
     )
+
+
+def kernel_2_arguments(module, inputs: dict, q, params: dict) -> tuple[tuple, dict]:
+    """The arguments the probe's kernel-2 forms share with the template's (their signatures' common head), and
+    their constexprs: the sizes, and the rendered template's jit helpers (tma_kernel)."""
+    q_nope, q_pe, w_kv_b = inputs["q_nope"], inputs["q_pe"], inputs["w_kv_b"]
+    args = (q_nope, q_pe, w_kv_b, module._inv_freq(params, q.device), inputs["positions"], q, q_nope.shape[0],
+            q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
+            q.stride(0), q.stride(1), module._rope_magnitude(params))
+    constants = dict(RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
+                     V_DIM=module.V_HEAD_DIM, INTERPRETED=q.device.type != "cuda", dot_operand=module._dot_operand,
+                     round_to=module._round_to, cos_sin=module._cos_sin)
+    return args, constants
 
 
 # (block_b cap, block_c, block_k, num_warps, num_stages) of the one-wave form
@@ -200,15 +207,9 @@ def launch_wave(module, inputs: dict, q, params: dict, variant) -> None:
     cap, block_c, block_k, warps, stages = variant
     batch, heads, _ = inputs["q_nope"].shape
     block_b = min(cap, max(16, triton.next_power_of_2(batch)))
-    q_nope, q_pe, w_kv_b = inputs["q_nope"], inputs["q_pe"], inputs["w_kv_b"]
+    args, constants = kernel_2_arguments(module, inputs, q, params)
     wave_kernel()[(heads, triton.cdiv(batch, block_b), module.KV_LORA_RANK // block_c)](
-        q_nope, q_pe, w_kv_b, module._inv_freq(params, q.device), inputs["positions"], q, batch,
-        q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1), w_kv_b.stride(0),
-        q.stride(0), q.stride(1), module._rope_magnitude(params),
-        RANK=module.KV_LORA_RANK, NOPE=module.QK_NOPE_HEAD_DIM, ROPE=module.QK_ROPE_HEAD_DIM,
-        V_DIM=module.V_HEAD_DIM, BLOCK_B=block_b, BLOCK_C=block_c, BLOCK_K=block_k, NUM_STAGES=stages,
-        INTERPRETED=q.device.type != "cuda", dot_operand=module._dot_operand, round_to=module._round_to,
-        cos_sin=module._cos_sin, num_warps=warps,
+        *args, **constants, BLOCK_B=block_b, BLOCK_C=block_c, BLOCK_K=block_k, NUM_STAGES=stages, num_warps=warps,
     )
 
 

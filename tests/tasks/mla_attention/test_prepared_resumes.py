@@ -38,18 +38,24 @@ def _unpacked(tar_path: str, tmp_path: Path) -> Path:
     return tmp_path / "runs"
 
 
+def _next_round_proposals(optimizer, log) -> list:
+    """What the run's next round judges: the optimizer's proposals from the logged rounds, as the dispatcher builds
+    its context, cut to the prepared calls' PROPOSALS."""
+    history = [_feedback(c) for r in log.rounds for c in r.candidates]
+    context = OptimizerContext(
+        op="mla_attention", contract_yaml="", baseline_source="", abi="", history=history,
+        tried_approaches=sorted({c.approach for r in log.rounds for c in r.candidates}), round=len(log.rounds) + 1,
+        languages=["triton", "cuda"],
+    )
+    return optimizer.propose(context)[:PROPOSALS_PER_ROUND]
+
+
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_a_prepared_resume_judges_the_three_wgmma_starts_in_round_3(name, optimizer, tmp_path):
     tar_path, run_id = RUNS[name]
     log = read_run_log(_unpacked(tar_path, tmp_path) / run_id)
     assert log.status == "incomplete" and len(log.rounds) == 2, "the run was cut in round 3, rounds 1 and 2 logged"
-    history = [_feedback(c) for r in log.rounds for c in r.candidates]
-    context = OptimizerContext(
-        op="mla_attention", contract_yaml="", baseline_source="", abi="", history=history,
-        tried_approaches=sorted({c.approach for r in log.rounds for c in r.candidates}), round=3,
-        languages=["triton", "cuda"],
-    )
-    proposals = optimizer.propose(context)[:PROPOSALS_PER_ROUND]
+    proposals = _next_round_proposals(optimizer, log)
     space = optimizer.space
     wgmma = {"attention_kernel": "wgmma"}
     expected = [space.canonical({**space.default, **wgmma, **overlap})
@@ -64,13 +70,7 @@ def test_the_finished_h100_run_resumed_for_a_fourth_round_judges_the_k_blocks_st
     log = read_run_log(_unpacked("benchmarks/results/2026-12-06-session32/call2-runs.tar.gz", tmp_path)
                        / "20261206-051045-d59944")
     assert len(log.rounds) == 3 and log.final_check is not None and log.final_check.passed
-    history = [_feedback(c) for r in log.rounds for c in r.candidates]
-    context = OptimizerContext(
-        op="mla_attention", contract_yaml="", baseline_source="", abi="", history=history,
-        tried_approaches=sorted({c.approach for r in log.rounds for c in r.candidates}), round=4,
-        languages=["triton", "cuda"],
-    )
-    proposals = optimizer.propose(context)[:PROPOSALS_PER_ROUND]
+    proposals = _next_round_proposals(optimizer, log)
     space = optimizer.space
     pdl_all = space.canonical({**space.default, "attention_kernel": "wgmma", "launch_overlap": "pdl_all"})
     assert log.best.approach == optimizer.approach(pdl_all)

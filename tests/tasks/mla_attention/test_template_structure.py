@@ -277,18 +277,24 @@ def test_new_structure_points_match_the_reference(optimizer, tmp_path, override,
     _assert_matches_reference(module, batch, heads, capacity, cache_lens, [16383, 6000, 9000][:batch])
 
 
+def _traces(optimizer, tmp_path, inputs: dict, *points: dict) -> list[dict]:
+    """Each point's stages (its trace) on copies of the same inputs, under the interpreter."""
+    batch, heads = inputs["q_nope"].shape[:2]
+    traces = []
+    for number, point in enumerate(points):
+        module = _load(optimizer.render(point), tmp_path / f"point_{number}.py")
+        outputs = {"o_heads": torch.empty((batch, heads, PARAMS["v_head_dim"]), dtype=torch.bfloat16)}
+        trace: dict = {}
+        module.run({k: t.clone() for k, t in inputs.items()}, outputs, PARAMS, trace=trace)
+        traces.append(trace)
+    return traces
+
+
 def test_streamed_kernels_agree_with_todays(optimizer, tmp_path):
     """Same kernel 3, so the same partials: the streamed merge and GEMM differ from today's kernel 4 only in the
     order of fp32 sums (the reference's tolerance alone would miss e.g. a merge that drops the normalization)."""
     inputs = make_inputs(seed=7, batch=2, heads=3, cache_capacity=64, cache_lens=[63, 40], positions=[16383, 6000])
-    traces = []
-    for name, point in (("today", _point(optimizer)), ("streamed", _point(optimizer, STREAMED))):
-        module = _load(optimizer.render(point), tmp_path / f"{name}.py")
-        outputs = {"o_heads": torch.empty((2, 3, PARAMS["v_head_dim"]), dtype=torch.bfloat16)}
-        trace: dict = {}
-        module.run({k: t.clone() for k, t in inputs.items()}, outputs, PARAMS, trace=trace)
-        traces.append(trace)
-    today, streamed = traces
+    today, streamed = _traces(optimizer, tmp_path, inputs, _point(optimizer), _point(optimizer, STREAMED))
     assert torch.equal(today["q_absorbed"], streamed["q_absorbed"])
     assert torch.equal(today["q_pe_roped"], streamed["q_pe_roped"])
     for stage in ("o_latent", "o_heads"):
@@ -313,14 +319,8 @@ def test_q_prepare_k_blocks_writes_todays_q(optimizer, tmp_path):
     requests, so the 16-row blocks leave 13 rows of the second masked and every column block's rope is checked."""
     inputs = make_inputs(seed=11, batch=19, heads=20, cache_capacity=32, cache_lens=[31, 0, 7] + [12] * 16,
                          positions=[16383, 6000, 9000] + [100] * 16)
-    traces = []
-    for name, form in (("whole", "whole"), ("k_blocks", "k_blocks")):
-        module = _load(optimizer.render(_point(optimizer, STREAMED, q_prepare=form)), tmp_path / f"{name}.py")
-        outputs = {"o_heads": torch.empty((19, 20, PARAMS["v_head_dim"]), dtype=torch.bfloat16)}
-        trace: dict = {}
-        module.run({k: t.clone() for k, t in inputs.items()}, outputs, PARAMS, trace=trace)
-        traces.append(trace)
-    whole, k_blocks = traces
+    whole, k_blocks = _traces(optimizer, tmp_path, inputs, *(_point(optimizer, STREAMED, q_prepare=form)
+                                                              for form in ("whole", "k_blocks")))
     assert torch.equal(whole["q_pe_roped"], k_blocks["q_pe_roped"])
     got, want = k_blocks["q_absorbed"].float(), whole["q_absorbed"].float()
     # fp32 sums of 128 products in another order differ by at most 128 eps_fp32 of the sum of their magnitudes
