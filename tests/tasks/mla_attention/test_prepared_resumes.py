@@ -1,9 +1,8 @@
-"""The committed MLA loop runs that a prepared device call resumes (benchmarks/results/*/runs.tar.gz, two cut in
+"""The committed MLA loop runs that a prepared device call resumes (benchmarks/results/*/runs.tar.gz, both cut in
 round 3): resumed with today's template space, round 3 proposes the wgmma, wgmma + pdl and wgmma + pdl_all starts in
 that order, from each run's own rounds 1 and 2, as the dispatcher builds its context (`_feedback` of each logged
-candidate, the languages a GPU run judges); a finished run resumed for a fourth round proposes the start it has not
-judged first. If the space's starts or the search change, a prepared resume would judge other points; this says so
-before device time is spent on it."""
+candidate, the languages a GPU run judges). If the space's starts or the search change, a prepared resume would judge
+other points; this says so before device time is spent on it."""
 
 from __future__ import annotations
 
@@ -38,42 +37,20 @@ def _unpacked(tar_path: str, tmp_path: Path) -> Path:
     return tmp_path / "runs"
 
 
-def _next_round_proposals(optimizer, log) -> list:
-    """What the run's next round judges: the optimizer's proposals from the logged rounds, as the dispatcher builds
-    its context, cut to the prepared calls' PROPOSALS."""
-    history = [_feedback(c) for r in log.rounds for c in r.candidates]
-    context = OptimizerContext(
-        op="mla_attention", contract_yaml="", baseline_source="", abi="", history=history,
-        tried_approaches=sorted({c.approach for r in log.rounds for c in r.candidates}), round=len(log.rounds) + 1,
-        languages=["triton", "cuda"],
-    )
-    return optimizer.propose(context)[:PROPOSALS_PER_ROUND]
-
-
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_a_prepared_resume_judges_the_three_wgmma_starts_in_round_3(name, optimizer, tmp_path):
     tar_path, run_id = RUNS[name]
     log = read_run_log(_unpacked(tar_path, tmp_path) / run_id)
     assert log.status == "incomplete" and len(log.rounds) == 2, "the run was cut in round 3, rounds 1 and 2 logged"
-    proposals = _next_round_proposals(optimizer, log)
+    history = [_feedback(c) for r in log.rounds for c in r.candidates]
+    context = OptimizerContext(
+        op="mla_attention", contract_yaml="", baseline_source="", abi="", history=history,
+        tried_approaches=sorted({c.approach for r in log.rounds for c in r.candidates}), round=3,
+        languages=["triton", "cuda"],
+    )
+    proposals = optimizer.propose(context)[:PROPOSALS_PER_ROUND]
     space = optimizer.space
     wgmma = {"attention_kernel": "wgmma"}
     expected = [space.canonical({**space.default, **wgmma, **overlap})
                 for overlap in ({}, {"launch_overlap": "pdl"}, {"launch_overlap": "pdl_all"})]
     assert [p.approach for p in proposals] == [optimizer.approach(point) for point in expected]
-
-
-def test_the_finished_h100_run_resumed_for_a_fourth_round_judges_the_k_blocks_start_first(optimizer, tmp_path):
-    """Session 32's H100 run, its three rounds and final check done (benchmarks/results/2026-12-06-session32, call 2),
-    resumed with MAX_ROUNDS=4 (session 33's call 4): round 4 proposes the start it has not judged, pdl_all with kernel
-    2 in pipelined K-blocks (q_prepare=k_blocks), first; then the one-step neighbours of its best, pdl_all."""
-    log = read_run_log(_unpacked("benchmarks/results/2026-12-06-session32/call2-runs.tar.gz", tmp_path)
-                       / "20261206-051045-d59944")
-    assert len(log.rounds) == 3 and log.final_check is not None and log.final_check.passed
-    proposals = _next_round_proposals(optimizer, log)
-    space = optimizer.space
-    pdl_all = space.canonical({**space.default, "attention_kernel": "wgmma", "launch_overlap": "pdl_all"})
-    assert log.best.approach == optimizer.approach(pdl_all)
-    assert proposals[0].approach == optimizer.approach({**pdl_all, "q_prepare": "k_blocks"})
-    tried = {c.approach for r in log.rounds for c in r.candidates}
-    assert len(proposals) == PROPOSALS_PER_ROUND and not {p.approach for p in proposals} & tried

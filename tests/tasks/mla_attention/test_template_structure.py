@@ -261,15 +261,11 @@ def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positi
         # (with the streamed merge and un-absorption, the default's: kernels 2 and 4 of batch_blocks, one program per
         # head, took 48 of this case's 56 s under the interpreter)
         ({**LARGE, **STREAMED, "split_chunk": "balanced", "token_block": 16}, (2, 128, 80, [70, 3])),
-        # kernel 2 in pipelined K-blocks with the rope in its first column block (q_prepare=k_blocks): 40 heads, 3
-        # requests in one block of 16 rows (13 masked)
-        ({**LARGE, **STREAMED, "q_prepare": "k_blocks"}, (3, 40, 70, [69, 5, 33])),
     ],
     ids=["heads64-halves-waves", "heads128-tokens16", "streamed-small-tiles", "streamed-value-blocks",
          "few-tiles-default-point", "warp-specialized", "tma-descriptors", "lazy-rescale", "kernel3-axes-halves",
          "capacity-chunks", "capacity-chunks-streamed-kernel3-axes", "capacity-chunks-few-tiles",
-         "balanced-runs", "balanced-runs-streamed-kernel3-axes", "balanced-runs-two-head-blocks",
-         "q-prepare-k-blocks"],
+         "balanced-runs", "balanced-runs-streamed-kernel3-axes", "balanced-runs-two-head-blocks"],
 )
 def test_new_structure_points_match_the_reference(optimizer, tmp_path, override, shape):
     batch, heads, capacity, cache_lens = shape
@@ -300,36 +296,6 @@ def test_streamed_kernels_agree_with_todays(optimizer, tmp_path):
     for stage in ("o_latent", "o_heads"):
         expected, actual = today[stage].double(), streamed[stage].double()
         assert float((actual - expected).norm() / expected.norm()) < 2e-3, stage
-
-
-def test_q_prepare_changes_kernel_2_only_where_it_applies(optimizer):
-    """q_prepare applies with side_kernels=streamed (the batch-blocked kernel 2 is another kernel): there k_blocks
-    renders another kernel 2, and elsewhere the axis is not part of the point."""
-    streamed = optimizer.space.canonical(_point(optimizer, STREAMED))
-    k_blocks = optimizer.space.canonical({**streamed, "q_prepare": "k_blocks"})
-    assert streamed["q_prepare"] == "whole"
-    assert optimizer.render(k_blocks) != optimizer.render(streamed)
-    assert "for k in tl.range(0, NOPE, BLOCK_K, num_stages=NUM_STAGES):" in optimizer.render(k_blocks)
-    assert optimizer.space.canonical({**_point(optimizer), "q_prepare": "k_blocks"})["q_prepare"] is None
-
-
-def test_q_prepare_k_blocks_writes_todays_q(optimizer, tmp_path):
-    """The same products as q_prepare=whole: the roped q_pe bitwise (the same code), q_absorbed within one bf16 ulp
-    and the reordering of fp32 sums (the interpreter's dot sums each K-block apart); 20 heads and 19
-    requests, so the 16-row blocks leave 13 rows of the second masked and every column block's rope is checked."""
-    inputs = make_inputs(seed=11, batch=19, heads=20, cache_capacity=32, cache_lens=[31, 0, 7] + [12] * 16,
-                         positions=[16383, 6000, 9000] + [100] * 16)
-    whole, k_blocks = _traces(optimizer, tmp_path, inputs, *(_point(optimizer, STREAMED, q_prepare=form)
-                                                              for form in ("whole", "k_blocks")))
-    assert torch.equal(whole["q_pe_roped"], k_blocks["q_pe_roped"])
-    got, want = k_blocks["q_absorbed"].float(), whole["q_absorbed"].float()
-    # fp32 sums of 128 products in another order differ by at most 128 eps_fp32 of the sum of their magnitudes
-    # (what matters where they cancel), then the bf16 rounding of either may move by one ulp
-    w_uk = inputs["w_kv_b"].float().view(20, -1, inputs["w_kv_b"].shape[1])[:, :128, :]
-    magnitudes = torch.einsum("bhk,hkr->bhr", inputs["q_nope"].float().abs(), w_uk.abs())
-    bound = (torch.finfo(torch.bfloat16).eps * torch.maximum(got.abs(), want.abs())
-             + 128 * torch.finfo(torch.float32).eps * magnitudes)
-    assert torch.isfinite(got).all() and bool(((got - want).abs() <= bound).all())
 
 
 @pytest.mark.parametrize("axis,value", sorted({**KERNEL3_AXES, "split_chunk": "capacity"}.items()))

@@ -97,16 +97,16 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     # head blocks of 64 and 128 have both head_pad values; 16 and 32 have none. small_token_block applies to
     # token blocks of 32 and 64 under the waves policy, few_tiles to 64 under waves (token block x policy x small
     # tiles x few tiles: 16: 2; 32: 1 + 2; 64: 1 + 2 x 2); batch_block to side_kernels=batch_blocks, launch_overlap
-    # (serial, pdl, pdl_all) and q_prepare (whole, k_blocks) to streamed (3 + 3 x 2);
+    # (serial, pdl, pdl_all) to streamed (3 + 3);
     # specialize to all (2); warps x stages x loop_schedule (4 warps: 4 stages; 8 and 16: 1 stage, or 3 x 2 schedules);
     # kv_loads and rescale to all (2 x 2); split_chunk: per_request (programs_per_sm's 3 values) and capacity (1) with
     # those token-block rules, balanced with neither small tiles nor few tiles (3 token blocks x 2 policies x 3
     # programs_per_sm)
     # attention_kernel applies at head blocks and token blocks of 64 (2 of head_block x head_pad's 6; of the token
     # blocks' 58, 5 x 4 per request and at capacity, 1 x 2 x 3 balanced): those points twice, Triton's and wgmma's
-    triton = ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3 * 2) * 2
+    triton = ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3) * 2
               * ((2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) + 3 * 2 * 3) * 2 * 2 * 2)
-    wgmma = 2 * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3 * 2) * 2 * (5 * 4 + 1 * 2 * 3) * 2 * 2 * 2
+    wgmma = 2 * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3) * 2 * (5 * 4 + 1 * 2 * 3) * 2 * 2 * 2
     assert len(optimizer.points) == triton + wgmma
     assert sum(p["attention_kernel"] == "wgmma" for p in optimizer.points) == wgmma
     # one name each: the listing refuses two points named alike (TemplateSpace.named_points); the names it gives are
@@ -167,17 +167,16 @@ def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, c
     _assert_stages_match_the_reference(_load(optimizer.render({**optimizer.space.default, **corner}), tmp_path / "corner.py"))
 
 
-@pytest.mark.parametrize("index", [0, 1, 2, 4, 5, 6],
-                         ids=["heads16-programs", "tma-warp-specialized", "per-request-previous-default", "wgmma-pdl",
-                              "wgmma-pdl-all", "wgmma-pdl-all-q-prepare-k-blocks"])
+@pytest.mark.parametrize("index", [0, 1, 2, 4, 5], ids=["heads16-programs", "tma-warp-specialized",
+                                                       "per-request-previous-default", "wgmma-pdl", "wgmma-pdl-all"])
 def test_the_spaces_starts_match_the_reference_stage_by_stage(optimizer, tmp_path, index):
     """The points the search proposes first once a point is timed (space.yaml `starts`). The fourth, kernel 3 on
     warpgroup MMA (a CUDA candidate, proposed only where CUDA is judged); the fifth adds launch_overlap=pdl to it, the
     sixth pdl_all, which is candidates/wgmma_mla.py (tests/tasks/mla_attention/test_wgmma_candidate.py,
-    tests/gpu/test_wgmma_attention_gpu.py), the seventh pdl_all with kernel 2 in pipelined K-blocks (q_prepare): off a
-    GPU their kernel 3 is Triton's and their kernels run without the grid-dependency instructions."""
+    tests/gpu/test_wgmma_attention_gpu.py): off a GPU their kernel 3 is Triton's and their kernels run without the
+    grid-dependency instructions."""
     starts = optimizer.space.start_points()
-    assert [optimizer.space.language_of(p) for p in starts] == [None, None, None, "cuda", "cuda", "cuda", "cuda"]
+    assert [optimizer.space.language_of(p) for p in starts] == [None, None, None, "cuda", "cuda", "cuda"]
     _assert_stages_match_the_reference(_load(optimizer.render(starts[index]), tmp_path / "start.py"))
 
 

@@ -99,8 +99,7 @@ def test_the_space_and_template_are_the_contiguous_ones():
     # the wgmma starts lose their attention_kernel: the one with nothing else is dropped
     plain["starts"] = [rest for start in plain["starts"]
                        if (rest := {k: v for k, v in start.items() if k != "attention_kernel"})]
-    assert plain["starts"][-3:] == [{"launch_overlap": "pdl"}, {"launch_overlap": "pdl_all"},
-                                    {"launch_overlap": "pdl_all", "q_prepare": "k_blocks"}]
+    assert plain["starts"][-2:] == [{"launch_overlap": "pdl"}, {"launch_overlap": "pdl_all"}]
     assert paged == plain
     assert sorted(p.name for p in TEMPLATES.iterdir()) == ["space.yaml"]
 
