@@ -300,7 +300,8 @@ def _synthetic(tmp_path: Path) -> Path:
         "pkg/high/long.py": (
             "def too_long():\n" + long_body + "    return 0\n\n"
             "def just_fits():\n" + ok_body + "    return 0\n\n"
-            "class Holder:\n    def method(self):\n" + "".join("    " + line for line in long_body.splitlines(True)) + "        return 0\n"
+            "class Holder:\n    def method(self):\n" + "".join("    " + line for line in long_body.splitlines(True))
+            + "        return 0\n"
         ),
         "pkg/other/__init__.py": "",
     })

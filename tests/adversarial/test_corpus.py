@@ -57,7 +57,8 @@ def module_constants(path: Path) -> dict:
 def describe(verdict) -> str:
     lines = [f"pass={verdict.passed} first_failing_stage={verdict.first_failing_stage}"]
     lines += [f"  part {name}: {part.status}: {part.detail[:300]}" for name, part in verdict.parts.items()]
-    lines += [f"  detection {d.cheat} {d.catalogue} [{d.source}] {d.variant or ''}: {d.evidence[:300]}" for d in verdict.detections]
+    lines += [f"  detection {d.cheat} {d.catalogue} [{d.source}] {d.variant or ''}: {d.evidence[:300]}"
+              for d in verdict.detections]
     return "\n".join(lines)
 
 

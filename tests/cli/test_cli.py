@@ -50,7 +50,8 @@ def _gate_result(stdout: str) -> dict:
 
 
 def test_check_pass_prints_one_gate_result_and_exits_0(gate, gates_dir, tmp_path):
-    proc = _ferret("check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path)
+    proc = _ferret("check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM),
+                   "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = _gate_result(proc.stdout)
     assert result["pass"] is True
@@ -75,7 +76,8 @@ def test_check_pass_prints_one_gate_result_and_exits_0(gate, gates_dir, tmp_path
 def test_check_fail_exits_1_with_per_case_metrics(gate, gates_dir, tmp_path):
     candidate = tmp_path / "zeros.py"
     candidate.write_text(ZEROS_CANDIDATE)
-    proc = _ferret("check", str(RMSNORM_CONTRACT), str(candidate), "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path)
+    proc = _ferret("check", str(RMSNORM_CONTRACT), str(candidate),
+                   "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     result = _gate_result(proc.stdout)
     assert result["pass"] is False
@@ -92,7 +94,8 @@ def test_check_fail_exits_1_with_per_case_metrics(gate, gates_dir, tmp_path):
 
 def test_a_roofline_naming_an_unknown_dim_exits_2_naming_file_field_and_line(gates_dir, tmp_path):
     contract = write_contract(tmp_path, lambda d: d["roofline"].update(bytes="nbytes(x) * Q"))
-    result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM),
+                                      "--gates-dir", str(gates_dir), "--profile", "cpu"])
     assert result.exit_code == 2, result.output
     assert "GATE_RESULT" not in result.stdout and "bad contract" in result.stderr
     assert f"{contract}:{line_of(contract, 'nbytes(x) * Q')}: roofline.bytes:" in result.stderr and "'Q'" in result.stderr
@@ -131,7 +134,8 @@ def test_a_contract_allowing_cuda_takes_it_but_the_cpu_profile_says_it_needs_a_g
 def test_check_failure_kind_in_gate_result(gate, gates_dir, tmp_path):
     candidate = tmp_path / "raises.py"
     candidate.write_text("def run(inputs, outputs, params, trace=None):\n    raise KeyError('ferret-cli-test')\n")
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(candidate), "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(candidate),
+                                      "--gates-dir", str(gates_dir), "--profile", "cpu"])
     assert result.exit_code == 1, result.output
     summary = _gate_result(result.stdout)
     case = summary["cases"]["typical@bfloat16"]
@@ -140,7 +144,8 @@ def test_check_failure_kind_in_gate_result(gate, gates_dir, tmp_path):
 
 def test_bad_contract_exits_2_naming_file_and_field(gates_dir, tmp_path):
     contract = write_contract(tmp_path, lambda d: d["budgets"].update(candidate_timout_s=3))
-    result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM),
+                                      "--gates-dir", str(gates_dir), "--profile", "cpu"])
     assert result.exit_code == 2, result.output
     assert "GATE_RESULT" not in result.stdout
     assert "bad contract" in result.stderr
@@ -160,7 +165,8 @@ def test_tampered_gate_exits_3_naming_the_file(gate, tmp_path):
     copy = copy_gate(gate, tampered_dir)
     name = "cases/odd_width@float16/golden.safetensors"
     flip_byte(copy / name)
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM), "--gates-dir", str(tampered_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM),
+                                      "--gates-dir", str(tampered_dir), "--profile", "cpu"])
     assert result.exit_code == 3, result.output
     assert "GATE_RESULT" not in result.stdout
     assert "TAMPERED" in result.stderr
@@ -170,7 +176,8 @@ def test_tampered_gate_exits_3_naming_the_file(gate, tmp_path):
 
 def test_missing_candidate_exits_2(gates_dir, tmp_path):
     missing = tmp_path / "nope.py"
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(missing), "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(missing),
+                                      "--gates-dir", str(gates_dir), "--profile", "cpu"])
     assert result.exit_code == 2, result.output
     assert str(missing) in result.stderr
     assert "GATE_RESULT" not in result.stdout
@@ -435,7 +442,8 @@ def test_the_interrupt_hint_is_a_command_that_resumes_without_the_contract(inter
 
 
 def test_resume_with_the_runs_own_contract_named_works(run_copy, gates_dir):
-    result = _invoke("dispatch", RMSNORM_CONTRACT, "--resume", run_copy, "--gates-dir", gates_dir, "--max-rounds", "1", *OFFLINE_ROLES)
+    result = _invoke("dispatch", RMSNORM_CONTRACT, "--resume", run_copy,
+                     "--gates-dir", gates_dir, "--max-rounds", "1", *OFFLINE_ROLES)
     assert result.exit_code == 6, result.output
     assert json.loads(result.stdout.removeprefix("RUN_RESULT "))["run_id"] == run_copy.name
     assert result.stdout.startswith("RUN_RESULT {")
@@ -445,7 +453,8 @@ def test_resume_with_another_contract_exits_2_naming_both(run_copy, gates_dir, t
     other = write_contract(tmp_path / "other", lambda d: d["budgets"].update(max_rounds=7), name="other.yaml")
     before = (run_copy / "run.json").read_bytes()
     result = _invoke("dispatch", other, "--resume", run_copy, "--gates-dir", gates_dir, *OFFLINE_ROLES)
-    line = _usage_error(result.exit_code, result.stdout, result.stderr, f"--resume {run_copy} was started with {RMSNORM_CONTRACT}",
+    line = _usage_error(result.exit_code, result.stdout, result.stderr,
+                        f"--resume {run_copy} was started with {RMSNORM_CONTRACT}",
                         f"{other} is a different contract", "start a new run")
     assert json.loads(before)["contract_sha256"][:12] in line
     assert (run_copy / "run.json").read_bytes() == before

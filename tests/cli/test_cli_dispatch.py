@@ -83,7 +83,8 @@ def test_roles_named_on_the_command_line_are_the_ones_that_run(tmp_path):
     proc = _dispatch_cli(tmp_path, "--optimizer", "scripted:optimizer.json", "--reviewer", "scripted:reviewer.json",
                          "--test-writer", "contract-cases", "--max-rounds", "1", "--proposals-per-round", "1")
     assert proc.returncode == 6, proc.stderr[-3000:]
-    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RUN_RESULT ")).removeprefix("RUN_RESULT "))
+    result = json.loads(next(line for line in proc.stdout.splitlines()
+                             if line.startswith("RUN_RESULT ")).removeprefix("RUN_RESULT "))
     assert result["status"] == "incomplete" and "maximum" in result["stop_reason"] and result["best"] is None
     assert (result["optimizer"], result["reviewer"], result["test_writer"]) == (
         "llm:scripted:optimizer.json", "llm:scripted:reviewer.json", "contract-cases")

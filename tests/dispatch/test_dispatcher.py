@@ -155,7 +155,8 @@ def test_an_interrupted_run_is_incomplete_and_can_be_resumed(dirs):
     # Resumed from the run folder alone: the contract and the profile come from its log.
     gates, _ = dirs
     resumed_optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
-    dispatcher = Dispatcher.resuming(folder, optimizer=resumed_optimizer, reviewer=StaticReviewer(), gates_dir=gates, max_rounds=4)
+    dispatcher = Dispatcher.resuming(folder, optimizer=resumed_optimizer, reviewer=StaticReviewer(),
+                                     gates_dir=gates, max_rounds=4)
     assert dispatcher.contract_path == CONTRACT and dispatcher.profile == "cpu"
     resumed = dispatcher.run()
     assert resumed.run_id == log.run_id
@@ -283,7 +284,8 @@ def test_accepted_needs_gate_review_and_speed_target(dirs, monkeypatch):
         return verdict.model_copy(update={"timing": timing})
 
     monkeypatch.setattr(dispatcher_module.Judge, "check", check_with_speed)
-    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], [Proposal(source=WRONG, approach="never asked")]])
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")],
+                                   [Proposal(source=WRONG, approach="never asked")]])
     log = _dispatch(dirs, optimizer, reviewer=ScriptedReviewer()).run()
     assert log.status == "accepted"
     assert log.stop_reason.startswith("a candidate passed the gate and the review, and met the speed target")
@@ -415,7 +417,8 @@ def test_a_failing_llm_reviewer_leaves_the_static_review_and_the_run_goes_on(dir
     log = _dispatch(dirs, optimizer, reviewer=reviewer).run()
     review = log.rounds[0].candidates[0].review
     assert review.reviewer == "static-scan" and review.integrity == "pass"
-    assert review.recommendation.startswith("the LLM reviewer failed (ModelError: scripted answered without calling submit_review")
+    assert review.recommendation.startswith("the LLM reviewer failed (ModelError: "
+                                            "scripted answered without calling submit_review")
     assert log.status == "correct_speed_not_measured" and not log.established.llm_reviewed
 
 
@@ -430,12 +433,14 @@ def test_resume_mistakes_are_usage_errors_that_leave_the_run_alone(dirs, tmp_pat
     log = _dispatch(dirs, ScriptedOptimizer([KeyboardInterrupt()])).run()  # interrupted before round 1: no judging
     folder = runs / log.run_id
     before = (folder / "run.json").read_bytes()
-    roles = {"optimizer": ScriptedOptimizer([]), "reviewer": StaticReviewer(), "test_writer": ContractCasesOnly(), "gates_dir": gates}
+    roles = {"optimizer": ScriptedOptimizer([]), "reviewer": StaticReviewer(), "test_writer": ContractCasesOnly(),
+             "gates_dir": gates}
 
     with pytest.raises(UsageError, match=re.escape(f"{tmp_path} is not a run folder (no run.json)")):
         Dispatcher.resuming(tmp_path, **roles)
     other = write_contract(tmp_path, lambda d: d["budgets"].update(max_rounds=9), name="other.yaml", link_tasks=True)
-    different = re.escape(f"{folder} was started with {CONTRACT} (sha256 {log.contract_sha256[:12]}…); {other} is a different contract")
+    different = re.escape(f"{folder} was started with {CONTRACT} (sha256 {log.contract_sha256[:12]}…); "
+                          f"{other} is a different contract")
     with pytest.raises(UsageError, match=different):
         Dispatcher.resuming(folder, contract=other, **roles)
     with pytest.raises(UsageError, match=different):

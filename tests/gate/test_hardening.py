@@ -181,7 +181,8 @@ def test_a_process_that_stops_after_a_failing_variant_ends_the_run_naming_that_f
         out = workdir / "out"
         out.mkdir(exist_ok=True)
         (out / "current").write_text("0")
-        (out / f"{job['variants'][0]['id']}.json").write_text(json.dumps({"ok": False, "kind": "exception", "message": "CUDA error"}))
+        (out / f"{job['variants'][0]['id']}.json").write_text(json.dumps({"ok": False, "kind": "exception",
+                                                                          "message": "CUDA error"}))
         return ProcessOutcome(returncode=3, kind="exited", message="", seconds=0.1, stderr_tail="", peak_rss_mb=0.0)
 
     workdir = tmp_path / "work"

@@ -30,7 +30,8 @@ STAND_IN = textwrap.dedent('''
     import os, sys, threading, time
     from pathlib import Path
     from ferret import wire
-    folder, role, cases, repeats, log, die_at = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5]), sys.argv[6]
+    folder, role, cases, repeats, log, die_at = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), '''
+    '''Path(sys.argv[5]), sys.argv[6]
     def write(name, text):
         wire.write_step(folder / name, text)
     if role.startswith("candidate"):

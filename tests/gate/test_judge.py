@@ -12,7 +12,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from ferret_testkit import (  # noqa: E402
-    RMSNORM_BASELINE, RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, unnamed_rejection, write_contract,
+    RMSNORM_BASELINE,
+    RMSNORM_CONTRACT,
+    TRITON_RMSNORM,
+    copy_gate,
+    unnamed_rejection,
+    write_contract,
 )
 
 from ferret.gate.judge import check, summary  # noqa: E402

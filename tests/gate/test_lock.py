@@ -95,7 +95,8 @@ def test_expected_hash_is_checked(rmsnorm_gate):
         verify_gate(rmsnorm_gate, expected_hash="0" * 64)
 
 
-@pytest.mark.parametrize("name", ["notes.txt", f"cases/{VARIANT}/extra.safetensors", "cases/new_case@bfloat16/golden.safetensors"])
+@pytest.mark.parametrize("name", ["notes.txt", f"cases/{VARIANT}/extra.safetensors",
+                                  "cases/new_case@bfloat16/golden.safetensors"])
 def test_added_file_is_named(rmsnorm_gate, tmp_path, name):
     gate = copy_gate(rmsnorm_gate, tmp_path)
     (gate / name).parent.mkdir(parents=True, exist_ok=True)
@@ -259,7 +260,8 @@ def test_a_gate_another_process_locked_first_is_kept(rmsnorm_gate, tmp_path, mon
 
 
 def test_cli_gate_build_reuses(rmsnorm_gate, rmsnorm_gates_dir):
-    result = CliRunner().invoke(app, ["gate", "build", str(RMSNORM_CONTRACT), "--gates-dir", str(rmsnorm_gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(app, ["gate", "build", str(RMSNORM_CONTRACT),
+                                      "--gates-dir", str(rmsnorm_gates_dir), "--profile", "cpu"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(rmsnorm_gate)
 

@@ -176,7 +176,8 @@ def test_persistent_overload_is_unavailable_after_the_sdks_retries():
 
 
 def test_rate_limit_is_unavailable_with_its_status():
-    handler = Recorder(lambda: _error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"))
+    handler = Recorder(lambda: _error(429, "rate_limit_error",
+                                      "Number of request tokens has exceeded your per-minute rate limit"))
     with pytest.raises(ModelUnavailable, match="429"):
         _model(handler, max_retries=1).complete(REQUEST)
     assert handler.calls == 2

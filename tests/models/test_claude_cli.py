@@ -153,7 +153,8 @@ def test_model_flag(fake, workspace):
 def test_candidate_tool_call_is_read_back_from_the_workspace(fake, workspace):
     (workspace / "candidate.py").write_text("# the baseline the caller put there\n")
     fake.behave(result="Wrote candidate.py.",
-                write={"candidate.py": "import triton\n# fused\n", TOOL_INPUT_FILE: json.dumps({"approach": "fused", "notes": "n"})})
+                write={"candidate.py": "import triton\n# fused\n",
+                       TOOL_INPUT_FILE: json.dumps({"approach": "fused", "notes": "n"})})
     response = ClaudeCliModel(workspace=workspace).complete(_request(tools=[SUBMIT]))
     prompt = fake.record["argv"][2]
     assert "candidate.py" in prompt and TOOL_INPUT_FILE in prompt and "submit_candidate" in prompt

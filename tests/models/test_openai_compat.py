@@ -75,7 +75,8 @@ def test_request_and_response_mapping():
         {"role": "user", "content": "Make softmax fast."},
     ]
     assert body["tools"] == [
-        {"type": "function", "function": {"name": "submit_candidate", "description": "The optimizer's answer.", "parameters": SCHEMA}}
+        {"type": "function", "function": {"name": "submit_candidate", "description": "The optimizer's answer.",
+                                          "parameters": SCHEMA}}
     ]
     assert body["max_tokens"] == 1024 and body["temperature"] == 0.0
 
@@ -87,7 +88,8 @@ def test_request_and_response_mapping():
 
 def test_key_from_the_named_env_var_is_sent_but_never_shown(monkeypatch):
     monkeypatch.setenv("MY_LLM_KEY", "sk-local-SECRET-42")
-    handler = Recorder(httpx.Response(200, json=COMPLETION), httpx.Response(401, json={"error": {"message": "bad key sk-local-SECRET-42"}}))
+    handler = Recorder(httpx.Response(200, json=COMPLETION),
+                       httpx.Response(401, json={"error": {"message": "bad key sk-local-SECRET-42"}}))
     model = _model(handler, api_key_env="MY_LLM_KEY")
     model.complete(REQUEST)
     assert handler.requests[0].headers["authorization"] == "Bearer sk-local-SECRET-42"
@@ -107,7 +109,8 @@ def test_plain_text_answer_and_no_tools_in_the_body():
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
 def test_client_errors_are_model_errors(status):
-    handler = Recorder(httpx.Response(status, json={"error": {"message": "model 'x' not found", "type": "invalid_request_error"}}))
+    handler = Recorder(httpx.Response(status,
+                                      json={"error": {"message": "model 'x' not found", "type": "invalid_request_error"}}))
     with pytest.raises(ModelError) as info:
         _model(handler).complete(REQUEST)
     assert not isinstance(info.value, ModelUnavailable)

@@ -85,7 +85,8 @@ def test_scripted_spec(tmp_path):
     path = tmp_path / "responses.json"
     path.write_text(json.dumps([
         "plain text",
-        {"text": "calling", "tool_calls": [{"name": "submit_candidate", "input": {"source": "x = 1"}}], "stop_reason": "tool_use"},
+        {"text": "calling", "tool_calls": [{"name": "submit_candidate", "input": {"source": "x = 1"}}],
+         "stop_reason": "tool_use"},
     ]))
     model = model_from_spec(f"scripted:{path}")
     assert isinstance(model, ScriptedModel)

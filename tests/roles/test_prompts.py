@@ -12,8 +12,8 @@ import pytest
 from safetensors.torch import load_file
 
 from ferret.contract.model import Case
-from ferret.integrity.scan import _WORDS
 from ferret.gate.models import Detection
+from ferret.integrity.scan import _WORDS
 from ferret.roles import prompts
 from ferret.roles.base import (
     OptimizerContext,

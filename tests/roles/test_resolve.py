@@ -271,7 +271,8 @@ def test_the_command_line_s_roles_go_through_the_resolver(monkeypatch, tmp_path)
     result = _dispatch(tmp_path, "--optimizer", "opt-spec", "--reviewer", "rev-spec", "--test-writer", "tw-spec")
     assert result.exit_code == 2 and "stopped before the run" in result.stderr
     assert [(kind, spec, options["option"]) for kind, spec, options in recorder.calls] == [
-        ("optimizer", "opt-spec", "--optimizer"), ("reviewer", "rev-spec", "--reviewer"), ("test_writer", "tw-spec", "--test-writer")]
+        ("optimizer", "opt-spec", "--optimizer"), ("reviewer", "rev-spec", "--reviewer"),
+        ("test_writer", "tw-spec", "--test-writer")]
     assert all(options["contract_path"] == CONTRACT for _, _, options in recorder.calls)
     assert [given[k] for k in KINDS] == [recorder.roles[k] for k in KINDS]
 
@@ -285,5 +286,6 @@ def test_a_bad_spec_on_the_command_line_is_one_usage_line_naming_the_option(no_l
     result = _dispatch(tmp_path, "--reviewer", "static-ish")
     assert result.exit_code == 2 and "Traceback" not in result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == [f"ferret: --reviewer 'static-ish' is not a reviewer: the choices are static (no model) or a model spec: {SPEC_FORMS}"]
+    assert lines == ["ferret: --reviewer 'static-ish' is not a reviewer: "
+                     f"the choices are static (no model) or a model spec: {SPEC_FORMS}"]
     assert not (tmp_path / "runs").exists()

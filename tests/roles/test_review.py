@@ -17,7 +17,8 @@ SUMMARY = {"first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "
 
 def _context(static_findings=(), integrity_part="pass") -> ReviewContext:
     return ReviewContext(op="rmsnorm", candidate_path="candidate.py", candidate_source="def run(inputs, outputs, params): ...\n",
-                         gate_summary={**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}}, static_findings=list(static_findings))
+                         gate_summary={**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}},
+                         static_findings=list(static_findings))
 
 
 def test_static_reviewer_fails_integrity_on_a_finding_and_names_its_line():
@@ -34,7 +35,8 @@ def test_static_reviewer_fails_integrity_when_the_gate_did_and_passes_a_clean_ca
 
 
 def test_a_static_finding_fails_integrity_whatever_the_model_says():
-    model = ScriptedModel([tool_call_response("submit_review", integrity="pass", plan="pass", findings=[], recommendation="ship it")])
+    model = ScriptedModel([tool_call_response("submit_review", integrity="pass", plan="pass",
+                                              findings=[], recommendation="ship it")])
     verdict = LLMReviewer(model, AGENTS).review(_context([FINDING]))
     assert verdict.integrity == "fail" and verdict.plan == "pass" and verdict.reviewer == "llm:scripted"
     assert [(f.file, f.line) for f in verdict.findings] == [("candidate.py", 7)]
@@ -54,6 +56,7 @@ def test_a_review_that_does_not_fit_the_verdict_is_a_model_error_naming_the_fiel
 
     from ferret.models.base import ModelError
 
-    model = ScriptedModel([tool_call_response("submit_review", integrity="probably", plan="pass", findings=[], recommendation="")])
+    model = ScriptedModel([tool_call_response("submit_review", integrity="probably", plan="pass",
+                                              findings=[], recommendation="")])
     with pytest.raises(ModelError, match="integrity"):
         LLMReviewer(model, AGENTS).review(_context())

@@ -75,7 +75,8 @@ def test_the_llm_adviser_asks_for_submit_cases_and_never_shows_a_candidate():
     )])
     writer = LLMCaseAdviser(model, REPO / "agents")
     assert isinstance(writer, base.TestWriter) and writer.name == "llm:scripted"
-    context = writers.TestWriterContext(op="rmsnorm", contract_yaml=(REPO / "contracts/rmsnorm.yaml").read_text(), reference_doc="y = x * rsqrt")
+    context = writers.TestWriterContext(op="rmsnorm", contract_yaml=(REPO / "contracts/rmsnorm.yaml").read_text(),
+                                        reference_doc="y = x * rsqrt")
     result = writer.propose_cases(context)
     assert [c.case["name"] for c in result.cases] == ["wide_block_edge"] and result.cases[0].profile == "cpu"
     assert result.stage_checks[0].stage == "inv_rms" and result.notes

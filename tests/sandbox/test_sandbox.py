@@ -111,7 +111,8 @@ def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
     assert env["PYTHONNOUSERSITE"] == "1"
     assert env["TRITON_INTERPRET"] == "1"
     assert os.getcwd() not in env["PYTHONPATH"].split(os.pathsep)
-    # The project folder (which holds tasks/, the reference) is not on the path; ferret is, by a copy of the modules the runner needs.
+    # The project folder (which holds tasks/, the reference) is not on the path;
+    # ferret is, by a copy of the modules the runner needs.
     project = str(Path(__file__).resolve().parents[2])
     assert project not in env["PYTHONPATH"].split(os.pathsep)
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / ".runtime")
@@ -122,7 +123,8 @@ def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
     seen = json.loads(outcome.stderr_tail.strip().splitlines()[-1])
     assert "ANTHROPIC_API_KEY" not in seen and "HOME" in seen
     imports = run_isolated(
-        [sys.executable, "-c", "import importlib.util as u; print(bool(u.find_spec('ferret.sandbox.runner')), bool(u.find_spec('tasks')))"],
+        [sys.executable, "-c",
+         "import importlib.util as u; print(bool(u.find_spec('ferret.sandbox.runner')), bool(u.find_spec('tasks')))"],
         tmp_path, env, 60, 4000,
     )
     assert imports.stderr_tail.strip().splitlines()[-1] == "True False"

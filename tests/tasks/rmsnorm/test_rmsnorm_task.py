@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from task_checks import RowOpChecks, bitwise_equal  # tests/fixtures
 
 from tasks.rmsnorm import DEFAULT_PARAMS, STAGES, baseline
 from tasks.rmsnorm.candidates import triton_rmsnorm
 from tasks.rmsnorm.reference import check_against_oracle, reference
-from task_checks import RowOpChecks, bitwise_equal  # tests/fixtures
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]

@@ -13,6 +13,7 @@ import math
 
 import pytest
 import torch
+from task_checks import bitwise_equal, relative_error_bound, stage_errors  # tests/fixtures
 
 from tasks.rope import DEFAULT_PARAMS, STAGES, baseline
 from tasks.rope.candidates import triton_rope
@@ -23,7 +24,6 @@ from tasks.rope.reference import (
     transformers_config,
     yarn_correction_range,
 )
-from task_checks import bitwise_equal, relative_error_bound, stage_errors  # tests/fixtures
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from task_checks import RowOpChecks, bitwise_equal  # tests/fixtures
 
 from tasks.softmax import DEFAULT_PARAMS, STAGES, baseline
 from tasks.softmax.candidates import triton_softmax
 from tasks.softmax.reference import check_against_oracle, reference
-from task_checks import RowOpChecks, bitwise_equal  # tests/fixtures
 
 # Under the interpreter, padding rows of a packed tile compute -inf - -inf, which numpy reports; the
 # values are never stored.
