@@ -6,7 +6,7 @@ Why: one do_bench median per variant (benchmarks/q_prepare_probe.py, H100 2026-1
 up to 7x between launches of the same work (the one-wave form's B = 1 and B = 8 rows share their grids). Here each
 round times every variant once, in turn (do_bench median, L2 flushed), and the rounds' median, min and max are
 reported per variant, so a ranking holds only where the spreads do not overlap. Every variant's q is checked against
-run()'s launch first (within one bf16 rounding, `bitwise` said). GPU only.
+run()'s launch first (within one bf16 ulp and the reordering of fp32 sums, `bitwise` said). GPU only.
 Writes DIR/q-prepare-repeat.jsonl (one row per variant and shape) and prints each row.
 """
 
@@ -70,7 +70,7 @@ def repeat_shape(module, batch: int, heads: int, params: dict, rounds: int, emit
         launch = launcher(module, form, variant)
         launch(inputs, q, params)
         rows[name] = {"B": batch, "H": heads, "name": name, "form": form, "variant": variant,
-                      **probe.within_one_rounding(q, expected)}
+                      **probe.within_one_rounding(q, expected, inputs)}
         timed[name] = lambda f=launch, qq=q: f(inputs, qq, params)
     timed["torch.bmm (W_UK absorption only)"] = bmm_launcher(inputs)
     rows["torch.bmm (W_UK absorption only)"] = {"B": batch, "H": heads, "name": "torch.bmm (W_UK absorption only)"}

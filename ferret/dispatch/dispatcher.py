@@ -501,21 +501,17 @@ class Dispatcher:
             log.established = Established()
             return
         judged = judged_candidate_file(folder, best)
-        if isinstance(judged, str):
-            # Nothing the judge could vouch for: the check is not run, and the run stays incomplete, saying why.
-            log.final_check = FinalCheck(passed=False, exit_code=None, error=judged)
-            log.established = Established(correct=True, speed_measured=best.speed_measured, target_met=best.target_met)
-            log.status = "incomplete"
-            log.stop_reason += f"; no final acceptance check: {judged}"
-            return
-        final = self._final_check(judged)
+        # Where the run folder no longer holds the bytes the rounds judged, the check is not run (nothing to vouch for)
+        final = (self._final_check(judged) if isinstance(judged, Path)
+                 else FinalCheck(passed=False, exit_code=None, error=judged))
         log.final_check = final
         if final.verdict is None:
-            # The check ended without a verdict (the judge's own fault: out of memory, a crash of the judge): that
-            # says nothing of the candidate, so the run is not rejected; resuming it runs the final check again.
+            # No verdict (the check not run, or the judge's own fault: out of memory, a crash of the judge) says
+            # nothing of the candidate, so the run is not rejected: it stays incomplete, saying why.
             log.established = Established(correct=True, speed_measured=best.speed_measured, target_met=best.target_met)
             log.status = "incomplete"
-            log.stop_reason += (f"; the final acceptance check ended without a verdict (exit {final.exit_code}): "
+            log.stop_reason += (f"; no final acceptance check: {judged}" if final.exit_code is None else
+                                f"; the final acceptance check ended without a verdict (exit {final.exit_code}): "
                                 f"run it again with `ferret dispatch --resume {folder}`")
             return
         llm = best.review is not None and best.review.reviewer != "static-scan"

@@ -1,7 +1,8 @@
 """benchmarks/q_prepare_probe.py under the CPU interpreter (--cpu): every launch variant of the template's kernel 2,
 in both forms, writes every element of q and the same q as run()'s own launch (the probe's rows say so), so the
-variants it times on a GPU are the same computation; the GEMV form's variants write q within one bf16 rounding of
-the streamed form's; the TMA form's write the streamed form's q bitwise; the one-wave form's within one rounding."""
+variants it times on a GPU are the same computation; the GEMV and one-wave forms' variants write q within one bf16 ulp
+of the streamed form's and the reordering of fp32 sums (the probe's within_one_rounding); the TMA form's write the
+streamed form's q bitwise."""
 
 from __future__ import annotations
 
@@ -47,9 +48,31 @@ def test_every_tma_variant_writes_the_streamed_forms_q_bitwise(tmp_path):
 
 def test_every_one_wave_variant_writes_the_streamed_forms_q_within_one_rounding(tmp_path):
     """The one-wave form (rope folded into the first column block, optional pipelined K-blocks) at a batch smaller
-    than its row block and at one that spans two blocks of 16: every element of q within one bf16 rounding of the
-    streamed form's; bitwise where W_UK is summed in one block (the same dot)."""
+    than its row block and at one that spans two blocks of 16: every element of q within one bf16 ulp of the streamed
+    form's and the reordering of its fp32 sums (K-blocks); bitwise where W_UK is summed in one block (the same dot)."""
     wave = [row for row in _probe_rows(tmp_path, "--one-wave-form", "--shapes", "2:4,17:2") if row["form"] == "one_wave"]
     assert len(wave) == 2 * 13  # WAVE_VARIANTS at each shape
     assert all(row["ok"] for row in wave), [row for row in wave if not row["ok"]]
     assert all(row["bitwise"] for row in wave if row["variant"][2] == 128)
+
+
+def test_within_one_rounding_allows_reordered_sums_only_as_far_as_their_magnitudes_go():
+    """The probe's bound for forms that sum q_abs's 128 products in another order: an entry where they cancel may move
+    by 128 fp32 eps of the sum of their magnitudes (more than its own ulp), and an error past that still fails."""
+    import importlib
+    import sys
+
+    import torch
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    probe = importlib.import_module("q_prepare_probe")
+    heads, nope, rank = 1, 128, 2
+    inputs = {"q_nope": torch.ones(1, heads, nope), "w_kv_b": torch.ones(heads * 2 * nope, rank)}
+    # the first entry cancels to a tiny sum: magnitudes 128, so 128 * 128 * 2^-23 ~ 2e-3 of reordering is allowed
+    expected = torch.tensor([[[1e-6, 4.0, 1.0]]])
+    moved = torch.tensor([[[1.5e-3, 4.0, 1.0]]])
+    assert probe.within_one_rounding(moved, expected, inputs)["ok"]
+    assert not probe.within_one_rounding(moved, expected)["ok"]  # past one ulp of itself without the inputs
+    assert not probe.within_one_rounding(torch.tensor([[[3e-3, 4.0, 1.0]]]), expected, inputs)["ok"]
+    # the rope columns (past RANK) get one ulp only
+    assert not probe.within_one_rounding(torch.tensor([[[1e-6, 4.0, 1.02]]]), expected, inputs)["ok"]

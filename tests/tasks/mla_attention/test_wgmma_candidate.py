@@ -3,8 +3,7 @@ without a GPU: it is the template's default point with attention_kernel=wgmma an
 the space, the best point of the offline dispatch on an H100, run 20261206-051045-d59944), a CUDA candidate the scan
 passes; the wgmma kernel compiles for sm_90a to warpgroup MMA instructions without spilling in each of the three
 launch_overlap forms, and the host picks kernel 3 and its splits by the rule its comments give. Its answers on the H200
-are tests/gpu/test_wgmma_attention_gpu.py's and
-the gate's (tests/gpu/test_gpu_gates.py)."""
+are tests/gpu/test_wgmma_attention_gpu.py's and the gate's (tests/gpu/test_gpu_gates.py)."""
 
 from __future__ import annotations
 
@@ -85,9 +84,9 @@ def _ptxas_report_and_ptx(code: str) -> tuple[str, str]:
 
 
 def test_the_kernel_compiles_for_sm_90a_to_warpgroup_mma_without_spills(serial):
-    """The serial start's kernel: QK^T as 36 m64n64k16 and P@V as m64n256k16 instructions (one per 16 tokens and 256 columns),
-    no local memory
-    (the 128 fp32 accumulators a thread stay in registers), no wgmma serialized by ptxas, and the tiles after the
+    """The serial start's kernel: QK^T as 36 m64n64k16 and P@V as m64n256k16 instructions (one per 16 tokens and 256
+    columns), no local memory (the 128 fp32 accumulators a thread stay in registers), no wgmma serialized by ptxas, and
+    the tiles after the
     first loaded chunk by chunk: nine cp.async groups a tile, waited for one at a time (8 still in flight, then 7,
     ... 0), the chunked loads that made the kernel 22% faster on the H200 at B=64 (benchmarks/results/
     2026-12-04-h200-session20, call 2)."""
