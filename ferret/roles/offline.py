@@ -15,7 +15,8 @@ parameter space (names -> ordered lists of values), its default point and how po
   `block_policy`), nearest to the best (or last) point otherwise.
 
 No approach is proposed twice (`context.tried_approaches` and the history are both honoured). Ties are
-broken by a fixed permutation drawn from `seed`, so a run is reproducible.
+broken by a fixed permutation drawn from `seed`, so a run is reproducible. The points are held as one compact table
+(ferret.roles.point_table: the MLA space has 2.8M of them), each made a dict, and named, only when read.
 
     optimizer = TemplateSearchOptimizer(Path("tasks/rmsnorm/templates"))
     proposals = optimizer.propose(context)   # list[Proposal]: source, approach, notes
@@ -38,9 +39,8 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 import random
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +56,10 @@ from ferret.roles.base import (
     RoundFeedback,
     register_optimizer,
 )
+from ferret.roles.point_table import NOT_APPLYING, Point, PointTable
 
 SPACE_FILE = "space.yaml"
 
-Point = dict[str, Any]
 
 
 class TemplateSpace(BaseModel):
@@ -173,41 +173,19 @@ class TemplateSpace(BaseModel):
             raise ValueError(f"point lacks parameters {sorted(missing)}")
         return {name: (point[name] if self.applies(name, point) else None) for name in self.parameters}
 
+    def point_table(self) -> PointTable:
+        """Every distinct point, in a fixed order (the default's first values vary slowest), as one compact table
+        (ferret.roles.point_table): the MLA space has 2.8M of them. Two distinct points named alike (labels that
+        hide a difference) are a ValueError."""
+        return PointTable(self)
+
     def points(self) -> list[Point]:
-        """Every distinct point, in a fixed order (the default's first values vary slowest)."""
-        return list(self.named_points().values())
+        """Every distinct point as a dict, in the table's order: for small spaces (the optimizer reads the table)."""
+        return list(self.point_table())
 
     def named_points(self) -> dict[str, Point]:
-        """Every distinct point by its approach name, in the order of `points` (the names are made once here). Two
-        distinct points named alike (labels that hide a difference) are a ValueError. Points are tuples of values in
-        parameter order until the end, and each name is joined from a table of each value's label: the MLA space's
-        2.4M raw points for 1.6M distinct ones took 100-160 s through dicts and `approach` on a CI core."""
-        names = list(self.parameters)
-        position = {name: i for i, name in enumerate(names)}
-        conditions = [[(position[other], values) for other, values in self.applies_when.get(name, {}).items()]
-                      for name in names]
-        rows: list[tuple] = [()]
-        for i, name in enumerate(names):
-            values, first = self.parameters[name], self.parameters[name][:1]
-            if not conditions[i] or any(j > i for j, _ in conditions[i]):
-                rows = [row + (v,) for row in rows for v in values]
-            else:
-                # its first value alone where the parameters before it already say it cannot apply: its other values
-                # would canonicalize to the same points (no parameter's conditions read a parameter with conditions
-                # of its own: the validator refuses such chains)
-                rows = [row + (v,) for row in rows
-                        for v in (values if all(row[j] in allowed for j, allowed in conditions[i]) else first)]
-        canonical = dict.fromkeys(map(_canonical_rows(conditions), rows))  # distinct, in order
-        del rows
-        # each position's value -> its part of the name ("" for none, and for a parameter that does not apply)
-        label_of = [{None: "", **{v: self._label_text(name, v) for v in self.parameters[name]}} for name in names]
-        seen: dict[str, Point] = {}
-        for values in canonical:
-            approach = ",".join(filter(None, map(dict.__getitem__, label_of, values)))
-            c = dict(zip(names, values, strict=True))
-            if seen.setdefault(approach, c) is not c:
-                raise ValueError(f"two points share the approach name {approach!r}; fix labels")
-        return seen
+        """Every distinct point by its approach name, in the order of `points`: for small spaces."""
+        return dict(self.point_table().by_approach.items())
 
     def default_point(self) -> Point:
         return self.canonical(dict(self.default))
@@ -227,10 +205,10 @@ class TemplateSpace(BaseModel):
 
     def approach(self, point: Point) -> str:
         """A short stable name of the point, e.g. `rows=4,warps=8,single-pass`."""
-        texts = (self._label_text(name, value) for name, value in point.items() if value is not None)
+        texts = (self.label_text(name, value) for name, value in point.items() if value is not None)
         return ",".join(text for text in texts if text)
 
-    def _label_text(self, name: str, value: Any) -> str:
+    def label_text(self, name: str, value: Any) -> str:
         """One value's part of an approach name ("" for none)."""
         label = self.labels.get(name)
         if label is None:
@@ -393,33 +371,6 @@ def _speedup(feedback: RoundFeedback) -> float | None:
     return float(value)
 
 
-def _canonical_rows(conditions: list[list[tuple[int, list[Any]]]]) -> Callable[[tuple], tuple]:
-    """`TemplateSpace.canonical` for points as tuples in parameter order (`conditions[i]`: parameter i's conditions
-    as (position, values allowed)). Which parameters do not apply depends only on the values at the positions the
-    conditions read: worked out once per combination of them met."""
-    conditional = [i for i, when in enumerate(conditions) if when]
-    read = sorted({j for i in conditional for j, _ in conditions[i]})
-    if not read:
-        return lambda row: row
-    key_of = operator.itemgetter(*read)
-    unused_by_key: dict[Any, tuple[int, ...]] = {}
-
-    def canonical(row: tuple) -> tuple:
-        key = key_of(row)
-        unused = unused_by_key.get(key)
-        if unused is None:
-            unused = unused_by_key[key] = tuple(
-                i for i in conditional if not all(row[j] in allowed for j, allowed in conditions[i]))
-        if not unused:
-            return row
-        values = list(row)
-        for i in unused:
-            values[i] = None
-        return tuple(values)
-
-    return canonical
-
-
 @register_optimizer("template-search")
 class TemplateSearchOptimizer:
     """Search over the points of `template_dir/space.yaml`, rendering `template_dir/<template>`.
@@ -462,61 +413,51 @@ class TemplateSearchOptimizer:
         )
         self.template = self.env.get_template(template_path.name)
 
-    # Listed when first needed, not at construction: the MLA space has 1,843,200 points, ~30-45 s to list on a CI core,
-    # and rendering a point (most of the template's tests) needs none of them.
+    # Listed when first needed, not at construction: rendering a point (most of the template tests) needs no list.
     @functools.cached_property
-    def _named_points(self) -> dict[str, Point]:
+    def table(self) -> PointTable:
+        """Every point of the space (ferret.roles.point_table), the listing's ValueError naming space.yaml."""
         try:
-            return self.space.named_points()
+            return self.space.point_table()
         except ValueError as err:
             raise ValueError(f"{self.template_dir / SPACE_FILE}: {err}") from None
 
-    @functools.cached_property
-    def points(self) -> list[Point]:
-        return list(self._named_points.values())
+    @property
+    def points(self) -> PointTable:
+        """Every point, in the space's order: a sequence whose items are made when read."""
+        return self.table
 
-    @functools.cached_property
-    def _approaches(self) -> list[str]:
-        """Each point's approach name, in the order of `points`."""
-        return list(self._named_points)
+    @property
+    def by_approach(self) -> Mapping[str, Point]:
+        return self.table.by_approach
 
+    # The ranking's keys as arrays over the table's rows, built once (a ranking over the MLA space's points as dicts
+    # took ~30-40 s of Python a round on 2026-12-02).
     @functools.cached_property
-    def by_approach(self) -> dict[str, Point]:
-        return self._named_points
-
-    @functools.cached_property
-    def _tiebreak(self) -> dict[str, int]:
-        order = list(self.by_approach)
+    def _tiebreaks(self) -> np.ndarray:
+        """[points] each point's place in the seed's permutation of the space's points (`random.shuffle` of the
+        rows, whose draws depend on the count alone)."""
+        order = list(range(len(self.table)))
         random.Random(self.seed).shuffle(order)
-        return {a: i for i, a in enumerate(order)}
+        tiebreaks = np.empty(len(order), np.int64)
+        tiebreaks[order] = np.arange(len(order))
+        return tiebreaks
 
-    # The ranking's keys as arrays over `points`, built once: the MLA space's 1.6M points made every round's ranking
-    # ~30-40 s of Python (2026-12-02, on the H200 machine's CPU and here), numpy makes it well under a second.
     @functools.cached_property
     def _value_indices(self) -> np.ndarray:
         """[points, parameters]: each value's place in its list, a parameter that does not apply at the default's
         place (as `TemplateSpace.distance` measures it)."""
-        space = self.space
-        columns = []
-        for name, values in space.parameters.items():
-            places: dict[Any, int] = {value: i for i, value in enumerate(values)}
-            places[None] = space.place(name, None)
-            columns.append(np.fromiter((places[p[name]] for p in self.points), np.int32, len(self.points)))
-        return np.stack(columns, axis=1)
+        places = self.table.places
+        return np.where(places == NOT_APPLYING, self._places(self.space.default_point()), places)
 
     @functools.cached_property
     def _complexities(self) -> np.ndarray:
         """`TemplateSpace.complexity` of every point: the places of the values that apply."""
-        applies = np.stack([np.fromiter((p[name] is not None for p in self.points), bool, len(self.points))
-                            for name in self.space.parameters], axis=1)
-        return np.where(applies, self._value_indices, 0).sum(axis=1)
-
-    @functools.cached_property
-    def _tiebreaks(self) -> np.ndarray:
-        return np.fromiter((self._tiebreak[a] for a in self._approaches), np.int64, len(self.points))
+        return np.where(self.table.places == NOT_APPLYING, 0, self.table.places).sum(axis=1, dtype=np.int64)
 
     def _places(self, point: Point) -> np.ndarray:
-        return np.array([self.space.place(name, point[name]) for name in self.space.parameters], np.int32)
+        """A point's places, in the table's integer type (differences of two places fit it)."""
+        return np.array([self.space.place(name, point[name]) for name in self.space.parameters], self.table.places.dtype)
 
     # ------------------------------------------------------------------------------------------ render
     def render(self, point: Point) -> str:
@@ -541,24 +482,37 @@ class TemplateSearchOptimizer:
         """The first `count` of the points at `rows` (places in `points`), nearest to `anchor` first, then nearest
         to the default, the simpler, and the seed's order."""
         places = self._value_indices[rows]
-        near = np.abs(places - self._places(anchor)).sum(axis=1) if anchor is not None else np.zeros(len(rows))
+        near = np.abs(places - self._places(anchor)).sum(axis=1) if anchor is not None else np.zeros(len(rows), np.int64)
         far = np.abs(places - self._places(self.space.default_point())).sum(axis=1)
+        if len(rows) > count:
+            # Only points as near (then as far) as the count-th can be among the first `count`: the sort of the
+            # millions of the MLA space's points took 1.7 s a round, the points it keeps are few.
+            distances = near * (int(far.max()) + 1) + far
+            kept = distances <= np.partition(distances, count - 1)[count - 1]
+            rows, near, far = rows[kept], near[kept], far[kept]
         order = np.lexsort((self._tiebreaks[rows], self._complexities[rows], far, near))
-        return [self.points[int(rows[i])] for i in order[:count]]
+        return [self.table.point(int(rows[i])) for i in order[:count]]
 
     def _untried(self, tried: set[str], languages: set[str]) -> np.ndarray:
-        """Places in `points` of the points whose approach is not in `tried` and that need no language but
-        `languages`."""
-        judged = self._judged(frozenset(languages))
-        return np.fromiter((i for i, a in enumerate(self._approaches) if a not in tried and judged[i]), np.int64)
+        """Rows of the points whose approach is not in `tried` and that need no language but `languages`."""
+        untried = self._judged(frozenset(languages)).copy()
+        rows = [self.table.row_named(approach) for approach in tried]
+        untried[[row for row in rows if row is not None]] = False
+        return np.flatnonzero(untried)
 
     @functools.cache  # noqa: B019 - one optimizer a run, a few language sets: cached for the optimizer's life
     def _judged(self, languages: frozenset[str]) -> np.ndarray:
-        """[points] bool: whether a point needs no language but these (`TemplateSpace.languages`)."""
-        if not self.space.languages:
-            return np.ones(len(self.points), bool)
-        return np.fromiter(((lang := self.space.language_of(p)) is None or lang in languages for p in self.points),
-                           bool, len(self.points))
+        """[points] bool: whether a point needs no language but these (`TemplateSpace.language_of`: the first
+        parameter in `languages` whose value names one decides)."""
+        judged = np.ones(len(self.table), bool)
+        decided = np.zeros(len(self.table), bool)
+        for name, by_value in self.space.languages.items():
+            column = self.table.column(name)
+            for value, language in by_value.items():
+                rows = (column == self.space.parameters[name].index(value)) & ~decided
+                judged[rows] = language in languages
+                decided |= rows
+        return judged
 
     def propose(self, context: OptimizerContext) -> list[Proposal]:
         space = self.space

@@ -12,6 +12,7 @@ import importlib.util
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -475,17 +476,18 @@ def test_points_skip_values_that_cannot_apply_and_still_list_every_point_in_orde
 
 def test_the_mla_space_lists_its_points_once_each():
     space = load_space(REPO / "tasks" / "mla_attention" / "templates")
-    named = space.named_points()
-    points = list(named.values())
+    table = space.point_table()
     # 138,240 before kernel 3's loop axes; loop_schedule (at 2+ stages and 8 or 16 warps), kv_loads, rescale: 829,440;
     # split_chunk, programs_per_sm (3 values) at per_request only: 1,105,920; split_chunk=balanced (programs_per_sm
     # applies, small_token_block and few_tiles do not): 1,603,584
     # attention_kernel (wgmma at head and token blocks of 64): 1,843,200; launch_overlap (pdl at side_kernels=streamed,
     # a quarter of them): 2,304,000; its pdl_all (2026-12-05): 2,764,800
-    assert len(points) == 2_764_800 and len({tuple(p.values()) for p in points}) == len(points)
-    assert points[0] == space.canonical({name: values[0] for name, values in space.parameters.items()})
-    for name, point in list(named.items())[::997]:  # the names and forms listed are `approach`'s and `canonical`'s
-        assert space.approach(point) == name and space.canonical(point) == point
+    assert len(table) == 2_764_800 and len(np.unique(table.places, axis=0)) == len(table)
+    assert table.places.dtype == np.int8 and table.places.nbytes == 2_764_800 * len(space.parameters)
+    assert table[0] == space.canonical({name: values[0] for name, values in space.parameters.items()})
+    for row in range(0, len(table), 997):  # the names and forms listed are `approach`'s and `canonical`'s
+        point = table[row]
+        assert space.canonical(point) == point and table.row_named(space.approach(point)) == row
 
 
 def _every_point_the_slow_way(space) -> dict:
@@ -502,10 +504,10 @@ def _every_point_the_slow_way(space) -> dict:
 
 
 def test_the_points_listed_are_the_canonical_product_named_by_approach():
-    """`named_points` lists tuples and joins labels from a table (the MLA space: 1.6M points, 100-160 s through
-    dicts on a CI core): on the MLA space cut to two values an axis (its first and the default's, where they differ),
-    with its conditions, and on rmsnorm's, the same names, points and order as canonicalizing and naming the whole
-    product one point at a time."""
+    """`named_points` comes from the point table (ferret.roles.point_table: rows of value places, names by hash): on
+    the MLA space cut to two values an axis (its first and the default's, where they differ), with its conditions,
+    and on rmsnorm's, the same names, points and order as canonicalizing and naming the whole product one point at a
+    time."""
     mla = load_space(REPO / "tasks" / "mla_attention" / "templates")
     cut = {name: list(dict.fromkeys([values[0], mla.default[name], *values[1:]]))[:2]
            for name, values in mla.parameters.items()}
@@ -529,13 +531,13 @@ def test_the_points_are_listed_when_first_needed_and_once(monkeypatch):
     from ferret.roles import offline
 
     listed = []
-    real = offline.TemplateSpace.named_points
+    real = offline.TemplateSpace.point_table
 
     def counting(space):
         listed.append(space.op)
         return real(space)
 
-    monkeypatch.setattr(offline.TemplateSpace, "named_points", counting)
+    monkeypatch.setattr(offline.TemplateSpace, "point_table", counting)
     optimizer = TemplateSearchOptimizer(TEMPLATES)
     assert listed == []
     assert optimizer.render(optimizer.space.default_point())
@@ -549,6 +551,30 @@ def test_from_contract_names_two_points_named_alike_before_a_dispatch(monkeypatc
     from ferret.roles import offline
 
     # labels that cannot tell any two points apart
-    monkeypatch.setattr(offline.TemplateSpace, "_label_text", lambda space, name, value: "same-name")
+    monkeypatch.setattr(offline.TemplateSpace, "label_text", lambda space, name, value: "same-name")
     with pytest.raises(UsageError, match="share the approach name 'same-name,same-name"):
         TemplateSearchOptimizer.from_contract(CONTRACT)
+
+
+def test_the_ranking_is_the_full_sort_of_the_points_by_distance_complexity_and_the_seeds_order_of_names(optimizer):
+    """`_ranked` sorts only the points as near as the count-th (the MLA space's millions took 1.7 s a round to sort
+    whole): the same first points as sorting every one by steps from the anchor, steps from the default, complexity,
+    then the seed's shuffle of their names (the order runs before the point table had, so resumed runs rank alike)."""
+    import random
+
+    space, points = optimizer.space, list(optimizer.points)
+    names = [space.approach(p) for p in points]
+    shuffled = list(names)
+    random.Random(optimizer.seed).shuffle(shuffled)
+    tiebreak = {name: place for place, name in enumerate(shuffled)}
+    default = space.default_point()
+    for rows in (np.arange(len(points)), np.arange(3, len(points), 7)):
+        for anchor in (None, default, points[37], points[-1]):
+            def key(row, anchor=anchor):
+                point = points[row]
+                return (space.distance(point, anchor) if anchor else 0, space.distance(point, default),
+                        space.complexity(point), tiebreak[names[row]])
+
+            for count in (1, 4, 9, len(rows)):
+                expected = [points[row] for row in sorted(rows.tolist(), key=key)[:count]]
+                assert optimizer._ranked(rows, anchor, count) == expected, (anchor, count)

@@ -14,12 +14,14 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from template_checks import assert_points_compile_and_scan_clean
 
 from ferret.contract.load import load_contract
 from ferret.roles.offline import TemplateSearchOptimizer, load_space, located
+from ferret.roles.point_table import NOT_APPLYING
 from tasks.mla_attention import reference as ref
 from tasks.mla_attention.inputs import make_inputs
 from tasks.variants import import_file
@@ -107,13 +109,16 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     triton = ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3) * 2
               * ((2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) + 3 * 2 * 3) * 2 * 2 * 2)
     wgmma = 2 * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3) * 2 * (5 * 4 + 1 * 2 * 3) * 2 * 2 * 2
-    assert len(optimizer.points) == triton + wgmma
-    assert sum(p["attention_kernel"] == "wgmma" for p in optimizer.points) == wgmma
-    # one name each: the listing refuses two points named alike (TemplateSpace.named_points); the names it gives are
+    table, space = optimizer.table, optimizer.space
+    assert len(table) == triton + wgmma
+    assert (table.column("attention_kernel") == space.parameters["attention_kernel"].index("wgmma")).sum() == wgmma
+    # one name each: the listing refuses two points named alike (ferret.roles.point_table); the names it gives are
     # `approach`'s (a sample here; tests/roles/test_offline.py checks the listing against the product)
-    assert all(optimizer.approach(point) == name for name, point in list(optimizer.by_approach.items())[:: 997])
-    sizing_only = [p for p in optimizer.points
-                   if all(p[name] in (None, value) for name, value in STRUCTURE_DEFAULTS.items())]
+    assert all(table.row_named(optimizer.approach(table[row])) == row for row in range(0, len(table), 997))
+    at_structure_defaults = np.ones(len(table), bool)
+    for name, value in STRUCTURE_DEFAULTS.items():
+        at_structure_defaults &= np.isin(table.column(name), [NOT_APPLYING, space.parameters[name].index(value)])
+    sizing_only = [table[row] for row in np.flatnonzero(at_structure_defaults).tolist()]
     assert len(sizing_only) == 4 * 3 * 3 * 4 * 4 * 3
     # a sample (each render and diff takes a CI core ~0.2 s) that holds every value of every sizing parameter
     sample = sizing_only[:: 43]
