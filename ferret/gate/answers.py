@@ -56,7 +56,6 @@ def check_timed_answers(task: Task, pool: list[dict[str, torch.Tensor]], answers
     if not slots or {name for _, _, name, _ in slots} != outputs:
         return 0, flags + ["warmup_detection: the timing process sent back no timed answer for some output"]
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    reference = task.reference
     golden: dict[int, dict[str, torch.Tensor]] = {}
     checked = 0
     for slot, set_index, name, answer in sorted(slots, key=lambda item: item[:3]):
@@ -64,10 +63,7 @@ def check_timed_answers(task: Task, pool: list[dict[str, torch.Tensor]], answers
             flags.append(f"warmup_detection: output slot {slot} claims an input set ({set_index}) the judge never made")
             continue
         if set_index not in golden:
-            inputs = {n: t.to(device, copy=True) for n, t in pool[set_index].items()}
-            with torch.no_grad():
-                computed = reference(inputs, dict(contract.params))
-            golden[set_index] = {n: computed[n].detach() for n in outputs}
+            golden[set_index] = reference_outputs(task, pool[set_index], outputs, device)
         metrics = compare_stage(answer, golden[set_index][name], stages[name], contract.tolerance(dtype, name), device=device)
         checked += 1
         if not metrics.passed:
@@ -76,3 +72,15 @@ def check_timed_answers(task: Task, pool: list[dict[str, torch.Tensor]], answers
                 f"stage {name}: {'; '.join(metrics.reasons)[:300]}"
             )
     return checked, flags
+
+
+def reference_outputs(task: Task, inputs: dict[str, torch.Tensor], outputs: set[str], device: str) -> dict[str, torch.Tensor]:
+    """The reference's `outputs` for one input set, run on a copy of it on `device`. Every other stage the reference
+    returns, and the copy, are freed when this returns, before the next set's run: on the MLA gate a float64 run holds
+    several copies of the cache (the cache stage itself among them); until 2026-12-06 the previous set's stages and copy
+    stayed held through the next set's run, and the check's own process peaked at 29.7 GiB of an H100 in this phase
+    (benchmarks/results/2026-12-06-session33, call 7)."""
+    copy = {name: tensor.to(device, copy=True) for name, tensor in inputs.items()}
+    with torch.no_grad():
+        computed = task.reference(copy, dict(task.contract.params))
+    return {name: computed[name].detach() for name in outputs}

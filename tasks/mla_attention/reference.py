@@ -160,7 +160,7 @@ def split_kv_b(w_kv_b: torch.Tensor, params: dict) -> tuple[torch.Tensor, torch.
 def append_to_cache(kv_cache: torch.Tensor, c_kv: torch.Tensor, k_pe_roped: torch.Tensor,
                     cache_lens: torch.Tensor) -> torch.Tensor:
     """A float64 copy of the cache with row cache_lens[b] of request b replaced by c_kv | k_pe_roped."""
-    updated = kv_cache.to(F64).clone()
+    updated = kv_cache.to(F64, copy=True)  # one float64 copy (4.8 GB at 16 heads, B=64, L=16384), not a second
     rows = torch.arange(updated.shape[0], device=updated.device)
     updated[rows, cache_lens.long()] = torch.cat((c_kv, k_pe_roped), dim=-1)
     return updated

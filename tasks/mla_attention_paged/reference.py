@@ -30,7 +30,7 @@ def reference(inputs: dict[str, torch.Tensor], params: dict) -> dict[str, torch.
         inputs["q_nope"], inputs["q_pe"], inputs["kv_a"], inputs["kv_a_norm_weight"], inputs["w_kv_b"],
         inputs["positions"], cache_lens, view, params,
     )
-    pool = kv_cache.to(F64).clone()
+    pool = kv_cache.to(F64, copy=True)  # one float64 copy of the pool, not a second
     pages, rows = new_token_slots(block_table, cache_lens)
     pool[pages, rows] = torch.cat((stages["c_kv"], stages["k_pe_roped"]), dim=-1)
     stages["kv_cache"] = pool

@@ -102,3 +102,31 @@ def test_an_input_set_the_judge_never_made_is_named(case_files, tmp_path):
     answers["slot2.set7.o_heads"] = answers.pop("slot2.set0.o_heads")
     checked, flags = _check(case_files, answers, tmp_path)
     assert checked == 2 and flags == ["warmup_detection: output slot 2 claims an input set (7) the judge never made"]
+
+
+def test_each_input_sets_reference_run_is_freed_before_the_next_set_is_run(case_files, tmp_path, monkeypatch):
+    """Only the outputs of a set's reference run are kept: its other stages (on the MLA gate a float64 cache among
+    them, 4.8 GB a set at 16 heads, B=64, L=16384) and the judge's copy of the inputs are gone before the next set's
+    run starts, so the check holds one set's run at a time."""
+    import gc
+    import weakref
+
+    from tasks.mla_attention.reference import reference
+
+    held: list[weakref.ref] = []
+    live_at_each_run: list[int] = []
+
+    def watched(inputs, params):
+        gc.collect()
+        live_at_each_run.append(sum(ref() is not None for ref in held))
+        computed = reference(inputs, params)
+        held.extend(weakref.ref(t) for name, t in (*inputs.items(), *computed.items()) if name != "o_heads")
+        return computed
+
+    monkeypatch.setattr(Task, "reference", property(lambda task: watched))
+    contract, pool, answers, read_only = case_files
+    path = tmp_path / "answers.safetensors"
+    save_file(answers, str(path))
+    checked, flags = check_timed_answers(Task.load(CONTRACT_PATH), pool, path, contract.primary_dtype, read_only)
+    assert (checked, flags) == (3, []) and len(held) > 10
+    assert live_at_each_run == [0, 0]
