@@ -114,13 +114,20 @@ class PointTable(Sequence[Point]):
 
     # ------------------------------------------------------------------------------------------ names
     def _refuse_shared_names(self) -> None:
-        """A ValueError where two distinct points have one name (labels that hide a difference)."""
+        """A ValueError where two distinct points have one name (labels that hide a difference): the names of each
+        run of rows with one hash are compared (a run may also hold names that only share the hash)."""
         order = np.argsort(self._hashes, kind="stable")
         ordered = self._hashes[order]
-        for start in np.flatnonzero(ordered[1:] == ordered[:-1]).tolist():
-            first, second = self.approach(int(order[start])), self.approach(int(order[start + 1]))
-            if first == second:
-                raise ValueError(f"two points share the approach name {first!r}; fix labels")
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        ends = np.r_[starts[1:], len(ordered)]
+        shared = ends - starts > 1
+        for start, end in zip(starts[shared].tolist(), ends[shared].tolist(), strict=True):
+            seen: set[str] = set()
+            for row in order[start:end].tolist():
+                name = self.approach(row)
+                if name in seen:
+                    raise ValueError(f"two points share the approach name {name!r}; fix labels")
+                seen.add(name)
 
 
 class _ByApproach(Mapping[str, Point]):

@@ -59,10 +59,15 @@ def test_names_that_share_a_hash_are_told_apart_by_the_names_themselves(monkeypa
     assert all(table.row_named(space.approach(table[row])) == row for row in range(len(table)))
 
 
-@pytest.mark.parametrize("base", [0x100000001B3, 0])
-def test_two_points_named_alike_are_refused_whatever_the_hash(monkeypatch, base):
-    monkeypatch.setattr(point_table, "_HASH_BASE", base)
-    space = _space(labels={"tiles": {1: "t", 2: "t", 4: "four"}})
+@pytest.mark.parametrize("hashing", ["polynomial", "base 0", "one hash for every name"])
+def test_two_points_named_alike_are_refused_whatever_the_hash(monkeypatch, hashing):
+    """Refused also where the two share their hash with other names between them (every name hashed alike: the
+    rows of tiles=1 and tiles=4, named alike, have tiles=2's row between them)."""
+    if hashing == "base 0":
+        monkeypatch.setattr(point_table, "_HASH_BASE", 0)
+    if hashing == "one hash for every name":
+        monkeypatch.setattr(point_table, "_name_hashes", lambda places, labels: np.zeros(len(places), np.uint64))
+    space = _space(labels={"tiles": {1: "t", 2: "two", 4: "t"}})
     with pytest.raises(ValueError, match="two points share the approach name 'policy=b,"):
         space.point_table()
 
