@@ -5,8 +5,9 @@
 Why: one do_bench median per variant (benchmarks/q_prepare_probe.py, H100 2026-12-06, session 33, call 2) moved by
 up to 7x between launches of the same work (the one-wave form's B = 1 and B = 8 rows share their grids). Here each
 round times every variant once, in turn (do_bench median, L2 flushed), and the rounds' median, min and max are
-reported per variant, so a ranking holds only where the spreads do not overlap. Every variant's q is checked against
-run()'s launch first (within one bf16 ulp and the reordering of fp32 sums, `bitwise` said). GPU only.
+reported per variant, so a ranking holds only where the spreads do not overlap. Every variant's q, and cuBLAS's bmm of
+the absorption alone (its columns of q), is checked against run()'s launch first (within one bf16 ulp and the
+reordering of fp32 sums, `bitwise` said). GPU only.
 Writes DIR/q-prepare-repeat.jsonl (one row per variant and shape) and prints each row.
 """
 
@@ -45,6 +46,7 @@ def launcher(module, form: str, variant):
 
 
 def bmm_launcher(inputs: dict):
+    """cuBLAS's batched GEMM of the W_UK absorption alone (no rope): the call, and its [heads, batch, rank] output."""
     import torch
 
     q_nope, w_kv_b = inputs["q_nope"], inputs["w_kv_b"]
@@ -52,7 +54,17 @@ def bmm_launcher(inputs: dict):
     w_uk = w_kv_b.view(heads, -1, w_kv_b.shape[1])[:, :nope, :]
     q_t = q_nope.transpose(0, 1)
     out = torch.empty(heads, batch, w_kv_b.shape[1], dtype=q_nope.dtype, device=q_nope.device)
-    return lambda: torch.bmm(q_t, w_uk, out=out)
+    return lambda: torch.bmm(q_t, w_uk, out=out), out
+
+
+def bmm_checked(inputs: dict, expected) -> dict:
+    """The bmm's absorbed columns judged against run()'s q like the other forms (its rope columns taken from
+    expected: the bmm computes none), once, before it is timed."""
+    call, out = bmm_launcher(inputs)
+    call()
+    q = expected.clone()
+    q[..., : out.shape[2]] = out.transpose(0, 1)
+    return probe.within_one_rounding(q, expected, inputs)
 
 
 def repeat_shape(module, batch: int, heads: int, params: dict, rounds: int, emit) -> None:
@@ -72,8 +84,9 @@ def repeat_shape(module, batch: int, heads: int, params: dict, rounds: int, emit
         rows[name] = {"B": batch, "H": heads, "name": name, "form": form, "variant": variant,
                       **probe.within_one_rounding(q, expected, inputs)}
         timed[name] = lambda f=launch, qq=q: f(inputs, qq, params)
-    timed["torch.bmm (W_UK absorption only)"] = bmm_launcher(inputs)
-    rows["torch.bmm (W_UK absorption only)"] = {"B": batch, "H": heads, "name": "torch.bmm (W_UK absorption only)"}
+    timed["torch.bmm (W_UK absorption only)"] = bmm_launcher(inputs)[0]
+    rows["torch.bmm (W_UK absorption only)"] = {"B": batch, "H": heads, "name": "torch.bmm (W_UK absorption only)",
+                                                **bmm_checked(inputs, expected)}
     samples: dict[str, list[float]] = {name: [] for name in timed}
     for _ in range(rounds):
         for name, fn in timed.items():

@@ -86,9 +86,8 @@ def _ptxas_report_and_ptx(code: str) -> tuple[str, str]:
 def test_the_kernel_compiles_for_sm_90a_to_warpgroup_mma_without_spills(serial):
     """The serial start's kernel: QK^T as 36 m64n64k16 and P@V as m64n256k16 instructions (one per 16 tokens and 256
     columns), no local memory (the 128 fp32 accumulators a thread stay in registers), no wgmma serialized by ptxas, and
-    the tiles after the
-    first loaded chunk by chunk: nine cp.async groups a tile, waited for one at a time (8 still in flight, then 7,
-    ... 0), the chunked loads that made the kernel 22% faster on the H200 at B=64 (benchmarks/results/
+    the tiles after the first loaded chunk by chunk: nine cp.async groups a tile, waited for one at a time (8 still in
+    flight, then 7, ... 0), the chunked loads that made the kernel 22% faster on the H200 at B=64 (benchmarks/results/
     2026-12-04-h200-session20, call 2)."""
     report, ptx = _ptxas_report_and_ptx(serial._WGMMA_ATTENTION.code)
     waits = re.findall(r"cp\.async\.wait_group (\d+);", ptx)
