@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,24 +47,38 @@ def _allowing_cuda(op: str, folder: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def allowing_cuda(tmp_path_factory) -> Callable[[str], Path]:
+    """contracts/<op>.yaml allowing CUDA, one project per op for the whole module: the gate's key holds the project's
+    root, so the MLA tests share one MLA gate (each built its own before, 141-246 s a test on an H100)."""
+    made: dict[str, Path] = {}
+
+    def contract_for(op: str) -> Path:
+        if op not in made:
+            made[op] = _allowing_cuda(op, tmp_path_factory.mktemp(f"cuda-{op}-project"))
+        return made[op]
+
+    return contract_for
+
+
 @pytest.mark.parametrize("op,candidate", [("softmax", "softmax/candidates/cuda_softmax.py"),
                                           ("mla_attention", "mla_attention/candidates/cuda_mla.py")])
-def test_the_honest_cuda_softmax_and_mla_pass_every_part(op, candidate, tmp_path):
+def test_the_honest_cuda_softmax_and_mla_pass_every_part(op, candidate, allowing_cuda):
     from ferret.gate.judge import check
 
-    verdict, _ = check(_allowing_cuda(op, tmp_path), REPO / "tasks" / candidate, GATES, profile="gpu")
+    verdict, _ = check(allowing_cuda(op), REPO / "tasks" / candidate, GATES, profile="gpu")
     failing = {r.id: (r.failure.message if r.failure else r.first_failing_stage) for r in verdict.variants if not r.passed}
     assert verdict.passed, f"{op}: {failing}; parts {verdict.parts}"
     assert verdict.timing.measured and not verdict.timing.detections, verdict.timing
 
 
 @pytest.mark.parametrize("simplification", ["theta", "scale", "no_kv_norm", "head_sum"])
-def test_the_mla_simplifications_in_cuda_fail_at_their_stage(simplification, tmp_path):
+def test_the_mla_simplifications_in_cuda_fail_at_their_stage(simplification, allowing_cuda, tmp_path):
     from ferret.gate.judge import check
     from tasks.mla_attention.simplifications import SIMPLIFICATIONS, write_cuda_variant
 
     variant = write_cuda_variant(simplification, tmp_path / f"cuda_mla_{simplification}.py")
-    verdict, _ = check(_allowing_cuda("mla_attention", tmp_path / "project"), variant, GATES, profile="gpu",
+    verdict, _ = check(allowing_cuda("mla_attention"), variant, GATES, profile="gpu",
                        measure_speed=False, run_stress=False)
     assert not verdict.passed
     assert verdict.first_failing_stage == SIMPLIFICATIONS[simplification].expected_first_stage
