@@ -130,16 +130,49 @@ def test_timed_rounds_interleave_and_take_the_median(bench, monkeypatch):
     order: list[str] = []
     times = {"a": iter([10.0, 30.0, 20.0]), "b": iter([5.0, 5.0, 6.0])}
 
-    def fake_time(call, cpu):
+    def fake_time(call, clock, host_ms):
+        assert clock is None and host_ms is None  # the interpreter's rehearsal: one wall-clock call
         order.append(call)
         return next(times[call])
 
     monkeypatch.setattr(bench, "time_us", fake_time)
     row_a, row_b = {}, {}
-    bench.timed_rounds([(row_a, "us", "a"), (row_b, "flash_mla_core_us", "b")], 3, cpu=False)
+    bench.timed_rounds([(row_a, "us", "a"), (row_b, "flash_mla_core_us", "b")], 3, clock=None)
     assert order == ["a", "b", "a", "b", "a", "b"]
     assert row_a["us"] == 20.0 and row_a["rounds_us"] == [10.0, 30.0, 20.0] and row_a["spread"] == 1.0
     assert row_b["flash_mla_core_us"] == 5.0 and row_b["spread"] == 0.2
+    assert "host_launch_us" not in row_a and "late_fractions" not in row_a
+
+
+class _RecordingClock:
+    """Stands for the gate's Clock: a host launch time per call, and a time and a late fraction per round."""
+
+    def __init__(self):
+        self.late_fractions: list[float] = []
+        self.events: list[tuple] = []
+
+    def host_ms(self, call):
+        self.events.append(("host", call))
+        return {"a": 0.05, "b": None}[call]  # b waits for the GPU: no spin can run ahead of it
+
+    def bench(self, call, host_ms):
+        self.events.append(("bench", call, host_ms))
+        self.late_fractions.append({"a": 0.02, "b": 0.0}[call])
+        return {"a": 0.040, "b": 0.125}[call]
+
+
+def test_on_the_gpu_each_round_is_the_gates_clock_behind_its_own_host_launch_time(bench):
+    """The whole step is timed by the gate's clock, not do_bench (which timed the host's launches at small batch):
+    each implementation's host launch time is measured once, before the rounds, and sizes every one of its rounds;
+    the row keeps it and each round's fraction of late calls dropped."""
+    clock = _RecordingClock()
+    row_a, row_b = {}, {}
+    bench.timed_rounds([(row_a, "us", "a"), (row_b, "flash_mla_core_us", "b")], 2, clock)
+    assert clock.events == [("host", "a"), ("host", "b"), ("bench", "a", 0.05), ("bench", "b", None),
+                            ("bench", "a", 0.05), ("bench", "b", None)]
+    assert row_a["rounds_us"] == [40.0, 40.0] and row_a["us"] == 40.0 and row_a["host_launch_us"] == 50.0
+    assert row_a["late_fractions"] == [0.02, 0.02]
+    assert row_b["flash_mla_core_us"] == 125.0 and row_b["host_launch_us"] is None and row_b["late_fractions"] == [0.0, 0.0]
 
 
 def test_kernel_lines_list_each_points_kernels(bench):
