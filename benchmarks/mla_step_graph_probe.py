@@ -5,8 +5,9 @@
         [--file LABEL=PATH[,GLOBAL=INT...]] [--kernels]
 
 Why: at small batch a step is a few tens of microseconds, less than the host takes to launch its five kernels, so
-do_bench of run() (benchmarks/mla_template_bench.py) reads the host's launch time there. The gate hides launch time
-behind a spin kernel; this probe, for A/B comparisons between points, captures each point's run() into a CUDA graph
+do_bench of run() reads the host's launch time there (benchmarks/mla_template_bench.py timed that way until
+2026-12-06; it now uses the gate's clock). The gate hides launch time behind a spin kernel; this probe, for A/B
+comparisons between points, captures each point's run() into a CUDA graph
 (inputs fixed: every request at full length, cache_lens = L - 1) and times its replays with do_bench (L2 flushed before
 each replay, median): the GPU's time for the step, the gaps between its kernels included, the host's launches not.
 Each point's o_heads is checked first against the first point's on the same inputs (relative L2 under 1e-2, every
