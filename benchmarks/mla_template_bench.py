@@ -645,8 +645,8 @@ def static_sm90_row(approach: str, path: Path, heads: int, small_tiles: bool = F
 
 
 def static_sm90(points: list[tuple[str, Path]], heads: int, out: Path) -> None:
-    lines = ["| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | TMA loads | shared KiB | registers | spill bytes | "
-             "kernels 2 and 4: registers/spills | note |",
+    lines = ["| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | TMA loads | shared KiB | registers | "
+             "spill bytes | kernels 2 and 4: registers/spills | note |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     runs = [(approach, path, small) for approach, path in points for small in (False, True)
             if not small or "small-tiles" in approach]
@@ -656,8 +656,8 @@ def static_sm90(points: list[tuple[str, Path]], heads: int, out: Path) -> None:
         side = ", ".join(f"{name.strip('_')} {f.get('n_regs', '-')}/{f.get('n_spills', '-')} {f.get('why', '')}".strip()
                          for name, f in r.get("side", {}).items())
         lines.append(f"| {r['impl']} | {r['BLOCK_H']} x {r['BLOCK_N']} | {r['num_warps']} | {r['num_stages']} | "
-                     f"{r.get('wgmma', '-')} | {r.get('cp_async', '-')} | {r.get('tma_loads', '-')} | {r.get('shared_kib', 0):.0f} | "
-                     f"{r.get('n_regs', '-')} | {r.get('n_spills', '-')} | {side or '-'} | "
+                     f"{r.get('wgmma', '-')} | {r.get('cp_async', '-')} | {r.get('tma_loads', '-')} | "
+                     f"{r.get('shared_kib', 0):.0f} | {r.get('n_regs', '-')} | {r.get('n_spills', '-')} | {side or '-'} | "
                      f"{r.get('why') or r.get('ptxas') or ''} |")
     (out / "mla-template-sm90-static.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
