@@ -65,7 +65,7 @@ def digest(tensors: dict) -> str:
 
 
 # Spun on top of what covering the host launch time needs. A short call's time depended on the spin between the flush
-# and the call when there was little (H200, 2026-12-02, benchmarks/results/2026-12-02-h200-session8/): rmsnorm decode's
+# and the call when there was little (measured on an H200): rmsnorm decode's
 # candidate read 5.8 us right behind the flush (the probe), 4.84-5.38 us when the host had queued the call only just in
 # time (the judge's rounds behind spins of 0-54 us; the probe's rounds with a few late calls read 4.86), and 5.47-5.57 us
 # in every probe round behind a spin of 100 us or more (torch.compile 5.92-5.98, eager 44.6-45.0), so a check whose
@@ -106,7 +106,7 @@ class TimedCalls:
     def round_ms(self) -> float:
         """The round's time: the median of the kept calls, per loaded copy of the code, then the mean over copies.
         Each copy sits at its own code address, which sets a fixed part of a short call's time (up to ~0.5 us on
-        the H200: benchmarks/results/2026-12-01-h200-session4/), so a median across copies would jump between their
+        an H200), so a median across copies would jump between their
         levels, and one copy's level is the process's luck."""
         ahead = self.queued_ahead if any(self.queued_ahead) else [True] * len(self.ms)
         copies = self.copies or [0] * len(self.ms)
@@ -392,7 +392,7 @@ class Steps:
 
 
 # Hidden work shows in every try; another process's load on the host or the GPU (pytest workers sharing one H200 made
-# an honest, launch-bound rmsnorm read 114.5 us of wall time against 70.2 us of host time, session 12) comes and goes.
+# an honest, launch-bound rmsnorm read 114.5 us of wall time against 70.2 us of host time) comes and goes.
 WALL_TRIES = 3
 
 

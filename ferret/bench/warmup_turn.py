@@ -4,7 +4,7 @@ torch.compile's generated Triton kernels pick their launch configuration by timi
 (inductor's autotuning), and the pick is written to the compile cache that later processes read. Three reference
 processes compiling at once on a cold cache picked differently: rope prefill's compiled baseline read 293 us in
 one process and 345 us in the other two of the same check, and 345 us in every process of the next checks, which
-read the cache (H200, 2026-12-01, session 6 call 1). Taking turns, the first process compiles (alone among the
+read the cache (H200). Taking turns, the first process compiles (alone among the
 reference processes) and the others load its picks. A warm cache's loads overlap the candidate's correctness run
 either way, with less contention for the host's cores.
 
@@ -12,7 +12,7 @@ The turn is an exclusive `flock` on a file in the compile cache's folder: the ke
 ends, however it ends, so a reference process that crashes while warming up holds no one up. A holder that warmed
 up leaves a mark named by what it warmed up (`warm_up_key`: the baseline's files, the cases, torch's version): with
 the mark there the cache holds the picks, and later processes warm up at once, beside each other (five processes
-taking turns made the MLA warm check's timing wait 11-12 s for the last one, H200, 2026-12-01, session 6 call 3).
+taking turns made the MLA warm check's timing wait 11-12 s for the last one, H200).
 """
 
 from __future__ import annotations

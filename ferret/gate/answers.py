@@ -77,9 +77,8 @@ def check_timed_answers(task: Task, pool: list[dict[str, torch.Tensor]], answers
 def reference_outputs(task: Task, inputs: dict[str, torch.Tensor], outputs: set[str], device: str) -> dict[str, torch.Tensor]:
     """The reference's `outputs` for one input set, run on a copy of it on `device`. Every other stage the reference
     returns, and the copy, are freed when this returns, before the next set's run: on the MLA gate a float64 run holds
-    several copies of the cache (the cache stage itself among them); until 2026-12-06 the previous set's stages and copy
-    stayed held through the next set's run, and the check's own process peaked at 29.7 GiB of an H100 in this phase
-    (benchmarks/results/2026-12-06-session33, call 7)."""
+    several copies of the cache (the cache stage itself among them); held through the next set's run, the previous set's stages
+    and copy made the check's own process peak at 29.7 GiB of an H100 in this phase."""
     copy = {name: tensor.to(device, copy=True) for name, tensor in inputs.items()}
     with torch.no_grad():
         computed = task.reference(copy, dict(task.contract.params))

@@ -2,13 +2,12 @@
 
 Inductor's generated Triton kernels pick their launch configuration by timing a few candidates on their first call,
 with L2 warm and few repetitions; the judge times with L2 flushed. Near-ties there are not near-ties here, and the
-pick changes from one compile to the next. On one H200 (2026-12-02, session 10 call 1,
-`benchmarks/compile_picks_probe.py`), five compiles of the MLA baseline, each into an empty cache, gave the compiled
-step at tp1_b64_l4096 390.5, 390.5, 444.6, 382.8 and 382.6 us of device time: one compile picked a 2D tile for
-its fused softmax kernel that took 112.5 us instead of 56.4, two others a better tile for a concatenation (4.8 us
-instead of 11.8). Alone on the GPU or beside a busy one made no difference that five compiles could show. Between
-two fresh machines the gate's own torch.compile figure had moved 380 -> 431 us (session 9), and the speedup over
-it 1.11 -> 1.24, with the candidate and eager unchanged.
+pick changes from one compile to the next. On one H200, five compiles of the MLA baseline, each into an empty
+cache, gave the compiled step at tp1_b64_l4096 390.5, 390.5, 444.6, 382.8 and 382.6 us of device time: one compile
+picked a 2D tile for its fused softmax kernel that took 112.5 us instead of 56.4, two others a better tile for a
+concatenation (4.8 us instead of 11.8). Alone on the GPU or beside a busy one made no difference that five compiles
+could show. Between two fresh machines the gate's own torch.compile figure had moved 380 -> 431 us, and the speedup
+over it 1.11 -> 1.24, with the candidate and eager unchanged.
 
 So when a gate's compile cache has no choice for the baseline yet, the judge compiles it COMPILE_TRIALS times, each
 in an empty cache of its own (`CompileChoice.trial_folder`), times each with its own clock (the reference timers'

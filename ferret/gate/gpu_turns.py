@@ -3,7 +3,7 @@
 A timing guard reads the GPU's time between events and the wall time of a synchronized batch of calls; another
 process's kernels on the same GPU slow both, and hidden work looks just like them. Three pytest workers sharing one
 H200 made an honest rope kernel read 150-156 us of synchronized wall time per call against 72 us of event time in
-each of three tries, and the judge named it `side_stream_or_thread` (session 13, call 1). So a check's timing takes
+each of three tries, and the judge named it `side_stream_or_thread`. So a check's timing takes
 the GPU alone among ferret's checks: a reader-writer lock on the GPU, where a check's GPU work (the candidate's
 correctness and stress run) holds it shared and its timed rounds hold it exclusively.
 

@@ -79,7 +79,7 @@ def return_cached_gpu_memory() -> None:
     """Give the GPU memory torch's caching allocator keeps in this process back to the card. A check leaves its peak
     there (its comparisons and timed inputs on the GPU): after a round of MLA checks a process that by its pid was
     the dispatcher's held 50.7 GiB of an H100's 79 GiB, and the final acceptance check, another process, ran out of
-    memory (2026-12-06, benchmarks/results/2026-12-06-session32, call 1). Called after every check, so that the next
+    memory. Called after every check, so that the next
     candidate's process and the final check find the card as free as the first check did."""
     if torch.cuda.is_initialized():
         gc.collect()
@@ -181,7 +181,7 @@ class Judge:
         # Variants are judged while the candidate's process runs (`VariantComparisons`) where the candidate works on
         # the GPU: the warm MLA check on the H200 lost 3-5 s of comparisons after the run. Under the interpreter the
         # candidate and the comparisons share the host's cores: on 2 cores a warm CPU MLA check took 21.4-23.4 s
-        # judging early and 16.7-19.5 s judging after the run (2026-12-02, benchmarks/results/2026-12-02-cpu-check-times).
+        # judging early and 16.7-19.5 s judging after the run.
         self.judge_early = self.device == "cuda"
         self.progress = as_reporter(progress)
         remember_probes_in(Path(gates_dir) / ".cache")  # the sandbox probes, kept beside the gates, hidden from candidates

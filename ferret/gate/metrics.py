@@ -85,7 +85,7 @@ def as_float64_on(tensor: torch.Tensor, device: str) -> torch.Tensor:
 # Entries compared at a time. In one piece, a stage took several float64 temporaries of its whole size (the MLA
 # gate's largest, the [64, 16384, 576] cache, is 9.7 GB for the two values alone), and a timed check's process held
 # 51 GiB of an H100. In chunks the comparison's memory is bounded whatever the stage: an untimed check's process
-# peaked at 3.0 GiB (2026-12-06, benchmarks/results/2026-12-06-session32, calls 2 and 4).
+# peaked at 3.0 GiB (an H100).
 COMPARE_CHUNK = 1 << 24
 
 

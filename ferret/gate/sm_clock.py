@@ -2,7 +2,7 @@
 
 A round of a short case can read faster or slower than the rest of its case for reasons no process records:
 rmsnorm decode's candidate (a ~5.5 us kernel) read 4.80 us in one round of five and 5.46-5.53 in the others
-(H200, 2026-12-01, session 7 call 3), with no late calls to explain it. A kernel that short is bound by latency,
+(H200), with no late calls to explain it. A kernel that short is bound by latency,
 which follows the SM clock; GPU boost moves that clock with power and temperature, and the judge never changes
 clocks or power settings (users often cannot). So the judge reads the clock every poll while a round runs and
 the verdict says, per round, the lowest and highest it saw: a round at other clocks than the rest shows it.

@@ -233,20 +233,20 @@ def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path
 # copies of its code, `ferret.bench.process.CODE_COPIES`) is not open to the baselines: the baseline's time is the
 # mean over reference processes of each one's median, as the candidate's is over its copies. With 3 of them, the mean
 # still moved between checks by the luck of which offsets the 3 processes drew: torch.compile rope decode read 9.5,
-# 8.9 and 9.1 us in three checks (0.6 us, over the 0.5 us limit; H200, 2026-12-01, session 7 call 2), and resampling
-# the session-6 processes' medians gave three checks over 5% apart 31% of the time with 3 processes, 17% with 5 and
+# 8.9 and 9.1 us in three checks (0.6 us, over the 0.5 us limit; H200), and resampling
+# the medians of one check's processes gave three checks over 5% apart 31% of the time with 3 processes, 17% with 5 and
 # 7% with 8. So 5, one per round of a 5-round contract (a process takes one round at most: `_processes`).
 REFERENCE_PROCESSES = 5
 # The candidate's timer carries such an offset too, beside its loaded copies: rope decode's candidate rounds agreed
-# within 0.1 us inside each check and moved 6.3 -> 6.6 us between checks (H200, 2026-12-01, session 5 call 3). So it
+# within 0.1 us inside each check and moved 6.3 -> 6.6 us between checks (H200). So it
 # runs in 2 processes taking the rounds in turn, each with every post-round check.
 CANDIDATE_PROCESSES = 2
 
 
 # The offset is a few microseconds at most, so it matters only to short cases: the MLA checks' per-process medians
 # agreed within 0.3% (eager, torch.compile, 300-1100 us) and 2.5% (the candidate, 100 us) over 3 reference and 2
-# candidate processes, and within 1.8% over three checks with one process of each (H200, 2026-12-01, sessions 4 and
-# 6), while five timing processes made the MLA warm check 75-84 s instead of 52-57 s (issue 11 §4: at most 60 s).
+# candidate processes, and within 1.8% over three checks with one process of each (H200), while
+# five timing processes made the MLA warm check 75-84 s instead of 52-57 s, over its budget of 60 s.
 # So a check has several processes per role only when one of its speed cases is short: a roofline floor under this.
 SHORT_CASE_FLOOR_MS = 0.005
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-# slug -> entries of shared/reference/cheats.md. `syntax_error` is the one slug outside the catalogue.
+# slug -> entries of docs/cheats.md. `syntax_error` is the one slug outside the catalogue.
 CHEATS: dict[str, list[int]] = {
     "allocator_reuse": [1],
     "constant_output": [2],

@@ -92,7 +92,7 @@ _ban(MENTION_RULES, "side_stream_or_thread", "a child process escapes the judge'
      "os.fork", "os.forkpty", "os.system", "os.popen", "os.spawnl", "os.spawnv", "os.spawnve", "os.spawnlp",
      "os.posix_spawn", "os.posix_spawnp", "os.execv", "os.execve", "os.execl", "os.execvp")
 # CuPy is banned at the import for its raw runtime bindings (persisting_l2, above); its array operations and cuBLAS,
-# cuFFT and cuRAND calls are also the library computing, named wherever they appear (issue 15).
+# cuFFT and cuRAND calls are also the library computing, named wherever they appear.
 _ban(MENTION_RULES, "library_call", "CuPy's array operations and its cuBLAS, cuFFT and cuRAND calls run library "
      "kernels: a CUDA candidate compiles and launches its own kernels through ferret.backends.cuda", "cupy", "cupyx")
 _ban(MENTION_RULES, "cross_call_caching",
