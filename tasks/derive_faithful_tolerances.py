@@ -1,4 +1,4 @@
-"""Derive an op's tolerance table from faithful implementations (issue 12, section 3), for rmsnorm, softmax, rope.
+"""Derive an op's tolerance table from faithful implementations, for rmsnorm, softmax, rope.
 
     python -m tasks.derive_faithful_tolerances OP [--seeds 8] [--margin 4] [--check-seeds 8]
 
@@ -42,7 +42,7 @@ def derive(op: str, seeds: int, margin: float, check_seeds: int) -> Path:
     table = yaml.safe_load(table_path.read_text())
     table["by_dtype"], kept = never_looser(table["by_dtype"], before["by_dtype"])
     table["provenance"] += (
-        f". Issue 12, section 3: faithful implementations only ({', '.join(variants.FAITHFUL)} beside the candidate: "
+        f". Faithful implementations only ({', '.join(variants.FAITHFUL)} beside the candidate: "
         "every declared-float32 quantity in float32), margin {margin}; never looser than the table before "
         f"({len(kept)} bounds kept from it: {', '.join(kept) or 'none'})"
     ).replace("{margin}", str(margin))
@@ -56,7 +56,7 @@ def derive(op: str, seeds: int, margin: float, check_seeds: int) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="an op's tolerances from faithful implementations (issue 12 s3)")
+    parser = argparse.ArgumentParser(description="an op's tolerances from faithful implementations")
     parser.add_argument("op", choices=OPS)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--margin", type=float, default=4.0)

@@ -1,4 +1,4 @@
-"""Derive MLA's tolerance table from faithful implementations (issue 12, section 3).
+"""Derive MLA's tolerance table from faithful implementations.
 
     python -m tasks.mla_attention.derive_tolerances [--seeds 8] [--margin 3]
 
@@ -15,7 +15,7 @@ rejected faithful kernels on small stratified fresh cases; not
 calibrate's default 4) because the faithful error is dominated by one allowed rounding, of the bf16
 query operand in the 576-wide scores through a peaked softmax, which every faithful kernel shares: a
 cut's error adds to it, and a wide margin would admit the cut (tests/adversarial/test_mla_precision.py
-and benchmarks/results/*-cpu-tolerances/ hold what it rejects).
+and benchmarks/results/2026-11-30-cpu-mla-tolerance-evidence.md hold what it rejects).
 
 Frozen cases' own rows (`by_case`, CASE_ROWS: the long peaked rows), `--case-rows-only` to redo only them:
 on a frozen case the inputs never change, so each faithful implementation's error there is one fixed number;
@@ -105,7 +105,7 @@ def finish(calibrated: dict, before: dict, seeds: int, margin: float) -> dict:
             derived[dtype][stage] = table
     by_dtype, kept = never_looser(derived, before.get("by_dtype", {}))
     provenance = (
-        f"{calibrated['provenance']}. Issue 12, section 3: faithful implementations only (accumulators, softmax running "
+        f"{calibrated['provenance']}. Faithful implementations only (accumulators, softmax running "
         "statistics and partials between blocks/splits in float32; bf16 only for matrix-product operands, P too, and "
         f"stored stages). {', '.join(DERIVED_STAGES)}: {' and '.join(DERIVED_METRICS)} from the largest faithful error on "
         f"record (this calibration's and the table before's observed errors) x margin {margin}; their max_abs_rel_peak "
@@ -214,7 +214,7 @@ def add_case_rows(margin: float = CASE_MARGIN) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="MLA tolerances from faithful implementations (issue 12, section 3)")
+    parser = argparse.ArgumentParser(description="MLA tolerances from faithful implementations")
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--margin", type=float, default=3.0)  # 1.5 rejected faithful kernels on small fresh cases
     parser.add_argument("--check-seeds", type=int, default=1)

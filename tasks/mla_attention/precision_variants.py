@@ -1,5 +1,5 @@
 """Precision variants of the honest Triton MLA candidate: faithful ones, which the gate must pass, and cuts,
-which it must reject (issue 12, section 3).
+which it must reject.
 
 The rule the tolerances enforce: accumulators, the softmax's running statistics (max and sum) and the
 partial results carried between token blocks or between splits are float32; the operands of a matrix

@@ -50,7 +50,7 @@ SIMPLIFICATIONS: dict[str, Simplification] = {
 _FILES = VariantFiles(lambda name: [SIMPLIFICATIONS[name][:2]], "_mla_simplified", CANDIDATE_PATH)
 variant_source, write_variant, load_variant = _FILES.source, _FILES.write, _FILES.load
 
-# The same four, written in CUDA C++ (issue 15): the CUDA candidate carries the same switch lines.
+# The same four, written in CUDA C++: the CUDA candidate carries the same switch lines.
 CUDA_CANDIDATE_PATH = CANDIDATE_PATH.with_name("cuda_mla.py")
 _CUDA_FILES = VariantFiles(lambda name: [SIMPLIFICATIONS[name][:2]], "_mla_cuda_simplified", CUDA_CANDIDATE_PATH)
 cuda_variant_source, write_cuda_variant = _CUDA_FILES.source, _CUDA_FILES.write

@@ -1,4 +1,4 @@
-"""Precision variants of the honest Triton RMSNorm candidate (issue 12, section 3): faithful ones, which the gate
+"""Precision variants of the honest Triton RMSNorm candidate: faithful ones, which the gate
 must pass, and cuts, which it must reject.
 
 The rule: the sum of squares (an accumulator) and inv_rms are float32; only the output is rounded, once, to

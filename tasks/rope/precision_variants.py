@@ -1,4 +1,4 @@
-"""Precision variants of the honest Triton rope candidate (issue 12, section 3): faithful ones, which the gate
+"""Precision variants of the honest Triton rope candidate: faithful ones, which the gate
 must pass, and cuts, which it must reject.
 
 Rope has no accumulator; its declared-float32 quantities are the YaRN inverse frequencies and the angles

@@ -1,4 +1,4 @@
-"""Precision variants of the honest Triton softmax candidate (issue 12, section 3): faithful ones, which the gate
+"""Precision variants of the honest Triton softmax candidate: faithful ones, which the gate
 must pass, and cuts, which it must reject.
 
 The rule: the row's max and sum (running statistics, per lane in the looped kernel) are float32; only y is

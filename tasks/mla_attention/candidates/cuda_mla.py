@@ -1,4 +1,4 @@
-"""CUDA C++ candidate (issue 15): one DeepSeek-V3 MLA decode step in the absorbed form, simple and correct, not fast.
+"""CUDA C++ candidate: one DeepSeek-V3 MLA decode step in the absorbed form, simple and correct, not fast.
 
 Four kernels, in stream order, each with one block per request (and head):
   1. kv_append   kv_a_layernorm of c_kv_raw, YaRN rope of k_pe, append row `len` to the cache

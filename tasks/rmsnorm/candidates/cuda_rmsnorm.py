@@ -3,7 +3,7 @@
 One block of 256 threads per row: each thread sums the squares of a strided slice of the row in float32, the
 block reduces the partial sums (warp shuffles, then shared memory), and a second pass over the row writes y. The
 kernel is templated on the element type; the three instantiations the contract's dtypes need are exported by name.
-A simple, correct kernel (issue 15): speed is the Triton kernels' job.
+A simple, correct kernel: speed is the Triton kernels' job.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """CUDA C++ softmax along the last dim: y = exp(x - max) / sum(exp(x - max)), float32 math, one rounding to x's dtype.
 
 One block of 256 threads per row, three passes over the row: the row's maximum (NaN kept, as the reference keeps
-it), the sum of exponentials in float32, then y. A simple, correct kernel (issue 15): speed is the Triton
+it), the sum of exponentials in float32, then y. A simple, correct kernel: speed is the Triton
 kernels' job.
 """
 
