@@ -538,8 +538,8 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     )
 
     block_b = _batch_block(batch, interpreted)
-    # 256 columns and 8 warps a program: kernel 2 alone on the H200 (benchmarks/q_prepare_probe.py,
-    # benchmarks/results/2026-12-02-h200-session12, call 1; L2 flushed) took 25.1 us at B=64 H=128 and 12.5 at B=8,
+    # 256 columns and 8 warps a program: kernel 2 alone on the H200 (L2 flushed)
+    # took 25.1 us at B=64 H=128 and 12.5 at B=8,
     # against 30.2 and 16.9 with 128 columns and 4 warps
     block_c, q_warps = 256, 8
     _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), rank // block_c)](

@@ -70,8 +70,7 @@ MIN_TOKENS_PER_SPLIT = 256
 # attention_kernel=wgmma: kernel 3 on Hopper's warpgroup MMA (CUDA C++, _WGMMA_ATTENTION below) on a GPU of compute
 # capability 9.0, for requests of more than WGMMA_MIN_HEADS heads (64-head blocks; fewer heads are zero rows of one,
 # where the step is bound by the cache's bytes and Triton's balanced runs share ragged lengths better: on the H200,
-# benchmarks/results/2026-12-04-h200-session19, call 2, tp8_b32_l8192's kernel 3 took 78.3 us in Triton against
-# 98.6); elsewhere kernel 3 is Triton's, as the point sizes it. Splits per request (whole 64-token tiles, at least
+# tp8_b32_l8192's kernel 3 took 78.3 us in Triton against 98.6); elsewhere kernel 3 is Triton's, as the point sizes it. Splits per request (whole 64-token tiles, at least
 # WGMMA_MIN_SPLIT_TILES a split, at most 64: the merges' split vector) by _wave_filling_splits over the SMs (one CTA
 # an SM: 225 KiB of shared memory).
 WGMMA_MIN_HEADS = 32
@@ -1158,7 +1157,7 @@ def _unabsorb_blocks(batch: int, heads: int, device: torch.device) -> tuple[int,
 # 4 warps)
 MERGE_PARTIALS = 16
 # Where a merge program gets one row (_merge_rows returns 1: B x H up to about 4 programs per SM), _merge_row_kernel
-# merges it, 8 splits at a time. On the H200 (benchmarks/results/2026-12-03-h200-session18, call 1; each kernel's
+# merges it, 8 splits at a time. On the H200 (each kernel's
 # device time, L2 flushed), against _merge_splits_kernel at one row: full_h128 B=8 4.5 against 18.5 us, tp1_b8 5.1
 # against 18.4, B=1 3.0 against 4.0; 16 splits at a time 5.9, 6.0 and 2.8. At 16 rows a program (full_h128 B=64) the
 # row kernel took 20.4 us against 14.1, so rows in blocks stay with _merge_splits_kernel.
@@ -1312,8 +1311,8 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     )
 
     block_b = _batch_block(batch, interpreted)
-    # 256 columns and 8 warps a program: kernel 2 alone on the H200 (benchmarks/q_prepare_probe.py,
-    # benchmarks/results/2026-12-02-h200-session12, call 1; L2 flushed) took 29.2 us at B=64 H=128 and 11.7 at B=8,
+    # 256 columns and 8 warps a program: kernel 2 alone on the H200 (L2 flushed)
+    # took 29.2 us at B=64 H=128 and 11.7 at B=8,
     # against 33.2 and 27.0 with 64 columns and 4 warps; the last program of each row block ropes q_pe
     block_c, q_warps = 256, 8
     _q_prepare_kernel[(heads, triton.cdiv(batch, block_b), rank // block_c + 1)](
