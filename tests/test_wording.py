@@ -27,7 +27,7 @@ PROCESS_WORDS: dict[str, re.Pattern[str]] = {
     "section sign": re.compile(r"§ ?\d"),
     "run archive folder": re.compile(r"-run\d+\b|\brun\d+/", re.IGNORECASE),
     "device call of a run archive": re.compile(r"\bcall\d+-|, calls? \d+\b", re.IGNORECASE),
-    "device tool": re.compile(r"\bdevice tool\b", re.IGNORECASE),
+    "device-tool": re.compile(r"\bdevice\stool\b", re.IGNORECASE),
     "reading material outside the repository": re.compile(r"\bshared/reference/"),
 }
 CITED_RESULT = re.compile(r"benchmarks/results/([A-Za-z0-9][\w.-]*\w)")
@@ -89,7 +89,7 @@ PROCESS_PHRASES = {
     "section sign": "section \u00a7" + "4",
     "run archive folder": "2026-11-29-h200-r" + "un6/",
     "device call of a run archive": "h200-results" + ", c" + "all 2",
-    "device tool": "the device " + "tool",
+    "device-tool": "the device " + "tool",
     "reading material outside the repository": "shared/" + "reference/cheats.md",
 }
 PRODUCT_PHRASES = [

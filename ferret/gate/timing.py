@@ -228,8 +228,8 @@ def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path
 # How many reference processes time the baselines on the GPU, each taking the rounds in turn. A process carries a
 # fixed part of a short call's time for its life, set by where its code and data land in the GPU's memory: eager
 # rope decode (about 20 kernels) read 72-73 us in some processes and 76-78 us in others, with the same host and GPU
-# addresses in every process (host layout fixed) and with L2 flushed by reading instead of writing (H200,
-# 2026-12-01, benchmarks/layout_probe.py). torch's kernels load once per process, so the candidate's remedy (loaded
+# addresses in every process (host layout fixed) and with L2 flushed by reading instead of writing
+# (H200). torch's kernels load once per process, so the candidate's remedy (loaded
 # copies of its code, `ferret.bench.process.CODE_COPIES`) is not open to the baselines: the baseline's time is the
 # mean over reference processes of each one's median, as the candidate's is over its copies. With 3 of them, the mean
 # still moved between checks by the luck of which offsets the 3 processes drew: torch.compile rope decode read 9.5,

@@ -1,4 +1,4 @@
-"""Issue 13: cheats of the balanced-runs MLA kernel (split_chunk=balanced) are rejected by the gate's CPU cases.
+"""Cheats of the balanced-runs MLA kernel (split_chunk=balanced) are rejected by the gate's CPU cases.
 
 A kernel that is faster because it computes less is a cheat. The template point the template search tried on the
 H200 (balanced runs, the streamed merge, TMA descriptors; tasks/mla_attention/templates/space.yaml `starts`), with

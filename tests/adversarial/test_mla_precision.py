@@ -1,4 +1,4 @@
-"""Issue 12, section 3: MLA's tolerances tell faithful kernels from cut ones.
+"""MLA's tolerances tell faithful kernels from cut ones.
 
 Mutants of the honest Triton MLA candidate (`tasks/mla_attention/precision_variants.py`) that keep a
 declared-float32 quantity in bf16 or skip small blocks must be rejected by the gate's own cases against the

@@ -345,7 +345,7 @@ def test_a_refused_source_is_refused_again_at_every_later_launch_without_compili
     assert cuda.Source(SCALE)._compiled("sm_90")[:4] == b"\x7fELF"
 
 
-# Two cheat classes CUDA makes possible, closed by what the judge compiles with (issue 15, SECURITY.md): a kernel
+# Two cheat classes CUDA makes possible, closed by what the judge compiles with (SECURITY.md): a kernel
 # launching kernels of its own from the device (work outside the judge's launch count and stream), and a kernel
 # reading host memory mapped for it (answers kept outside the GPU's memory, between calls).
 DEVICE_SIDE_LAUNCH = r'''

@@ -112,7 +112,7 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
 def test_every_later_case_is_warmed_up_before_the_first_step(tmp_path, monkeypatch):
     """A timing process warms up (compiles) every case after the first before it waits for the judge's first step:
     it runs beside the candidate's correctness run then, and compiling at a case's turn would hold both timing
-    processes up between cases (issue 11 §4). The real step loop, its steps answered at once."""
+    processes up between cases, against the warm check's time budget. The real step loop, its steps answered at once."""
     import sys
 
     from safetensors.torch import save_file

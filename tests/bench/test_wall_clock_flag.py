@@ -1,8 +1,8 @@
 """The wall-clock guard against work hidden from the events (`ferret.bench.process.wall_clock_flag`, cheats.md 13),
 with a scripted clock: a GPU whose synchronize waits for the hidden work queued so far, and a host whose calls take
 as long as the scenario says. Hidden work must be named in every try; another process's load on the host or the
-GPU, which comes and goes, must not be (session 12: an honest rmsnorm rejected while three pytest workers shared
-one H200). Time is virtual (the guard's `time.perf_counter` reads it): a CI host's own load cannot change what the
+GPU, which comes and goes, must not be (an honest rmsnorm was once rejected while three pytest
+workers shared one H200). Time is virtual (the guard's `time.perf_counter` reads it): a CI host's own load cannot change what the
 scenarios measure (busy waits on the real clock read 228 us for a 70 us call under two test workers)."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class ScriptedGpu:
         return sorted(per_call)[calls // 2]
 
 
-EVENT_MS, HOST_MS = 0.034, 0.07  # the honest rmsnorm of session 12: event 33.9 us, host launch 70.2 us
+EVENT_MS, HOST_MS = 0.034, 0.07  # that honest rmsnorm: event 33.9 us, host launch 70.2 us
 
 
 def test_work_hidden_on_a_side_stream_is_named_in_every_try():

@@ -168,8 +168,8 @@ def test_an_interrupted_run_is_incomplete_and_can_be_resumed(dirs):
 def test_a_final_check_that_ends_without_a_verdict_leaves_the_run_incomplete_and_resuming_runs_it_again(
     dirs, monkeypatch
 ):
-    """The judge's own failure in the final check (session 32: out of memory on an H100, the dispatcher's process
-    holding the card) says nothing of the candidate: the run is not rejected; it keeps the judge's last words and
+    """The judge's own failure in the final check (out of memory on an H100, the dispatcher's process holding the
+    card) says nothing of the candidate: the run is not rejected; it keeps the judge's last words and
     the command that runs the check again, and resuming the finished run runs only the final check."""
     mistake = "ferret: internal error: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.25 GiB."
 
@@ -198,8 +198,8 @@ def test_a_final_check_that_ends_without_a_verdict_leaves_the_run_incomplete_and
 
 
 def _finished_run_moved(dirs, tmp_path) -> tuple[RunLog, Path]:
-    """A finished run (one round, its honest best passed the final check) packed and unpacked elsewhere, as session
-    33 resumed session 32's H100 run on another machine: its log still names the folder the rounds ran in."""
+    """A finished run (one round, its honest best passed the final check) packed and unpacked elsewhere, as a run
+    resumed on another machine is: its log still names the folder the rounds ran in."""
     import shutil
 
     log = _dispatch(dirs, ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]]), max_rounds=1).run()
@@ -217,8 +217,8 @@ def _resume_for_one_more_round(dirs, folder: Path) -> RunLog:
 
 
 def test_a_moved_run_resumed_checks_its_best_from_the_run_folder_it_is_in_now(dirs, tmp_path):
-    """Session 33's resume on another machine looked for the best at the path the log named (the folder the rounds
-    ran in) and found nothing: the final check now judges the run folder's own copy."""
+    """A run resumed on another machine must not look for the best at the path the log named (the folder the rounds
+    ran in, which is not there): the final check judges the run folder's own copy."""
     log, moved = _finished_run_moved(dirs, tmp_path)
     assert not Path(log.best.file).exists()
     resumed = _resume_for_one_more_round(dirs, moved)
@@ -247,7 +247,7 @@ def test_a_best_candidate_changed_or_missing_since_its_round_gets_no_final_check
 
 
 def test_a_run_resumed_under_another_gate_says_so_and_keeps_the_gate_of_its_earlier_rounds(dirs):
-    """Session 32 resumed an H100 run after a change to the judge's code, which the gate's lock covers: the gate was
+    """A run resumed after a change to the judge's code, which the gate's lock covers: the gate was
     built again under another hash. The log keeps the gate the earlier rounds were judged under, and the run says so."""
     optimizer = ScriptedOptimizer([[Proposal(source=WRONG, approach="first")], KeyboardInterrupt()])
     log = _dispatch(dirs, optimizer, max_rounds=2).run()

@@ -661,7 +661,7 @@ def test_the_judge_gives_back_its_cached_gpu_memory_after_every_check_even_one_t
     rmsnorm_gates_dir, tmp_path, monkeypatch
 ):
     """After a round of MLA checks the dispatcher's process held 50.7 GiB of an H100 in torch's cache and its final
-    check, another process, ran out of memory (session 32): every check gives the cache back, however it ends."""
+    check, another process, ran out of memory: every check gives the cache back, however it ends."""
     import ferret.gate.judge as judge_module
 
     given_back = []

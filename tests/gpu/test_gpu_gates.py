@@ -66,7 +66,7 @@ def test_mla_simplifications_fail_at_production_shapes(simplification, tmp_path)
 
 
 def test_mla_bf16_partials_fail_on_the_gpu_cancelling_case(tmp_path):
-    """Each split's partial carried in bf16 (issue 12, section 3): on the GPU profile the edge case whose cache
+    """Each split's partial carried in bf16 (a precision cut): on the GPU profile the edge case whose cache
     halves cancel under flat attention rejects it, at o_latent, whatever else passes."""
     from ferret.gate.judge import check
     from tasks.mla_attention.precision_variants import write_variant

@@ -103,7 +103,7 @@ def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_
     and the events' time falls under the floor. Which of the two names it depends on the host: the wall-clock guard
     names hidden work only above 1.5x the call's host launch time, and here the honest launch took 83 us on the host
     against ~100 us of GPU work, so the hidden work sat under it (wall 114 us; the floor named it: events 30.7 us
-    against a 97.9 us floor; H200, 2026-12-01, session 6 call 3). The CUDA side-stream candidate
+    against a 97.9 us floor; H200). The CUDA side-stream candidate
     (tests/gpu/test_cuda_candidates_gpu.py) is named by the wall clock."""
     from ferret.gate.judge import check
 

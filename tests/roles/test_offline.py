@@ -416,7 +416,7 @@ def test_a_bad_start_is_refused_naming_it(start, message):
 
 
 def test_every_point_of_the_cuda_rmsnorm_template_compiles_for_hopper_and_scans_clean():
-    """The CUDA template (issue 15): each of its 15 points renders a launcher whose kernels NVRTC compiles for
+    """The CUDA template: each of its 15 points renders a launcher whose kernels NVRTC compiles for
     sm_90a (the H200's, ferret.backends.cuda.DEFAULT_ARCH), with the block size and vector width of the point, and
     that the scan passes."""
     import types

@@ -1,5 +1,5 @@
 """A CUDA candidate whose source NVRTC refuses fails its variant as `compile_error`, with the compiler's log as the
-message: a verdict, not a crash (issue 15)."""
+message: a verdict, not a crash."""
 
 from __future__ import annotations
 

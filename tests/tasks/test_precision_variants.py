@@ -1,4 +1,4 @@
-"""Issue 12, section 3, for rmsnorm, softmax and rope: the gate's own CPU cases, against the contract's tolerance
+"""Faithful against cut precision, for rmsnorm, softmax and rope: the gate's own CPU cases, against the contract's tolerance
 table, pass the honest Triton candidate's faithful variants (another summation order or tiling) and reject every
 cut that keeps a declared-float32 quantity in bf16 (rmsnorm's sum of squares; softmax's sum, running sum, max;
 rope's inverse frequencies or angles). The frozen cases

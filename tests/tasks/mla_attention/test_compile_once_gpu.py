@@ -4,7 +4,7 @@ and untraced, except those sized by the batch (two block sizes: twice at most) a
 the heads (once per head block), while the `specialize: shape` point compiles more. (The default now, balanced runs
 with the streamed merge, also keys its merge, un-absorption and attention kernels on the rows per merge program and
 the split count: finite sets, but not once per kernel; this test does not bound them.) A gate check runs a dozen
-shapes, fresh ones included, and every compilation there costs a second or two of it (issue 11 §4). Run with `pytest
+shapes, fresh ones included, and every compilation there costs a second or two of its time budget. Run with `pytest
 -m gpu`."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The structural axes of the MLA kernel template (issue 13 §1): head blocks padded to wgmma's 64 rows or
+"""The structural axes of the MLA kernel template: head blocks padded to wgmma's 64 rows or
 holding all heads, P@V as two 256-wide halves, the split count sized to whole waves over the SMs, the batch
 block of the absorption and merge kernels, the streamed kernels 2 and 4 (side_kernels=streamed: a merge of all
 splits at once, then the un-absorption as a GEMM over the batch) and small tiles when a program has few

@@ -87,8 +87,7 @@ def test_the_kernel_compiles_for_sm_90a_to_warpgroup_mma_without_spills(serial):
     """The serial start's kernel: QK^T as 36 m64n64k16 and P@V as m64n256k16 instructions (one per 16 tokens and 256
     columns), no local memory (the 128 fp32 accumulators a thread stay in registers), no wgmma serialized by ptxas, and
     the tiles after the first loaded chunk by chunk: nine cp.async groups a tile, waited for one at a time (8 still in
-    flight, then 7, ... 0), the chunked loads that made the kernel 22% faster on the H200 at B=64 (benchmarks/results/
-    2026-12-04-h200-session20, call 2)."""
+    flight, then 7, ... 0), the chunked loads that made the kernel 22% faster on the H200 at B=64."""
     report, ptx = _ptxas_report_and_ptx(serial._WGMMA_ATTENTION.code)
     waits = re.findall(r"cp\.async\.wait_group (\d+);", ptx)
     assert {str(n) for n in range(9)} <= set(waits), waits
@@ -182,7 +181,7 @@ def test_the_epilogue_divides_once_a_row_so_the_machine_code_stays_small(candida
     """Each row's output is its accumulators times one reciprocal of the row's sum. Dividing each of a thread's 128
     accumulators (div.rn.f32, inlined at about 27 instructions each) made 3472 of the kernel's 6608 instructions, and
     at small batch every CTA walks few tiles (B=1: two), so it fetches its code cold (Nsight Compute on the H100 at
-    B=1: half the stall cycles were instruction fetch, benchmarks/results/2026-12-05-h100-session25). Now 3136."""
+    B=1: half the stall cycles were instruction fetch). Now 3136."""
     code = candidate._WGMMA_ATTENTION.code
     _, ptx = _ptxas_report_and_ptx(code)
     assert "div.rn.f32" not in ptx

@@ -3,8 +3,8 @@
 kernels once over every GPU case of its contract and three odd shapes like the fresh cases a check draws (traced and
 untraced), except the kernels whose rows are a block of requests (16 rows up to 16 requests, 64 above: twice at
 most) and the attention kernel, sized by the heads (once per head block; tasks/mla_attention_paged/templates). Its
-checks on the H200 spent 23.6-26.6 s of a warm check in the runner's first calls, compiling per shape
-(benchmarks/results/2026-12-01-h200-repeat-all, call 3); the contiguous candidate's twin is
+checks on the H200 spent 23.6-26.6 s of a warm check in the runner's first calls, compiling per shape;
+the contiguous candidate's twin is
 tests/tasks/mla_attention/test_compile_once_gpu.py. Run with `pytest -m gpu`."""
 from __future__ import annotations
 
