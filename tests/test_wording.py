@@ -72,7 +72,7 @@ def test_no_process_words_in_tracked_files(texts: dict[str, str]) -> None:
 
 def test_cited_results_files_exist(texts: dict[str, str]) -> None:
     tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, check=True, capture_output=True,
-                                 text=True).stdout.split())
+                                 text=True).stdout.splitlines())
     folders = {str(Path(name).parent) for name in tracked}
     missing = sorted({f"{name}: {RESULTS}{cited}" for name, text in texts.items()
                       for cited in CITED_RESULT.findall(text)
