@@ -1,4 +1,4 @@
-"""Turning evidence into names, so a rejection says what was seen: the cheats of shared/reference/cheats.md
+"""Turning evidence into names, so a rejection says what was seen: the cheats of docs/cheats.md
 (with their numbers) and the plain failures (a math mismatch at its first failing stage, a wrong shape,
 bytes that change over repeats, a fault, a failed stress run), each with its evidence."""
 

@@ -16,7 +16,7 @@ PARTS: tuple[PartName, ...] = (
 
 
 class Detection(BaseModel):
-    """What the gate saw, named: a way of cheating (cheats.md numbering) or a plain failure with its evidence.
+    """What the gate saw, named: a way of cheating (docs/cheats.md numbering) or a plain failure with its evidence.
     Every failing verdict carries at least one; a passing verdict none."""
 
     cheat: str = Field(
@@ -24,7 +24,7 @@ class Detection(BaseModel):
         "failure (math_mismatch, wrong_shape, traced_differs, exception, crash, timeout, out_of_memory, stress_drift, "
         "memory_growth, stress_failed, batch_variant: a request's output alone differs from its rows in the batch).")
     catalogue: list[int] = Field(
-        description="Entries of shared/reference/cheats.md this evidence points to (empty for a plain failure).")
+        description="Entries of docs/cheats.md this evidence points to (empty for a plain failure).")
     evidence: str
     source: Literal["static", "runtime", "outputs", "timing", "run"] = Field(
         description="static: the scan; runtime: a watch in the candidate's process; outputs: the judge's comparison "

@@ -1,4 +1,4 @@
-"""Static integrity scan of a candidate's source: patterns from shared/reference/cheats.md, found on the AST.
+"""Static integrity scan of a candidate's source: patterns from docs/cheats.md, found on the AST.
 
 A candidate is one Python file defining `run(inputs, outputs, params, trace=None)`. Honest candidates
 import math, torch and triton; they use torch only to allocate, view and cast tensors and to launch

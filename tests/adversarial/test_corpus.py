@@ -1,4 +1,4 @@
-"""The adversarial corpus: one rmsnorm candidate per entry of shared/reference/cheats.md (and a few harder
+"""The adversarial corpus: one rmsnorm candidate per entry of docs/cheats.md (and a few harder
 variants), each judged by the CPU gate. Every one must fail, with a detection that names its cheat;
 the honest Triton candidates must pass with no detection at all (false rejections are bugs too); the
 gate must refuse to judge once it has been edited; the result channel cannot be forged.
