@@ -9,7 +9,7 @@ process:
   ones it already answered is named `input_mutation`);
 - the canonical reference is run on the judge's copy of each set, and every answer is compared with the
   contract's tolerance for its output stage. A candidate that is honest in the correctness runs and cuts
-  work once timed (cheats.md 17, and 16 when it replays) fails here even where the timing process's own
+  work once timed (docs/cheats.md 17, and 16 when it replays) fails here even where the timing process's own
   fingerprint re-check agrees with it.
 
 Answers file layout (safetensors, keys from `ferret.wire`): `pool_key(i, input)` for the floating-point

@@ -187,7 +187,7 @@ def parts_of(
     integrity = [d for d in detections if d.source in ("static", "runtime")]
     parts["integrity"] = PartResult(
         status="fail" if integrity else "pass",
-        detail="; ".join(f"{d.cheat} (cheats.md {d.catalogue}): {d.evidence[:200]}" for d in integrity)
+        detail="; ".join(f"{d.cheat} (docs/cheats.md {d.catalogue}): {d.evidence[:200]}" for d in integrity)
         or "static scan clean; no library compute, launches checked, harness intact",
     )
     if device != "cuda":

@@ -262,7 +262,7 @@ class Judge:
             detections = detect.unique(detections + timing.detections)
             parts["integrity"] = PartResult(
                 status="fail",
-                detail="; ".join(f"{d.cheat} (cheats.md {d.catalogue}): {d.evidence[:200]}" for d in timing.detections),
+                detail="; ".join(f"{d.cheat} (docs/cheats.md {d.catalogue}): {d.evidence[:200]}" for d in timing.detections),
             )
             passed = False
         if not passed and not detections:

@@ -16,7 +16,7 @@ PARTS: tuple[PartName, ...] = (
 
 
 class Detection(BaseModel):
-    """What the gate saw, named: a way of cheating (cheats.md numbering) or a plain failure with its evidence.
+    """What the gate saw, named: a way of cheating (docs/cheats.md numbering) or a plain failure with its evidence.
     Every failing verdict carries at least one; a passing verdict none."""
 
     cheat: str = Field(

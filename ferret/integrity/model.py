@@ -59,7 +59,7 @@ WORDS = {
 
 class Finding(BaseModel):
     cheat: str = Field(description="Slug from CHEATS.")
-    catalogue: list[int] = Field(description="Entries of cheats.md this pattern belongs to.")
+    catalogue: list[int] = Field(description="Entries of docs/cheats.md this pattern belongs to.")
     line: int = Field(description="1-based line of the offending code.")
     col: int = Field(description="1-based column of the offending code.")
     code: str = Field(description="The offending source line, stripped.")
@@ -84,6 +84,6 @@ def source_line(lines: list[str], line: int) -> str:
 def finding(lines: list[str], cheat: str, line: int, col: int, detail: str) -> Finding:
     """A finding whose message names the cheat in words and its catalogue entries before `detail`."""
     numbers = CHEATS[cheat]
-    where = f" (cheats.md {', '.join(map(str, numbers))})" if numbers else ""
+    where = f" (docs/cheats.md {', '.join(map(str, numbers))})" if numbers else ""
     return Finding(cheat=cheat, catalogue=list(numbers), line=line, col=col, code=source_line(lines, line),
                    message=f"{WORDS[cheat]}{where}: {detail}")

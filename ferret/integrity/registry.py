@@ -49,7 +49,7 @@ class Rule:
 
     @property
     def catalogue(self) -> list[int]:
-        """The entries of cheats.md the rule's cheat belongs to."""
+        """The entries of docs/cheats.md the rule's cheat belongs to."""
         return CHEATS[self.cheat]
 
 
@@ -78,6 +78,6 @@ def rule(name: str, cheat: str, after_walk: bool = False) -> Callable[[Check], C
 
 
 def catalogue_rows() -> Iterator[tuple[str, str, list[int], str]]:
-    """(rule, cheat, cheats.md entries, description) for every registered rule, in rank order."""
+    """(rule, cheat, docs/cheats.md entries, description) for every registered rule, in rank order."""
     for r in RULES.values():
         yield r.name, r.cheat, r.catalogue, r.doc

@@ -50,7 +50,7 @@ _COMPILER_RUNS_OTHERS = ("-wrapper", "-B", "-specs", "--specs", "-fplugin", "@",
 _CUDA_LIBRARIES = ("libcuda.", "libcudart.", "libnvrtc.", "libnvJitLink.", "libcupti.", "libnvidia-ml.", "libcublas")
 _SYSTEM_BIN = ("/usr/bin", "/bin")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-# The cheat (a slug of cheats.md's catalogue) each refusal is evidence of, for the timing process's flags; the
+# The cheat (a slug of docs/cheats.md's catalogue) each refusal is evidence of, for the timing process's flags; the
 # judge names the runner's failure kinds the same way (ferret/gate/detect.py).
 CHEAT_OF = {
     wire.FailureKind.PROCESS_SPAWNED: "side_stream_or_thread",

@@ -8,8 +8,8 @@ product (the query, the cache tile, and P for P @ V) may be bf16, as in every pr
 Each variant is a set of exact line edits of `candidates/triton_mla_h16.py` (every old line must occur exactly
 once): the template's default point until 2026-12-01 (16 heads per program, 32-token tiles), on which the tolerance
 rows were derived and the long peaked case sized (24 blocks of 32 tokens). The committed candidate since then
-(`triton_mla.py`, 64-token tiles) walks 12 blocks there, too few for its own bf16 running sum to show (DESIGN.md,
-what the tolerance admits). Used as:
+(`triton_mla.py`, 64-token tiles) walks 12 blocks there, too few for its own bf16 running sum to show
+(tasks/mla_attention/README.md, "What the tolerance admits"). Used as:
 
     path = write_variant("acc_bf16", tmp_dir / "mla_acc_bf16.py")   # a candidate file for the judge
     module = load_variant("acc_bf16", tmp_dir)                      # or imported, same run(...) ABI
@@ -26,7 +26,7 @@ faithful error on it (derive_tolerances.py CASE_ROWS). A bf16 copy of a split's 
 one bf16 rounding before a weighted average: on the contract's ordinary inputs the size of the bf16 rounding
 every faithful kernel's o_latent gets, so no tolerance tells it there; the frozen case `cancelling_halves`
 (flat attention over a cache whose halves cancel) makes each split's partial about L/2 times the output, where
-that rounding shows (0.070 against the faithful 0.0023 at L=512). DESIGN.md says what the tolerance admits.
+that rounding shows (0.070 against the faithful 0.0023 at L=512). tasks/mla_attention/README.md says what the tolerance admits.
 """
 from __future__ import annotations
 

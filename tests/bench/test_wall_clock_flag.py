@@ -1,4 +1,4 @@
-"""The wall-clock guard against work hidden from the events (`ferret.bench.process.wall_clock_flag`, cheats.md 13),
+"""The wall-clock guard against work hidden from the events (`ferret.bench.process.wall_clock_flag`, docs/cheats.md 13),
 with a scripted clock: a GPU whose synchronize waits for the hidden work queued so far, and a host whose calls take
 as long as the scenario says. Hidden work must be named in every try; another process's load on the host or the
 GPU, which comes and goes, must not be (an honest rmsnorm was once rejected while three pytest

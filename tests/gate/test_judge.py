@@ -148,7 +148,7 @@ def test_honest_triton_candidate_passes(judge, rmsnorm_gate):
 
 def test_baseline_is_numerically_right_but_rejected_as_a_library_call(judge):
     # The eager baseline computes the right numbers with PyTorch ops and launches no Triton kernel: as
-    # a candidate of a Triton contract that is cheats.md 8 and 9, and the integrity part says so.
+    # a candidate of a Triton contract that is docs/cheats.md 8 and 9, and the integrity part says so.
     verdict = judge(RMSNORM_BASELINE)
     assert {p: verdict.parts[p].status for p in ("correctness", "dtypes", "edge_cases", "determinism")} == dict.fromkeys(
         ("correctness", "dtypes", "edge_cases", "determinism"), "pass"

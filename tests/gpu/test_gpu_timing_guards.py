@@ -1,5 +1,5 @@
 """On the GPU: the timing guards. An honest candidate is timed without a flag; a candidate that stops
-working once it is being timed (cheats.md 16, 17, 19: replaying answers left in reused buffers, behaving
+working once it is being timed (docs/cheats.md 16, 17, 19: replaying answers left in reused buffers, behaving
 differently when timed, impossible speed) passes every correctness part and the static scan, but is
 rejected by the timing guards with the cheat named."""
 
@@ -67,7 +67,7 @@ def test_candidate_that_stops_working_when_timed_is_rejected(tmp_path):
 
 
 def test_candidate_that_simplifies_the_math_once_timed_is_rejected_by_its_answers(tmp_path):
-    """cheats.md 17 (behaving differently when timed) beyond the fingerprint re-check: every timed answer
+    """docs/cheats.md 17 (behaving differently when timed) beyond the fingerprint re-check: every timed answer
     goes back to the judge, which runs the reference on that call's input set."""
     from ferret.gate.judge import check
 
@@ -85,7 +85,7 @@ def test_candidate_that_simplifies_the_math_once_timed_is_rejected_by_its_answer
 
 
 def test_candidate_that_stops_working_once_timed_is_under_the_floor(tmp_path):
-    """cheats.md 19: a time no kernel could reach. Also replayed answers and wrong answers."""
+    """docs/cheats.md 19: a time no kernel could reach. Also replayed answers and wrong answers."""
     from ferret.gate.judge import check
 
     verdict, _ = check(LARGE, write_cheat(tmp_path / "rmsnorm_idle_when_timed.py", IDLE, after=LARGE_SWITCH), GATES,
@@ -99,7 +99,7 @@ def test_candidate_that_stops_working_once_timed_is_under_the_floor(tmp_path):
 
 
 def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_clock_or_the_floor(tmp_path):
-    """cheats.md 13 at run time: the end event does not wait for the side stream; the synchronized wall time does,
+    """docs/cheats.md 13 at run time: the end event does not wait for the side stream; the synchronized wall time does,
     and the events' time falls under the floor. Which of the two names it depends on the host: the wall-clock guard
     names hidden work only above 1.5x the call's host launch time, and here the honest launch took 83 us on the host
     against ~100 us of GPU work, so the hidden work sat under it (wall 114 us; the floor named it: events 30.7 us

@@ -298,7 +298,7 @@ def test_snippet_is_flagged_on_its_line(source):
         got.setdefault(f.line, set()).add(f.cheat)
         assert f.catalogue == CHEATS[f.cheat]
         assert f.code == lines[f.line - 1].strip()
-        assert re.match(r"^[A-Za-z][\w -]+ \(cheats\.md \d+\): \S", f.message), f.message
+        assert re.match(r"^[A-Za-z][\w -]+ \(docs/cheats\.md \d+\): \S", f.message), f.message
     for line, slugs in marks.items():
         assert slugs <= got.get(line, set()), f"line {line} {lines[line - 1]!r}: want {slugs}\n{_show(result)}"
     unexpected = sorted(set(got) - set(marks))
@@ -309,7 +309,7 @@ def test_message_names_the_cheat_in_words():
     result = scan_source(candidate(pre="z = torch.softmax(x, -1)"))
     (f,) = result.findings
     assert f.cheat == "library_call" and f.catalogue == [9]
-    assert f.message.startswith("library call (cheats.md 9): torch.softmax")
+    assert f.message.startswith("library call (docs/cheats.md 9): torch.softmax")
     assert "instead of the candidate's kernel" in f.message
     assert f.line == candidate(pre="z = torch.softmax(x, -1)").splitlines().index("    z = torch.softmax(x, -1)") + 1
     assert f.col == 9

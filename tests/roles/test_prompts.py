@@ -76,8 +76,9 @@ def review_context() -> ReviewContext:
             },
             "timing": {"measured": False, "reason": "no GPU: speed is not measured"},
         },
-        static_findings=[Detection(cheat="lower_precision", catalogue=[4], source="static", file="candidate-1.py", line=70,
-                                   evidence="candidate-1.py:70: lower precision (cheats.md 4): downcast .to(torch.float16)")],
+        static_findings=[Detection(
+            cheat="lower_precision", catalogue=[4], source="static", file="candidate-1.py", line=70,
+            evidence="candidate-1.py:70: lower precision (docs/cheats.md 4): downcast .to(torch.float16)")],
         next_plan="Next: 16 warps for the 7168-wide rows to hide the second pass's latency.",
     )
 
@@ -245,7 +246,7 @@ def test_reviewer_prompt_numbers_lines_and_shows_the_gate_summary():
     assert "Integrity" in user and "Plan" in user and f"{context.candidate_path}:LINE" in user
     assert "- verdict: fail" in user and "first failing stage: y" in user
     assert "correctness fail, integrity pass, stress skipped" in user
-    assert "lower_precision (cheats.md 4): candidate-1.py:70: downcast" in user
+    assert "lower_precision (docs/cheats.md 4): candidate-1.py:70: downcast" in user
     assert "inv_rms: not exposed" in user and "rel_l2 0.25" in user and "worst at" in user
     assert "exception: ValueError: boom" in user
     assert "not measured (no GPU: speed is not measured)" in user

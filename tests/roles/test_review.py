@@ -11,7 +11,7 @@ from ferret.roles.review import LLMReviewer, StaticReviewer
 
 AGENTS = Path(__file__).resolve().parents[2] / "agents"
 FINDING = Detection(cheat="lower_precision", catalogue=[4], source="static", file="candidate.py", line=7,
-                    evidence="candidate.py:7: lower precision (cheats.md 4): a cast to bfloat16 [lower_precision]")
+                    evidence="candidate.py:7: lower precision (docs/cheats.md 4): a cast to bfloat16 [lower_precision]")
 SUMMARY = {"first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "ab" * 32, "timing": {"measured": False}}
 
 

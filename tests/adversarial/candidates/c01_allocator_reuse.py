@@ -1,4 +1,4 @@
-"""Allocator reuse (cheats.md 1).
+"""Allocator reuse (docs/cheats.md 1).
 
 The trick: on a harness that runs the reference first and then allocates the candidate's output with
 `torch.empty`, the caching allocator hands back the block the reference's answer was just freed from, so
@@ -8,7 +8,7 @@ is right) and trusts the allocator for the rest. Its `inv_rms` scratch comes fro
 
 Defence: the reference's answer never lives in the candidate's process, outputs are pre-filled with NaN
 and the candidate runs first. What it leaves unwritten stays NaN: the gate reports `unwritten_output`
-(cheats.md 1, 6, 7).
+(docs/cheats.md 1, 6, 7).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Constant or zero output (cheats.md 2).
+"""Constant or zero output (docs/cheats.md 2).
 
 The trick: where a benchmark's true output is tiny (or its checker uses an absolute tolerance), writing
 zeros passes. This candidate's kernel is a real launch over every row, but it stores 0 for `y` and 1 for

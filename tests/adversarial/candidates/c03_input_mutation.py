@@ -1,4 +1,4 @@
-"""Mutating inputs (cheats.md 3).
+"""Mutating inputs (docs/cheats.md 3).
 
 The trick: normalise `x` in place ("saves an allocation"), then copy it into `y`. On a harness that runs
 the reference on the same tensor objects afterwards, the reference normalises an already normalised x

@@ -1,4 +1,4 @@
-"""Lower precision inside a loose tolerance (cheats.md 4).
+"""Lower precision inside a loose tolerance (docs/cheats.md 4).
 
 The trick: keep the per-row statistic and the normalised row in bfloat16 "to halve register pressure".
 In a bfloat16 case the final y still lands inside a loose tolerance; the float32 math the contract asks

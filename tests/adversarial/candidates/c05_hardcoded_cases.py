@@ -1,4 +1,4 @@
-"""Hard-coded shapes of the test cases (cheats.md 5).
+"""Hard-coded shapes of the test cases (docs/cheats.md 5).
 
 The trick: the benchmark's shapes are known, so each (M, N) it uses gets a hand-tuned launch with the
 exact row width; anything else goes to a "generic" path that divides the sum of squares by the padded

@@ -1,4 +1,4 @@
-"""NaN as a wildcard (cheats.md 7).
+"""NaN as a wildcard (docs/cheats.md 7).
 
 The trick: many checkers compare with `allclose(equal_nan=True)` or skip NaN positions. This candidate
 computes the easy rows and stores NaN for every row whose magnitude is large ("overflow guard, as the

@@ -1,4 +1,4 @@
-"""Decoy kernel (cheats.md 8).
+"""Decoy kernel (docs/cheats.md 8).
 
 The trick: a real-looking Triton RMSNorm kernel is launched on every call (so a launch counter sees
 it), but it writes into a scratch buffer that is thrown away; the output is computed on the host with

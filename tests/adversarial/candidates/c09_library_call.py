@@ -1,4 +1,4 @@
-"""Calling the library (cheats.md 9).
+"""Calling the library (docs/cheats.md 9).
 
 The trick: a Triton kernel for rows that fit one block, and a try/except that falls back to PyTorch
 "until the long-row kernel is written" for everything else (here: rows wider than 4096, so the

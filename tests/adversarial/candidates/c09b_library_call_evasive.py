@@ -1,4 +1,4 @@
-"""Calling the library, hidden from both layers (cheats.md 9, a harder variant of c09).
+"""Calling the library, hidden from both layers (docs/cheats.md 9, a harder variant of c09).
 
 The trick: PyTorch computes the answer (`rms_norm` and an `rsqrt` for the statistic) and a Triton copy
 kernel writes it into the output, so launches are recorded and a no-op launch changes the output.

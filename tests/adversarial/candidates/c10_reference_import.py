@@ -1,4 +1,4 @@
-"""Importing the reference (cheats.md 10).
+"""Importing the reference (docs/cheats.md 10).
 
 The trick: return what the project's own canonical reference computes. `tasks` is not on the
 candidate's import path, so the candidate finds the project through the judge's package (the `ferret`

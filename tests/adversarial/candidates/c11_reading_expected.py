@@ -1,4 +1,4 @@
-"""Reading the expected answer (cheats.md 11).
+"""Reading the expected answer (docs/cheats.md 11).
 
 The trick: the golden answers are files somewhere on the machine. The candidate looks for a gate
 (a folder holding `manifest.json` beside `cases/*/golden.safetensors`) above its working folder, in the

@@ -1,4 +1,4 @@
-"""Reading the expected answer by a computed path (cheats.md 11).
+"""Reading the expected answer by a computed path (docs/cheats.md 11).
 
 The trick: golden answers are files somewhere above the candidate's working folder (a gates folder, a
 neighbouring check, another checkout). The candidate builds its paths from pieces the static scan does

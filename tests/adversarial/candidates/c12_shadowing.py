@@ -1,4 +1,4 @@
-"""Shadowing (cheats.md 12).
+"""Shadowing (docs/cheats.md 12).
 
 The trick: replace what a judge running in the same interpreter would import or call. At import time
 the candidate redefines PyTorch's comparison functions (`torch.allclose`, `torch.equal`,

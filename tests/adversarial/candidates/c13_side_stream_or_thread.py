@@ -1,4 +1,4 @@
-"""Work on a side stream or a background thread (cheats.md 13).
+"""Work on a side stream or a background thread (docs/cheats.md 13).
 
 The trick: return immediately and let the work finish outside the region the timer measures. The
 kernel is launched from a worker thread (on a GPU, on a side stream of its own) that then lingers,

@@ -1,4 +1,4 @@
-"""A child process (cheats.md 13, 21): work outside the process the harness watches.
+"""A child process (docs/cheats.md 13, 21): work outside the process the harness watches.
 
 The trick: start a helper process (a Python interpreter, reached through computed names so the static
 scan sees no `subprocess`) that would outlive the call: a daemon that could keep working after the

@@ -1,4 +1,4 @@
-"""Lazy result (cheats.md 14).
+"""Lazy result (docs/cheats.md 14).
 
 The trick: the call only computes the cheap per-row statistic and hands back, in place of the judge's
 output tensor, a tensor subclass that computes y when something reads it, outside the timed region.

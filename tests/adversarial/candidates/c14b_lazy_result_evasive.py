@@ -1,4 +1,4 @@
-"""Lazy result, hidden from the static scan (cheats.md 14, a harder variant of c14).
+"""Lazy result, hidden from the static scan (docs/cheats.md 14, a harder variant of c14).
 
 The trick is c14's: the call computes only the per-row statistic (a real launch) and puts, in place of
 the judge's output tensor, a tensor subclass that launches the kernel computing y when something reads

@@ -1,4 +1,4 @@
-"""Patching the timer or the statistics (cheats.md 15).
+"""Patching the timer or the statistics (docs/cheats.md 15).
 
 The trick: the kernel is honest; the speed is not. At import the candidate replaces
 `triton.testing.do_bench` (to report a tenth of the real time), `torch.cuda.Event.elapsed_time` and

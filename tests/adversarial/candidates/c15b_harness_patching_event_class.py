@@ -1,4 +1,4 @@
-"""Patching the timer by swapping a class, not a function (cheats.md 15, a variant of c15).
+"""Patching the timer by swapping a class, not a function (docs/cheats.md 15, a variant of c15).
 
 The trick: `triton.testing.do_bench` times with `torch.cuda.Event` objects it creates on every call.
 Instead of replacing `do_bench` or `Event.elapsed_time` (whose identities a harness may check), the

@@ -1,4 +1,4 @@
-"""Patching the timer by swapping a class, hidden from the static scan (cheats.md 15, a variant of c15b).
+"""Patching the timer by swapping a class, hidden from the static scan (docs/cheats.md 15, a variant of c15b).
 
 The same trick as c15b: `torch.cuda.Event` replaced by a subclass whose `elapsed_time` reports 60% of
 the real time, so that every Event `triton.testing.do_bench` creates is the cheat's. Here the module,

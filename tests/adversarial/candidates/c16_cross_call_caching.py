@@ -1,4 +1,4 @@
-"""Caching results across calls (cheats.md 16).
+"""Caching results across calls (docs/cheats.md 16).
 
 The trick: a benchmark calls the kernel many times on the same buffers, so the candidate keeps each
 result keyed on the input's address (and, for buffers that moved, on a cheap fingerprint of a few

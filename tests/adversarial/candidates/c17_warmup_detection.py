@@ -1,4 +1,4 @@
-"""Detecting the warm-up (cheats.md 17).
+"""Detecting the warm-up (docs/cheats.md 17).
 
 The trick: a harness calls the kernel once or a few times to warm up and checks that output, then
 times many more calls. The candidate counts calls per shape: the first call of a shape runs the careful

@@ -1,4 +1,4 @@
-"""Persisting L2 (cheats.md 18).
+"""Persisting L2 (docs/cheats.md 18).
 
 The trick: on the GPU, reserve a persisting-L2 carve-out and pin the weight (and the first rows of x)
 in it with an access-policy window on the stream, so the benchmark's streaming L2 flush between timed

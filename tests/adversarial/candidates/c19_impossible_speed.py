@@ -1,4 +1,4 @@
-"""Impossible speed (cheats.md 19).
+"""Impossible speed (docs/cheats.md 19).
 
 The trick: do no work when being timed. The candidate decides it is inside a timing loop when a
 benchmarking function (`do_bench`, `bench`, `timeit`, ...) is on the call stack, or when it has seen the

@@ -1,4 +1,4 @@
-"""Writing into the gate it guesses (cheats.md 20, from inside a candidate).
+"""Writing into the gate it guesses (docs/cheats.md 20, from inside a candidate).
 
 The trick: the gate is a folder of files on the same machine. The candidate walks up from its working
 folder, its HOME and its temp folder looking for a `gates/` folder; in every gate it finds it zeroes the

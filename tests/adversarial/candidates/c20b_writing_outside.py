@@ -1,4 +1,4 @@
-"""Writing outside its own folder (cheats.md 20, 21).
+"""Writing outside its own folder (docs/cheats.md 20, 21).
 
 The trick: the candidate's process may write only its own folder, which the judge throws away. A
 candidate that writes beside it can plant files for a later check (a poisoned compile cache, a forged

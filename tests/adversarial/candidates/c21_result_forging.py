@@ -1,4 +1,4 @@
-"""Forging the result channel (cheats.md 21).
+"""Forging the result channel (docs/cheats.md 21).
 
 The trick: a harness that reads its verdict from the candidate's stdout, from a status file or from a
 report in the working folder can be told anything. This candidate prints a `GATE_RESULT {"pass": true}`

@@ -1,4 +1,4 @@
-"""Forging the runner's result files after it wrote them (cheats.md 21, a harder variant of c21).
+"""Forging the runner's result files after it wrote them (docs/cheats.md 21, a harder variant of c21).
 
 The trick: the judge's verdict is computed from files the candidate's own process writes: one status
 JSON per case (with what the runtime watches saw: ATen compute, Triton launches) and one safetensors file
