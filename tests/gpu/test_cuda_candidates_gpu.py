@@ -217,7 +217,7 @@ def test_a_kernel_that_counts_its_calls_in_device_memory_is_named_by_the_scan_an
 
 # The clock cheat's gap and launch count. The gap runs from the end of a loaded copy's previous launch (its last block
 # to finish) to a block of this one. In a timing round the timer calls each of its 4 copies every 4th call, each call
-# behind an L2 flush (~75-90 us on the H200: benchmarks/results/2026-11-29-h200-timing-probe/) and a spin that tops the
+# behind an L2 flush (~75-90 us on the H200, 2026-11-29) and a spin that tops the
 # flush up to 1.5x the call's host launch time and then 0.1 ms more (`spin_before_call_ms`: ~0.1 ms for a ~40 us
 # launch), so ~0.8 ms between a copy's calls; in the wall-clock loop, 4 host launches apart (~0.15 ms); the first call
 # of a round, after the judge's wait, is ms to s apart. 2 ms separates those. The gap alone cannot spare the runner:

@@ -1,7 +1,7 @@
 """On the GPU: the clock measures the GPU's work even when the host falls behind the spin it sized from the
 host's launch time. A call whose host is slower while timed than when its launch time was measured (a Python
 hiccup, another process on the CPU) used to be timed by the host: decode cases of ~5 us read ~30 us in some
-rounds on the H200 (benchmarks/results/2026-11-30-h200-night). The clock now checks each call, drops late
+rounds on the H200 (2026-11-30; the run archive of benchmarks/results/README.md). The clock now checks each call, drops late
 ones and times the round again with a longer spin."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ kernels once over every GPU case of its contract and three odd shapes like the f
 untraced), except the kernels whose rows are a block of requests (16 rows up to 16 requests, 64 above: twice at
 most) and the attention kernel, sized by the heads (once per head block; tasks/mla_attention_paged/templates). Its
 checks on the H200 spent 23.6-26.6 s of a warm check in the runner's first calls, compiling per shape
-(benchmarks/results/2026-12-01-h200-repeat-all, call 3); the contiguous candidate's twin is
+(2026-12-01; the run archive of benchmarks/results/README.md); the contiguous candidate's twin is
 tests/tasks/mla_attention/test_compile_once_gpu.py. Run with `pytest -m gpu`."""
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from tasks.variants import import_file
 REPO = Path(__file__).resolve().parents[3]
 CONTRACT = REPO / "contracts" / "mla_attention_paged.yaml"
 TEMPLATES = REPO / "tasks" / "mla_attention_paged" / "templates"
-BENCH = REPO / "benchmarks" / "mla_template_bench.py"
 # Shapes like the fresh cases of the H200's checks (B, H, pages per request): ones, odd sizes, no multiple of 16.
 FRESH_LIKE = [{"B": 17, "H": 61, "P": 38}, {"B": 1, "H": 1, "P": 1}, {"B": 11, "H": 7, "P": 95}]
 BATCH_BLOCKED = {"_q_prepare_kernel", "_combine_unabsorb_kernel", "_trace_o_latent_kernel"}
@@ -46,7 +45,8 @@ def test_the_paged_candidate_compiles_each_kernel_once_over_every_gpu_case_and_o
         module.run(inputs, outputs, dict(contract.params))
         module.run(inputs, outputs, dict(contract.params), trace={})
     torch.cuda.synchronize()
-    bench = import_file(BENCH, "_mla_template_bench_for_paged_compiles")
+    from benchmarks import mla as bench
+
     counts = {n: len(bench.compiled_kernels(f)) for n, f in vars(module).items() if n.endswith("_kernel") and hasattr(f, "run")}
     assert len(counts) >= 7 and BATCH_BLOCKED | set(HEAD_BLOCKED) <= set(counts), counts  # fast path's 4, trace's 3
     once = set(counts) - BATCH_BLOCKED - set(HEAD_BLOCKED)

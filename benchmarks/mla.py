@@ -1,6 +1,6 @@
-"""Points of the MLA kernel template timed side by side on one GPU, each checked against the reference first.
+"""MLA decode: template points and candidates beside torch.compile, FlashMLA and the floor, outputs checked first.
 
-    PYTHONPATH=/tmp/site:$PWD python benchmarks/mla_template_bench.py --out DIR [--budget-s 240]
+    python -m benchmarks mla --out DIR [--budget-s 240]
         [--point head_block=64,num_warps=8 ...] [--shapes h128_b64_l4096 tp8_b32_l8192 ...] [--no-peers]
         [--candidate FILE ...]
         [--cpu | --static-sm90 HEADS]
@@ -61,15 +61,15 @@ NARROW = {**WIDE, "token_block": 16, "value_split": 2, "num_stages": 3}
 # head_pad=64 was the best (153). The points first in the list add the new axes to them: side_kernels=streamed (kernels
 # 2 and 4 restructured: the default's merge + un-absorption took 31-86 us, its q_prepare 10-28 us) and
 # small_token_block=16 (16-token tiles when a program has fewer than 16 tiles of 64, as at B=8). Measured next
-# (benchmarks/results/2026-11-30-h200-night, call 5): neither helped at B=8 (streamed 2.1x slower for the default,
+# (H200, 2026-11-30; run archive: benchmarks/results/README.md): neither helped at B=8 (streamed 2.1x slower for the default,
 # small tiles 1.8x slower for LARGE). few_tiles=default_point runs kernel 3 as the default sizes it where LARGE's
 # programs would walk few tiles (B=8, B=1), LARGE elsewhere: the list now starts with it, then LARGE itself.
 LARGE = {**WIDE, "token_block": 64}
 # The space's default until 2026-12-01, when the template search on the H200 made LARGE the default
-# (benchmarks/results/2026-12-01-h200-session3, call 3). Every point of GPU_POINTS from its fourth is written over it.
+# (2026-12-01; the run archive of benchmarks/results/README.md). Every point of GPU_POINTS from its fourth is written over it.
 PREVIOUS_DEFAULT = {"head_block": 16, "token_block": 32, "num_warps": 4, "num_stages": 2, "min_tokens_per_split": 256,
                     "programs_per_sm": 2, "split_policy": "programs"}
-# The structural axes before the template search of 2026-12-02 (benchmarks/results/2026-12-02-h200-session12, call 2)
+# The structural axes before the template search of 2026-12-02 (H200; the run archive of benchmarks/results/README.md)
 # made balanced runs, the streamed merge and TMA descriptors the default: every point but the first is written over
 # them, so each is the kernel it was when measured.
 PER_REQUEST = {"split_chunk": "per_request", "side_kernels": "batch_blocks", "kv_loads": "pointers"}
@@ -221,7 +221,7 @@ def time_us(fn, clock, host_ms: float | None) -> float:
     GPU's work; calls whose launches were not all queued before their start event ran (late) are dropped, and the
     round is the median of the rest. do_bench, used here before, timed the host's Python launches at small batch: the
     committed candidate's step read 394 us at 128 heads, B=1, and torch.compile's 242, where the gate timed 42.4 and
-    49.5 (H100, benchmarks/results/2026-12-06-session35, call 3, against session 34's call 3). Under the interpreter
+    49.5 (H100: benchmarks/results/2026-12-06-h100-mla-flashmla-peer.md). Under the interpreter
     (clock None) one wall-clock call: a rehearsal, not a speed."""
     if clock is None:
         start = time.perf_counter()
@@ -711,7 +711,7 @@ def best_lines(rows: list[dict]) -> str:
 
 # ------------------------------------------------------------------------------------------ main
 def parse_args(argv: list[str] | None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks mla", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the JSONL, the table and the rendered points")
     parser.add_argument("--budget-s", type=float, default=240.0, help="no new (shape, point) is started after this")
     parser.add_argument("--point", action="append", default=None, type=parse_point,

@@ -1,7 +1,8 @@
-"""What the offline optimizer's search costs before any candidate is judged: making it over a template space and its
-first proposals, in wall seconds and the process's peak resident memory. CPU only.
+"""The template search's set-up cost: making it over a space and its first proposals (seconds, peak memory). CPU.
 
-    python benchmarks/search_setup_cost.py --out FILE.jsonl [--repos DIR ...] [--templates tasks/mla_attention/templates]
+    python -m benchmarks search-setup --out FILE.jsonl [--repos DIR ...] [--templates tasks/mla_attention/templates]
+
+What the offline optimizer's search costs before any candidate is judged.
 
 Each repo (a checkout of this project; default: this one) is measured in its own fresh process, one after the other,
 so two versions of the search are compared side by side in one run: `git worktree add /tmp/before <rev>` gives the
@@ -77,7 +78,8 @@ def machine() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks search-setup", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repos", type=Path, nargs="+", default=[REPO])
     parser.add_argument("--templates", default="tasks/mla_attention/templates")

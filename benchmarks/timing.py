@@ -1,10 +1,11 @@
-"""Are the judge's timings repeatable, and how long does a check take? The same honest candidate judged by
-`ferret check` several times, each check its own process (and so its own timing processes), on every speed
-case of every contract.
+"""The gate's timing of each op's honest candidate, check after check: speedups, repeatability, check time.
 
-    python benchmarks/timing_repeatability.py run [--ops mla_attention rmsnorm softmax rope] [--checks 3]
-        [--gates-dir DIR] [--out DIR] [--budget-s 540]          # on the GPU machine
-    python benchmarks/timing_repeatability.py table checks.jsonl   # anywhere: the tables from what came back
+The same honest candidate judged by `ferret check` several times, each check its own process (and so its own
+timing processes), on every speed case of every contract.
+
+    python -m benchmarks timing run [--ops mla_attention rmsnorm softmax rope] [--checks 3]
+        [--gates-dir DIR] --out DIR [--budget-s 540] [--cpu]    # on a GPU machine (--cpu: a rehearsal)
+    python -m benchmarks timing table checks.jsonl              # anywhere: the tables from what came back
 
 `run` judges each op's committed honest candidate (benchmarks/honest_candidates.py): first with the gate
 not built yet when the gates folder has none (the cold check: the test-writer builds the gate), then
@@ -14,7 +15,7 @@ measured. A check that would not end inside `--budget-s` (estimated from the las
 is not started.
 
 `table` prints, for every op and speed case, the candidate's, the eager baseline's and torch.compile's
-median of each check and the speedups, with the largest disagreement between checks against the issue's
+median of each check and the speedups, with the largest disagreement between checks against a
 limit (5%, or 0.5 us, whichever is larger), whether any check marked the case unstable, and the fraction of
 the roofline floor; then each check's wall time and where it went (`Verdict.phases`, and the timing
 processes' setup, rounds and post). GPU for `run`; not a test.
@@ -33,23 +34,23 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from benchmarks.honest_candidates import CANDIDATES
 
-from honest_candidates import CANDIDATES  # noqa: E402 - beside this script, on sys.path when run as a file
+REPO = Path(__file__).resolve().parents[1]
 
 LIMIT_FRACTION, LIMIT_MS = 0.05, 0.0005
 # A cold check's length before any was seen (H200: MLA 134 s on 2026-11-30, paged MLA 114 s on 2026-12-01).
 FIRST_GUESS_S = {"mla_attention": 150.0, "mla_attention_paged": 200.0}
 
 
-def one_check(op: str, gates_dir: Path, timeout_s: float) -> dict:
+def one_check(op: str, gates_dir: Path, timeout_s: float, cpu: bool = False) -> dict:
     """`ferret check` of the op's honest candidate in a process of its own; its verdict, how long it took, and when
     its first and last progress lines came (`outside_clock`: the seconds before ferret's progress clock started, the
     interpreter and its imports, and after its last line, the process's exit)."""
     verdict_file = Path(f"/tmp/ferret-verdict-{op}-{time.time_ns()}.json")
     command = [sys.executable, "-m", "ferret.cli.main", "check", str(REPO / "contracts" / f"{op}.yaml"),
-               str(REPO / CANDIDATES[op]), "--gates-dir", str(gates_dir), "--verdict-out", str(verdict_file), "--json"]
+               str(REPO / CANDIDATES[op]), "--gates-dir", str(gates_dir), "--verdict-out", str(verdict_file), "--json",
+               *(["--profile", "cpu"] if cpu else [])]
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO)
     timer = threading.Timer(timeout_s, process.kill)
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": device,
             "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]},
-            "command": "python benchmarks/timing_repeatability.py " + " ".join(sys.argv[1:])}
+            "command": "python -m benchmarks timing run " + " ".join(args.argv)}
     with log.open("a") as out:
         out.write(json.dumps({"meta": meta}) + "\n")
     began = time.monotonic()
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{op}: check {index} not started ({left:.0f} s left, a check takes ~{estimate:.0f} s)", flush=True)
                 break
             gates_before = set(args.gates_dir.glob("*")) if args.gates_dir.exists() else set()
-            record = one_check(op, args.gates_dir, timeout_s=left)
+            record = one_check(op, args.gates_dir, timeout_s=left, cpu=args.cpu)
             cold = bool(set(args.gates_dir.glob("*")) - gates_before)  # the check built this op's gate
             record.update(index=index, cold=cold)
             warm, index = warm + (not cold), index + 1
@@ -218,7 +219,7 @@ def duration_table(records: list[dict]) -> str:
         verdict = r["verdict"] or {}
         phases = ", ".join(f"{p['name']} {p['seconds']:.1f}" for p in verdict.get("phases", []) if p["seconds"] >= 1.0)
         process = verdict.get("timing", {}).get("process_seconds", {})
-        outside = r.get("outside_clock")  # not recorded before 2026-12-02's session 9
+        outside = r.get("outside_clock")  # absent from logs written before 2026-12-02
         outside_text = f"{outside['before_clock_s']:.1f}, {outside['after_last_line_s']:.1f}" if outside else ""
         lines.append(f"| {r['op']} | {r['index']} | {'cold' if r['cold'] else 'warm'} | {r['exit']} | "
                      f"{verdict.get('passed')} | {r['seconds']} | {outside_text} | {phases} | "
@@ -259,7 +260,7 @@ def table(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks timing", description=__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
     run_parser = verbs.add_parser("run", help="judge each op's honest candidate repeatedly (GPU)")
     run_parser.add_argument("--ops", nargs="+", default=list(CANDIDATES))
@@ -267,9 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--gates-dir", type=Path, default=REPO / "gates")
     run_parser.add_argument("--out", type=Path, required=True)
     run_parser.add_argument("--budget-s", type=float, default=540.0)
+    run_parser.add_argument("--cpu", action="store_true",
+                            help="rehearsal: each check on the CPU profile (the interpreter; judged, not timed)")
     table_parser = verbs.add_parser("table", help="the tables from a checks.jsonl")
     table_parser.add_argument("log", type=Path)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)[1:]
     return run(args) if args.verb == "run" else table(args)
 
 

@@ -1,8 +1,10 @@
-"""Evidence for issue 12, section 3: N independent checks of every precision variant of MLA (or, with --op,
-of rmsnorm, softmax or rope: tasks/<op>/precision_variants.py).
+"""Evidence behind the tolerances: N independent checks of every precision variant of an op, judged. CPU.
 
-    python benchmarks/mla_tolerance_checks.py --checks 20 --mode math --out benchmarks/results/DATE-cpu-tolerances
-    python benchmarks/mla_tolerance_checks.py --checks 2 --mode full --jobs 2 --out ...
+Checks the honest candidate of MLA (or, with --op, of rmsnorm, softmax or rope: tasks/<op>/precision_variants.py),
+its faithful variants and its cuts against the contract's tolerance table:
+
+    python -m benchmarks tolerances --checks 20 --mode math --out DIR
+    python -m benchmarks tolerances --checks 2 --mode full --jobs 2 --out DIR
 
 Candidates: the honest Triton candidate, its faithful variants and its cuts
 (`tasks/mla_attention/precision_variants.py`). Two modes:
@@ -150,8 +152,8 @@ def _table(records: list[dict], kinds: dict[str, str], checks: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="N independent checks of every MLA precision variant")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks tolerances", description=__doc__.splitlines()[0])
     parser.add_argument("--checks", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True)
@@ -159,7 +161,7 @@ def main() -> None:
     parser.add_argument("--candidates", default=None, help="default: honest and every variant of the op")
     parser.add_argument("--op", default="mla_attention", choices=["mla_attention", "rmsnorm", "softmax", "rope"])
     parser.add_argument("--mode", choices=["math", "full"], default="math")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     global OP
     OP = args.op
     args.candidates = args.candidates or ",".join(["honest", *_op_variants().VARIANTS])
@@ -191,12 +193,13 @@ def main() -> None:
     summary = (
         f"Started {started}, finished {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}; "
         f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"command: python benchmarks/mla_tolerance_checks.py --op {OP} --checks {args.checks} --mode {args.mode} "
+        f"command: python -m benchmarks tolerances --op {OP} --checks {args.checks} --mode {args.mode} "
         f"--jobs {args.jobs} --candidates {args.candidates} --out <out>\n\n"
     )
     (out / "table.md").write_text(summary + _table(records, kinds, args.checks))
     print(summary + _table(records, kinds, args.checks))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

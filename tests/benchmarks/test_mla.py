@@ -1,11 +1,11 @@
-"""benchmarks/mla_template_bench.py's helpers that only a GPU would reach: reading the compiled attention
-kernel's facts out of Triton's caches (layout of Triton 3.x: per device a tuple whose first dicts map keys to
-compiled kernels), the point syntax, and the table with skipped and failed rows. The whole script runs on the
-CPU with --cpu (see its docstring); that takes a minute, so it is not repeated here."""
+"""The MLA benchmark (`python -m benchmarks mla`, benchmarks/mla.py): its CPU rehearsal end to end (every output
+checked before it is timed, torch.compile and FlashMLA beside the template's point, the floor), and the helpers that
+only a GPU would reach: reading the compiled attention kernel's facts out of Triton's caches (layout of Triton 3.x: per
+device a tuple whose first dicts map keys to compiled kernels), the point syntax, the table with skipped and failed
+rows, and the rounds timed by the gate's clock."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -16,15 +16,40 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
+
+
+DRIVER = [sys.executable, "-m", "benchmarks", "mla"]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("mla_template_bench", REPO / "benchmarks" / "mla_template_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import mla
+
+    return mla
+
+
+def _driver(args: list[str], env: dict, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run([*DRIVER, *args], capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)},
+                          cwd=REPO, timeout=timeout, check=False)
+
+
+def test_the_cpu_rehearsal_checks_then_times_the_point_beside_its_peers(tmp_path):
+    """--cpu: the default point at a tiny shape under the interpreter: its o_heads checked against the float64
+    reference, then timed beside torch.compile of the baseline; FlashMLA's row is there, skipped with the reason
+    where its package does not import; every timed row carries the floor and the fraction of it."""
+    done = _driver(["--cpu", "--out", str(tmp_path), "--shapes", "h16_b2_l64", "--point", "", "--rounds", "1"],
+                   dict(os.environ), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {row["impl"]: row for row in map(json.loads, (tmp_path / "mla-template-bench.jsonl").read_text().splitlines())}
+    compiled, flash = rows.pop("torch.compile(baseline)"), rows.pop("FlashMLA core (attention only)")
+    ((approach, point),) = rows.items()
+    assert approach.startswith("heads<=64,tokens=64") and point["file"] == "point_00.py"
+    for row in (point, compiled):
+        assert row["ok"] is True and row["why"] is None and row["us"] > 0
+        assert row["floor_us"] > 0 and row["fraction_of_floor"] == pytest.approx(row["floor_us"] / row["us"])
+    assert flash.get("skipped") or flash.get("flash_mla_core_us", 0) > 0, flash
+    assert "| h16_b2_l64 | torch.compile(baseline) |" in (tmp_path / "mla-template-bench.md").read_text()
 
 
 def _kernel(ptx: str, regs: int, spills: int):
@@ -86,12 +111,10 @@ def test_static_sm90_compiles_points_without_a_gpu(tmp_path):
     tensor copies, the default before 2026-12-01 (16 heads, 4 warps) mma.sync with its loads pipelined (cp.async:
     the divisibility hints of a real launch are given)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "mla_template_bench.py"), "--static-sm90", "128", "--out", str(tmp_path),
+    done = _driver(
+        ["--static-sm90", "128", "--out", str(tmp_path),
          "--point", "head_block=16,token_block=32,num_warps=4,programs_per_sm=2,split_policy=programs,split_chunk=per_request,"
-         "side_kernels=batch_blocks,kv_loads=pointers", "--point", ""],
-        capture_output=True, text=True, env=env, timeout=600, check=False)
+         "side_kernels=batch_blocks,kv_loads=pointers", "--point", ""], env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     previous, default = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
     assert previous.get("wgmma") is False and default.get("wgmma") is True, (previous, default)
@@ -106,11 +129,8 @@ def test_static_sm90_compiles_the_paged_attention_kernel_of_the_paged_template(t
     """--templates names the paged space: its default point's attention kernel (the block table's lookups inside)
     builds Hopper's wgmma too, at the same block sizes."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "mla_template_bench.py"), "--static-sm90", "128", "--out", str(tmp_path),
-         "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates"), "--point", ""],
-        capture_output=True, text=True, env=env, timeout=600, check=False)
+    done = _driver(["--static-sm90", "128", "--out", str(tmp_path),
+                    "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates"), "--point", ""], env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
     assert row.get("wgmma") is True and (row["BLOCK_H"], row["BLOCK_N"]) == (64, 64), row
@@ -118,10 +138,8 @@ def test_static_sm90_compiles_the_paged_attention_kernel_of_the_paged_template(t
 
 
 def test_the_timed_bench_refuses_another_templates_folder(tmp_path):
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "mla_template_bench.py"), "--cpu", "--out", str(tmp_path),
-         "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates")],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120, check=False)
+    done = _driver(["--cpu", "--out", str(tmp_path), "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates")],
+                   dict(os.environ), timeout=120)
     assert done.returncode != 0 and "--templates: only with --static-sm90" in done.stderr
 
 
@@ -190,49 +208,3 @@ def test_candidate_files_are_timed_beside_the_points_by_their_file_name(bench, t
     assert bench.candidate_points(args.candidate) == [("file triton_mla_before.py", before.resolve())]
     with pytest.raises(SystemExit, match="no such file: .*missing.py"):
         bench.candidate_points([tmp_path / "missing.py"])
-
-
-def _profiler_driver():
-    spec = importlib.util.spec_from_file_location("mla_ncu", REPO / "benchmarks" / "mla_ncu.py")
-    ncu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ncu)
-    return ncu
-
-
-def test_the_profiler_driver_takes_the_benchs_points_and_candidate_files(bench, tmp_path):
-    ncu = _profiler_driver()
-    args = ncu.parse_args(["--shapes", "full_h128_b64_l4096", "--point", "head_block=16,num_warps=4",
-                           "--candidate", str(tmp_path / "before.py")], bench)
-    assert args.shapes == ["full_h128_b64_l4096"]
-    assert args.point == [{"head_block": 16, "num_warps": 4}]
-    assert not args.absorb_bmm
-    assert ncu.parse_args(["--shapes", "full_h128_b64_l4096", "--absorb-bmm"], bench).absorb_bmm
-    with pytest.raises(SystemExit, match="no such file"):
-        bench.candidate_points(args.candidate)
-
-
-def test_the_profilers_bmm_is_the_references_absorption(bench):
-    """--absorb-bmm's product, per head, is the reference's q_absorbed stage (W_UK_h: the first 128 rows of each
-    head's kv_b_proj block) within bf16's rounding of each value plus a float32 sum's error bound (n terms, n * eps32
-    times the sum of the terms' magnitudes: any order of the library's float32 sums), on the contract's CPU `typical`
-    inputs."""
-    import torch
-
-    from ferret.contract.load import load_contract
-    from ferret.gate.inputs import draw_inputs
-    from tasks.mla_attention import reference as ref
-
-    contract = load_contract(REPO / "contracts" / "mla_attention.yaml")
-    case = next(c for c in contract.cases_for("cpu") if c.name == "typical")
-    inputs = draw_inputs(contract, case, "bfloat16")
-    ncu = _profiler_driver()
-    product = ncu.absorb_bmm(inputs)
-    rel_l2 = ncu.absorb_error(inputs, product)
-    expected = ref.reference(inputs, dict(contract.params))["q_absorbed"].transpose(0, 1)
-    assert product.shape == expected.shape and product.dtype == torch.bfloat16
-    q_nope = inputs["q_nope"].double().transpose(0, 1)
-    magnitudes = torch.bmm(q_nope.abs(), ncu._w_uk(inputs).double().abs())  # sum over k of |q_k * w_k|
-    summing = q_nope.shape[-1] * torch.finfo(torch.float32).eps * magnitudes
-    bound = torch.finfo(torch.bfloat16).eps * expected.abs() + summing
-    assert bool(((product.double() - expected).abs() <= bound).all())
-    assert 0 < rel_l2 < 2 * torch.finfo(torch.bfloat16).eps
