@@ -2,7 +2,7 @@
 simplifications fail there too. Run on a CUDA machine with `python -m pytest -m gpu tests/gpu`.
 
 The honest checks time the candidate as every GPU verdict does; nothing here asserts on speed:
-benchmarks/gate_speed.py --from-reports collects those timings into a dated result.
+`python -m benchmarks timing` tables them (benchmarks/README.md).
 """
 
 from __future__ import annotations

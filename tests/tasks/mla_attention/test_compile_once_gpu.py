@@ -21,7 +21,6 @@ from ferret.roles.offline import TemplateSearchOptimizer
 
 REPO = Path(__file__).resolve().parents[3]
 CONTRACT = REPO / "contracts" / "mla_attention.yaml"
-BENCH = REPO / "benchmarks" / "mla_template_bench.py"
 
 
 def _load(path: Path, name: str):
@@ -34,7 +33,8 @@ def _load(path: Path, name: str):
 
 def _compilations(module) -> dict[str, int]:
     """Compiled kernels of each @triton.jit kernel of `module` (the bench's reading of Triton's caches)."""
-    bench = _load(BENCH, "_mla_template_bench_for_compiles")
+    from benchmarks import mla as bench
+
     kernels = {n: f for n, f in vars(module).items() if n.endswith("_kernel") and hasattr(f, "run")}
     return {name: len(bench.compiled_kernels(fn)) for name, fn in kernels.items()}
 

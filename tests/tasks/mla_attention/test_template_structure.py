@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[3]
 TEMPLATES = REPO / "tasks" / "mla_attention" / "templates"
 CONTRACT = REPO / "contracts" / "mla_attention.yaml"
 PARAMS = ref.DEEPSEEK_V3_PARAMS
-# Head blocks of 64 with 8 warps: the wgmma structure benchmarks/mla_template_bench.py times on the GPU.
+# Head blocks of 64 with 8 warps: the wgmma structure `python -m benchmarks mla` times on the GPU.
 WIDE = {"head_block": 64, "num_warps": 8, "programs_per_sm": 1, "split_policy": "waves"}
 NEW_AXES = {"head_pad": 64, "value_split": 2, "split_policy": "waves", "batch_block": 16}
 # The fastest point measured at large batch, with 16-token tiles where programs have few tiles of 64.

@@ -21,7 +21,6 @@ from tasks.variants import import_file
 REPO = Path(__file__).resolve().parents[3]
 CONTRACT = REPO / "contracts" / "mla_attention_paged.yaml"
 TEMPLATES = REPO / "tasks" / "mla_attention_paged" / "templates"
-BENCH = REPO / "benchmarks" / "mla_template_bench.py"
 # Shapes like the fresh cases of the H200's checks (B, H, pages per request): ones, odd sizes, no multiple of 16.
 FRESH_LIKE = [{"B": 17, "H": 61, "P": 38}, {"B": 1, "H": 1, "P": 1}, {"B": 11, "H": 7, "P": 95}]
 BATCH_BLOCKED = {"_q_prepare_kernel", "_combine_unabsorb_kernel", "_trace_o_latent_kernel"}
@@ -46,7 +45,8 @@ def test_the_paged_candidate_compiles_each_kernel_once_over_every_gpu_case_and_o
         module.run(inputs, outputs, dict(contract.params))
         module.run(inputs, outputs, dict(contract.params), trace={})
     torch.cuda.synchronize()
-    bench = import_file(BENCH, "_mla_template_bench_for_paged_compiles")
+    from benchmarks import mla as bench
+
     counts = {n: len(bench.compiled_kernels(f)) for n, f in vars(module).items() if n.endswith("_kernel") and hasattr(f, "run")}
     assert len(counts) >= 7 and BATCH_BLOCKED | set(HEAD_BLOCKED) <= set(counts), counts  # fast path's 4, trace's 3
     once = set(counts) - BATCH_BLOCKED - set(HEAD_BLOCKED)
