@@ -301,7 +301,8 @@ class ToleranceChange:
 
 
 def _shown(value: float | None) -> str:
-    return "none" if value is None else f"{value:.6g}"
+    """The value as the table file holds it (the shortest repr: a cosine bound differs in its 7th digit)."""
+    return "none" if value is None else repr(float(value))
 
 
 def tolerance_changes(old: ToleranceTable, new: ToleranceTable) -> list[ToleranceChange]:
