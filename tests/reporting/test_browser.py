@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ def browser():
         browser.close()
 
 
-def _visible_text(browser, page_file: Path) -> tuple[str, list[str], object]:
+def _visible_text(browser, page_file: Path) -> tuple[str, list[str], Any]:
     """(the body's rendered text, every request the page made, the page) for the page at `page_file`."""
     page_url = page_file.as_uri()
     requests: list[str] = []
