@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set-up shared by the README's commands: a virtual environment in .venv with Ferret and its tools.
 # Idempotent: a second run only checks. Source it (`. scripts/setup.sh`) to get the venv activated.
+# Needs no root and installs nothing outside the venv. The browser the report's browser test drives is
+# separate and opt-in (scripts/install_browser.sh); without it that test skips.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${FERRET_VENV:-$repo/.venv}"
@@ -18,12 +20,5 @@ if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
   fi
   "$venv/bin/python" -m pip install -q -e "$repo[dev,cuda]" >&2
   touch "$stamp"
-fi
-# The report's browser test (tests/reporting/test_browser.py) renders in the OS's Chromium; on a fresh
-# Debian machine (CI, as root) it is installed here, once.
-if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "setup: installing chromium (apt-get)" >&2
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 export PATH="$venv/bin:$PATH"

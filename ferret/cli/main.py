@@ -483,14 +483,18 @@ def calibrate_command(
         [], "--candidate", exists=True, dir_okay=False, help="Honest candidates whose false-rejection rate is measured."
     ),
     profile: Profile = _profile_option(Profile.cpu),
+    force: bool = typer.Option(False, "--force", help="Write the table even where it loosens a bound of the existing file."),
 ) -> None:
-    """Derive the contract's tolerance table from the error of an honest implementation against float64."""
+    """Derive the contract's tolerance table from the error of an honest implementation against float64.
+
+    Over an existing table file, each changed bound is listed (old -> new); a table that loosens any bound
+    is refused (exit 2, nothing written) unless --force."""
 
     def action():
         from ferret.gate.calibrate import calibrate
 
         path = calibrate(contract, seeds=seeds, margin=margin, check_seeds=check_seeds, candidates=candidates,
-                         profile=_profile(profile), progress=_reporter())
+                         profile=_profile(profile), progress=_reporter(), force=force)
         typer.echo(str(path))
 
     _guarded(action)

@@ -301,7 +301,8 @@ class Dispatcher:
         continue that run after its last recorded round. A run folder that is not one, or whose contract or
         profile is not this dispatcher's, is a UsageError raised before anything is written.
 
-        On SIGINT or SIGTERM (from the main thread, with the default handlers) every process the run started
+        On SIGINT or SIGTERM (from the main thread, unless the caller installed its own handlers; an ignored
+        disposition, as a script's background job inherits, counts as the default) every process the run started
         is stopped and the log is saved as `incomplete`, with the command that resumes it."""
         with stop_on_signals():
             return self._run(resume)

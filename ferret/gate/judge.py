@@ -413,7 +413,8 @@ def check(
     final acceptance check runs everything. `progress` is a reporter, a function of one line, or None (lines
     go to the `ferret` logger). The whole check after the gate is found has the contract's deadline
     (`budgets.check_timeout_s`). On SIGINT or SIGTERM (when called from the main thread with the default
-    handlers) every process it started is killed and its folders removed before `Interrupted` is raised.
+    dispositions, or ignored ones as a script's background job inherits) every process it started is killed and
+    its folders removed before `Interrupted` is raised.
 
     Raises ContractError for a bad contract, UsageError for a profile this machine cannot run, and
     GateTampered for a gate whose lock does not hold.

@@ -29,20 +29,22 @@ def append_verdict(gate_dir: Path, verdict: Verdict) -> Path:
     return path
 
 
-def read_report(gate_dir: Path) -> Report:
-    """The index (schema 2), whatever schema the file on disk has."""
-    return _read_any(gate_dir)[0]
+def read_report(gate_dir: str | os.PathLike[str]) -> Report:
+    """The index (schema 2), whatever schema the file on disk has, of the gate folder `gate_dir` (gates/<hash>)."""
+    return _read_any(Path(gate_dir))[0]
 
 
-def read_verdict(gate_dir: Path, summary: ReportEntry) -> Verdict:
+def read_verdict(gate_dir: str | os.PathLike[str], summary: ReportEntry) -> Verdict:
     """The whole verdict behind one entry of the index."""
+    gate_dir = Path(gate_dir)
     if summary.file is None:
         return _read_any(gate_dir)[1][summary.index]
     return Verdict.model_validate_json((gate_dir / summary.file).read_text())
 
 
-def read_verdicts(gate_dir: Path) -> list[Verdict]:
+def read_verdicts(gate_dir: str | os.PathLike[str]) -> list[Verdict]:
     """Every verdict in the index, whole, oldest first."""
+    gate_dir = Path(gate_dir)
     report, inline = _read_any(gate_dir)
     if inline:
         return inline

@@ -11,6 +11,11 @@ the candidate's own children). Nothing may outlive a stopped check:
 * every child is also asked by the kernel to die with its parent (PR_SET_PDEATHSIG), for the one case
   no handler sees: the judge itself killed with SIGKILL.
 
+However the judge was started, the same holds. A shell without job control starts a background job
+(`cmd &` in a script) with SIGINT ignored, and an ignored disposition, unlike a handler, survives exec: so
+`stop_on_signals` takes over an ignored SIGINT or SIGTERM too, and every child starts with SIGINT and
+SIGTERM at the system's default, not ignored because the judge's were.
+
 Standard library only: the candidate's process imports this package.
 """
 
@@ -31,16 +36,28 @@ _PR_SET_PDEATHSIG = 1
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def _prepare_child() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Die with the parent, and start with the stop signals at their default disposition (an ignored one
+    would be inherited through exec). Through libc: Python's `signal.signal` works only in the main
+    thread, and a child may be started from another."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    try:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except AttributeError:
         pass  # not Linux: the signal handlers still stop the children
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+    for signum in _STOP_SIGNALS:
+        libc.signal(signum, None)  # NULL is SIG_DFL
 
 
 def start_group(args: list[str], **popen: Any) -> subprocess.Popen:
-    """`subprocess.Popen(args)` in a new session (its own process group) that dies with this process."""
-    return subprocess.Popen(args, start_new_session=True, preexec_fn=_die_with_parent, **popen)
+    """`subprocess.Popen(args)` in a new session (its own process group) that dies with this process, with
+    SIGINT and SIGTERM at their default disposition whatever this process inherited."""
+    return subprocess.Popen(args, start_new_session=True, preexec_fn=_prepare_child, **popen)
 
 
 def kill_group(process: subprocess.Popen, grace_s: float = 0.0) -> None:
@@ -112,15 +129,17 @@ def _raise_interrupted(signum: int, _frame: object) -> None:
 def stop_on_signals() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise `Interrupted` (with the signal) in the main thread.
 
-    Handlers the caller installed itself are left alone; outside the main thread nothing is installed
-    (Python allows handlers only there). The previous handlers come back afterwards."""
+    Where the disposition is the default or ignored (SIG_IGN, as a shell without job control starts a
+    background job), the block's handler is installed: a signal sent to the process stops it however it was
+    started. Python handlers the caller installed itself are left alone; outside the main thread nothing is
+    installed (Python allows handlers only there). The previous dispositions come back afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {}
     for signum in _STOP_SIGNALS:
         current = signal.getsignal(signum)
-        if current in (signal.SIG_DFL, signal.default_int_handler, _raise_interrupted):
+        if current in (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, _raise_interrupted):
             previous[signum] = current
             signal.signal(signum, _raise_interrupted)
     try:

@@ -75,17 +75,18 @@ def new_op(op: str, root: Path, force: bool = False, calibrate_tolerances: bool 
     tolerances = None
     if calibrate_tolerances:
         progress(f"deriving {op}'s tolerances from its honest implementations (ferret calibrate, CPU profile)")
-        tolerances = _calibrate_in_the_project(root, contract, honest)
+        tolerances = _calibrate_in_the_project(root, contract, honest, force)
         written.append(tolerances)
     return NewOp(files=written, contract=contract, honest=honest, wrong=root / "tasks" / op / "candidates" / f"wrong_{op}.py",
                  tolerances=tolerances)
 
 
-def _calibrate_in_the_project(root: Path, contract: Path, honest: Path) -> Path:
+def _calibrate_in_the_project(root: Path, contract: Path, honest: Path, force: bool) -> Path:
     """`ferret calibrate` in a fresh interpreter whose working folder is the project's root: the project's
-    `tasks` package is imported there, never one the calling process already imported (Ferret's own)."""
+    `tasks` package is imported there, never one the calling process already imported (Ferret's own). With
+    `force` (ferret new --force) the example's table is rewritten even where it loosens the one there."""
     command = [sys.executable, "-m", "ferret.cli.main", "calibrate", str(contract.resolve()), "--seeds", "4",
-               "--check-seeds", "2", "--candidate", str(honest.resolve())]
+               "--check-seeds", "2", "--candidate", str(honest.resolve()), *(["--force"] if force else [])]
     env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if done.returncode != 0:

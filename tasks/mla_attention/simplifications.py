@@ -3,9 +3,15 @@ candidate's source, each with the first stage at which it must diverge from the 
 
     path = write_variant("theta", tmp_dir / "mla_theta.py")   # a candidate file for the judge
     module = load_variant("theta", tmp_dir)                   # or imported, same run(...) ABI
+
+From the shell (scripts/demo.sh's negative control):
+
+    python -m tasks.mla_attention.simplifications scale OUT.py         # writes the variant, prints OUT.py
+    python -m tasks.mla_attention.simplifications --expected-stage scale   # prints "scores"
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -54,3 +60,23 @@ variant_source, write_variant, load_variant = _FILES.source, _FILES.write, _FILE
 CUDA_CANDIDATE_PATH = CANDIDATE_PATH.with_name("cuda_mla.py")
 _CUDA_FILES = VariantFiles(lambda name: [SIMPLIFICATIONS[name][:2]], "_mla_cuda_simplified", CUDA_CANDIDATE_PATH)
 cuda_variant_source, write_cuda_variant = _CUDA_FILES.source, _CUDA_FILES.write
+
+
+def main(argv: list[str]) -> int:
+    """`NAME OUT.py`: write simplification NAME of the Triton candidate to OUT.py and print the path;
+    `--expected-stage NAME`: print the first stage at which NAME must diverge. Exit 2 on a bad usage."""
+    names = ",".join(sorted(SIMPLIFICATIONS))
+    usage = (f"usage: python -m tasks.mla_attention.simplifications {{{names}}} OUT.py\n"
+             f"       python -m tasks.mla_attention.simplifications --expected-stage {{{names}}}")
+    if len(argv) == 2 and argv[0] == "--expected-stage" and argv[1] in SIMPLIFICATIONS:
+        print(SIMPLIFICATIONS[argv[1]].expected_first_stage)
+        return 0
+    if len(argv) == 2 and argv[0] in SIMPLIFICATIONS:
+        print(write_variant(argv[0], argv[1]))
+        return 0
+    print(usage, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

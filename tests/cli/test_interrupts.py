@@ -4,6 +4,7 @@ the gate and its report are left intact."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -86,7 +87,16 @@ def _stop_when_running(process: subprocess.Popen, marker: str, tmp_path: Path, s
     pids = _pids(marker, tmp_path)
     assert pids, process.communicate()[1][-3000:]
     process.send_signal(signum)
-    out, err = process.communicate(timeout=60)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # The signal did not stop it: nothing it started may outlive the test, whatever it failed on.
+        process.kill()
+        process.communicate()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"{signal.Signals(signum).name} did not stop the process within 60 s") from None
     return pids, out, err
 
 
@@ -96,8 +106,15 @@ def _nothing_left(pids: list[int], tmp_path: Path) -> None:
     assert left == [], f"temporary folders left behind: {left}"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_stopped_check_leaves_no_process_no_folder_and_an_intact_gate(gate, tmp_path, signum):
+def _ignore_sigint() -> None:
+    """As a shell without job control starts a background job (`cmd &` in a script)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(("signum", "inherited"), [(signal.SIGINT, "default"), (signal.SIGTERM, "default"),
+                                                   (signal.SIGINT, "ignored")],
+                         ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"])
+def test_a_stopped_check_leaves_no_process_no_folder_and_an_intact_gate(gate, tmp_path, signum, inherited):
     from ferret.gate.judge import check
 
     check(RMSNORM_CONTRACT, TRITON_RMSNORM, gate.parent, profile="cpu")  # a verdict the report must keep
@@ -107,6 +124,7 @@ def test_a_stopped_check_leaves_no_process_no_folder_and_an_intact_gate(gate, tm
         [sys.executable, "-m", "ferret.cli.main", "check", str(RMSNORM_CONTRACT), str(candidate), "--gates-dir",
          str(gate.parent), "--profile", "cpu"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(tmp_path),
+        preexec_fn=_ignore_sigint if inherited == "ignored" else None,
     )
     pids, out, err = _stop_when_running(process, marker, tmp_path, signum)
     assert process.returncode == 128 + signum, err[-3000:]

@@ -76,3 +76,29 @@ def test_an_unreadable_verdict_file_is_an_error_naming_it(tmp_path):
     with pytest.raises(ValueError, match="Verdict"):
         read_verdicts(tmp_path)
     assert report_module.read_report(tmp_path).verdict_count == 1
+
+
+class _FsPath:
+    """An os.PathLike that is not a pathlib.Path."""
+
+    def __init__(self, path):
+        self._path = str(path)
+
+    def __fspath__(self) -> str:
+        return self._path
+
+
+@pytest.mark.parametrize("kind", [str, _FsPath], ids=["str", "PathLike"])
+def test_the_public_readers_take_a_str_or_any_path_like(tmp_path, kind):
+    import ferret
+
+    append_verdict(tmp_path, _verdict(0))
+    append_verdict(tmp_path, _verdict(1, passed=False))
+    index = ferret.read_report(kind(tmp_path))
+    assert index.verdict_count == 2 and [s.passed for s in index.verdicts] == [True, False]
+    assert [v.seeds for v in ferret.read_verdicts(kind(tmp_path))] == [{"a": 0}, {"a": 1}]
+    assert read_verdict(kind(tmp_path), index.verdicts[1]).first_failing_stage == "y"
+    # A folder without a report yet: the empty index of the gate it names.
+    empty = tmp_path / "gates" / ("a" * 64)
+    empty.mkdir(parents=True)
+    assert ferret.read_report(kind(empty)).gate_hash == "a" * 64

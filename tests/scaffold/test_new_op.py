@@ -56,3 +56,22 @@ def test_nothing_is_overwritten_unless_asked_and_the_cli_names_the_file(tmp_path
     result = CliRunner().invoke(app, ["new", "demo_op", "--root", str(tmp_path), "--no-calibrate", "--force"])
     assert result.exit_code == 0, result.output
     assert "def reference(" in reference.read_text()
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_calibration_may_rewrite_a_looser_table_only_when_the_example_is_forced(tmp_path, monkeypatch, force):
+    """`ferret new --force` rewrites the example's files, its tolerance table included; without it calibrate
+    keeps its refusal to loosen a table in force."""
+    from ferret.scaffold import new_op as module
+
+    commands = []
+
+    def calibrated(command, **_):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, f"{tmp_path / 'contracts' / 'demo_op.tolerances.yaml'}\n", "")
+
+    monkeypatch.setattr(module.subprocess, "run", calibrated)
+    new_op("demo_op", tmp_path, force=force)
+    [command] = commands
+    assert command[3:5] == ["calibrate", str((tmp_path / "contracts" / "demo_op.yaml").resolve())]
+    assert ("--force" in command) is force
