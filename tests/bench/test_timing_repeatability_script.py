@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _script():
     sys.path.insert(0, str(REPO / "benchmarks"))  # it imports honest_candidates from beside it
     spec = importlib.util.spec_from_file_location("timing_repeatability", REPO / "benchmarks" / "timing_repeatability.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

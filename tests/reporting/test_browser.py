@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import Page, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_fixtures import EVIL, make_gate, make_run  # noqa: E402
@@ -34,7 +34,7 @@ def browser():
         browser.close()
 
 
-def _visible_text(browser, page_file: Path) -> tuple[str, list[str], object]:
+def _visible_text(browser, page_file: Path) -> tuple[str, list[str], Page]:
     """(the body's rendered text, every request the page made, the page) for the page at `page_file`."""
     page_url = page_file.as_uri()
     requests: list[str] = []

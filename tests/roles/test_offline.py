@@ -175,6 +175,7 @@ def test_sampled_points_pass_the_cpu_gate(gate_verdicts, op, approach):
 def _load(source: str, path: Path):
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

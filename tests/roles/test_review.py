@@ -4,7 +4,7 @@ integrity stands whatever the model says."""
 
 from pathlib import Path
 
-from ferret.gate.models import Detection
+from ferret.gate.models import Detection, VerdictSummary
 from ferret.models.testing import ScriptedModel, tool_call_response
 from ferret.roles.base import ReviewContext
 from ferret.roles.review import LLMReviewer, StaticReviewer
@@ -17,7 +17,8 @@ SUMMARY = {"first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "
 
 def _context(static_findings=(), integrity_part="pass") -> ReviewContext:
     return ReviewContext(op="rmsnorm", candidate_path="candidate.py", candidate_source="def run(inputs, outputs, params): ...\n",
-                         gate_summary={**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}},
+                         gate_summary=VerdictSummary.model_validate(
+                             {**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}}),
                          static_findings=list(static_findings))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,8 @@ def optimizer() -> TemplateSearchOptimizer:
 def _unpacked(tar_path: str, tmp_path: Path) -> Path:
     with tarfile.open(REPO / tar_path) as packed:
         # the data filter where this Python has it (3.10.12, 3.11.4 and later): committed files, still no links out
-        packed.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        options: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        packed.extractall(tmp_path, **options)
     return tmp_path / "runs"
 
 

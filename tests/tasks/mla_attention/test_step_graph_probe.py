@@ -17,6 +17,7 @@ CANDIDATE = REPO / "tasks" / "mla_attention" / "candidates" / "wgmma_mla.py"
 @pytest.fixture(scope="module")
 def probe():
     spec = importlib.util.spec_from_file_location("mla_step_graph_probe", REPO / "benchmarks" / "mla_step_graph_probe.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def bench():
     spec = importlib.util.spec_from_file_location("mla_template_bench", REPO / "benchmarks" / "mla_template_bench.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -194,6 +195,7 @@ def test_candidate_files_are_timed_beside_the_points_by_their_file_name(bench, t
 
 def _profiler_driver():
     spec = importlib.util.spec_from_file_location("mla_ncu", REPO / "benchmarks" / "mla_ncu.py")
+    assert spec is not None and spec.loader is not None
     ncu = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ncu)
     return ncu
