@@ -266,6 +266,7 @@ def test_a_run_resumed_under_another_gate_says_so_and_keeps_the_gate_of_its_earl
     assert RunLog.model_validate_json((folder / "run.json").read_text()).earlier_gates == [older]
 
 
+@pytest.mark.quick
 def test_an_error_is_incomplete_never_success(dirs):
     optimizer = ScriptedOptimizer([RuntimeError("optimizer broke")])
     log = _dispatch(dirs, optimizer).run()

@@ -41,6 +41,7 @@ def test_not_exposed_stage():
     assert m.passed and not m.exposed and m.rel_l2 is None
 
 
+@pytest.mark.quick
 def test_nan_where_reference_is_finite_fails():
     ref = _reference()
     cand = ref.clone()

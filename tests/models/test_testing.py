@@ -68,6 +68,7 @@ def test_scripted_rejects_a_bad_item_type():
         ScriptedModel([lambda req: 42]).complete(_request())  # pyright: ignore[reportArgumentType]
 
 
+@pytest.mark.quick
 def test_function_model_is_the_llm_as_a_function():
     def llm(request):
         if request.tools:

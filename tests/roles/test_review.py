@@ -4,6 +4,8 @@ integrity stands whatever the model says."""
 
 from pathlib import Path
 
+import pytest
+
 from ferret.gate.models import Detection, VerdictSummary
 from ferret.models.testing import ScriptedModel, tool_call_response
 from ferret.roles.base import ReviewContext
@@ -35,6 +37,7 @@ def test_static_reviewer_fails_integrity_when_the_gate_did_and_passes_a_clean_ca
     assert clean.integrity == "pass" and clean.findings == []
 
 
+@pytest.mark.quick
 def test_a_static_finding_fails_integrity_whatever_the_model_says():
     model = ScriptedModel([tool_call_response("submit_review", integrity="pass", plan="pass",
                                               findings=[], recommendation="ship it")])

@@ -45,6 +45,7 @@ def make_inputs(m: int, n: int, dtype: torch.dtype, seed: int) -> dict[str, torc
     return {"x": x.to(dtype).to(DEVICE), "weight": weight.to(dtype).to(DEVICE)}
 
 
+@pytest.mark.quick
 def test_reference_matches_torch_rms_norm_oracle():
     result = check_against_oracle()
     assert result["passed"], result
