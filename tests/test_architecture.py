@@ -19,6 +19,8 @@ import itertools
 from pathlib import Path
 from textwrap import dedent
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "ferret"
 
@@ -236,6 +238,7 @@ def _listed(title: str, lines: list[str]) -> str:
 # --- ferret itself ------------------------------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_no_import_cycle_among_ferrets_modules():
     cycles = import_cycles(import_graph(REPO, PACKAGE))
     assert not cycles, _listed("modules that import one another (at module level, in a function or under TYPE_CHECKING)", cycles)

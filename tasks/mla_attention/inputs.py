@@ -43,7 +43,7 @@ def make_inputs(batch: int, heads: int, cache_capacity: int, seed: int = 0, devi
     for name, spec in INPUT_SPECS.items():
         shape = tuple(_size(d, dims) for d in spec["shape"])
         if spec["dist"] == "normal":
-            std = (stds or {}).get(name, spec["std"])
+            std = stds[name] if stds and name in stds else spec["std"]
             value = torch.randn(shape, generator=generator) * std
         elif spec["dist"] == "uniform":
             value = torch.rand(shape, generator=generator) * (spec["high"] - spec["low"]) + spec["low"]

@@ -65,7 +65,8 @@ def deepseek_v3_oracle_config(params: dict = ref.DEEPSEEK_V3_PARAMS):
         },
         rope_interleave=True,
         attention_bias=False,
-        attn_implementation="eager",
+        # a keyword of every transformers config that DeepseekV3Config's typed signature does not name
+        attn_implementation="eager",  # pyright: ignore[reportCallIssue]
     )
 
 
@@ -156,7 +157,7 @@ def _cache_errors(attn, oracle_latent, oracle_k_rot, kv_cache, params) -> dict[s
 def validate_against_oracle(seed: int = 0, params: dict = ref.DEEPSEEK_V3_PARAMS) -> dict:
     """Prefill a few tokens then decode one, past position 4096, through both the oracle and the reference."""
     import transformers
-    from transformers.cache_utils import DynamicCache
+    from transformers.cache_utils import CacheLayerMixin, DynamicCache
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
         DeepseekV3Attention,
         DeepseekV3RotaryEmbedding,
@@ -188,7 +189,9 @@ def validate_against_oracle(seed: int = 0, params: dict = ref.DEEPSEEK_V3_PARAMS
         cos, sin = rotary(hidden[:, -1:], positions[:, -1:])
         out_decode, _ = attn(hidden[:, -1:], (cos, sin), None, **cache_argument)
     oracle_out = torch.cat((out_prefill, out_decode), dim=1)
-    oracle_latent, oracle_k_rot = cache.layers[0].keys, cache.layers[0].values  # compressed cache (transformers 5)
+    layer = cache.layers[0]
+    assert isinstance(layer, CacheLayerMixin)  # an attention layer's cache, not a linear-attention state
+    oracle_latent, oracle_k_rot = layer.keys, layer.values  # compressed cache (transformers 5)
 
     weights = _layer_weights(attn)
     # The oracle's own float32 angles: position.float() * inv_freq in float32, as its rotary embedding does.

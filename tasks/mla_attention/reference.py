@@ -107,6 +107,8 @@ def _correction_dim(num_rotations: float, dim: int, base: float, original_max_po
 def yarn_correction_range(params: dict) -> tuple[int, int]:
     """(low, high) pair indices of YaRN's ramp: (10, 23) for DeepSeek-V3."""
     yarn = _yarn_settings(params)
+    if yarn is None:
+        raise ValueError("YaRN's correction range needs params with rope_scaling")
     dim, base = params["qk_rope_head_dim"], float(params["rope_theta"])
     original = yarn["original_max_position_embeddings"]
     low = math.floor(_correction_dim(yarn["beta_fast"], dim, base, original))

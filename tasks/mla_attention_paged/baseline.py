@@ -29,6 +29,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     batch = torch.arange(view.shape[0], device=view.device)
     kv_cache[pages, rows] = view[batch, cache_lens.long()]
     if trace is not None:
+        assert view_trace is not None  # made beside trace above
         capacity = block_table.shape[1] * PAGE
         scores, probs = view_trace["scores"], view_trace["probs"]
         padded_scores = scores.new_full((*scores.shape[:2], capacity), float("-inf"))

@@ -42,8 +42,8 @@ def _inverse_frequencies(params: dict, device: torch.device) -> tuple[torch.Tens
     theta = float(params["rope_theta"])
     base = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float32, device=device) / dim)
     scaling = params.get("rope_scaling")
-    kind = None if not scaling else scaling.get("type", scaling.get("rope_type"))
-    if kind in (None, "default"):
+    kind = scaling.get("type", scaling.get("rope_type")) if scaling else None
+    if not scaling or kind in (None, "default"):
         return base, 1.0
     if kind != "yarn":
         raise ValueError(f"rope_scaling type {kind!r} is not supported (only yarn or none)")

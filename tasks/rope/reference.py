@@ -54,8 +54,8 @@ def inverse_frequencies(params: dict) -> torch.Tensor:
     pair = torch.arange(dim // 2, dtype=torch.float64)
     base = 1.0 / theta ** (2.0 * pair / dim)
     scaling = params.get("rope_scaling")
-    kind = None if not scaling else scaling.get("type", scaling.get("rope_type"))
-    if kind in (None, "default"):
+    kind = scaling.get("type", scaling.get("rope_type")) if scaling else None
+    if not scaling or kind in (None, "default"):
         return base
     if kind != "yarn":
         raise ValueError(f"rope_scaling type {kind!r} is not defined by this task (only yarn or none)")
@@ -145,7 +145,9 @@ def check_against_oracle(params: dict | None = None, seed: int = 0) -> dict:
         params = DEFAULT_PARAMS
     dim = int(params["qk_rope_head_dim"])
     config = transformers_config(params)
-    rope_type = config.rope_parameters["rope_type"]
+    rope_type = (config.rope_parameters or {}).get("rope_type")
+    if rope_type is None:
+        raise ValueError("transformers' config names no rope_type")
     if rope_type == "default":
         oracle_inv_freq, oracle_scale = DeepseekV3RotaryEmbedding.compute_default_rope_parameters(config)
     else:

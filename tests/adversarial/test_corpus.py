@@ -96,6 +96,7 @@ def all_judged(judged):
 # --- the corpus ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_the_corpus_covers_every_entry_of_the_catalogue():
     entries = {int(p.name[1:3]) for p in CANDIDATES}
     # Entry 20 (editing the gate) is covered by the tampering tests below and by c20_gate_writer.py.

@@ -4,6 +4,7 @@ and a machine without CuPy or NVRTC is told what to install."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import numpy
@@ -101,7 +102,7 @@ def test_a_launch_past_48_kib_of_dynamic_shared_memory_raises_the_kernels_limit_
     """CUDA refuses a launch asking for more dynamic shared memory than the kernel's limit (48 KiB unless raised);
     the backend raises it to what the launch asks, once per kernel and size, and never for a small launch."""
     import cupy
-    from cupy.cuda import driver
+    driver = importlib.import_module("cupy.cuda").driver  # compiled, untyped
 
     raised, launched, streams = [], [], []
 
@@ -142,7 +143,7 @@ def test_a_programmatic_launchs_parameters_are_each_arguments_bytes_in_its_own_t
 
 def test_a_programmatic_launch_config_allows_programmatic_stream_serialization():
     pytest.importorskip("cuda.bindings")
-    from cuda.bindings import driver
+    driver = cuda.driver_binding()
 
     config = cuda.programmatic_launch_config((2, 3), (256,), 230_000, 0x1234)
     assert (config.gridDimX, config.gridDimY, config.gridDimZ) == (2, 3, 1)
@@ -172,7 +173,7 @@ def test_a_programmatic_launch_goes_through_the_drivers_launch_with_its_config_o
     import ctypes
 
     pytest.importorskip("cuda.bindings")
-    from cuda.bindings import driver
+    driver = cuda.driver_binding()
 
     calls = []
 
@@ -195,7 +196,7 @@ def test_a_programmatic_launch_goes_through_the_drivers_launch_with_its_config_o
 
 def test_a_refused_programmatic_launch_raises_with_the_drivers_name_for_the_error(monkeypatch):
     pytest.importorskip("cuda.bindings")
-    from cuda.bindings import driver
+    driver = cuda.driver_binding()
 
     monkeypatch.setattr(driver, "cuLaunchKernelEx",
                         lambda *args: (driver.CUresult.CUDA_ERROR_INVALID_VALUE,))
@@ -219,7 +220,7 @@ def test_on_the_gpu_the_driver_binding_is_loaded_before_the_sandbox(monkeypatch)
     import cupy
 
     pytest.importorskip("cuda.bindings")
-    from cuda.bindings import driver
+    driver = cuda.driver_binding()
 
     called = []
     monkeypatch.setattr(driver, "cuDriverGetVersion", lambda: called.append(True) or (0, 13000))

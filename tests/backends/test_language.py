@@ -20,6 +20,7 @@ def test_the_language_follows_the_imports(source, language):
     assert language_of(source) == language
 
 
+@pytest.mark.quick
 def test_a_contract_allows_its_language_and_those_it_names():
     assert Backend().allows("triton") and not Backend().allows("cuda")
     both = Backend(allowed_languages=["cuda"])

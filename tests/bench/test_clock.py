@@ -23,6 +23,7 @@ def test_the_flush_and_the_spin_outlast_the_host_launch_time(host_ms, flush_ms, 
     assert spin_before_call_ms(host_ms, flush_ms, max_ms=10.0) == pytest.approx(expected)
 
 
+@pytest.mark.quick
 def test_late_calls_are_dropped_from_the_median_unless_every_call_was_late():
     from ferret.bench.process import TimedCalls
 

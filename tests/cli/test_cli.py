@@ -73,6 +73,7 @@ def test_check_pass_prints_one_gate_result_and_exits_0(gate, gates_dir, tmp_path
     assert "PASS" in proc.stderr and "report.json" in proc.stderr
 
 
+@pytest.mark.quick
 def test_check_fail_exits_1_with_per_case_metrics(gate, gates_dir, tmp_path):
     candidate = tmp_path / "zeros.py"
     candidate.write_text(ZEROS_CANDIDATE)
@@ -142,6 +143,7 @@ def test_check_failure_kind_in_gate_result(gate, gates_dir, tmp_path):
     assert case["failure"] == "exception" and "ferret-cli-test" in case["message"]
 
 
+@pytest.mark.quick
 def test_bad_contract_exits_2_naming_file_and_field(gates_dir, tmp_path):
     contract = write_contract(tmp_path, lambda d: d["budgets"].update(candidate_timout_s=3))
     result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM),

@@ -71,6 +71,7 @@ def _error(path: Path) -> str:
     return str(info.value)
 
 
+@pytest.mark.quick
 def test_unknown_key_names_file_field_and_line(tmp_path):
     path = write_contract(tmp_path, lambda d: d["budgets"].update(candidate_timout_s=3))
     message = _error(path)

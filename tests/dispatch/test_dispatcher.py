@@ -8,13 +8,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
 import ferret.dispatch.dispatcher as dispatcher_module
 from ferret.dispatch import Dispatcher
 from ferret.dispatch.runlog import RunLog
-from ferret.roles.base import Proposal, ReviewVerdict
+from ferret.roles.base import OptimizerContext, Proposal, ReviewVerdict
 from ferret.roles.review import StaticReviewer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,22 +38,22 @@ class ScriptedOptimizer:
     name = "scripted-optimizer"
 
     def __init__(self, rounds):
-        self.rounds = list(rounds)
+        self.rounds: list[Any] = list(rounds)
         self.contexts = []
 
-    def propose(self, context):
+    def propose(self, context: OptimizerContext) -> list[Proposal]:
         self.contexts.append(context)
-        step = self.rounds.pop(0) if self.rounds else []
+        step: Any = self.rounds.pop(0) if self.rounds else []
         if isinstance(step, BaseException):
             raise step
-        if callable(step):
-            return step(context)
-        return step
+        if isinstance(step, list):
+            return step
+        return step(context)
 
 
 class ScriptedReviewer:
-    def __init__(self, integrity="pass", name="llm:scripted"):
-        self.integrity = integrity
+    def __init__(self, integrity: Literal["pass", "fail"] = "pass", name="llm:scripted"):
+        self.integrity: Literal["pass", "fail"] = integrity
         self.name = name
         self.contexts = []
 
@@ -265,6 +266,7 @@ def test_a_run_resumed_under_another_gate_says_so_and_keeps_the_gate_of_its_earl
     assert RunLog.model_validate_json((folder / "run.json").read_text()).earlier_gates == [older]
 
 
+@pytest.mark.quick
 def test_an_error_is_incomplete_never_success(dirs):
     optimizer = ScriptedOptimizer([RuntimeError("optimizer broke")])
     log = _dispatch(dirs, optimizer).run()
@@ -367,6 +369,7 @@ def test_the_test_writer_adviser_adds_cases_the_gate_is_built_with(dirs):
                      profile="cpu", test_writer=LLMTestWriter(model, REPO / "agents")).run()
     assert log.test_writer == "llm:scripted" and log.extra_cases == ["cpu:past_power_of_two"]
     assert len(log.rejected_cases) == 1 and "no input named 'bias'" in log.rejected_cases[0]
+    assert log.gate_contract_path is not None
     gate_contract = Path(log.gate_contract_path)
     assert gate_contract.parent == Path(log.best.file).parents[1]  # runs/<id>/gate-contract.yaml
     manifest = json.loads((gates / log.gate_hash / "manifest.json").read_text())
@@ -397,6 +400,7 @@ def test_a_resumed_run_keeps_the_gate_contract_with_the_advised_cases(dirs):
     log = Dispatcher(CONTRACT, optimizer=first, reviewer=StaticReviewer(), gates_dir=gates, runs_dir=runs, profile="cpu",
                      test_writer=LLMTestWriter(model, REPO / "agents"), max_rounds=3).run()
     assert log.status == "incomplete" and log.extra_cases == ["cpu:seventeen_rows"]
+    assert log.gate_contract_path is not None
     folder = Path(log.gate_contract_path).parent
     # Resumed with no adviser at all: the run's gate contract still holds the advised case.
     resumed_optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
@@ -531,7 +535,7 @@ def test_choosing_the_roles_is_a_step_the_command_line_can_show(dirs, monkeypatc
     from ferret.roles import resolve
     from ferret.roles.offline import TemplateSearchOptimizer
 
-    events: list[tuple] = []
+    events: list[tuple | str] = []
 
     class Recorder(Reporter):
         def step(self, task, done, total, label=""):

@@ -18,7 +18,8 @@ def _to_judge(*variants: tuple[str, str]):
 
 
 class _Recorder:
-    """Stands for `judge_variant`: records each call's variant and status, and says which status it judged."""
+    """Stands for `judge_variant`: records each call's variant and status, and says which status it judged (in a
+    result's `judged`, which a `VariantResult` does not have: the type checker is told so where it is read)."""
 
     def __init__(self):
         self.calls: list[tuple[str, str | None]] = []
@@ -50,7 +51,7 @@ def test_variants_are_compared_at_once_and_returned_in_their_order(tmp_path: Pat
 
     clock = PhaseClock()
     with VariantComparisons(None, _to_judge(("a", "correctness"), ("b", "correctness"), ("c", "fresh_cases")),  # type: ignore[arg-type]
-                            tmp_path, judge, workers=4) as comparisons:
+                            tmp_path, judge, workers=4) as comparisons:  # pyright: ignore[reportArgumentType]
         results = comparisons.results({}, clock)
     assert [r.id for r in results] == ["a", "b", "c"]
     assert sorted(vid for vid, _ in recorder.calls) == ["a", "b", "c"]
@@ -69,7 +70,7 @@ def test_a_variant_the_process_moved_past_is_judged_during_the_run_and_not_again
         b = _write_status(tmp_path, "b", "b's result")
         results = comparisons.results({"a": a, "b": b}, PhaseClock())
     assert recorder.calls == [("a", "a's result"), ("b", "b's result")]
-    assert [r.judged for r in results] == ["a's result", "b's result"]
+    assert [r.judged for r in results] == ["a's result", "b's result"]  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def test_a_status_changed_after_its_early_judgment_is_judged_again_from_the_final_one(tmp_path: Path):
@@ -80,9 +81,10 @@ def test_a_status_changed_after_its_early_judgment_is_judged_again_from_the_fina
     with VariantComparisons(None, _to_judge(("a", "correctness"), ("b", "dtypes")), tmp_path, recorder,  # type: ignore[arg-type]
                             workers=1) as comparisons:
         comparisons.candidate_moved_to(10**6)
-        final = {"a": _write_status(tmp_path, "a", "rewritten"), "b": _write_status(tmp_path, "b", "written late")}
+        final: dict[str, wire.VariantStatus | None] = {"a": _write_status(tmp_path, "a", "rewritten"),
+                                                        "b": _write_status(tmp_path, "b", "written late")}
         results = comparisons.results(final, PhaseClock())
-    assert [r.judged for r in results] == ["rewritten", "written late"]
+    assert [r.judged for r in results] == ["rewritten", "written late"]  # pyright: ignore[reportAttributeAccessIssue]
     assert sorted(recorder.calls, key=str) == sorted(
         [("a", "first"), ("b", None), ("a", "rewritten"), ("b", "written late")], key=str)
 
@@ -93,7 +95,7 @@ def test_a_variant_missing_after_the_run_is_judged_missing_even_if_it_was_there_
     with VariantComparisons(None, _to_judge(("a", "correctness")), tmp_path, recorder, workers=1) as comparisons:  # type: ignore[arg-type]
         comparisons.candidate_moved_to(1)
         results = comparisons.results({}, PhaseClock())
-    assert results[0].judged is None
+    assert results[0].judged is None  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def test_judging_done_during_the_run_adds_no_compare_seconds_and_overlapping_parts_are_each_said_once(
@@ -105,7 +107,7 @@ def test_judging_done_during_the_run_adds_no_compare_seconds_and_overlapping_par
     monkeypatch.setattr(comparisons_module.time, "perf_counter", lambda: next(ticks))
     status = _write_status(tmp_path, "a", "a")
     with VariantComparisons(None, _to_judge(("a", "correctness"), ("b", "dtypes"), ("c", "edge_cases")),  # type: ignore[arg-type]
-                            tmp_path, _Recorder(), workers=1) as comparisons:
+                            tmp_path, _Recorder(), workers=1) as comparisons:  # pyright: ignore[reportArgumentType]
         comparisons.candidate_moved_to(1)
         comparisons._early[0][1].result()  # a's judging is done before the run ends
         clock = PhaseClock()

@@ -91,7 +91,8 @@ def _choose(trials_setup, tmp_path: Path) -> tuple[CompileChoice, Path, list[str
     task, gate, workdir, cases = trials_setup
     choice = CompileChoice(tmp_path / "choice")
     said: list[str] = []
-    folder = timing._choose_compile_cache(task, gate, workdir, cases, choice, "cpu", time.monotonic() + 300, said.append)
+    folder = timing._choose_compile_cache(task, gate, workdir, cases, choice, "cpu", time.monotonic() + 300,
+                                          said.append)  # pyright: ignore[reportArgumentType]  (a list's append: the reporter)
     assert not (workdir / "compile-trials").exists()  # the trials' own folders (pools, copies) are removed
     return choice, folder, said
 
@@ -148,7 +149,8 @@ def test_the_trials_are_timed_only_once_the_rest_of_the_check_leaves_the_gpu(tri
     quiet, chosen = threading.Event(), []
     choice = CompileChoice(tmp_path / "choice")
     thread = threading.Thread(target=lambda: chosen.append(timing._choose_compile_cache(
-        task, gate, workdir, cases, choice, "cpu", time.monotonic() + 300, lambda line: None, quiet)))
+        task, gate, workdir, cases, choice, "cpu", time.monotonic() + 300,
+        lambda line: None, quiet)))  # pyright: ignore[reportArgumentType]  (a function: the reporter)
     thread.start()
     folders = [workdir / "compile-trials" / str(k) for k in range(compile_choice.COMPILE_TRIALS)]
     deadline = time.monotonic() + 120

@@ -127,7 +127,8 @@ def test_the_candidates_run_is_held_out_of_another_checks_timing(tmp_path, monke
     log, entered, said, clock = [], threading.Event(), [], PhaseClock()
     timing = _start(GpuTurns.for_this_process(), "alone", log, "timing", entered)
     entered.wait()
-    with Judge._gpu_shared(SimpleNamespace(device="cuda"), said.append, clock):
+    # stand-ins for the judge and its reporter
+    with Judge._gpu_shared(SimpleNamespace(device="cuda"), said.append, clock):  # pyright: ignore[reportArgumentType]
         inside = time.perf_counter()
     timing.join()
     assert inside >= _span(log, "timing")[1]

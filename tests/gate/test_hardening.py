@@ -244,6 +244,7 @@ def test_a_frozen_cases_own_tolerance_row_never_judges_a_fresh_case(gates, tmp_p
     record = next(v for v in manifest["variants"] if v["id"] == "typical@float32")
     golden = load_file(str(gate / record["golden_file"]))
     general = contract.tolerances.by_dtype["float32"]["y"]
+    assert general.rel_l2 is not None
     noise = torch.randn(golden["y"].shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     # an error of a third of the general row's rel_l2: within it, far outside a row of 1e-9
     y = (golden["y"].double() + noise * golden["y"].double().norm() / noise.norm() * general.rel_l2 / 3).float()

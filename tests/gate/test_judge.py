@@ -114,6 +114,7 @@ def budget_contract(tmp_path_factory):
 # --- honest candidates -------------------------------------------------------------------------------
 
 
+@pytest.mark.quick
 def test_honest_triton_candidate_passes(judge, rmsnorm_gate):
     verdict = judge(TRITON_RMSNORM)
     assert verdict.passed, summary(verdict)
@@ -146,6 +147,7 @@ def test_honest_triton_candidate_passes(judge, rmsnorm_gate):
     assert inf_nan.nonfinite_mismatches == 0
 
 
+@pytest.mark.quick
 def test_baseline_is_numerically_right_but_rejected_as_a_library_call(judge):
     # The eager baseline computes the right numbers with PyTorch ops and launches no Triton kernel: as
     # a candidate of a Triton contract that is docs/cheats.md 8 and 9, and the integrity part says so.

@@ -32,7 +32,7 @@ def test_the_timing_start_runs_in_a_thread_beside_the_caller():
         assert release.wait(timeout=30), "the caller never got past the constructor"
         return started
 
-    starting = _TimingStart(start, wanted=True)  # returns while start() is still blocked
+    starting = _TimingStart(start, wanted=True)  # returns while start() is still blocked  # pyright: ignore[reportArgumentType]
     release.set()
     clock = PhaseClock()
     assert starting.result(clock) is started
@@ -43,7 +43,7 @@ def test_the_timing_start_runs_in_a_thread_beside_the_caller():
 
 def test_stop_stops_what_was_started_when_the_check_ended_before_asking_for_it():
     started = _Started()
-    starting = _TimingStart(lambda: started, wanted=True)
+    starting = _TimingStart(lambda: started, wanted=True)  # pyright: ignore[reportArgumentType]
     starting.stop()  # the candidate's run raised: the result was never asked for
     assert started.stopped == 1
 

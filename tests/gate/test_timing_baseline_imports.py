@@ -28,6 +28,7 @@ PAGED_CANDIDATE = REPO / "tasks" / "mla_attention_paged" / "candidates" / "trito
 def test_the_reference_timer_copies_what_the_baseline_imports_from_the_project(tmp_path):
     task = Task.load(PAGED)
     loaded, root, copies = _copy_baseline(task, tmp_path)
+    assert root is not None
     assert root == tmp_path / "project" and loaded == root / "tasks" / "mla_attention_paged" / "baseline.py"
     copied = {str(c.relative_to(root)) for c in copies}
     assert {"tasks/__init__.py", "tasks/mla_attention/baseline.py", "tasks/mla_attention_paged/layout.py",

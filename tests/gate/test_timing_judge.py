@@ -187,7 +187,8 @@ def test_the_sm_clock_of_each_round_is_in_the_case_and_in_an_unstable_cases_reas
     from ferret.gate.sm_clock import RoundClocks
 
     clocks = RoundClocks(read=lambda: None)
-    for number, readings in enumerate([[1980], [1755, 1980], [1980]]):
+    rounds: list[list[int | None]] = [[1980], [1755, 1980], [1980]]
+    for number, readings in enumerate(rounds):
         clocks.add(0, wire.CANDIDATE_TIMER, number, readings)
     mine, theirs = _sides([0.010, 0.013, 0.010], [0.030, 0.030, 0.030])
     result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)

@@ -123,4 +123,4 @@ def test_honest_candidate_at_the_large_shape_is_timed_without_a_flag():
     verdict, _ = check(LARGE, HONEST, GATES, profile="gpu", progress=_progress)
     assert verdict.passed and verdict.timing.measured and not verdict.timing.detections, verdict.timing
     case = verdict.timing.cases[0]
-    assert case.candidate_ms > 0.9 * case.floor_ms and not case.flags
+    assert case.floor_ms is not None and case.candidate_ms > 0.9 * case.floor_ms and not case.flags

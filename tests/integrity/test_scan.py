@@ -305,6 +305,7 @@ def test_snippet_is_flagged_on_its_line(source):
     assert not unexpected, f"findings on unmarked lines {unexpected}:\n{_show(result)}"
 
 
+@pytest.mark.quick
 def test_message_names_the_cheat_in_words():
     result = scan_source(candidate(pre="z = torch.softmax(x, -1)"))
     (f,) = result.findings
@@ -315,6 +316,7 @@ def test_message_names_the_cheat_in_words():
     assert f.col == 9
 
 
+@pytest.mark.quick
 def test_honest_launcher_and_kernel_idioms_pass():
     """tl.dot and @ inside @triton.jit, .to(non-literal dtype), integer metadata via .max()/.item(), rank checks
     against case dims, allocation helpers and the trace dict."""

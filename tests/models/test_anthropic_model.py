@@ -9,6 +9,7 @@ picked from what the SDK imports. Retry waits are kept short with `retry-after-m
 import importlib
 import json
 import logging
+from typing import Any
 
 import anthropic
 import httpx
@@ -20,7 +21,7 @@ from ferret.models.anthropic_model import AnthropicModel, _classify, _sdk_takes_
 # The default model is on the SDK's deprecation list; its warning is not what these tests are about.
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 
-sdk_http = importlib.import_module("httpx2") if hasattr(anthropic._base_client, "httpx2") else httpx
+sdk_http: Any = importlib.import_module("httpx2") if hasattr(anthropic._base_client, "httpx2") else httpx
 
 KEY = "sk-ant-test-7f3a91c2-SECRET"
 MODEL = "claude-sonnet-4-5"
@@ -288,4 +289,5 @@ def test_forbid_switch_blocks_before_the_transport():
 @pytest.mark.skipif(sdk_http is httpx, reason="this SDK is built on httpx")
 def test_the_sdk_refuses_an_httpx_client():
     with pytest.raises(TypeError, match="httpx2"):
-        anthropic.Anthropic(api_key=KEY, http_client=httpx.Client(transport=httpx.MockTransport(lambda r: None)))
+        wrong = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+        anthropic.Anthropic(api_key=KEY, http_client=wrong)  # pyright: ignore[reportArgumentType]  (the wrong client, on purpose)

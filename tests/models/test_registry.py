@@ -46,13 +46,15 @@ def test_anthropic_specs(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-registry")
     model = model_from_spec("anthropic:claude-opus-4-5")
     assert isinstance(model, AnthropicModel) and model.model == "claude-opus-4-5"
-    assert model_from_spec("anthropic").model == DEFAULT_MODEL
+    default = model_from_spec("anthropic")
+    assert isinstance(default, AnthropicModel) and default.model == DEFAULT_MODEL
 
 
 def test_claude_cli_specs(claude_on_path):
     model = model_from_spec("claude-cli")
     assert isinstance(model, ClaudeCliModel) and model.model is None and model.workspace.is_dir()
-    assert model_from_spec("claude-cli:opus").model == "opus"
+    opus = model_from_spec("claude-cli:opus")
+    assert isinstance(opus, ClaudeCliModel) and opus.model == "opus"
 
 
 def test_claude_cli_missing(no_claude):

@@ -62,11 +62,13 @@ def test_scripted_exhausted_is_a_clear_assertion_error():
 
 def test_scripted_rejects_a_bad_item_type():
     with pytest.raises(TypeError, match="item #1"):
-        ScriptedModel([42]).complete(_request())
+        # items of the wrong type, on purpose
+        ScriptedModel([42]).complete(_request())  # pyright: ignore[reportArgumentType]
     with pytest.raises(TypeError, match="item #1"):
-        ScriptedModel([lambda req: 42]).complete(_request())
+        ScriptedModel([lambda req: 42]).complete(_request())  # pyright: ignore[reportArgumentType]
 
 
+@pytest.mark.quick
 def test_function_model_is_the_llm_as_a_function():
     def llm(request):
         if request.tools:
@@ -80,7 +82,7 @@ def test_function_model_is_the_llm_as_a_function():
     assert answer.tool_calls[0].name == "submit_candidate"
     assert len(model.requests) == 2 and model.name == "upper"
     with pytest.raises(TypeError):
-        FunctionModel("not callable")
+        FunctionModel("not callable")  # pyright: ignore[reportArgumentType]
 
 
 def test_test_models_ignore_the_forbid_switch(monkeypatch):

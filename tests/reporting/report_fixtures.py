@@ -8,6 +8,7 @@ URLs on purpose: the page must show it as text and load nothing."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from ferret.contract.model import Tolerance
 from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, RoundRecord, RunLog, StopReason
@@ -30,7 +31,8 @@ GATE_HASH = "ab" * 32
 EVIL = '<img src="http://evil.example/pixel.png"><script>fetch("http://evil.example/")</script>'
 TOLERANCES = {"y": Tolerance(rel_l2=0.01, max_abs_rel_peak=0.02, cosine_min=0.9999),
               "inv_rms": Tolerance(rel_l2=0.001, max_abs_rel_peak=0.002)}
-PARTS_PASS = {"correctness": "pass", "dtypes": "pass", "edge_cases": "pass", "fresh_cases": "pass",
+Status = Literal["pass", "fail", "skipped"]
+PARTS_PASS: dict[str, Status] = {"correctness": "pass", "dtypes": "pass", "edge_cases": "pass", "fresh_cases": "pass",
               "determinism": "pass", "batch_invariance": "skipped", "integrity": "pass", "stress": "pass"}
 
 
@@ -62,7 +64,8 @@ def _timing() -> TimingResult:
 
 
 def _verdict(path: str, sha: str, passed: bool, seconds: float) -> Verdict:
-    parts = dict(PARTS_PASS) if passed else dict(PARTS_PASS, correctness="fail", integrity="fail", stress="skipped")
+    failed: dict[str, Status] = {"correctness": "fail", "integrity": "fail", "stress": "skipped"}
+    parts: dict[str, Status] = dict(PARTS_PASS) if passed else {**PARTS_PASS, **failed}
     detections = [] if passed else [
         Detection(cheat="math_mismatch", catalogue=[], evidence="y: rel_l2 3.000e-01 > 1.000e-02 at row=3, col=17",
                   source="outputs", variant="typical@bfloat16"),

@@ -68,6 +68,7 @@ def test_a_run_whose_gate_is_not_here_is_shown_from_its_log_in_brief(folders, tm
     assert "first failing stage: **y**" in text and "Winner: round 1, candidate 0" in text
 
 
+@pytest.mark.quick
 def test_candidate_text_is_escaped_in_both_outputs(folders):
     _, run, gates = folders
     files = write_report(run, gates_dir=gates)

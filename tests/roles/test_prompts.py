@@ -12,7 +12,7 @@ import pytest
 from safetensors.torch import load_file
 
 from ferret.contract.model import Case
-from ferret.gate.models import Detection
+from ferret.gate.models import Detection, VerdictSummary
 from ferret.integrity.scan import _WORDS
 from ferret.roles import prompts
 from ferret.roles.base import (
@@ -60,7 +60,7 @@ def review_context() -> ReviewContext:
         op="rmsnorm",
         candidate_path="runs/r1/round-02/candidate-1.py",
         candidate_source=source,
-        gate_summary={
+        gate_summary=VerdictSummary.model_validate({
             "pass": False,
             "first_failing_stage": "y",
             "gate": "0f" * 32,
@@ -75,7 +75,7 @@ def review_context() -> ReviewContext:
                 "odd_width@bfloat16": {"pass": False, "failure": "exception", "message": "ValueError: boom", "stages": {}},
             },
             "timing": {"measured": False, "reason": "no GPU: speed is not measured"},
-        },
+        }),
         static_findings=[Detection(
             cheat="lower_precision", catalogue=[4], source="static", file="candidate-1.py", line=70,
             evidence="candidate-1.py:70: lower precision (docs/cheats.md 4): downcast .to(torch.float16)")],
@@ -255,7 +255,8 @@ def test_reviewer_prompt_numbers_lines_and_shows_the_gate_summary():
 
     bare = {"pass": True, "first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "ab" * 32, "parts": {},
             "timing": {"measured": False}}
-    empty = ReviewContext(op="rmsnorm", candidate_path="c.py", candidate_source="x = 1\n", gate_summary=bare)
+    empty = ReviewContext(op="rmsnorm", candidate_path="c.py", candidate_source="x = 1\n",
+                          gate_summary=VerdictSummary.model_validate(bare))
     _, user = render("reviewer", empty.model_dump(by_alias=True))
     assert "No detections." in user and "no cases reported" in user and "static integrity scan is clean" in user
 

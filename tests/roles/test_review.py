@@ -4,7 +4,9 @@ integrity stands whatever the model says."""
 
 from pathlib import Path
 
-from ferret.gate.models import Detection
+import pytest
+
+from ferret.gate.models import Detection, VerdictSummary
 from ferret.models.testing import ScriptedModel, tool_call_response
 from ferret.roles.base import ReviewContext
 from ferret.roles.review import LLMReviewer, StaticReviewer
@@ -17,7 +19,8 @@ SUMMARY = {"first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "
 
 def _context(static_findings=(), integrity_part="pass") -> ReviewContext:
     return ReviewContext(op="rmsnorm", candidate_path="candidate.py", candidate_source="def run(inputs, outputs, params): ...\n",
-                         gate_summary={**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}},
+                         gate_summary=VerdictSummary.model_validate(
+                             {**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}}),
                          static_findings=list(static_findings))
 
 
@@ -34,6 +37,7 @@ def test_static_reviewer_fails_integrity_when_the_gate_did_and_passes_a_clean_ca
     assert clean.integrity == "pass" and clean.findings == []
 
 
+@pytest.mark.quick
 def test_a_static_finding_fails_integrity_whatever_the_model_says():
     model = ScriptedModel([tool_call_response("submit_review", integrity="pass", plan="pass",
                                               findings=[], recommendation="ship it")])

@@ -36,6 +36,7 @@ def test_cwd_is_the_workdir(tmp_path):
     assert f"cwd={tmp_path}" in outcome.stderr_tail
 
 
+@pytest.mark.quick
 def test_timeout_kills_the_whole_process_group(tmp_path):
     child_pid_file = tmp_path / "child.pid"
     started = time.perf_counter()
@@ -186,6 +187,7 @@ def _job(tmp_path: Path, candidate_source: str, repeats: int = 3, inout: bool = 
     return path
 
 
+@pytest.mark.quick
 def test_runner_protocol(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     job = _job(tmp_path, CANDIDATE)

@@ -46,6 +46,7 @@ def test_a_name_that_cannot_name_a_package_is_refused(tmp_path, name):
     assert not (tmp_path / "contracts").exists()
 
 
+@pytest.mark.quick
 def test_nothing_is_overwritten_unless_asked_and_the_cli_names_the_file(tmp_path):
     new_op("demo_op", tmp_path, calibrate_tolerances=False)
     reference = tmp_path / "tasks" / "demo_op" / "reference.py"

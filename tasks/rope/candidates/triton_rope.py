@@ -93,8 +93,8 @@ def _frequency_constants(params: dict) -> dict[str, float]:
     constants = {"log2_theta": math.log2(theta), "inv_factor": 1.0, "ramp_low": 0.0, "inv_ramp_span": 1.0,
                  "cos_sin_scale": 1.0}
     scaling = params.get("rope_scaling")
-    kind = None if not scaling else scaling.get("type", scaling.get("rope_type"))
-    if kind in (None, "default"):
+    kind = scaling.get("type", scaling.get("rope_type")) if scaling else None
+    if not scaling or kind in (None, "default"):
         return constants
     if kind != "yarn":
         raise ValueError(f"rope_scaling type {kind!r} is not supported (only yarn or none)")

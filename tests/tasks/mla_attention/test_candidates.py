@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -29,7 +30,7 @@ NEW_ROW_REL_L2 = max(STAGE_REL_L2["c_kv"], STAGE_REL_L2["k_pe_roped"])
 # A simplification must miss by far more than rounding does.
 DIVERGED_REL_L2 = 0.1
 
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     # cache_lens hit both ends: 0 (only the new token) and L-1 (the appended row is the last one)
     "B2_H4_L40": dict(batch=2, heads=4, cache_capacity=40, cache_lens=[0, 39], positions=[4500, 16000]),
     # heads not a multiple of the head block, odd batch, lengths across split boundaries
@@ -74,6 +75,7 @@ def test_every_stage_matches_reference(impl, case, golden):
     module = importlib.import_module(IMPLEMENTATIONS[impl])
     inputs = _inputs(case)
     outputs, trace, _ = _run(module, inputs, traced=True)
+    assert trace is not None
     assert set(ref.STAGES) <= set(trace), f"missing stages: {set(ref.STAGES) - set(trace)}"
     errors = {stage: stage_errors(trace[stage], golden[case][stage]) for stage in ref.STAGES}
     failing = {stage: err for stage, err in errors.items() if not err[0] <= STAGE_REL_L2[stage]}

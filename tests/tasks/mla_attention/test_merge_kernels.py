@@ -45,17 +45,20 @@ def _expected(partial: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
 def _merged_by(kernel: str, partial: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
     latent = torch.empty((BATCH, HEADS, RANK), dtype=torch.bfloat16)
     strides = (partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1))
+    # Triton types a launch as a call of the kernel function, where a plain int "is not a tl.constexpr".
     if kernel == "row":
         triton_mla._merge_row_kernel[(BATCH * HEADS,)](
             partial, lse, latent, HEADS, SPLITS, *strides,
-            RANK=RANK, SPLIT_CHUNK=triton_mla.ROW_MERGE_SPLITS, SPLITS_POW2=SPLITS_POW2, INTERPRETED=True,
+            RANK=RANK, SPLIT_CHUNK=triton_mla.ROW_MERGE_SPLITS, SPLITS_POW2=SPLITS_POW2,  # pyright: ignore[reportArgumentType]
+            INTERPRETED=True,  # pyright: ignore[reportArgumentType]
         )
     else:
         block_rows = 4  # two programs, the second one half padding
         triton_mla._merge_splits_kernel[(math.ceil(BATCH * HEADS / block_rows),)](
             partial, lse, latent, BATCH * HEADS, HEADS, SPLITS, *strides,
-            RANK=RANK, BLOCK_ROWS=block_rows, SPLIT_CHUNK=triton_mla.MERGE_PARTIALS // block_rows,
-            SPLITS_POW2=SPLITS_POW2, INTERPRETED=True,
+            RANK=RANK, BLOCK_ROWS=block_rows,  # pyright: ignore[reportArgumentType]
+            SPLIT_CHUNK=triton_mla.MERGE_PARTIALS // block_rows,  # pyright: ignore[reportArgumentType]
+            SPLITS_POW2=SPLITS_POW2, INTERPRETED=True,  # pyright: ignore[reportArgumentType]
         )
     return latent
 

@@ -87,7 +87,7 @@ def test_default_transformers_config_is_the_plain_rope_trap():
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention, DeepseekV3RotaryEmbedding
 
     config = DeepseekV3Config(hidden_size=256, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=64,
-                              num_hidden_layers=1, attn_implementation="eager")
+                              num_hidden_layers=1, attn_implementation="eager")  # pyright: ignore[reportCallIssue]
     identity = check_oracle_is_deepseek_v3(DeepseekV3Attention(config, 0), DeepseekV3RotaryEmbedding(config))
     assert not identity["ok"]
     assert identity["scaling"] == pytest.approx(1 / math.sqrt(192), rel=1e-6)

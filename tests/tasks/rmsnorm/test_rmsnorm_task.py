@@ -45,6 +45,7 @@ def make_inputs(m: int, n: int, dtype: torch.dtype, seed: int) -> dict[str, torc
     return {"x": x.to(dtype).to(DEVICE), "weight": weight.to(dtype).to(DEVICE)}
 
 
+@pytest.mark.quick
 def test_reference_matches_torch_rms_norm_oracle():
     result = check_against_oracle()
     assert result["passed"], result
@@ -74,7 +75,7 @@ def test_reference_edge_rows_follow_float64_arithmetic():
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_implementation_matches_reference(impl, dtype, shape):
+def test_implementation_matches_reference(impl, dtype, shape: tuple[int, int]):
     check_implementation(IMPLEMENTATIONS[impl], make_inputs(*shape, dtype, seed=sum(shape)), dtype)
 
 
@@ -131,7 +132,7 @@ def test_tolerance_accepts_transformers_deepseek_rmsnorm(dtype):
 
 
 @pytest.mark.parametrize("shape", [(2, triton_rmsnorm.FUSED_MAX_N + 3617), (4, 7168)], ids=lambda s: f"{s[0]}x{s[1]}")
-def test_limit_rejects_a_low_precision_sum(shape):
+def test_limit_rejects_a_low_precision_sum(shape: tuple[int, int]):
     """The limit grows with the row's length, but not so far that a mean of squares kept in float16 (a
     plausible shortcut) passes on the long rows the candidates must handle."""
     inputs = make_inputs(*shape, torch.float32, seed=sum(shape))

@@ -79,7 +79,7 @@ def test_reference_defines_non_finite_rows():
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_implementation_matches_reference(impl, dtype, shape):
+def test_implementation_matches_reference(impl, dtype, shape: tuple[int, int]):
     check_implementation(IMPLEMENTATIONS[impl], make_inputs(*shape, dtype, seed=sum(shape)), dtype)
 
 
@@ -146,7 +146,7 @@ def test_tolerance_rejects_wrong_math(wrong):
 
 
 @pytest.mark.parametrize("shape", [(2, 32768), (4, 7168)], ids=lambda s: f"{s[0]}x{s[1]}")
-def test_limit_rejects_a_low_precision_sum(shape):
+def test_limit_rejects_a_low_precision_sum(shape: tuple[int, int]):
     """The limit grows with the row's length, but not so far that a sum of exponentials kept in float16
     (a plausible shortcut, 1e-4 relative) passes on the long rows the candidates must handle."""
     inputs = make_inputs(*shape, torch.float32, seed=sum(shape))
