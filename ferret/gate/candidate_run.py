@@ -204,7 +204,7 @@ def _load_failed(ids: list[str], failure: wire.VariantStatus | None) -> Candidat
     failure = failure or wire.VariantStatus.failed(
         wire.FailureKind.RESULT_MISSING, "the load failure report does not fit the wire"
     )
-    fault = RunFault(kind="exception", message=failure.message, variant=ids[0], not_run=ids[1:])
+    fault = RunFault(kind=wire.FailureKind.EXCEPTION, message=failure.message, variant=ids[0], not_run=ids[1:])
     statuses: dict[str, wire.VariantStatus | None] = {ids[0]: failure}
     statuses |= {vid: _not_run(f"the candidate could not be loaded (see {ids[0]})") for vid in ids[1:]}
     return CandidateRun(statuses, None, fault)
@@ -212,8 +212,9 @@ def _load_failed(ids: list[str], failure: wire.VariantStatus | None) -> Candidat
 
 def _fault_of(outcome: ProcessOutcome, contract: Contract) -> tuple[FaultKind, str]:
     """(kind, message) of a process that ended before its last result."""
-    kinds: dict[str, FaultKind] = {"timeout": "timeout", "deadline": "timeout", "out_of_memory": "out_of_memory"}
-    kind = kinds.get(outcome.kind, "crash")
+    kinds: dict[str, FaultKind] = {"timeout": wire.FailureKind.TIMEOUT, "deadline": wire.FailureKind.TIMEOUT,
+                                   "out_of_memory": wire.FailureKind.OUT_OF_MEMORY}
+    kind = kinds.get(outcome.kind, wire.FailureKind.CRASH)
     message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
     if outcome.kind == "timeout":
         message += f" (budgets.case_timeout_s is {contract.budgets.case_timeout_s:g})"
@@ -231,19 +232,19 @@ def _ended_early(
     at = 0 if position is None else position
     if at >= len(ids):
         # During the stress run or the teardown: every variant has its result.
-        stress = stress or wire.StressResult(error=f"{kind}: {message}")
+        stress = stress or wire.StressResult(error=f"{kind.value}: {message}")
         return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant="stress"))
     written = statuses.get(ids[at])
     if written is not None:
         # It wrote this variant's result and stopped (the runner does when a failure left the CUDA context
         # unusable): that failure is the fault.
-        kind = "exception"
+        kind = wire.FailureKind.EXCEPTION
         message = (f"the candidate's process stopped after its failure on {ids[at]} "
                    f"({written.kind.value if written.kind else 'ok'}: {written.message[:300]})")
     else:
         where = "while starting or loading the candidate, " if position is None else ""
-        statuses[ids[at]] = wire.VariantStatus.failed(wire.FailureKind(kind),
+        statuses[ids[at]] = wire.VariantStatus.failed(kind,
                                                       f"{where}{message}; last output: {outcome.stderr_tail[-800:]}")
     rest = ids[at + 1:]
-    statuses |= {vid: _not_run(f"the candidate's process ended at {ids[at]} ({kind})") for vid in rest}
+    statuses |= {vid: _not_run(f"the candidate's process ended at {ids[at]} ({kind.value})") for vid in rest}
     return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant=ids[at], not_run=rest))
