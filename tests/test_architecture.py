@@ -27,8 +27,10 @@ PACKAGE = "ferret"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: the standard library only
     ("ferret.errors", "ferret.wire", "ferret.progress", "ferret.private_folders"),
+    # candidate languages (ferret/backends/registry.py): the contract names them, the scan, sandbox and gate ask them
+    ("ferret.backends",),
     ("ferret.contract",),
-    ("ferret.integrity", "ferret.sandbox", "ferret.backends"),
+    ("ferret.integrity", "ferret.sandbox"),
     ("ferret.bench",),
     # below the gate: model backends need only the leaves (the folders an agent is denied: ferret.private_folders)
     ("ferret.models",),

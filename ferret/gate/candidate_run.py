@@ -17,7 +17,6 @@ from pydantic import TypeAdapter, ValidationError
 from safetensors.torch import save_file
 
 from ferret import wire
-from ferret.backends import cuda
 from ferret.contract.model import Case, Contract
 from ferret.contract.task import Task
 from ferret.gate.batch import BatchRequest
@@ -159,7 +158,7 @@ def run_candidate(
         [sys.executable, "-m", "ferret.sandbox.runner", "job.json"],
         workdir,
         candidate_environment(workdir, interpret=device == "cpu",
-                              cuda_flags=cuda.flags_from_contract(contract.backend.compile_flags)),
+                              compile_flags=contract.backend.compile_flags),
         contract.budgets.case_timeout_s,
         contract.budgets.candidate_memory_mb,
         hide=hidden_from_candidates(gate, task.project_root),

@@ -27,11 +27,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from ferret.backends import CUDA_MODULE, language_of
-from ferret.backends import cuda as cuda_backend
+from ferret.backends import registry
 from ferret.contract.model import Contract, ProfileName
 from ferret.contract.task import Task
-from ferret.errors import BackendUnavailable, JudgeError, UsageError
+from ferret.errors import JudgeError, UsageError
 from ferret.gate import detect
 from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
@@ -89,11 +88,12 @@ def return_cached_gpu_memory() -> None:
 def judged_languages(task: Task, profile: str) -> list[str]:
     """What the optimizer is told a candidate may be written in: the contract's own language (backend.language:
     where this profile cannot judge it, the judge says so at the first check), and those it allows beside it
-    (backend.allowed_languages) that this profile can judge: CUDA only on the GPU profile, where NVRTC loads
-    (require_language refuses a CUDA candidate elsewhere)."""
+    (backend.allowed_languages) that this profile can judge, as their backends say (CUDA only on the GPU profile,
+    where NVRTC loads; require_language refuses a candidate elsewhere)."""
     backend = task.contract.backend
-    cuda_judged = device_for(profile) == "cuda" and cuda_backend.available()
-    extra = [lang for lang in backend.allowed_languages if lang != backend.language and (lang != "cuda" or cuda_judged)]
+    device = device_for(profile)
+    extra = [lang for lang in backend.allowed_languages
+             if lang != backend.language and registry.backend(lang).unavailable(device, profile) is None]
     return [backend.language, *dict.fromkeys(extra)]
 
 
@@ -149,24 +149,18 @@ class _CandidateFolder:
 
 
 def require_language(task: Task, device: str, profile: str, candidate: Path) -> None:
-    """A candidate in a language the contract does not allow, or a CUDA candidate where there is no GPU to run it or
-    no NVRTC to compile it, is the user's mistake (UsageError, exit 2), not a failed verdict; said before any gate is
-    found or built."""
-    language = language_of(candidate.read_text(errors="replace"))
+    """A candidate in a language the contract does not allow, or in one its backend cannot judge here (a CUDA
+    candidate where there is no GPU to run it or no NVRTC to compile it), is the user's mistake (UsageError, exit 2),
+    not a failed verdict; said before any gate is found or built."""
+    language = registry.backend_for(candidate.read_text(errors="replace"))
     backend = task.contract.backend
-    if not backend.allows(language):
+    if not backend.allows(language.name):
         allowed = ", ".join([backend.language, *backend.allowed_languages])
-        why = f"it imports {CUDA_MODULE}" if language == "cuda" else f"it does not import {CUDA_MODULE}"
-        raise UsageError(f"{candidate} is a {language} candidate ({why}), but {task.path} allows {allowed} "
-                         "only (backend.language, backend.allowed_languages)")
-    if language == "cuda" and device != "cuda":
-        raise UsageError(f"{candidate} is a CUDA candidate: it runs on a GPU, and the {profile} profile has "
-                         "none (its source compiles without one: ferret.backends.cuda.compile_cubin)")
-    if language == "cuda":
-        try:
-            cuda_backend.nvrtc()
-        except BackendUnavailable as err:
-            raise UsageError(f"{candidate} is a CUDA candidate, and this machine cannot compile it: {err}") from None
+        raise UsageError(f"{candidate} is a {language.name} candidate ({registry.evidence(language)}), but {task.path} "
+                         f"allows {allowed} only (backend.language, backend.allowed_languages)")
+    why_not = language.unavailable(device, profile)
+    if why_not is not None:
+        raise UsageError(f"{candidate} is a {language.title} candidate: {why_not}")
 
 
 class Judge:

@@ -25,7 +25,6 @@ from pydantic import TypeAdapter, ValidationError
 from safetensors.torch import load, save_file
 
 from ferret import wire
-from ferret.backends import cuda
 from ferret.bench import guards
 from ferret.bench.warmup_turn import timing_job_key
 from ferret.contract.roofline import RooflineCount, count_roofline
@@ -321,7 +320,7 @@ def _timing_job(task: Task, role: str, loaded: Path, entry: str, compile_it: boo
 
 def _timer_process(task: Task, role: str, folder: Path, device: str, hide: list[Path]) -> TimerProcess:
     env = candidate_environment(folder, interpret=device != "cuda", runs_candidate=role == wire.CANDIDATE_TIMER,
-                                cuda_flags=cuda.flags_from_contract(task.contract.backend.compile_flags))
+                                compile_flags=task.contract.backend.compile_flags)
     return TimerProcess(role, folder, [sys.executable, "-m", "ferret.bench.process", "job.json"], env, hide)
 
 

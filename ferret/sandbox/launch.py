@@ -15,11 +15,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ferret.backends import cuda
+from ferret.backends.registry import backends
 from ferret.sandbox import allow, audit
 from ferret.sandbox.children import kill_group, start_group
 
@@ -89,11 +90,12 @@ def triton_cache_of(workdir: Path) -> Path:
 
 
 def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool = True,
-                          cuda_flags: list[str] | None = None) -> dict[str, str]:
+                          compile_flags: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The environment of a process the judge starts in `workdir`. A process that runs candidate code
     (`runs_candidate`: the runner, the candidate's timer) gets a Triton cache of its own inside `workdir`,
     discarded with it: what a candidate compiles (or plants) is never read by a later check or by the
-    baseline; likewise its compiled CUDA code, compiled with the contract's `cuda_flags` (`ferret.backends.cuda`);
+    baseline; likewise what each language's backend asks for it (`Backend.environment`: CUDA's compiled code, its
+    cache in `workdir`, compiled with the contract's `compile_flags`);
     and it is told to install the sandbox's audit hooks (`ferret.sandbox.audit`). A process that runs
     no candidate code (the reference timer) keeps the judge's cache and has no hooks."""
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
@@ -138,8 +140,8 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
         cache.mkdir(parents=True, exist_ok=True)
         env["TRITON_CACHE_DIR"] = str(cache)
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / ".inductor")  # its own too, discarded with the folder
-        env[cuda.CACHE_ENV] = str(workdir / ".cuda")
-        env[cuda.FLAGS_ENV] = json.dumps(list(cuda_flags) if cuda_flags is not None else list(cuda.DEFAULT_FLAGS))
+        for backend in backends():
+            env.update(backend.environment(workdir, compile_flags or {}))
         if audit.wanted():
             env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
     else:
