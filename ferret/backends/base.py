@@ -38,6 +38,9 @@ class Backend(Protocol):
     other backend claims)."""
     scan_preset: str
     """The integrity scan's preset for its candidates (ferret.integrity.presets)."""
+    imports: tuple[str, ...]
+    """The modules a candidate may import to write in this language (the scan's allow-list,
+    ferret.integrity.tables.ALLOWED_IMPORTS)."""
 
     def claims(self, tree: ast.Module) -> bool:
         """Detection: whether a candidate's parsed source is written in this language."""

@@ -388,6 +388,7 @@ class CudaBackend:
     title = "CUDA"
     module: str | None = MODULE
     scan_preset = "cuda"
+    imports: tuple[str, ...] = ("ferret.backends", MODULE)  # `from ferret.backends import cuda`, `import ferret.backends.cuda`
 
     def claims(self, tree: ast.Module) -> bool:
         return imports_module(tree, MODULE)

@@ -20,6 +20,7 @@ class TritonBackend:
     title = "Triton"
     module: str | None = None
     scan_preset = "triton"
+    imports: tuple[str, ...] = ("triton", "triton.language", "triton.runtime", "triton.compiler", "triton.tools")
 
     def claims(self, tree: ast.Module) -> bool:
         return True  # the default: asked only when no other backend claims the source

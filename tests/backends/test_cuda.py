@@ -412,6 +412,10 @@ def test_the_cuda_backend_launches_through_source_launch_named_by_its_first_argu
     assert point.kernel_name(None, (), {"kernel": "rms"}) == "rms"
 
 
+def test_a_cuda_candidate_may_import_this_module_and_nothing_else_of_ferrets():
+    assert cuda.BACKEND.imports == ("ferret.backends", "ferret.backends.cuda")
+
+
 def test_the_cuda_backends_scan_preset_runs_every_rule_its_own_among_them():
     from ferret.integrity.presets import PRESETS
     from ferret.integrity.registry import RULES

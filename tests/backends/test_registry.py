@@ -62,7 +62,7 @@ class _Launcher:
 class ToyBackend:
     """A language that no part of ferret names: registered, it is judged like the others."""
 
-    name, title, module, scan_preset = "toy", "Toy", "toy.lang", "minimal"
+    name, title, module, scan_preset, imports = "toy", "Toy", "toy.lang", "minimal", ("toy.lang",)
 
     def __init__(self, why_not: str | None = None):
         self.why_not, self.loaded = why_not, []
@@ -140,6 +140,14 @@ def test_a_registered_languages_scan_preset_loader_launches_and_environment_are_
     launcher.go("toy_kernel")
     assert recorder.counts["toy_kernel"] == 2 and "toy.Launcher.go" in recorder.patched
     assert recorder.intact() == []
+
+
+def test_the_scan_allows_every_registered_languages_imports():
+    from ferret.integrity.tables import ALLOWED_IMPORTS
+
+    for language in backends():
+        assert language.imports and set(language.imports) <= ALLOWED_IMPORTS, language.name
+    assert {"triton.language", "ferret.backends.cuda"} <= ALLOWED_IMPORTS
 
 
 def test_the_backends_package_says_how_a_language_is_added():

@@ -34,6 +34,10 @@ def test_it_loads_nothing_before_the_sandbox_and_adds_no_environment(tmp_path):
     assert BACKEND.environment(tmp_path, {"std": "c++17"}) == {}
 
 
+def test_a_candidate_may_import_tritons_modules():
+    assert BACKEND.imports == ("triton", "triton.language", "triton.runtime", "triton.compiler", "triton.tools")
+
+
 def test_its_scan_preset_runs_every_rule():
     assert set(PRESETS[BACKEND.scan_preset]) == set(RULES)
 
