@@ -26,8 +26,8 @@ class LaunchPoint:
 
 
 class Backend(Protocol):
-    """Everything that differs from one candidate language to another. The judge, the sandbox, the timer and
-    the scan ask a backend (through the registry); none of them names a language."""
+    """What differs from one candidate language to another. The contract, the judge, the sandbox, the timer and
+    the scan ask a language's backend (through the registry) instead of testing its name."""
 
     name: str
     """As a contract writes it (`backend.language`, `backend.allowed_languages`)."""
