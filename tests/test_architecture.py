@@ -27,12 +27,16 @@ PACKAGE = "ferret"
 # Lowest first. A module may import from its own layer and those below, never from one above. A module
 # belongs to the layer of the longest name that is it or a package above it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("ferret.errors", "ferret.wire", "ferret.progress"),  # leaves: the standard library only
+    # leaves: the standard library only
+    ("ferret.errors", "ferret.wire", "ferret.progress", "ferret.private_folders"),
+    # candidate languages (ferret/backends/registry.py): the contract names them, the scan, sandbox and gate ask them
+    ("ferret.backends",),
     ("ferret.contract",),
-    ("ferret.integrity", "ferret.sandbox", "ferret.backends"),
+    ("ferret.integrity", "ferret.sandbox"),
     ("ferret.bench",),
+    # below the gate: model backends need only the leaves (the folders an agent is denied: ferret.private_folders)
+    ("ferret.models",),
     ("ferret.gate",),
-    ("ferret.models",),  # above the gate: the Claude CLI backend uses ferret.gate.trust's private folders
     ("ferret.roles",),
     ("ferret.dispatch",),
     ("ferret.reporting",),  # `ferret report`: renders the gate's and the dispatcher's records

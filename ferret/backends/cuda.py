@@ -22,14 +22,18 @@ GPU, so the CPU profile and CI compile a CUDA candidate; running it needs one.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ferret.backends.base import LaunchPoint, imports_module
 from ferret.errors import BackendUnavailable, CudaCompileError
+
+MODULE = "ferret.backends.cuda"  # what a candidate imports to be a CUDA candidate
 
 # What a launcher may use (the scan's `cuda_backend_attribute` names anything else it reaches through the module:
 # its imports, such as `os`, and the compiling the judge does for it).
@@ -367,3 +371,47 @@ class Source:
         except CudaCompileError as err:
             self._compile_error = err
             raise
+
+
+# --- the judge's side: the CUDA backend (ferret.backends.base.Backend) ---------------------------------------------
+
+
+def _kernel_name(source: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """`Source.launch(kernel, ...)`: the kernel's name is its first argument."""
+    return str(args[0] if args else kwargs.get("kernel", "kernel"))
+
+
+class CudaBackend:
+    """CUDA C++ candidates: those that import this module. Compiled through NVRTC (CuPy), run on a GPU only."""
+
+    name = "cuda"
+    title = "CUDA"
+    module: str | None = MODULE
+    scan_preset = "cuda"
+    imports: tuple[str, ...] = ("ferret.backends", MODULE)  # `from ferret.backends import cuda`, `import ferret.backends.cuda`
+
+    def claims(self, tree: ast.Module) -> bool:
+        return imports_module(tree, MODULE)
+
+    def unavailable(self, device: str, profile: str) -> str | None:
+        if device != "cuda":
+            return (f"it runs on a GPU, and the {profile} profile has none (its source compiles without one: "
+                    f"{MODULE}.compile_cubin)")
+        try:
+            nvrtc()
+        except BackendUnavailable as err:
+            return f"this machine cannot compile it: {err}"
+        return None
+
+    def load_before_sandbox(self, on_gpu: bool) -> None:
+        load_before_sandbox(on_gpu)
+
+    def launch_points(self) -> list[LaunchPoint]:
+        return [LaunchPoint(Source, "launch", "cuda.Source.launch", _kernel_name)]
+
+    def environment(self, workdir: Path, compile_flags: Mapping[str, Any]) -> dict[str, str]:
+        """The folder compiled code is cached in (the candidate's own) and the contract's flags."""
+        return {CACHE_ENV: str(workdir / ".cuda"), FLAGS_ENV: json.dumps(flags_from_contract(dict(compile_flags)))}
+
+
+BACKEND = CudaBackend()

@@ -15,7 +15,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup
@@ -318,22 +318,26 @@ def dispatch_command(
     """
 
     def action():
-        from ferret.dispatch.dispatcher import Dispatcher
+        from ferret.dispatch.dispatcher import Dispatcher, DispatchOptions
 
         contract_path, run_profile = _dispatch_contract_and_profile(contract, resume, profile)
-        options = {
-            "optimizer": _role_named_by("--optimizer", optimizer, "optimizer", contract_path),
-            "reviewer": _role_named_by("--reviewer", reviewer, "reviewer", contract_path),
-            "test_writer": _role_named_by("--test-writer", test_writer, "test_writer", contract_path),
-            "gates_dir": gates_dir,
-            "max_rounds": max_rounds,
-            "progress": _reporter(),
-            "proposals_per_round": proposals_per_round,
-        }
+        # Each role the option names, of its own kind (`resolve_role`), or None: the Dispatcher resolves it.
+        roles: dict[str, Any] = {kind: _role_named_by(f"--{kind.replace('_', '-')}", spec, kind, contract_path)
+                                 for kind, spec in (("optimizer", optimizer), ("reviewer", reviewer),
+                                                    ("test_writer", test_writer))}
+        options = DispatchOptions(
+            **roles,
+            gates_dir=gates_dir,
+            runs_dir=None if resume is not None else runs_dir,  # a resumed run stays in its own folder's parent
+            profile=None if resume is not None else run_profile,
+            max_rounds=max_rounds,
+            proposals_per_round=proposals_per_round,
+            progress=_reporter(),
+        )
         if resume is not None:
-            dispatcher = Dispatcher.resuming(resume, contract_path, **options)
+            dispatcher = Dispatcher.resuming(resume, contract_path, options)
         else:
-            dispatcher = Dispatcher(contract_path, runs_dir=runs_dir, profile=run_profile, **options)
+            dispatcher = Dispatcher(contract_path, options)
         log = dispatcher.run()
         result = _run_result_json(log)
         typer.echo(result if json_only else "RUN_RESULT " + result)

@@ -7,10 +7,11 @@ judge do is driven by this data; nothing about an op is hard-coded in the judge.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator, model_validator
 
+from ferret.backends import registry as _languages
 from ferret.contract import roofline as _roofline
 from ferret.contract import strata as _strata
 from ferret.contract.shapes import ShapeExpr, check_expression, evaluate, evaluate_shape
@@ -352,7 +353,15 @@ class CandidateAbi(_Strict):
     )
 
 
-Language = Literal["triton", "cuda"]
+def _known_language(name: str) -> str:
+    if name not in _languages.names():
+        raise ValueError(f"unknown language {name!r}; the languages are {', '.join(_languages.names())}")
+    return name
+
+
+# A candidate language: one registered in ferret/backends/registry.py.
+Language = Annotated[str, AfterValidator(_known_language),
+                     WithJsonSchema({"enum": list(_languages.names()), "type": "string"})]
 
 
 class Backend(_Strict):

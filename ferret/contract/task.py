@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ferret.backends import registry
 from ferret.contract.imports import load_entry, project_root_of
 from ferret.contract.load import load_contract
 from ferret.contract.model import Contract
@@ -52,6 +53,7 @@ class Task:
     @property
     def templates_dir(self) -> Path:
         """Where the offline optimizer's kernel templates of this op live: `<project>/tasks/<op>/templates`, and its
-        `cuda/` folder where the contract's `backend.language` is cuda."""
+        folder named for the contract's `backend.language` (`cuda/`) where that is not the default language."""
         folder = self.project_root / "tasks" / self.contract.op / "templates"
-        return folder / "cuda" if self.contract.backend.language == "cuda" else folder
+        language = self.contract.backend.language
+        return folder if language == registry.DEFAULT else folder / language

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -183,60 +185,70 @@ def judged_candidate_file(folder: Path, record: CandidateRecord) -> Path | str:
     return path
 
 
+@dataclasses.dataclass(frozen=True)
+class DispatchOptions:
+    """How a dispatch runs; each field may be left out. Roles not given are chosen as the command line's are
+    (`ferret.roles.resolve`). `runs_dir`: where run folders are made (runs/, or for a resumed run the folder
+    that holds it). `profile`: the machine's default when None. `max_rounds` and `proposals_per_round` override
+    the contract's budgets."""
+
+    optimizer: Optimizer | None = None
+    reviewer: Reviewer | None = None
+    test_writer: TestWriter | None = None
+    gates_dir: str | Path = "gates"
+    runs_dir: str | Path | None = None
+    profile: str | None = None
+    max_rounds: int | None = None
+    proposals_per_round: int | None = None
+    progress: ProgressLike = None
+    agents_dir: Path = REPO_AGENTS
+
+
 class Dispatcher:
     @classmethod
-    def resuming(cls, run_folder: str | Path, contract: str | Path | None = None, **options) -> Dispatcher:
+    def resuming(cls, run_folder: str | Path, contract: str | Path | None = None, options: DispatchOptions | None = None,
+                 **fields: Any) -> Dispatcher:
         """A dispatcher that continues the interrupted run in `run_folder` (runs/<id>) when `.run()` is called:
         the contract comes from its run log (`contract`, if given, must be that same contract), the profile
         too. The other options are the constructor's. Mistakes are UsageErrors naming the folder."""
         folder = Path(run_folder)
+        chosen = dataclasses.replace(options or DispatchOptions(), **fields)
         log = read_run_log(folder)
         path = resume_contract(folder, log, contract)
-        profile = options.pop("profile", None)
+        profile = chosen.profile
         if profile is not None and getattr(profile, "value", profile) != log.profile:
             raise UsageError(f"{folder} runs with profile {log.profile}, not {getattr(profile, 'value', profile)}: "
                              "resume it without a profile")
         check_resumed_on_the_same_device(folder, log)
-        options.setdefault("runs_dir", folder.parent)
-        dispatcher = cls(path, profile=log.profile, **options)
+        dispatcher = cls(path, dataclasses.replace(chosen, profile=log.profile, runs_dir=chosen.runs_dir or folder.parent))
         dispatcher.resume_folder = folder
         return dispatcher
 
-    def __init__(
-        self,
-        contract: str | Path,
-        optimizer: Optimizer | None = None,
-        reviewer: Reviewer | None = None,
-        gates_dir: str | Path = "gates",
-        runs_dir: str | Path = "runs",
-        profile: str | None = None,
-        max_rounds: int | None = None,
-        progress: ProgressLike = None,
-        agents_dir: Path = REPO_AGENTS,
-        proposals_per_round: int | None = None,
-        test_writer: TestWriter | None = None,
-    ):
+    def __init__(self, contract: str | Path, options: DispatchOptions | None = None, **fields: Any):
+        """`options`, or the same fields by name (`Dispatcher(contract, optimizer=..., profile="cpu")`)."""
+        chosen = dataclasses.replace(options or DispatchOptions(), **fields)
         self._use_contract(Path(contract))
         self.contract_text = self.contract_path.read_text()  # what the roles read: the contract as the user wrote it
-        self.profile = resolve_profile(profile)
-        self.gates_dir = Path(gates_dir)
-        self.runs_dir = Path(runs_dir)
-        self.max_rounds = max_rounds or self.contract.budgets.max_rounds
-        self.proposals_per_round = proposals_per_round or self.contract.budgets.proposals_per_round
+        self.profile = resolve_profile(chosen.profile)
+        self.gates_dir = Path(chosen.gates_dir)
+        self.runs_dir = Path(chosen.runs_dir or "runs")
+        self.max_rounds = chosen.max_rounds or self.contract.budgets.max_rounds
+        self.proposals_per_round = chosen.proposals_per_round or self.contract.budgets.proposals_per_round
         if self.max_rounds < 1 or self.proposals_per_round < 1:
             raise UsageError(
                 f"max_rounds and proposals_per_round must be at least 1, got {self.max_rounds}, {self.proposals_per_round}"
             )
-        self.progress = as_reporter(progress)
-        self.agents_dir = agents_dir
+        self.progress = as_reporter(chosen.progress)
+        self.agents_dir = chosen.agents_dir
         # A step, so that the command line's bar (or heartbeat) shows the wait: the offline optimizer lists its template
         # space before anything else (MLA's 1.6M points: ~17-20 s on this project's 2-core machine, 2026-12-03).
         self.progress.step(ROLES_STEP, 0, 3, "the optimizer")
-        self.optimizer = optimizer or self._default_optimizer()
+        self.optimizer = chosen.optimizer or self._default_optimizer()
         self.progress.step(ROLES_STEP, 1, 3, "the reviewer")
+        reviewer = chosen.reviewer
         self.reviewer, self.reviewer_note = (reviewer, "") if reviewer is not None else self._default_reviewer()
         self.progress.step(ROLES_STEP, 2, 3, "the test-writer")
-        self.test_writer = test_writer or self._default_test_writer()
+        self.test_writer = chosen.test_writer or self._default_test_writer()
         self.progress.step(ROLES_STEP, 3, 3)
         self.resume_folder: Path | None = None  # set by Dispatcher.resuming: what run() continues by default
 

@@ -14,9 +14,10 @@ from safetensors.torch import load_file
 
 from ferret import wire
 from ferret.contract.model import Case, Contract
+from ferret.gate.context import GateContext
 from ferret.gate.inputs import prepare_inputs
 from ferret.gate.metrics import bitwise_equal, where_different
-from ferret.gate.models import Detection, GateManifest, PartResult
+from ferret.gate.models import Detection, PartResult
 
 
 @dataclass
@@ -35,8 +36,9 @@ def _axis(shape: list[int | str], dim: str) -> int | None:
     return next((i for i, s in enumerate(shape) if s == dim), None)
 
 
-def batch_requests(contract: Contract, manifest: GateManifest, gate: Path) -> list[BatchRequest]:
+def batch_requests(context: GateContext) -> list[BatchRequest]:
     """The requests to run alone; none when the contract does not ask for batch invariance."""
+    contract, manifest, gate = context.contract, context.manifest, context.gate
     spec = contract.cases.batch_invariance
     record = next((r for r in manifest.variants if r.part == "correctness"), None)
     if spec is None or record is None:

@@ -17,16 +17,15 @@ from pydantic import TypeAdapter, ValidationError
 from safetensors.torch import save_file
 
 from ferret import wire
-from ferret.backends import cuda
 from ferret.contract.model import Case, Contract
-from ferret.contract.task import Task
 from ferret.gate.batch import BatchRequest
+from ferret.gate.context import GateContext
 from ferret.gate.fresh import FreshVariant
 from ferret.gate.inputs import CheckedInputs, output_specs, prepare_inputs
 from ferret.gate.isolation import hidden_from_candidates
-from ferret.gate.models import FaultKind, GateManifest, RunFault
+from ferret.gate.models import FaultKind, RunFault
 from ferret.progress import ProgressLike, as_reporter
-from ferret.sandbox.launch import ProcessOutcome, candidate_environment, run_isolated
+from ferret.sandbox.launch import ProcessOptions, ProcessOutcome, candidate_environment, run_isolated
 
 _STATUS = TypeAdapter(wire.VariantStatus)
 # Gate variants whose inputs are written at once (`write_candidate_job`).
@@ -62,47 +61,62 @@ def gate_inputs_file(workdir: Path, variant_id: str) -> Path:
     return workdir / "in" / f"{variant_id}.safetensors"
 
 
-def write_gate_inputs(contract: Contract, manifest: GateManifest, gate: Path, workdir: Path,
-                      checked: CheckedInputs | None = None) -> None:
+def write_gate_inputs(context: GateContext, workdir: Path, checked: CheckedInputs | None = None) -> None:
     """Every gate variant's inputs in the candidate's folder (`gate_inputs_file`), a few at a time: reading,
     hashing against the lock and writing a large MLA variant's inputs let go of the GIL, and one after another
     they were 2.5 s of a warm MLA check. The judge runs this beside the fresh draw (`ferret.gate.judge`);
     `checked` is the check's memo of inputs checked against the lock."""
     (workdir / "in").mkdir(exist_ok=True)
-    targets = [gate_inputs_file(workdir, record.id) for record in manifest.variants]
+    records = context.manifest.variants
+    targets = [gate_inputs_file(workdir, record.id) for record in records]
     with ThreadPoolExecutor(max_workers=_INPUT_WORKERS, thread_name_prefix="ferret-inputs") as pool:
-        list(pool.map(lambda record, target: prepare_inputs(contract, gate, record, target, checked),
-                      manifest.variants, targets))
+        list(pool.map(lambda record, target: prepare_inputs(context.contract, context.gate, record, target, checked),
+                      records, targets))
 
 
-def write_candidate_job(
-    contract: Contract, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
-    run_stress: bool, fresh: list[FreshVariant], batch: Sequence[BatchRequest] = (),
-    gate_inputs: Future[None] | None = None,
-) -> wire.CandidateJob:
-    """The candidate's folder and job.json; the variants in the order the runner takes them. `gate_inputs`: the
-    gate variants' inputs being written already (`write_gate_inputs` in a thread), waited for here (what it raised,
-    GateTampered say, raised here); else they are written now."""
-    if gate_inputs is None:
-        write_gate_inputs(contract, manifest, gate, workdir)
+@dataclass(frozen=True)
+class CandidateRunOptions:
+    """How one candidate's process runs: on `device` (cpu or cuda), with the stress run (GPU) or not, the fresh
+    cases and batch-invariance requests beside the gate's variants, the check's `deadline` (a `time.monotonic()`
+    instant). `gate_inputs`: the gate variants' inputs being written already (`write_gate_inputs` in a thread).
+    `on_moved(position)`: called each time the process says it started a later step."""
+
+    device: str
+    progress: ProgressLike = None
+    run_stress: bool = True
+    fresh: Sequence[FreshVariant] = ()
+    deadline: float | None = None
+    batch: Sequence[BatchRequest] = ()
+    gate_inputs: Future[None] | None = None
+    on_moved: Callable[[int], None] | None = None
+
+
+def write_candidate_job(context: GateContext, candidate: Path, workdir: Path,
+                        options: CandidateRunOptions) -> wire.CandidateJob:
+    """The candidate's folder and job.json; the variants in the order the runner takes them. `options.gate_inputs`:
+    the gate variants' inputs being written already (`write_gate_inputs` in a thread), waited for here (what it
+    raised, GateTampered say, raised here); else they are written now."""
+    contract, manifest = context.contract, context.manifest
+    if options.gate_inputs is None:
+        write_gate_inputs(context, workdir)
     else:
-        gate_inputs.result()
+        options.gate_inputs.result()
     shutil.copyfile(candidate, workdir / "candidate.py")
     targets = [gate_inputs_file(workdir, record.id) for record in manifest.variants]
     variants = []
     for record, target in zip(manifest.variants, targets, strict=True):
         case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
         variants.append(_variant_job(record.id, target, contract, case, record.dtype))
-    for item in [*fresh, *batch]:
+    for item in [*options.fresh, *options.batch]:
         target = workdir / "in" / f"{item.id}.safetensors"
         save_file(item.inputs, str(target))
         variants.append(_variant_job(item.id, target, contract, item.case, item.dtype))
     stress_index = None
-    if device == "cuda" and run_stress:
+    if options.device == "cuda" and options.run_stress:
         sizes = [r.inputs.nbytes for r in manifest.variants]
         stress_index = max(range(len(sizes)), key=sizes.__getitem__)
     job = wire.CandidateJob(
-        candidate=str(workdir / "candidate.py"), entry=contract.candidate_abi.entry, device=device,
+        candidate=str(workdir / "candidate.py"), entry=contract.candidate_abi.entry, device=options.device,
         params=dict(contract.params), repeats=contract.budgets.determinism_repeats,
         stress_iterations=contract.budgets.stress_iterations, stress_variant=stress_index, variants=variants,
         result_dir=str(workdir / "out"),
@@ -127,23 +141,18 @@ def read_status(path: Path) -> wire.VariantStatus | None:
         return None
 
 
-def run_candidate(
-    task: Task, manifest: GateManifest, gate: Path, candidate: Path, workdir: Path, device: str,
-    progress: ProgressLike = None, run_stress: bool = True, fresh: Sequence[FreshVariant] = (), deadline: float | None = None,
-    batch: Sequence[BatchRequest] = (), gate_inputs: Future[None] | None = None,
-    on_moved: Callable[[int], None] | None = None,
-) -> CandidateRun:
+def run_candidate(context: GateContext, candidate: Path, workdir: Path, options: CandidateRunOptions) -> CandidateRun:
     """Run every variant in one candidate process. A fault that ends the process (a hang, a crash, memory,
     the check's deadline) is charged to the variant it happened on; the variants after it are not run.
-    `on_moved(position)` is called each time the process says it started a later step (every variant before
-    `position` is finished: the judge compares them while the process goes on)."""
-    progress = as_reporter(progress)
-    contract = task.contract
+    `options.on_moved(position)` is called each time the process says it started a later step (every variant
+    before `position` is finished: the judge compares them while the process goes on)."""
+    progress = as_reporter(options.progress)
+    contract, on_moved = context.contract, options.on_moved
     started = time.perf_counter()
-    job = write_candidate_job(contract, manifest, gate, candidate, workdir, device, run_stress, list(fresh), batch,
-                              gate_inputs)
+    job = write_candidate_job(context, candidate, workdir, options)
     ids = [v.id for v in job.variants]
-    parts = [r.part for r in manifest.variants] + ["fresh_cases"] * len(fresh) + ["batch_invariance"] * len(batch)
+    parts = ([r.part for r in context.manifest.variants] + ["fresh_cases"] * len(options.fresh)
+             + ["batch_invariance"] * len(options.batch))
     out = Path(job.result_dir)
     marks: list[tuple[str, float]] = [("candidate_inputs", started), ("candidate_start", time.perf_counter())]
 
@@ -158,15 +167,16 @@ def run_candidate(
     outcome = run_isolated(
         [sys.executable, "-m", "ferret.sandbox.runner", "job.json"],
         workdir,
-        candidate_environment(workdir, interpret=device == "cpu",
-                              cuda_flags=cuda.flags_from_contract(contract.backend.compile_flags)),
-        contract.budgets.case_timeout_s,
-        contract.budgets.candidate_memory_mb,
-        hide=hidden_from_candidates(gate, task.project_root),
-        finished_marker=out / wire.DONE_FILE,
-        deadline=deadline,
-        progress_token=lambda: _position(out),
-        on_progress=moved,
+        candidate_environment(workdir, interpret=options.device == "cpu", compile_flags=contract.backend.compile_flags),
+        ProcessOptions(
+            contract.budgets.case_timeout_s,
+            contract.budgets.candidate_memory_mb,
+            hide=hidden_from_candidates(context.gate, context.task.project_root),
+            finished_marker=out / wire.DONE_FILE,
+            deadline=options.deadline,
+            progress_token=lambda: _position(out),
+            on_progress=moved,
+        ),
     )
     progress.step("candidate", len(ids), len(ids), "done")
     marks.append(("", time.perf_counter()))
@@ -204,7 +214,7 @@ def _load_failed(ids: list[str], failure: wire.VariantStatus | None) -> Candidat
     failure = failure or wire.VariantStatus.failed(
         wire.FailureKind.RESULT_MISSING, "the load failure report does not fit the wire"
     )
-    fault = RunFault(kind="exception", message=failure.message, variant=ids[0], not_run=ids[1:])
+    fault = RunFault(kind=wire.FailureKind.EXCEPTION, message=failure.message, variant=ids[0], not_run=ids[1:])
     statuses: dict[str, wire.VariantStatus | None] = {ids[0]: failure}
     statuses |= {vid: _not_run(f"the candidate could not be loaded (see {ids[0]})") for vid in ids[1:]}
     return CandidateRun(statuses, None, fault)
@@ -212,8 +222,9 @@ def _load_failed(ids: list[str], failure: wire.VariantStatus | None) -> Candidat
 
 def _fault_of(outcome: ProcessOutcome, contract: Contract) -> tuple[FaultKind, str]:
     """(kind, message) of a process that ended before its last result."""
-    kinds: dict[str, FaultKind] = {"timeout": "timeout", "deadline": "timeout", "out_of_memory": "out_of_memory"}
-    kind = kinds.get(outcome.kind, "crash")
+    kinds: dict[str, FaultKind] = {"timeout": wire.FailureKind.TIMEOUT, "deadline": wire.FailureKind.TIMEOUT,
+                                   "out_of_memory": wire.FailureKind.OUT_OF_MEMORY}
+    kind = kinds.get(outcome.kind, wire.FailureKind.CRASH)
     message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
     if outcome.kind == "timeout":
         message += f" (budgets.case_timeout_s is {contract.budgets.case_timeout_s:g})"
@@ -231,19 +242,19 @@ def _ended_early(
     at = 0 if position is None else position
     if at >= len(ids):
         # During the stress run or the teardown: every variant has its result.
-        stress = stress or wire.StressResult(error=f"{kind}: {message}")
+        stress = stress or wire.StressResult(error=f"{kind.value}: {message}")
         return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant="stress"))
     written = statuses.get(ids[at])
     if written is not None:
         # It wrote this variant's result and stopped (the runner does when a failure left the CUDA context
         # unusable): that failure is the fault.
-        kind = "exception"
+        kind = wire.FailureKind.EXCEPTION
         message = (f"the candidate's process stopped after its failure on {ids[at]} "
                    f"({written.kind.value if written.kind else 'ok'}: {written.message[:300]})")
     else:
         where = "while starting or loading the candidate, " if position is None else ""
-        statuses[ids[at]] = wire.VariantStatus.failed(wire.FailureKind(kind),
+        statuses[ids[at]] = wire.VariantStatus.failed(kind,
                                                       f"{where}{message}; last output: {outcome.stderr_tail[-800:]}")
     rest = ids[at + 1:]
-    statuses |= {vid: _not_run(f"the candidate's process ended at {ids[at]} ({kind})") for vid in rest}
+    statuses |= {vid: _not_run(f"the candidate's process ended at {ids[at]} ({kind.value})") for vid in rest}
     return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant=ids[at], not_run=rest))

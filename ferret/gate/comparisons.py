@@ -1,7 +1,7 @@
 """Each variant judged against its golden stages as soon as the candidate's process has moved past it.
 
     with VariantComparisons(contract, to_judge, out, judge_variant) as comparisons:
-        run = run_candidate(..., on_moved=comparisons.candidate_moved_to)
+        run = run_candidate(context, candidate, workdir, CandidateRunOptions(..., on_moved=comparisons.candidate_moved_to))
         results = comparisons.results(run.statuses, clock)
 
 The candidate's runner writes a variant's result file, then its status file, then the index of the next

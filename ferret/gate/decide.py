@@ -30,7 +30,7 @@ class _VariantBase(TypedDict):
 
 
 def _result_missing(base: _VariantBase, message: str) -> VariantResult:
-    result = VariantResult(**base, passed=False, failure=RunFailure(kind="result_missing", message=message))
+    result = VariantResult(**base, passed=False, failure=RunFailure(kind=wire.FailureKind.RESULT_MISSING, message=message))
     result.detections = detect.from_failure(result)
     return result
 
@@ -85,7 +85,7 @@ def judge_variant(
         )
     if not status.ok:
         failure = RunFailure(
-            kind=(status.kind or wire.FailureKind.EXCEPTION).value, message=status.message, traceback=status.traceback
+            kind=status.kind or wire.FailureKind.EXCEPTION, message=status.message, traceback=status.traceback
         )
         result = VariantResult(**base, passed=False, failure=failure, seconds=status.seconds,
                                phase_seconds=status.phase_seconds)
@@ -132,7 +132,8 @@ def judge_variant(
                if wire.after_key(n) in got and tensor_content_sha256(got[wire.after_key(n)]) != digest]
     if changed:
         result.passed = False
-        result.failure = RunFailure(kind="input_mutated", message=f"read-only inputs {changed} changed during the call")
+        result.failure = RunFailure(kind=wire.FailureKind.INPUT_MUTATED,
+                                    message=f"read-only inputs {changed} changed during the call")
     result.detections = (
         detect.from_failure(result)
         + detect.from_runtime(result, status, got, outputs, bitwise_equal)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ferret import wire
 from ferret.gate.sm_clock import RoundClocks
-from ferret.sandbox.launch import ProcessOutcome, run_isolated
+from ferret.sandbox.launch import ProcessOptions, ProcessOutcome, run_isolated
 
 
 @dataclass
@@ -87,9 +87,9 @@ def start_timer(timer: TimerProcess, timeout_s: float, memory_mb: int, deadline:
 
     def run() -> None:
         timer.outcome = run_isolated(
-            timer.args, timer.folder, timer.env, timeout_s, memory_mb, hide=timer.hide,
-            finished_marker=timer.folder / wire.DONE_FILE, deadline=deadline,
-            progress_token=progress, on_start=remember,
+            timer.args, timer.folder, timer.env,
+            ProcessOptions(timeout_s, memory_mb, hide=timer.hide, finished_marker=timer.folder / wire.DONE_FILE,
+                           deadline=deadline, progress_token=progress, on_start=remember),
         )
 
     timer.thread = threading.Thread(target=run, name=f"ferret-timer-{timer.role}", daemon=True)

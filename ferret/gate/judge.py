@@ -27,16 +27,16 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from ferret.backends import CUDA_MODULE, language_of
-from ferret.backends import cuda as cuda_backend
+from ferret.backends import registry
 from ferret.contract.model import Contract, ProfileName
 from ferret.contract.task import Task
-from ferret.errors import BackendUnavailable, JudgeError, UsageError
+from ferret.errors import JudgeError, UsageError
 from ferret.gate import detect
 from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
-from ferret.gate.candidate_run import CandidateRun, run_candidate, write_gate_inputs
+from ferret.gate.candidate_run import CandidateRun, CandidateRunOptions, run_candidate, write_gate_inputs
 from ferret.gate.comparisons import ToJudge, VariantComparisons
+from ferret.gate.context import GateContext
 from ferret.gate.decide import judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
 from ferret.gate.gpu_turns import GpuTurns
@@ -48,7 +48,7 @@ from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
-from ferret.gate.timing import StartedTiming, finish_timing, gpu_alone, speed_lines, start_timing
+from ferret.gate.timing import StartedTiming, TimingOptions, finish_timing, gpu_alone, speed_lines, start_timing
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
 from ferret.sandbox.launch import remember_probes_in
@@ -89,11 +89,12 @@ def return_cached_gpu_memory() -> None:
 def judged_languages(task: Task, profile: str) -> list[str]:
     """What the optimizer is told a candidate may be written in: the contract's own language (backend.language:
     where this profile cannot judge it, the judge says so at the first check), and those it allows beside it
-    (backend.allowed_languages) that this profile can judge: CUDA only on the GPU profile, where NVRTC loads
-    (require_language refuses a CUDA candidate elsewhere)."""
+    (backend.allowed_languages) that this profile can judge, as their backends say (CUDA only on the GPU profile,
+    where NVRTC loads; require_language refuses a candidate elsewhere)."""
     backend = task.contract.backend
-    cuda_judged = device_for(profile) == "cuda" and cuda_backend.available()
-    extra = [lang for lang in backend.allowed_languages if lang != backend.language and (lang != "cuda" or cuda_judged)]
+    device = device_for(profile)
+    extra = [lang for lang in backend.allowed_languages
+             if lang != backend.language and registry.backend(lang).unavailable(device, profile) is None]
     return [backend.language, *dict.fromkeys(extra)]
 
 
@@ -137,8 +138,7 @@ class _CandidateFolder:
     def __init__(self, judge: Judge, checked: CheckedInputs):
         self.path = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferret-candidate-inputs")
-        self.gate_inputs: Future[None] = self._pool.submit(write_gate_inputs, judge.contract, judge.manifest,
-                                                           judge.gate, self.path, checked)
+        self.gate_inputs: Future[None] = self._pool.submit(write_gate_inputs, judge.context, self.path, checked)
 
     def __enter__(self) -> _CandidateFolder:
         return self
@@ -149,24 +149,18 @@ class _CandidateFolder:
 
 
 def require_language(task: Task, device: str, profile: str, candidate: Path) -> None:
-    """A candidate in a language the contract does not allow, or a CUDA candidate where there is no GPU to run it or
-    no NVRTC to compile it, is the user's mistake (UsageError, exit 2), not a failed verdict; said before any gate is
-    found or built."""
-    language = language_of(candidate.read_text(errors="replace"))
+    """A candidate in a language the contract does not allow, or in one its backend cannot judge here (a CUDA
+    candidate where there is no GPU to run it or no NVRTC to compile it), is the user's mistake (UsageError, exit 2),
+    not a failed verdict; said before any gate is found or built."""
+    language = registry.backend_for(candidate.read_text(errors="replace"))
     backend = task.contract.backend
-    if not backend.allows(language):
+    if not backend.allows(language.name):
         allowed = ", ".join([backend.language, *backend.allowed_languages])
-        why = f"it imports {CUDA_MODULE}" if language == "cuda" else f"it does not import {CUDA_MODULE}"
-        raise UsageError(f"{candidate} is a {language} candidate ({why}), but {task.path} allows {allowed} "
-                         "only (backend.language, backend.allowed_languages)")
-    if language == "cuda" and device != "cuda":
-        raise UsageError(f"{candidate} is a CUDA candidate: it runs on a GPU, and the {profile} profile has "
-                         "none (its source compiles without one: ferret.backends.cuda.compile_cubin)")
-    if language == "cuda":
-        try:
-            cuda_backend.nvrtc()
-        except BackendUnavailable as err:
-            raise UsageError(f"{candidate} is a CUDA candidate, and this machine cannot compile it: {err}") from None
+        raise UsageError(f"{candidate} is a {language.name} candidate ({registry.evidence(language)}), but {task.path} "
+                         f"allows {allowed} only (backend.language, backend.allowed_languages)")
+    why_not = language.unavailable(device, profile)
+    if why_not is not None:
+        raise UsageError(f"{candidate} is a {language.title} candidate: {why_not}")
 
 
 class Judge:
@@ -175,7 +169,6 @@ class Judge:
 
     def __init__(self, task: Task, gates_dir: str | Path = "gates", profile: str | None = None, progress: ProgressLike = None):
         started = time.perf_counter()
-        self.task = task
         self.profile: ProfileName = resolve_profile(profile, needs_gpu=False) if profile else default_profile()
         self.device = device_for(self.profile)
         # Variants are judged while the candidate's process runs (`VariantComparisons`) where the candidate works on
@@ -185,14 +178,27 @@ class Judge:
         self.judge_early = self.device == "cuda"
         self.progress = as_reporter(progress)
         remember_probes_in(Path(gates_dir) / ".cache")  # the sandbox probes, kept beside the gates, hidden from candidates
-        self.gate = locate_gate(task.path, task.contract, Path(gates_dir), self.profile, self.progress)
-        self.manifest = GateManifest.model_validate(verify_gate(self.gate, require_trusted=True))
+        gate = locate_gate(task.path, task.contract, Path(gates_dir), self.profile, self.progress)
+        # The task, the gate and its verified manifest, made once and passed whole to every step of a check.
+        self.context = GateContext(task, GateManifest.model_validate(verify_gate(gate, require_trusted=True)), gate)
         # Said once, in the first verdict's phases (`gate_setup`): finding or building the gate, verifying it.
         self._setup_seconds: float | None = time.perf_counter() - started
 
     @property
+    def task(self) -> Task:
+        return self.context.task
+
+    @property
     def contract(self) -> Contract:
-        return self.task.contract
+        return self.context.contract
+
+    @property
+    def gate(self) -> Path:
+        return self.context.gate
+
+    @property
+    def manifest(self) -> GateManifest:
+        return self.context.manifest
 
     def check(
         self, candidate: str | Path, *, measure_speed: bool = True, run_stress: bool = True, compare_compiled: bool = True,
@@ -243,7 +249,7 @@ class Judge:
                 batch: list[BatchRequest] = []
                 if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for it
                     with clock.phase("batch_inputs"):
-                        batch = batch_requests(self.contract, self.manifest, self.gate)
+                        batch = batch_requests(self.context)
                 run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh,
                                                                               batch, deadline, clock, folder)
             gpu_quiet.set()
@@ -317,9 +323,9 @@ class Judge:
             to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
             with (VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons,
                   self._gpu_shared(progress, clock)):
-                run = run_candidate(self.task, self.manifest, self.gate, candidate, workdir, self.device, progress,
-                                    run_stress, fresh, deadline, batch, folder.gate_inputs,
-                                    on_moved=comparisons.candidate_moved_to if self.judge_early else None)
+                options = CandidateRunOptions(self.device, progress, run_stress, fresh, deadline, batch, folder.gate_inputs,
+                                              on_moved=comparisons.candidate_moved_to if self.judge_early else None)
+                run = run_candidate(self.context, candidate, workdir, options)
                 for name, seconds in run.phases:
                     clock.add(name, seconds)
                 # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
@@ -371,8 +377,8 @@ class Judge:
         if self.device != "cuda" or not requested:
             return None
         with clock.phase("timing_inputs"):
-            return start_timing(self.task, self.manifest, self.gate, candidate, progress, compare_compiled,
-                                deadline=deadline, checked=checked, gpu_quiet=gpu_quiet)
+            return start_timing(self.context, candidate, TimingOptions(progress, compare_compiled, deadline=deadline,
+                                                                       checked=checked, gpu_quiet=gpu_quiet))
 
     def _timing(self, started: StartedTiming | None, progress: Reporter, passed: bool, requested: bool,
                 deadline: float, clock: PhaseClock) -> TimingResult:

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ferret.gate.metrics import StageMetrics
+from ferret.wire import FailureKind
 
 PartName = Literal["correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "batch_invariance", "integrity", "stress"]
 PARTS: tuple[PartName, ...] = (
@@ -82,24 +83,22 @@ class GateManifest(BaseModel):
     files: dict[str, str] = Field(description="sha256 of every locked file, by path inside the gate.")
 
 
-FailureKind = Literal[
-    "exception", "crash", "timeout", "out_of_memory", "bad_output", "input_mutated", "internal",
-    "thread_left_running", "harness_tampered", "result_missing", "not_run", "compile_error",
-    "process_spawned", "file_read_refused", "file_write_refused", "native_load_refused",
-]
-
-
 class RunFailure(BaseModel):
+    model_config = ConfigDict(use_enum_values=True)  # `kind` kept as its plain name, as the JSON has it
+
     kind: FailureKind = Field(description="`not_run`: the variant never ran, because of the verdict's `fault`.")
     message: str
     traceback: str | None = None
 
 
-FaultKind = Literal["exception", "crash", "timeout", "out_of_memory"]
+# The failure kinds that end a candidate's process early (a subset of the wire's one list).
+FaultKind = Literal[FailureKind.EXCEPTION, FailureKind.CRASH, FailureKind.TIMEOUT, FailureKind.OUT_OF_MEMORY]
 
 
 class RunFault(BaseModel):
     """What ended the candidate's run early, named once: the variants after it were not run."""
+
+    model_config = ConfigDict(use_enum_values=True)
 
     kind: FaultKind
     message: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ferret.backends import registry
 from ferret.contract.model import Contract
 from ferret.gate.models import Detection
 
@@ -31,10 +32,18 @@ def shape_constants(contract: Contract) -> set[int]:
     return {v for v in values if v > 2 and v not in fixed}
 
 
+def scan_preset(path: Path) -> str:
+    """The scan preset of the candidate's language (its backend's); the default language's for an unreadable file."""
+    try:
+        return registry.backend_for(Path(path).read_text(errors="replace")).scan_preset
+    except OSError:
+        return registry.backend(registry.DEFAULT).scan_preset
+
+
 def scan_candidate(path: Path, contract: Contract) -> list[Detection]:
     from ferret.integrity.scan import scan_file
 
-    result = scan_file(path, shape_constants=shape_constants(contract))
+    result = scan_file(path, shape_constants=shape_constants(contract), preset=scan_preset(path))
     return [
         Detection(
             cheat=f.cheat,

@@ -25,7 +25,6 @@ from pydantic import TypeAdapter, ValidationError
 from safetensors.torch import load, save_file
 
 from ferret import wire
-from ferret.backends import cuda
 from ferret.bench import guards
 from ferret.bench.warmup_turn import timing_job_key
 from ferret.contract.roofline import RooflineCount, count_roofline
@@ -39,6 +38,7 @@ from ferret.gate.compile_choice import (
     compiled_geomean_ms,
     fastest_trial,
 )
+from ferret.gate.context import GateContext
 from ferret.gate.gpu_turns import GpuTurns
 from ferret.gate.inputs import CheckedInputs, input_bytes, output_specs
 from ferret.gate.interleave import (
@@ -52,7 +52,7 @@ from ferret.gate.interleave import (
 )
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.lock import project_module_files
-from ferret.gate.models import CaseTiming, Detection, GateManifest, RooflineWork, TimingResult
+from ferret.gate.models import CaseTiming, Detection, RooflineWork, TimingResult
 from ferret.gate.sm_clock import RoundClocks
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.launch import candidate_environment
@@ -105,29 +105,44 @@ class StartedTiming:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_timing(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
-                 compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None,
-                 checked: CheckedInputs | None = None, gpu_quiet: threading.Event | None = None) -> StartedTiming:
+@dataclass(frozen=True)
+class TimingOptions:
+    """How a candidate is timed. `compare_compiled`: torch.compile of the baseline timed beside it where the
+    contract asks. `device`: cuda, or cpu for a rehearsal of the guards (`time_candidate`). `deadline`: the check's
+    (a `time.monotonic()` instant). `checked`: the check's memo of inputs checked against the lock
+    (`ferret.gate.inputs.CheckedInputs`), shared with the candidate's folder. `gpu_quiet`: set by the caller once
+    nothing else of the check uses the GPU (`start_timing`)."""
+
+    progress: ProgressLike = None
+    compare_compiled: bool = True
+    device: str = "cuda"
+    deadline: float | None = None
+    checked: CheckedInputs | None = None
+    gpu_quiet: threading.Event | None = None
+
+
+def start_timing(context: GateContext, candidate: Path, options: TimingOptions = TimingOptions()) -> StartedTiming:
     """Draw the timed cases' input pools and start the timing processes; returns at once. They load, compile
     and warm up while the judge does other work (the candidate's correctness run), then wait for its steps.
     The caller owns the result: `finish_timing` or `StartedTiming.stop`. ContractError when the roofline is
-    shown wrong on the drawn inputs. `checked`: the check's memo of inputs checked against the lock
-    (`ferret.gate.inputs.CheckedInputs`), shared with the candidate's folder. `gpu_quiet`: set by the caller once
-    nothing else of the check uses the GPU; a compile choice (`ferret.gate.compile_choice`) times its trials only then,
-    so the returns wait for it where the gate's compile cache holds no choice yet."""
+    shown wrong on the drawn inputs. A compile choice (`ferret.gate.compile_choice`) times its trials only once
+    `options.gpu_quiet` is set, so the returns wait for it where the gate's compile cache holds no choice yet."""
+    task, gate, device, deadline = context.task, context.gate, options.device, options.deadline
     workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
     timers: list[TimerProcess] = []
     try:
-        cases = _prepare_cases(task, manifest, gate, workdir, device, checked)
-        timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, compare_compiled, device)
-        _use_chosen_compile_cache(task, gate, workdir, cases, timers, device, deadline, as_reporter(progress), gpu_quiet)
+        cases = _prepare_cases(context, workdir, device, options.checked)
+        timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, options.compare_compiled, device)
+        _use_chosen_compile_cache(task, gate, workdir, cases, timers, device, deadline, as_reporter(options.progress),
+                                  options.gpu_quiet)
         for timer in timers:
             start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
     except BaseException:
         stop_all(timers)  # one already started would otherwise wait for a judge that has gone
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    as_reporter(progress)(f"timing processes started for {len(cases)} cases; they warm up beside the candidate's run")
+    as_reporter(options.progress)(f"timing processes started for {len(cases)} cases; they warm up beside the "
+                                  "candidate's run")
     return StartedTiming(workdir, cases, timers, reference_files)
 
 
@@ -165,8 +180,7 @@ def gpu_alone(device: str, progress: ProgressLike = None) -> Iterator[float]:
         yield waited
 
 
-def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Path, progress: ProgressLike = None,
-                   compare_compiled: bool = True, device: str = "cuda", deadline: float | None = None) -> TimingResult:
+def time_candidate(context: GateContext, candidate: Path, options: TimingOptions = TimingOptions()) -> TimingResult:
     """Time a correct candidate against the baseline: `start_timing` then `finish_timing`, nothing between. torch.compile
     of the baseline is timed beside them when the contract asks and `compare_compiled`.
 
@@ -178,17 +192,17 @@ def time_candidate(task: Task, manifest: GateManifest, gate: Path, candidate: Pa
     Each timing process gets `budgets.case_timeout_s` between two of its steps, counted from the judge's first
     step, and stops at `deadline` (a `time.monotonic()` instant: the check's own deadline). ContractError when
     the roofline is shown wrong: a baseline timed under its floor."""
-    started = start_timing(task, manifest, gate, candidate, progress, compare_compiled, device, deadline)
-    with gpu_alone(device, progress):
-        return finish_timing(task, started, progress, device)
+    started = start_timing(context, candidate, options)
+    with gpu_alone(options.device, options.progress):
+        return finish_timing(context.task, started, options.progress, options.device)
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
 
 
-def _timed_records(task: Task, manifest: GateManifest, device: str) -> list:
-    contract = task.contract
+def _timed_records(context: GateContext, device: str) -> list:
+    contract, manifest = context.contract, context.manifest
     if device == "cuda":
         wanted = set(contract.speed.cases) or {c.name for c in contract.cases_for("gpu") if c.kind == "correctness"}
     else:
@@ -196,19 +210,18 @@ def _timed_records(task: Task, manifest: GateManifest, device: str) -> list:
     return [r for r in manifest.variants if r.case in wanted and r.dtype == contract.primary_dtype]
 
 
-def _prepare_cases(task: Task, manifest: GateManifest, gate: Path, workdir: Path, device: str,
-                   checked: CheckedInputs | None = None) -> list[_Case]:
+def _prepare_cases(context: GateContext, workdir: Path, device: str, checked: CheckedInputs | None = None) -> list[_Case]:
     """The pool of input sets of every timed case, drawn here and kept here: the candidate's timer runs
     candidate code, which may rewrite the sets it is given, so the judge checks every answer against its copy.
     Each case's inputs are read from their checked bytes, never from a file written on the way."""
-    contract = task.contract
+    task, contract, gate = context.task, context.contract, context.gate
     read_only = [i.name for i in contract.inputs if i.role == "in"]
     l2_bytes = guards.l2_bytes_of(device)
     generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
     profile = "gpu" if device == "cuda" else "cpu"
     (workdir / "pools").mkdir()
     cases = []
-    for record in _timed_records(task, manifest, device):
+    for record in _timed_records(context, device):
         inputs = load(input_bytes(contract, gate, record, checked))
         case = next(c for c in contract.cases_for(profile) if c.name == record.case)
         try:
@@ -308,20 +321,37 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
     return timers, files
 
 
-def _timing_job(task: Task, role: str, loaded: Path, entry: str, compile_it: bool, device: str, repeats: int,
-                case_jobs: list[wire.TimingCaseJob], folder: Path, import_root: str = "", module: str = "") -> None:
+@dataclass(frozen=True)
+class _TimerJob:
+    """What a timing process's job says beside the contract's params and read-only inputs: its role, the source
+    it loads (its copy in `folder`) and the entry in it, whether it compiles it, its rounds and cases."""
+
+    role: str
+    source: Path
+    entry: str
+    compile_it: bool
+    device: str
+    repeats: int
+    cases: list[wire.TimingCaseJob]
+    folder: Path
+    import_root: str = ""
+    module: str = ""
+
+
+def _timing_job(task: Task, spec: _TimerJob) -> None:
     contract = task.contract
     job = wire.TimingJob(
-        role=role, source=str(loaded), entry=entry, compile=compile_it, device=device, params=dict(contract.params),
-        read_only=[i.name for i in contract.inputs if i.role == "in"], repeats=repeats, cases=case_jobs,
-        result=str(folder / wire.TIMING_RESULT_FILE), import_root=import_root, module=module,
+        role=spec.role, source=str(spec.source), entry=spec.entry, compile=spec.compile_it, device=spec.device,
+        params=dict(contract.params), read_only=[i.name for i in contract.inputs if i.role == "in"],
+        repeats=spec.repeats, cases=spec.cases, result=str(spec.folder / wire.TIMING_RESULT_FILE),
+        import_root=spec.import_root, module=spec.module,
     )
-    job.write(folder / "job.json")
+    job.write(spec.folder / "job.json")
 
 
 def _timer_process(task: Task, role: str, folder: Path, device: str, hide: list[Path]) -> TimerProcess:
     env = candidate_environment(folder, interpret=device != "cuda", runs_candidate=role == wire.CANDIDATE_TIMER,
-                                cuda_flags=cuda.flags_from_contract(task.contract.backend.compile_flags))
+                                compile_flags=task.contract.backend.compile_flags)
     return TimerProcess(role, folder, [sys.executable, "-m", "ferret.bench.process", "job.json"], env, hide)
 
 
@@ -338,8 +368,8 @@ def _candidate_timer(task: Task, candidate: Path, folder: Path, cases: list[_Cas
         own_pool = folder / Path(case.job.pool_file).name
         shutil.copyfile(case.job.pool_file, own_pool)
         case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
-    _timing_job(task, wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device, repeats,
-                case_jobs, folder)
+    _timing_job(task, _TimerJob(wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device, repeats,
+                                case_jobs, folder))
     return _timer_process(task, wire.CANDIDATE_TIMER, folder, device, hide)
 
 
@@ -361,8 +391,8 @@ def _reference_timer(task: Task, gate: Path, folder: Path, cases: list[_Case], d
         os.link(case.job.pool_file, own_pool)
         case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
     compile_it = bool(contract.baseline.compile and compare_compiled and device == "cuda")
-    _timing_job(task, wire.REFERENCE_TIMER, loaded, entry, compile_it, device, repeats, case_jobs, folder,
-                import_root, module)
+    _timing_job(task, _TimerJob(wire.REFERENCE_TIMER, loaded, entry, compile_it, device, repeats, case_jobs, folder,
+                                import_root, module))
     timer = _timer_process(task, wire.REFERENCE_TIMER, folder, device, [])
     timer.env["TORCHINDUCTOR_CACHE_DIR"] = str(_compile_cache(gate))
     return timer, copies

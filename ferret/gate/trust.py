@@ -14,16 +14,9 @@ import os
 from pathlib import Path
 
 from ferret.errors import GateTampered
+from ferret.private_folders import trust_dir
 
 REGISTRY_FILE = "trusted_gates.json"
-
-
-def trust_dir() -> Path:
-    configured = os.environ.get("FERRET_TRUST_DIR")
-    if configured:
-        return Path(configured)
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "ferret"
 
 
 def _registry_path() -> Path:

@@ -1,9 +1,10 @@
 """Presets: named sets of scan rules.
 
-`triton` is what the judge uses: every rule, for a candidate that is plain Python around @triton.jit
-kernels. `minimal` keeps only the rules against tampering with the judge itself (its files, its timer,
-its output channel, the modules it imports), which hold whatever a candidate's kernels are written in;
-nothing in Ferret uses it yet.
+`triton` and `cuda` are what the judge uses (each language's backend names its preset: `Backend.scan_preset`):
+every rule, for a candidate that is plain Python around @triton.jit kernels or around CUDA C++ sources (a rule
+that does not apply to a language finds nothing in it). `minimal` keeps only the rules against tampering with
+the judge itself (its files, its timer, its output channel, the modules it imports), which hold whatever a
+candidate's kernels are written in; nothing in Ferret uses it yet.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ _TAMPERING = {"reference_import", "reading_expected", "shadowing", "harness_patc
 
 PRESETS: dict[str, tuple[str, ...]] = {
     "triton": tuple(RULES),
+    "cuda": tuple(RULES),
     "minimal": tuple(name for name, r in RULES.items() if r.cheat in _TAMPERING),
 }
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import re
 
-# Imports a Triton candidate may have. Everything not listed here or below is a library call.
+from ferret.backends.registry import backends
+
+# Imports a candidate may have: these, and those of every language's backend (`Backend.imports`: Triton's
+# modules; for a CUDA candidate's launcher, the judge's backend it compiles and launches through, nothing else of
+# ferret's). Everything not listed here or below is a library call.
 ALLOWED_IMPORTS = {
     "__future__", "math", "cmath", "typing", "typing_extensions", "dataclasses", "functools", "itertools",
     "collections", "enum", "numbers", "operator", "abc", "contextlib", "copy", "re", "string", "struct",
     "fractions", "decimal", "bisect", "heapq", "warnings", "types", "statistics", "random", "json",
     "torch", "torch.cuda", "torch.types", "torch.backends",
-    "triton", "triton.language", "triton.runtime", "triton.compiler", "triton.tools",
-    # A CUDA candidate's launcher compiles and launches through the judge's backend, nothing else of ferret's.
-    "ferret.backends", "ferret.backends.cuda",
+    *(module for backend in backends() for module in backend.imports),
 }
 
 LIB = "library_call"  # the slug most rules report

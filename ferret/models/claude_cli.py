@@ -88,7 +88,7 @@ def _tail(text: str, limit: int = STDERR_TAIL) -> str:
 
 def default_denied_paths() -> list[Path]:
     """The folders a CLI run must not read, as seen from this process (see the module docstring)."""
-    from ferret.gate.trust import trust_dir
+    from ferret.private_folders import trust_dir
 
     paths = [Path.cwd(), Path(__file__).resolve().parents[2], trust_dir()]
     if os.environ.get("FERRET_GATES_DIR"):

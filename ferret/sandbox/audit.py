@@ -277,21 +277,18 @@ def first_refusal(sandbox: Sandbox | None) -> tuple[wire.FailureKind, str] | Non
 
 
 def load_language_runtime(candidate: Path, on_gpu: bool) -> None:
-    """Before `install`: what the candidate's language loads from native libraries as it starts (CuPy and NVRTC for a
-    CUDA candidate), loaded by the harness while loading is still allowed. A machine without them is the judge's to
-    refuse before any process starts (ferret.gate.judge); here it is left to the first launch to say so."""
-    from ferret.backends import language_of
+    """Before `install`: what the candidate's language loads from native libraries as it starts (its backend's
+    `load_before_sandbox`: CuPy and NVRTC for a CUDA candidate), loaded by the harness while loading is still allowed.
+    A machine without them is the judge's to refuse before any process starts (ferret.gate.judge); here it is left
+    to the first launch to say so."""
+    from ferret.backends.registry import backend_for
+    from ferret.errors import BackendUnavailable
 
     try:
         text = candidate.read_text(errors="replace")
     except OSError:
         return
-    if language_of(text) != "cuda":
-        return
-    from ferret.backends import cuda
-    from ferret.errors import BackendUnavailable
-
     try:
-        cuda.load_before_sandbox(on_gpu)
+        backend_for(text).load_before_sandbox(on_gpu)
     except BackendUnavailable:
         pass

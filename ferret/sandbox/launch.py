@@ -15,11 +15,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ferret.backends import cuda
+from ferret.backends.registry import backends
 from ferret.sandbox import allow, audit
 from ferret.sandbox.children import kill_group, start_group
 
@@ -89,11 +90,12 @@ def triton_cache_of(workdir: Path) -> Path:
 
 
 def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool = True,
-                          cuda_flags: list[str] | None = None) -> dict[str, str]:
+                          compile_flags: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The environment of a process the judge starts in `workdir`. A process that runs candidate code
     (`runs_candidate`: the runner, the candidate's timer) gets a Triton cache of its own inside `workdir`,
     discarded with it: what a candidate compiles (or plants) is never read by a later check or by the
-    baseline; likewise its compiled CUDA code, compiled with the contract's `cuda_flags` (`ferret.backends.cuda`);
+    baseline; likewise what each language's backend asks for it (`Backend.environment`: CUDA's compiled code, its
+    cache in `workdir`, compiled with the contract's `compile_flags`);
     and it is told to install the sandbox's audit hooks (`ferret.sandbox.audit`). A process that runs
     no candidate code (the reference timer) keeps the judge's cache and has no hooks."""
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
@@ -138,8 +140,8 @@ def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool =
         cache.mkdir(parents=True, exist_ok=True)
         env["TRITON_CACHE_DIR"] = str(cache)
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / ".inductor")  # its own too, discarded with the folder
-        env[cuda.CACHE_ENV] = str(workdir / ".cuda")
-        env[cuda.FLAGS_ENV] = json.dumps(list(cuda_flags) if cuda_flags is not None else list(cuda.DEFAULT_FLAGS))
+        for backend in backends():
+            env.update(backend.environment(workdir, compile_flags or {}))
         if audit.wanted():
             env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
     else:
@@ -393,13 +395,24 @@ def confined_command(kind: str, args: list[str], workdir: Path, hide: Sequence[P
     return args, None
 
 
-def run_isolated(
-    args: list[str], workdir: Path, env: dict[str, str], timeout_s: float, memory_mb: int, poll_s: float = 0.1,
-    hide: Sequence[Path] = (), finished_marker: Path | None = None, deadline: float | None = None,
-    progress_token: Callable[[], object] | None = None, on_progress: Callable[[object], None] | None = None,
-    on_start: Callable[[subprocess.Popen], None] | None = None, confine: bool | None = None,
-) -> ProcessOutcome:
-    """Run `args` isolated, in a process group of its own, and return how it ended.
+@dataclass(frozen=True)
+class ProcessOptions:
+    """The limits and watch of one isolated process (`run_isolated` says what each does)."""
+
+    timeout_s: float
+    memory_mb: int
+    poll_s: float = 0.1
+    hide: Sequence[Path] = ()
+    finished_marker: Path | None = None
+    deadline: float | None = None
+    progress_token: Callable[[], object] | None = None
+    on_progress: Callable[[object], None] | None = None
+    on_start: Callable[[subprocess.Popen], None] | None = None
+    confine: bool | None = None
+
+
+def run_isolated(args: list[str], workdir: Path, env: dict[str, str], options: ProcessOptions) -> ProcessOutcome:
+    """Run `args` isolated, in a process group of its own, and return how it ended, under `options`:
 
     `timeout_s` is the longest the process may go without progress: with `progress_token` (a function
     the judge polls, say the variant the process is on) each change of the token starts the clock anew
@@ -415,17 +428,17 @@ def run_isolated(
     `ferret.sandbox.allow` and its own `workdir`; `hide` is still covered where it lies inside what is
     shown, and is all the deny-list fallback hides."""
     started = time.perf_counter()
-    sandbox = sandbox_kind() if (bool(hide) if confine is None else confine) else NO_SANDBOX
+    hide = options.hide
+    sandbox = sandbox_kind() if (bool(hide) if options.confine is None else options.confine) else NO_SANDBOX
     args, root = confined_command(sandbox, args, workdir, hide)
     stderr_path = workdir / ".stderr"
     try:
         with open(stderr_path, "wb") as stderr:
             process = start_group(args, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=subprocess.STDOUT)
-            if on_start is not None:
-                on_start(process)
+            if options.on_start is not None:
+                options.on_start(process)
             try:
-                kind, message, peak = _watch(process, timeout_s, memory_mb, poll_s, finished_marker, deadline,
-                                             progress_token, on_progress)
+                kind, message, peak = _watch(process, options)
             finally:
                 # Whatever happened (a limit, the finished marker, an interruption of the judge), the whole group goes.
                 kill_group(process)
@@ -457,11 +470,10 @@ def _returncode(returncode: int | None, sandbox: str) -> tuple[int | None, bool]
     return returncode, False
 
 
-def _watch(
-    process: subprocess.Popen, timeout_s: float, memory_mb: int, poll_s: float, finished_marker: Path | None,
-    deadline: float | None, progress_token: Callable[[], object] | None, on_progress: Callable[[object], None] | None,
-) -> tuple[str, str, float]:
-    """Poll `process` until it exits or a limit ends it; returns (kind, message, peak RSS in MB)."""
+def _watch(process: subprocess.Popen, options: ProcessOptions) -> tuple[str, str, float]:
+    """Poll `process` until it exits or a limit of `options` ends it; returns (kind, message, peak RSS in MB)."""
+    timeout_s, memory_mb, poll_s, progress_token = options.timeout_s, options.memory_mb, options.poll_s, options.progress_token
+    finished_marker, deadline, on_progress = options.finished_marker, options.deadline, options.on_progress
     peak = 0.0
     token = progress_token() if progress_token else None
     since = time.monotonic()

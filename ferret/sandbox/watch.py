@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ferret.backends.base import LaunchPoint
+
 # ATen ops that allocate, move, view or cast data: what a launcher legitimately does around its kernels.
 # Anything else that produces a floating-point tensor is computation done by the library, not the kernel.
 ALLOWED_ATEN = frozenset(
@@ -63,39 +65,26 @@ class ComputeOpRecorder(TorchDispatchMode):
 
 
 class LaunchRecorder:
-    """Wraps the launch entry point of Triton kernels (compiled and interpreted) and of CUDA candidates' kernels
-    (`ferret.backends.cuda.Source.launch`) to count launches by kernel name; with `noop` set, launches do nothing,
-    so outputs show what the kernels contributed."""
+    """Wraps the launch entry points of every language's kernels (each backend's `launch_points`: Triton's compiled
+    and interpreted `run`, `ferret.backends.cuda.Source.launch`) to count launches by kernel name; with `noop` set,
+    launches do nothing, so outputs show what the kernels contributed."""
 
     def __init__(self):
+        from ferret.backends.registry import backends
+
         self.counts: collections.Counter[str] = collections.Counter()
         self.noop = False
         self.patched: dict[str, tuple[Any, Callable[..., Any], str]] = {}  # label -> (class, its wrapper, attribute)
-        try:
-            from triton.runtime.jit import JITFunction
+        for backend in backends():
+            for point in backend.launch_points():
+                self._patch(point)
 
-            self._patch(JITFunction, "JITFunction.run")
-        except ImportError:
-            pass
-        try:
-            from triton.runtime.interpreter import InterpretedFunction
-
-            self._patch(InterpretedFunction, "InterpretedFunction.run")
-        except ImportError:
-            pass
-        from ferret.backends.cuda import Source
-
-        self._patch(Source, "cuda.Source.launch", "launch")
-
-    def _patch(self, cls, label: str, attr: str = "run") -> None:
-        original = getattr(cls, attr)
+    def _patch(self, point: LaunchPoint) -> None:
+        original = getattr(point.owner, point.attribute)
         recorder = self
 
         def run(fn_self, *args, **kwargs):
-            if attr == "launch":  # Source.launch(kernel, ...): the kernel's name is its first argument
-                name = str(args[0] if args else kwargs.get("kernel", "kernel"))
-            else:
-                name = getattr(fn_self, "__name__", None) or getattr(getattr(fn_self, "fn", None), "__name__", "kernel")
+            name = point.kernel_name(fn_self, args, kwargs)
             if recorder.noop:
                 recorder.counts[name] += 1
                 return None
@@ -105,8 +94,8 @@ class LaunchRecorder:
             recorder.counts[name] += 1
             return result
 
-        setattr(cls, attr, run)
-        self.patched[label] = (cls, run, attr)
+        setattr(point.owner, point.attribute, run)
+        self.patched[point.label] = (point.owner, run, point.attribute)
 
     def intact(self) -> list[str]:
         return [label for label, (cls, run, attr) in self.patched.items() if getattr(cls, attr) is not run]

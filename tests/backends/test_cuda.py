@@ -371,3 +371,55 @@ def test_device_code_cannot_map_host_memory_for_itself(call):
     with pytest.raises(CudaCompileError) as info:
         cuda.compile_cubin(source, list(cuda.DEFAULT_FLAGS), "sm_90")
     assert "is undefined" in info.value.log
+
+
+# --- the judge's side: the CUDA backend of the registry -----------------------------------------------------------
+
+
+def test_the_cuda_backend_is_registered_and_claims_what_imports_this_module():
+    import ast
+
+    from ferret.backends import backend
+
+    assert backend("cuda") is cuda.BACKEND and cuda.BACKEND.module == "ferret.backends.cuda"
+    assert cuda.BACKEND.claims(ast.parse("from ferret.backends import cuda\n"))
+    assert cuda.BACKEND.claims(ast.parse("from ferret.backends.cuda import Source\n"))
+    assert not cuda.BACKEND.claims(ast.parse("import triton\nfrom ferret.backends import registry\n"))
+
+
+def test_the_cuda_backend_is_judged_on_a_gpu_with_nvrtc_only(monkeypatch):
+    assert cuda.BACKEND.unavailable("cuda", "gpu") is None  # NVRTC loads here (the dev install has it)
+    why = cuda.BACKEND.unavailable("cpu", "cpu")
+    assert why is not None and why.startswith("it runs on a GPU, and the cpu profile has none")
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", None)
+    monkeypatch.delitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", raising=False)
+    why = cuda.BACKEND.unavailable("cuda", "gpu")
+    assert why is not None and why.startswith("this machine cannot compile it: CUDA candidates need CuPy and NVRTC")
+
+
+def test_the_cuda_backend_gives_a_candidates_process_its_cache_and_the_contracts_flags(tmp_path):
+    import json
+
+    env = cuda.BACKEND.environment(tmp_path, {"use_fast_math": True, "std": "c++17"})
+    assert env[cuda.CACHE_ENV] == str(tmp_path / ".cuda")
+    assert json.loads(env[cuda.FLAGS_ENV]) == ["--std=c++17", "--use_fast_math"]
+    assert json.loads(cuda.BACKEND.environment(tmp_path, {})[cuda.FLAGS_ENV]) == list(cuda.DEFAULT_FLAGS)
+
+
+def test_the_cuda_backend_launches_through_source_launch_named_by_its_first_argument():
+    (point,) = cuda.BACKEND.launch_points()
+    assert (point.owner, point.attribute, point.label) == (cuda.Source, "launch", "cuda.Source.launch")
+    assert point.kernel_name(None, ("scale", (1,), (32,)), {}) == "scale"
+    assert point.kernel_name(None, (), {"kernel": "rms"}) == "rms"
+
+
+def test_a_cuda_candidate_may_import_this_module_and_nothing_else_of_ferrets():
+    assert cuda.BACKEND.imports == ("ferret.backends", "ferret.backends.cuda")
+
+
+def test_the_cuda_backends_scan_preset_runs_every_rule_its_own_among_them():
+    from ferret.integrity.presets import PRESETS
+    from ferret.integrity.registry import RULES
+
+    rules = set(PRESETS[cuda.BACKEND.scan_preset])
+    assert rules == set(RULES) and "cuda_backend_attribute" in rules

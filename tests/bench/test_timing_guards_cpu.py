@@ -71,17 +71,18 @@ def test_timing_process_imports_everything_it_needs_on_the_candidate_import_path
     packages). Here, without a GPU, it must get as far as asking for the device: every import, the
     baseline loaded by file and the candidate loaded, for the GPU tests' own contract kept under tests/."""
     from ferret.contract.task import Task
+    from ferret.gate.context import GateContext
     from ferret.gate.judge import locate_gate
     from ferret.gate.lock import verify_gate
     from ferret.gate.models import GateManifest
-    from ferret.gate.timing import time_candidate
+    from ferret.gate.timing import TimingOptions, time_candidate
 
     contract_path = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
     task = Task.load(contract_path)
     gate = locate_gate(contract_path, task.contract, tmp_path / "gates", "gpu", lambda message: None)
     manifest = GateManifest.model_validate(verify_gate(gate))
     candidate = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
-    result = time_candidate(task, manifest, gate, candidate, lambda message: None)
+    result = time_candidate(GateContext(task, manifest, gate), candidate, TimingOptions(lambda message: None))
     assert not result.measured
     assert "Error" in result.reason and "get_device_name" in result.reason, result.reason
     assert "ImportError" not in result.reason and "ModuleNotFoundError" not in result.reason, result.reason
@@ -91,6 +92,7 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
     import tempfile
 
     from ferret.gate import timing
+    from ferret.gate.context import GateContext
 
     made = []
     real_mkdtemp = tempfile.mkdtemp
@@ -99,7 +101,7 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
         made.append(real_mkdtemp(*args, **kwargs))
         return made[-1]
 
-    def failing(task, manifest, gate, workdir, device, checked=None):
+    def failing(context, workdir, device, checked=None):
         (workdir / "answers-0.safetensors").write_bytes(b"x" * 100)
         raise RuntimeError("the timing process broke")
 
@@ -107,7 +109,8 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
     monkeypatch.setattr(timing, "_prepare_cases", failing)
     with pytest.raises(RuntimeError, match="broke"):
         # no task or manifest: the stand-in for _prepare_cases reads neither
-        timing.time_candidate(None, None, tmp_path, tmp_path / "c.py", lambda m: None)  # pyright: ignore[reportArgumentType]
+        timing.time_candidate(GateContext(None, None, tmp_path), tmp_path / "c.py",  # pyright: ignore[reportArgumentType]
+                              timing.TimingOptions(lambda m: None))
     assert len(made) == 1 and not Path(made[0]).exists()
 
 

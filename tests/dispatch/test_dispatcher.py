@@ -588,3 +588,25 @@ def test_the_optimizer_sees_a_compilers_log_whole_and_why_the_judge_refused_a_fi
     assert any(log in line for line in failures), "the compiler's log, whole (it is under the limit)"
     assert any(line.endswith("z" * 200) and "z" * 201 not in line for line in failures), "other messages: one line"
     assert COMPILE_LOG_CHARS >= 2000
+
+
+def test_the_dispatchers_options_are_one_record_or_its_fields_by_name(dirs):
+    """`Dispatcher(contract, DispatchOptions(...))` and `Dispatcher(contract, field=...)` are the same dispatcher;
+    a field the record does not have is a TypeError, not ignored."""
+    import dataclasses
+
+    from ferret.dispatch.dispatcher import DispatchOptions
+
+    gates, runs = dirs
+    options = DispatchOptions(optimizer=ScriptedOptimizer([]), reviewer=StaticReviewer(), gates_dir=gates,
+                              runs_dir=runs, profile="cpu", max_rounds=2, proposals_per_round=3)
+    fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    for dispatcher in (Dispatcher(CONTRACT, options), Dispatcher(CONTRACT, **fields)):
+        assert (dispatcher.gates_dir, dispatcher.runs_dir, dispatcher.profile) == (Path(gates), Path(runs), "cpu")
+        assert (dispatcher.max_rounds, dispatcher.proposals_per_round) == (2, 3)
+        assert dispatcher.optimizer is options.optimizer and dispatcher.reviewer is options.reviewer
+    assert Dispatcher(CONTRACT, options, max_rounds=1).max_rounds == 1  # a field by name over the record's
+    with pytest.raises(TypeError, match="max_round"):
+        Dispatcher(CONTRACT, options, max_round=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.max_rounds = 5  # type: ignore[misc]

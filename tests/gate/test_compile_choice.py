@@ -14,6 +14,7 @@ from ferret import wire
 from ferret.contract.task import Task
 from ferret.gate import compile_choice, timing
 from ferret.gate.compile_choice import CompileChoice, compiled_geomean_ms, fastest_trial
+from ferret.gate.context import GateContext
 from ferret.gate.lock import verify_gate
 from ferret.gate.models import GateManifest
 
@@ -83,7 +84,7 @@ def trials_setup(rmsnorm_gate, tmp_path_factory):
     task = Task.load(REPO / "contracts" / "rmsnorm.yaml")
     manifest = GateManifest.model_validate(verify_gate(rmsnorm_gate))
     workdir = tmp_path_factory.mktemp("timing")
-    cases = timing._prepare_cases(task, manifest, rmsnorm_gate, workdir, "cpu")
+    cases = timing._prepare_cases(GateContext(task, manifest, rmsnorm_gate), workdir, "cpu")
     return task, rmsnorm_gate, workdir, cases
 
 

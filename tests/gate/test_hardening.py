@@ -168,6 +168,7 @@ def test_a_process_that_stops_after_a_failing_variant_ends_the_run_naming_that_f
     candidate's process is stood in for by one that fails its first variant and exits, as the runner does."""
     from ferret.contract.task import Task
     from ferret.gate import candidate_run
+    from ferret.gate.context import GateContext
     from ferret.gate.models import GateManifest
     from ferret.sandbox.launch import ProcessOutcome
 
@@ -188,7 +189,8 @@ def test_a_process_that_stops_after_a_failing_variant_ends_the_run_naming_that_f
     workdir = tmp_path / "work"
     workdir.mkdir()
     monkeypatch.setattr(candidate_run, "run_isolated", one_variant_then_exit)
-    run = candidate_run.run_candidate(Task.load(CONTRACT), manifest, gate, HONEST, workdir, "cpu", lambda m: None)
+    run = candidate_run.run_candidate(GateContext(Task.load(CONTRACT), manifest, gate), HONEST, workdir,
+                                      candidate_run.CandidateRunOptions("cpu", lambda m: None))
     ids = [v.id for v in manifest.variants]
     assert len(starts) == 1
     assert list(run.statuses) == ids

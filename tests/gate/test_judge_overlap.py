@@ -100,16 +100,18 @@ def test_gate_inputs_are_written_at_once_and_the_job_keeps_the_manifests_order(r
 
     from ferret.contract.task import Task
     from ferret.gate import candidate_run
+    from ferret.gate.context import GateContext
     from ferret.gate.lock import verify_gate
     from ferret.gate.models import GateManifest
 
-    contract = Task.load(RMSNORM_CONTRACT).contract
+    task = Task.load(RMSNORM_CONTRACT)
     manifest = GateManifest.model_validate(verify_gate(rmsnorm_gate))
     assert len(manifest.variants) >= 2
     writing = _first_two_meet(candidate_run.prepare_inputs)
     monkeypatch.setattr(candidate_run, "prepare_inputs", writing)
-    job = candidate_run.write_candidate_job(contract, manifest, rmsnorm_gate, TRITON_RMSNORM, tmp_path, "cpu",
-                                            run_stress=False, fresh=[])
+    context = GateContext(task, manifest, rmsnorm_gate)
+    job = candidate_run.write_candidate_job(context, TRITON_RMSNORM, tmp_path,
+                                            candidate_run.CandidateRunOptions("cpu", run_stress=False))
     assert [v.id for v in job.variants] == [r.id for r in manifest.variants]
     assert all(Path(v.inputs_file).is_file() for v in job.variants) and len(writing.calls) == len(manifest.variants)
 
@@ -160,9 +162,9 @@ def test_a_check_writes_the_gate_inputs_beside_the_fresh_draw(rmsnorm_gates_dir,
         both_in.wait()
         return real_draw(*args)
 
-    def writing(contract, manifest, gate, workdir, checked):
+    def writing(context, workdir, checked):
         both_in.wait()
-        real_write(contract, manifest, gate, workdir, checked)
+        real_write(context, workdir, checked)
         written.extend(sorted(p.name for p in (workdir / "in").iterdir()))
 
     monkeypatch.setattr(judge_module, "draw_fresh_cases", drawing)

@@ -119,16 +119,16 @@ def test_the_candidates_phases_are_the_parts_of_the_positions_seen_in_the_order_
     edge = parts.index("edge_cases")
     seen = [1, 3, 4, edge]
 
-    def watched(*args, on_progress, **kwargs):
+    def watched(args, workdir, env, options):
         for position in seen:
-            on_progress(position)
+            options.on_progress(position)
         return ProcessOutcome(returncode=0, kind="exited", message="", seconds=0.0, stderr_tail="", peak_rss_mb=0.0)
 
     monkeypatch.setattr(candidate_run, "run_isolated", watched)
     workdir = tmp_path / "candidate"
     workdir.mkdir()
-    run = candidate_run.run_candidate(judge.task, judge.manifest, rmsnorm_gate, TRITON_RMSNORM, workdir, "cpu",
-                                      run_stress=False)
+    run = candidate_run.run_candidate(judge.context, TRITON_RMSNORM, workdir,
+                                      candidate_run.CandidateRunOptions("cpu", run_stress=False))
     assert [name for name, _ in run.phases] == ["candidate_inputs", "candidate_start", "run:dtypes", "run:correctness",
                                                 "run:dtypes", "run:edge_cases"]
     clock = PhaseClock()

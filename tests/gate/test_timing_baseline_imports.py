@@ -15,10 +15,11 @@ from pathlib import Path
 
 from ferret import wire
 from ferret.contract.task import Task
+from ferret.gate.context import GateContext
 from ferret.gate.judge import locate_gate
 from ferret.gate.lock import project_module_files, verify_gate
 from ferret.gate.models import GateManifest
-from ferret.gate.timing import _copy_baseline, time_candidate
+from ferret.gate.timing import TimingOptions, _copy_baseline, time_candidate
 
 REPO = Path(__file__).resolve().parents[2]
 PAGED = REPO / "contracts" / "mla_attention_paged.yaml"
@@ -69,7 +70,7 @@ def test_the_paged_baseline_is_timed_in_its_own_process(tmp_path):
     task = Task.load(PAGED)
     gate = locate_gate(PAGED, task.contract, tmp_path / "gates", "cpu", lambda m: None)
     manifest = GateManifest.model_validate(verify_gate(gate))
-    result = time_candidate(task, manifest, gate, PAGED_CANDIDATE, lambda m: None, device="cpu")
+    result = time_candidate(GateContext(task, manifest, gate), PAGED_CANDIDATE, TimingOptions(lambda m: None, device="cpu"))
     assert "not speedups" in result.reason, result.reason
     assert [c.case for c in result.cases] == ["typical"] and result.cases[0].flags == []
     assert result.cases[0].process_seconds["reference:warm_up"] > 0

@@ -11,10 +11,11 @@ import pytest
 from timing_cheats import LAZY, REWRITES_INPUTS, SIMPLIFIED, TORCH_WHEN_TIMED, write_cheat
 
 from ferret.contract.task import Task
+from ferret.gate.context import GateContext
 from ferret.gate.judge import locate_gate
 from ferret.gate.lock import verify_gate
 from ferret.gate.models import GateManifest
-from ferret.gate.timing import time_candidate
+from ferret.gate.timing import TimingOptions, time_candidate
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
@@ -30,9 +31,10 @@ def rehearse(tmp_path_factory):
     def run_one(name: str, wrapper: str | None):
         # The rehearsal has no correctness runs before it: the switch comes after the warm-up calls.
         path = HONEST if wrapper is None else write_cheat(folder / f"{name}.py", wrapper, after=3)
-        return time_candidate(task, manifest, gate, path, lambda m: None, device="cpu")
+        return time_candidate(context, path, TimingOptions(lambda m: None, device="cpu"))
 
-    run_one.task, run_one.manifest, run_one.gate = task, manifest, gate  # type: ignore[attr-defined]
+    context = GateContext(task, manifest, gate)
+    run_one.task, run_one.manifest, run_one.gate, run_one.context = task, manifest, gate, context  # type: ignore[attr-defined]
     return run_one
 
 
@@ -163,7 +165,8 @@ def test_timers_started_beside_the_run_wait_longer_than_a_step_may_take(rehearse
     budgets = rehearse.task.contract.budgets.model_copy(update={"case_timeout_s": 4.0})
     task = dataclasses.replace(rehearse.task, contract=rehearse.task.contract.model_copy(update={"budgets": budgets}))
     said: list[str] = []
-    started = timing.start_timing(task, rehearse.manifest, rehearse.gate, HONEST, said.append, device="cpu")
+    started = timing.start_timing(GateContext(task, rehearse.manifest, rehearse.gate), HONEST,
+                                  timing.TimingOptions(said.append, device="cpu"))
     try:
         assert all(t.running for t in started.timers) and not any(t.conducted.is_set() for t in started.timers)
         time.sleep(8.0)  # the candidate's run, as far as the timers know
@@ -182,7 +185,7 @@ def test_a_started_timing_that_is_not_needed_is_stopped_and_deleted(rehearse):
     hundreds of MB at production shapes) deleted."""
     from ferret.gate import timing
 
-    started = timing.start_timing(rehearse.task, rehearse.manifest, rehearse.gate, HONEST, lambda m: None, device="cpu")
+    started = timing.start_timing(rehearse.context, HONEST, timing.TimingOptions(lambda m: None, device="cpu"))
     assert started.workdir.is_dir() and all(t.running for t in started.timers)
     started.stop()
     assert not started.workdir.exists()
@@ -222,7 +225,7 @@ def test_a_timer_started_before_another_fails_to_start_is_stopped(rehearse, monk
     monkeypatch.setattr(timing, "stop_all", recording_stop_all)
     monkeypatch.setattr(timing.tempfile, "mkdtemp", folder_in_tmp_path)
     with pytest.raises(OSError, match="no more processes"):
-        timing.start_timing(rehearse.task, rehearse.manifest, rehearse.gate, HONEST, device="cpu")
+        timing.start_timing(rehearse.context, HONEST, timing.TimingOptions(device="cpu"))
     assert len(started) == 1 and started[0] in stopped
     assert started[0].thread is not None and not started[0].thread.is_alive()  # its process killed, its thread done
     assert folders and not Path(folders[0]).exists()
@@ -287,7 +290,7 @@ def test_on_the_gpu_a_check_gets_several_timing_processes_per_role_only_for_a_sh
 
     monkeypatch.setattr(timing, "_peaks_seen_by_judge", lambda device: H200)
     monkeypatch.setattr(timing, "SHORT_CASE_FLOOR_MS", short_floor_ms)
-    cases = timing._prepare_cases(rehearse.task, rehearse.manifest, rehearse.gate, tmp_path, "cpu")
+    cases = timing._prepare_cases(rehearse.context, tmp_path, "cpu")
     timers, _ = timing._make_timers(rehearse.task, rehearse.gate, HONEST, tmp_path, cases, True, "cuda")
     roles = [t.role for t in timers]
     assert (roles.count(wire.CANDIDATE_TIMER), roles.count(wire.REFERENCE_TIMER)) == expected

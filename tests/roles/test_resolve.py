@@ -256,6 +256,8 @@ def _dispatch(tmp_path, *options):
 
 
 def test_the_command_line_s_roles_go_through_the_resolver(monkeypatch, tmp_path):
+    import dataclasses
+
     import ferret.dispatch.dispatcher
 
     recorder = _Recorder()
@@ -263,8 +265,8 @@ def test_the_command_line_s_roles_go_through_the_resolver(monkeypatch, tmp_path)
     given = {}
 
     class StopDispatcher:
-        def __init__(self, contract, **options):
-            given.update(options)
+        def __init__(self, contract, options):  # the command line builds its DispatchOptions once
+            given.update({field.name: getattr(options, field.name) for field in dataclasses.fields(options)})
             raise UsageError("stopped before the run")
 
     monkeypatch.setattr(ferret.dispatch.dispatcher, "Dispatcher", StopDispatcher)

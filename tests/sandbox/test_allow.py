@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ferret.sandbox import allow, launch
-from ferret.sandbox.launch import BUBBLEWRAP, NAMESPACE, candidate_environment, run_isolated, sandbox_kind
+from ferret.sandbox.launch import BUBBLEWRAP, NAMESPACE, ProcessOptions, candidate_environment, run_isolated, sandbox_kind
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -187,7 +187,7 @@ def test_a_confined_process_sees_only_the_allow_list(kind, tmp_path, monkeypatch
                str(REPO / "tasks" / "rmsnorm" / "reference.py")]
     (work / "probe.py").write_text(PROBE.format(secrets=secrets, beside=str(beside), repo=str(REPO / "tasks")))
     env = candidate_environment(work, interpret=True)
-    outcome = run_isolated([sys.executable, str(work / "probe.py")], work, env, 240, 8000, confine=True)
+    outcome = run_isolated([sys.executable, str(work / "probe.py")], work, env, ProcessOptions(240, 8000, confine=True))
     lines = outcome.stderr_tail.splitlines()
     assert outcome.sandbox == kind and outcome.returncode == 0, outcome.stderr_tail
     assert [line for line in lines if line.startswith(("READ", "REFUSED"))] == ["REFUSED FileNotFoundError"] * 3
@@ -206,8 +206,8 @@ def test_the_deny_list_still_covers_a_hidden_folder_inside_a_shown_one(kind, tmp
     monkeypatch.setenv("FERRET_CANDIDATE_PATH", str(shown))  # a folder shown read-only, on the import path
     code = ("import os, helper; print('SEEN', helper.VALUE, os.listdir({gates!r}), "
             "os.access({helper!r}, os.W_OK))").format(gates=str(shown / "gates"), helper=str(shown / "helper.py"))
-    outcome = run_isolated([sys.executable, "-c", code], work, candidate_environment(work, interpret=True), 60, 4000,
-                           hide=[shown / "gates"])
+    outcome = run_isolated([sys.executable, "-c", code], work, candidate_environment(work, interpret=True),
+                           ProcessOptions(60, 4000, hide=[shown / "gates"]))
     assert outcome.sandbox == kind and "SEEN 7 [] False" in outcome.stderr_tail, outcome
 
 
@@ -215,22 +215,22 @@ def test_the_deny_list_still_covers_a_hidden_folder_inside_a_shown_one(kind, tmp
 def test_a_confined_process_is_classified_and_watched_as_before(kind, tmp_path, monkeypatch):
     _kind_or_skip(monkeypatch, kind)
     killed = run_isolated([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
-                          tmp_path, candidate_environment(tmp_path, interpret=True), 60, 4000, confine=True)
+                          tmp_path, candidate_environment(tmp_path, interpret=True), ProcessOptions(60, 4000, confine=True))
     assert (killed.kind, killed.returncode) == ("signal", -11), killed
     exited = run_isolated([sys.executable, "-c", "import os; os._exit(139)"], tmp_path,
-                          candidate_environment(tmp_path, interpret=True), 60, 4000, confine=True)
+                          candidate_environment(tmp_path, interpret=True), ProcessOptions(60, 4000, confine=True))
     if kind == BUBBLEWRAP:  # bwrap exits 128 + N for both: the message says so
         assert exited.kind == "signal" and "or exited with code 139" in exited.message, exited
     else:
         assert (exited.kind, exited.returncode) == ("exited", 139), exited
     grow = "import time; b = bytearray(600 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(30)"
-    hog = run_isolated([sys.executable, "-c", grow], tmp_path, candidate_environment(tmp_path, interpret=True), 60, 300,
-                       poll_s=0.05, confine=True)
+    hog = run_isolated([sys.executable, "-c", grow], tmp_path, candidate_environment(tmp_path, interpret=True),
+                       ProcessOptions(60, 300, poll_s=0.05, confine=True))
     assert hog.kind == "out_of_memory" and hog.sandbox == kind, hog  # the wrapper's child is watched
 
 
 def test_a_process_not_confined_runs_as_it_is(tmp_path):
-    outcome = run_isolated([sys.executable, "-c", "print('plain')"], tmp_path, dict(os.environ), 30, 4000)
+    outcome = run_isolated([sys.executable, "-c", "print('plain')"], tmp_path, dict(os.environ), ProcessOptions(30, 4000))
     assert outcome.sandbox == "none" and outcome.stderr_tail.strip() == "plain"
 
 
@@ -299,6 +299,6 @@ print("USER", getpass.getuser(), platform.architecture()[0])
 def test_what_torch_asks_of_the_host_works_confined(kind, tmp_path, monkeypatch):
     _kind_or_skip(monkeypatch, kind)
     outcome = run_isolated([sys.executable, "-c", TORCH_NEEDS], tmp_path, candidate_environment(tmp_path, interpret=True),
-                           240, 8000, confine=True)
+                           ProcessOptions(240, 8000, confine=True))
     assert outcome.sandbox == kind and outcome.returncode == 0, outcome.stderr_tail
     assert "USER ferret-candidate 64bit" in outcome.stderr_tail, outcome.stderr_tail

@@ -15,14 +15,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ferret.sandbox import runner
-from ferret.sandbox.launch import candidate_environment, run_isolated
+from ferret.sandbox.launch import ProcessOptions, candidate_environment, run_isolated
 
 
 def _python(tmp_path: Path, code: str, timeout_s: float = 30, memory_mb: int = 4000):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(code))
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1"}
-    return run_isolated([sys.executable, str(script)], tmp_path, env, timeout_s, memory_mb, poll_s=0.05)
+    return run_isolated([sys.executable, str(script)], tmp_path, env, ProcessOptions(timeout_s, memory_mb, poll_s=0.05))
 
 
 def test_normal_exit(tmp_path):
@@ -119,14 +119,14 @@ def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / ".runtime")
     # The environment really is what the process sees.
     outcome = run_isolated(
-        [sys.executable, "-c", "import os, json; print(json.dumps(sorted(os.environ)))"], tmp_path, env, 30, 4000
+        [sys.executable, "-c", "import os, json; print(json.dumps(sorted(os.environ)))"], tmp_path, env, ProcessOptions(30, 4000)
     )
     seen = json.loads(outcome.stderr_tail.strip().splitlines()[-1])
     assert "ANTHROPIC_API_KEY" not in seen and "HOME" in seen
     imports = run_isolated(
         [sys.executable, "-c",
          "import importlib.util as u; print(bool(u.find_spec('ferret.sandbox.runner')), bool(u.find_spec('tasks')))"],
-        tmp_path, env, 60, 4000,
+        tmp_path, env, ProcessOptions(60, 4000),
     )
     assert imports.stderr_tail.strip().splitlines()[-1] == "True False"
 
@@ -284,6 +284,6 @@ def test_a_candidate_process_gets_its_own_triton_cache(tmp_path, monkeypatch):
     assert candidate_environment(workdir, interpret=True)["TRITON_CACHE_DIR"] != user_cache
     # Triton in the candidate's process sees that folder, never the user's.
     outcome = run_isolated([sys.executable, "-c", "from triton import knobs; print('cache=' + knobs.cache.dir)"],
-                           workdir, env, 120, 4000)
+                           workdir, env, ProcessOptions(120, 4000))
     assert f"cache={own}" in outcome.stderr_tail, outcome.stderr_tail
     assert not shared.exists()
