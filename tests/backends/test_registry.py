@@ -62,7 +62,8 @@ class _Launcher:
 class ToyBackend:
     """A language that no part of ferret names: registered, it is judged like the others."""
 
-    name, title, module, scan_preset, imports = "toy", "Toy", "toy.lang", "minimal", ("toy.lang",)
+    name, title, scan_preset, imports = "toy", "Toy", "minimal", ("toy.lang",)
+    module: str | None = "toy.lang"
 
     def __init__(self, why_not: str | None = None):
         self.why_not, self.loaded = why_not, []

@@ -114,7 +114,7 @@ def test_a_failure_to_run_is_named_by_its_kind_and_message(kind):
 
 def test_a_variant_not_run_is_named_by_the_fault_not_by_itself():
     result = VariantResult(id="b@bfloat16", case="b", dtype="bfloat16", part="correctness", passed=False,
-                           failure=RunFailure(kind="not_run", message="not run: the candidate's process ended at a"))
+                           failure=RunFailure(kind=wire.FailureKind.NOT_RUN, message="not run: the candidate's process ended at a"))
     assert from_failure(result) == []
 
 

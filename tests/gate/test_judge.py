@@ -277,8 +277,9 @@ def test_a_candidate_hanging_on_every_case_costs_one_case_timeout(budget_contrac
             time.sleep(3600)
     ''', prelude=False)
     verdict, _ = _judge(contract, candidate, gates_dir)
-    assert verdict.fault.kind == "timeout" and verdict.fault.variant == VARIANTS[0]
-    assert len(verdict.fault.not_run) == len(verdict.variants) - 1
+    fault = verdict.fault
+    assert fault is not None and fault.kind == "timeout" and fault.variant == VARIANTS[0]
+    assert len(fault.not_run) == len(verdict.variants) - 1
     assert "case_timeout_s" in _named(verdict, "timeout", VARIANTS[0]).evidence
     # One 20 s case timeout (from the process's start), not one per variant (15 x 20 s before).
     assert verdict.seconds < 2.5 * 20, verdict.seconds
@@ -303,11 +304,12 @@ def test_the_check_deadline_ends_a_slow_candidate(tmp_path):
             honest(inputs, outputs, trace)
     ''')
     verdict, _ = _judge(contract, candidate, tmp_path / "gates")
-    assert verdict.fault.kind == "timeout"
-    assert "check_timeout_s" in verdict.fault.message and "deadline" in verdict.fault.message
-    assert verdict.fault.not_run, "variants after the deadline are reported as not run"
+    fault = verdict.fault
+    assert fault is not None and fault.kind == "timeout"
+    assert "check_timeout_s" in fault.message and "deadline" in fault.message
+    assert fault.not_run, "variants after the deadline are reported as not run"
     assert verdict.variants[0].passed, "what ran before the deadline is kept"
-    assert "check_timeout_s" in _named(verdict, "timeout", verdict.fault.variant).evidence
+    assert "check_timeout_s" in _named(verdict, "timeout", fault.variant).evidence
     assert verdict.seconds < 35 + 15, verdict.seconds
 
 
