@@ -67,8 +67,15 @@ NARROW = {**WIDE, "token_block": 16, "value_split": 2, "num_stages": 3}
 LARGE = {**WIDE, "token_block": 64}
 # The space's default until 2026-12-01, when the template search on the H200 made LARGE the default
 # (2026-12-01; the run archive of benchmarks/results/README.md). Every point of GPU_POINTS from its fourth is written over it.
-PREVIOUS_DEFAULT = {"head_block": 16, "token_block": 32, "num_warps": 4, "num_stages": 2, "min_tokens_per_split": 256,
-                    "programs_per_sm": 2, "split_policy": "programs"}
+PREVIOUS_DEFAULT = {
+    "head_block": 16,
+    "token_block": 32,
+    "num_warps": 4,
+    "num_stages": 2,
+    "min_tokens_per_split": 256,
+    "programs_per_sm": 2,
+    "split_policy": "programs",
+}
 # The structural axes before the template search of 2026-12-02 (H200; the run archive of benchmarks/results/README.md)
 # made balanced runs, the streamed merge and TMA descriptors the default: every point but the first is written over
 # them, so each is the kernel it was when measured.
@@ -78,22 +85,25 @@ GPU_POINTS: list[dict] = [
     {**PER_REQUEST, **LARGE},  # the default from 2026-12-01 to 2026-12-02
     {**PER_REQUEST, **LARGE, "few_tiles": "default_point"},  # one point for B=1, 8 and 64
     {**PER_REQUEST, **PREVIOUS_DEFAULT},
-    *({**PER_REQUEST, **PREVIOUS_DEFAULT, **point} for point in (
-        {**LARGE, "side_kernels": "streamed", "few_tiles": "default_point"},
-        {**LARGE, "side_kernels": "streamed", "small_token_block": 16},
-        {**NARROW, "head_pad": 64, "side_kernels": "streamed"},
-        {**LARGE, "small_token_block": 16},
-        {"side_kernels": "streamed"},  # the previous default's kernel 3 with the new kernels 2 and 4
-        {"split_policy": "waves"},  # the previous default's kernel, its split count sized to whole waves
-        {**NARROW},
-        {**NARROW, "num_stages": 2},
-        {**NARROW, "num_stages": 4},
-        {**WIDE},
-        {**WIDE, "value_split": 2},
-        {**WIDE, "value_split": 2, "num_stages": 3},
-        {**NARROW, "batch_block": 16},
-        {**NARROW, "head_pad": 64},
-    )),
+    *(
+        {**PER_REQUEST, **PREVIOUS_DEFAULT, **point}
+        for point in (
+            {**LARGE, "side_kernels": "streamed", "few_tiles": "default_point"},
+            {**LARGE, "side_kernels": "streamed", "small_token_block": 16},
+            {**NARROW, "head_pad": 64, "side_kernels": "streamed"},
+            {**LARGE, "small_token_block": 16},
+            {"side_kernels": "streamed"},  # the previous default's kernel 3 with the new kernels 2 and 4
+            {"split_policy": "waves"},  # the previous default's kernel, its split count sized to whole waves
+            {**NARROW},
+            {**NARROW, "num_stages": 2},
+            {**NARROW, "num_stages": 4},
+            {**WIDE},
+            {**WIDE, "value_split": 2},
+            {**WIDE, "value_split": 2, "num_stages": 3},
+            {**NARROW, "batch_block": 16},
+            {**NARROW, "head_pad": 64},
+        )
+    ),
 ]
 CPU_POINTS: list[dict] = [{}, {**PER_REQUEST, **PREVIOUS_DEFAULT}, {**PER_REQUEST, **PREVIOUS_DEFAULT, **NARROW, "head_pad": 64}]
 
@@ -169,14 +179,14 @@ def shape_list(names: list[str] | None, cpu: bool, contract) -> list[tuple[str, 
     for name in chosen:
         if name in full:
             batch, heads, length = full[name]
+
             def inputs(batch=batch, heads=heads, length=length):
                 return make_inputs(batch, heads, length, seed=batch + heads, cache_lens=[length - 1] * batch)
 
             shapes.append((name, {"dims": {"B": batch, "H": heads, "L": length}, "inputs": inputs}))
         elif name in speed:
             case = speed[name]
-            shapes.append((name, {"dims": dict(case.dims),
-                                  "inputs": lambda case=case: draw_inputs(contract, case, "bfloat16")}))
+            shapes.append((name, {"dims": dict(case.dims), "inputs": lambda case=case: draw_inputs(contract, case, "bfloat16")}))
         else:
             raise SystemExit(f"--shapes: unknown shape {name!r}; known: {sorted(full) + sorted(speed)}")
     return shapes
@@ -194,8 +204,11 @@ def run_step(fn, inputs: dict, params: dict):
 
     copies = {name: t.clone() for name, t in inputs.items()}
     batch, heads, _ = inputs["q_nope"].shape
-    outputs = {"o_heads": torch.full((batch, heads, params["v_head_dim"]), float("nan"),
-                                     dtype=torch.bfloat16, device=inputs["q_nope"].device)}
+    outputs = {
+        "o_heads": torch.full(
+            (batch, heads, params["v_head_dim"]), float("nan"), dtype=torch.bfloat16, device=inputs["q_nope"].device
+        )
+    }
     fn(copies, outputs, params)
     return outputs["o_heads"]
 
@@ -235,8 +248,7 @@ def step_call(fn, inputs: dict, params: dict):
     import torch
 
     batch, heads, _ = inputs["q_nope"].shape
-    outputs = {"o_heads": torch.empty((batch, heads, params["v_head_dim"]), dtype=torch.bfloat16,
-                                      device=inputs["q_nope"].device)}
+    outputs = {"o_heads": torch.empty((batch, heads, params["v_head_dim"]), dtype=torch.bfloat16, device=inputs["q_nope"].device)}
     work = {name: t.clone() for name, t in inputs.items()}
     return lambda: fn(work, outputs, params)
 
@@ -297,10 +309,16 @@ def kernel_facts(module) -> dict:
         except Exception:  # noqa: BLE001, S110 - facts are best effort
             pass
         metadata = getattr(kernel, "metadata", None)
-        facts.append({"wgmma": "wgmma" in ptx, "mma_sync": "mma.sync" in ptx,
-                      "n_regs": getattr(kernel, "n_regs", None), "n_spills": getattr(kernel, "n_spills", None),
-                      "shared_bytes": getattr(metadata, "shared", None),
-                      "num_warps": getattr(metadata, "num_warps", None)})
+        facts.append(
+            {
+                "wgmma": "wgmma" in ptx,
+                "mma_sync": "mma.sync" in ptx,
+                "n_regs": getattr(kernel, "n_regs", None),
+                "n_spills": getattr(kernel, "n_spills", None),
+                "shared_bytes": getattr(metadata, "shared", None),
+                "num_warps": getattr(metadata, "num_warps", None),
+            }
+        )
     return {"compiled_variants": len(facts), "wgmma": any(f["wgmma"] for f in facts), "variants": facts}
 
 
@@ -344,11 +362,13 @@ def flash_mla_call(module, q, pages, table, seqlens, params):
     rank = params["kv_lora_rank"]
     if "use_legacy" in inspect.signature(module.flash_mla_with_kvcache).parameters:
         metadata, _ = module.get_mla_metadata()
-        return lambda: module.flash_mla_with_kvcache(q, pages, table, seqlens, rank, metadata, None,
-                                                     softmax_scale=scale, causal=False, use_legacy=True)
+        return lambda: module.flash_mla_with_kvcache(
+            q, pages, table, seqlens, rank, metadata, None, softmax_scale=scale, causal=False, use_legacy=True
+        )
     metadata, splits = module.get_mla_metadata(seqlens, q.shape[1] * q.shape[2], 1)
-    return lambda: module.flash_mla_with_kvcache(q, pages, table, seqlens, rank, metadata, splits,
-                                                 softmax_scale=scale, causal=False)
+    return lambda: module.flash_mla_with_kvcache(
+        q, pages, table, seqlens, rank, metadata, splits, softmax_scale=scale, causal=False
+    )
 
 
 def flash_mla_row(golden: dict, inputs: dict, params: dict, limit: float, cpu: bool) -> tuple[dict, object]:
@@ -513,8 +533,9 @@ class Bench:
         started = time.monotonic()
         why = check(module.run, inputs, self.params, expected, limit)
         row.update(ok=why is None, why=why, first_call_s=round(time.monotonic() - started, 2))
-        row["config"] = module._attention_config(*inputs["q_nope"].shape[:2], inputs["kv_cache"].shape[1],
-                                                 inputs["kv_cache"].device)
+        row["config"] = module._attention_config(
+            *inputs["q_nope"].shape[:2], inputs["kv_cache"].shape[1], inputs["kv_cache"].device
+        )
         row.update(kernel_facts(module))
         if why is not None:
             self.emit(row)
@@ -523,8 +544,14 @@ class Bench:
 
 
 # ------------------------------------------------------------------------------------------ sm_90 without a GPU
-POINTER_TYPES = {"q_ptr": "*bf16", "cache_ptr": "*bf16", "cache_lens_ptr": "*i32", "partial_ptr": "*fp32",
-                 "lse_ptr": "*fp32", "block_table_ptr": "*i32"}
+POINTER_TYPES = {
+    "q_ptr": "*bf16",
+    "cache_ptr": "*bf16",
+    "cache_lens_ptr": "*i32",
+    "partial_ptr": "*fp32",
+    "lse_ptr": "*fp32",
+    "block_table_ptr": "*i32",
+}
 PAGE_ROWS = 64  # the paged contract's rows per page (contracts/mla_attention_paged.yaml)
 
 
@@ -534,24 +561,34 @@ def sm90_source(module, config: dict):
     from triton.compiler import ASTSource
 
     kernel = getattr(module, "_split_kv_attention_kernel", None) or module._paged_attention_kernel  # either layout
-    constants = {"RANK": 512, "ROPE": 64, "BLOCK_H": config["BLOCK_H"], "BLOCK_N": config["BLOCK_N"],
-                 "INTERPRETED": False}
+    constants = {"RANK": 512, "ROPE": 64, "BLOCK_H": config["BLOCK_H"], "BLOCK_N": config["BLOCK_N"], "INTERPRETED": False}
     if "PAGE_SIZE" in kernel.arg_names:
         constants["PAGE_SIZE"] = PAGE_ROWS
     if "LENS_BLOCK" in kernel.arg_names:  # split_chunk=balanced
         constants.update(LENS_BLOCK=64, SPLITS_POW2=max(2, 1 << (config["num_splits"] - 1).bit_length()))
-    signature = {name: "constexpr" if name in constants else POINTER_TYPES.get(name, "fp32" if name == "qk_scale_log2"
-                                                                                else "i32")
-                 for name in kernel.arg_names}
+    signature = {
+        name: "constexpr" if name in constants else POINTER_TYPES.get(name, "fp32" if name == "qk_scale_log2" else "i32")
+        for name in kernel.arg_names
+    }
     divisible = [i for i, name in enumerate(kernel.arg_names) if name.endswith("_ptr") or name.startswith("stride")]
-    return ASTSource(fn=kernel, signature=signature, constexprs=constants,
-                     attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+    return ASTSource(
+        fn=kernel, signature=signature, constexprs=constants, attrs={(i,): [["tt.divisibility", 16]] for i in divisible}
+    )
 
 
 # Kernels 2 and 4 of each structure, with the constexprs of their largest blocks (B >= 64 rows; 16 splits).
-SIDE_POINTER_TYPES = {"q_nope_ptr": "*bf16", "q_pe_ptr": "*bf16", "w_kv_b_ptr": "*bf16", "inv_freq_ptr": "*fp32",
-                      "positions_ptr": "*i64", "q_ptr": "*bf16", "partial_ptr": "*fp32", "lse_ptr": "*fp32",
-                      "latent_ptr": "*bf16", "out_ptr": "*bf16"}
+SIDE_POINTER_TYPES = {
+    "q_nope_ptr": "*bf16",
+    "q_pe_ptr": "*bf16",
+    "w_kv_b_ptr": "*bf16",
+    "inv_freq_ptr": "*fp32",
+    "positions_ptr": "*i64",
+    "q_ptr": "*bf16",
+    "partial_ptr": "*fp32",
+    "lse_ptr": "*fp32",
+    "latent_ptr": "*bf16",
+    "out_ptr": "*bf16",
+}
 SHAPE_CONSTANTS = {"RANK": 512, "NOPE": 128, "ROPE": 64, "V_DIM": 128, "INTERPRETED": False}
 SIDE_KERNELS = {
     "_q_prepare_kernel": ({"BLOCK_B": 64}, 4),
@@ -575,16 +612,19 @@ def side_kernel_facts(module) -> dict:
         # kernel 2's column block (run() launches it with 256 columns in both forms)
         constants = {**blocks, "BLOCK_C": 256, **SHAPE_CONSTANTS}
         constants = {k: v for k, v in constants.items() if k in kernel.arg_names}
-        signature = {arg: "constexpr" if arg in constants else SIDE_POINTER_TYPES.get(arg, "fp32" if arg == "rope_magnitude"
-                                                                                      else "i32")
-                     for arg in kernel.arg_names}
+        signature = {
+            arg: "constexpr" if arg in constants else SIDE_POINTER_TYPES.get(arg, "fp32" if arg == "rope_magnitude" else "i32")
+            for arg in kernel.arg_names
+        }
         divisible = [i for i, arg in enumerate(kernel.arg_names) if arg.endswith("_ptr") or arg.startswith("stride")]
-        source = ASTSource(fn=kernel, signature=signature, constexprs=constants,
-                           attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+        source = ASTSource(
+            fn=kernel, signature=signature, constexprs=constants, attrs={(i,): [["tt.divisibility", 16]] for i in divisible}
+        )
         try:
             warps = 8 if name == "_q_prepare_kernel" else 4  # as run() launches them
-            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                                      options={"num_warps": warps, "num_stages": stages})
+            compiled = triton.compile(
+                source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages}
+            )
         except Exception as err:  # noqa: BLE001 - reported in the row
             facts[name] = {"why": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
             continue
@@ -607,8 +647,12 @@ def ptxas_facts(ptx: str) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(2):
             Path(folder, "k.ptx").write_text(ptx)
-            done = subprocess.run([ptxas, f"-arch={arch}", "-v", f"{folder}/k.ptx", "-o", f"{folder}/k.cubin"],
-                                  capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                [ptxas, f"-arch={arch}", "-v", f"{folder}/k.ptx", "-o", f"{folder}/k.cubin"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             newest = re.search(r"current version is '([\d.]+)'", done.stderr)
             if not newest:
                 break
@@ -634,39 +678,58 @@ def static_sm90_row(approach: str, path: Path, heads: int, small_tiles: bool = F
         approach = f"{approach} (its small tiles)"
     row = {"impl": approach, "heads": heads, **{k: config[k] for k in ("BLOCK_H", "BLOCK_N", "num_warps", "num_stages")}}
     try:
-        kernel = triton.compile(sm90_source(module, config), target=GPUTarget("cuda", 90, 32),
-                                options={"num_warps": config["num_warps"], "num_stages": config["num_stages"]})
+        kernel = triton.compile(
+            sm90_source(module, config),
+            target=GPUTarget("cuda", 90, 32),
+            options={"num_warps": config["num_warps"], "num_stages": config["num_stages"]},
+        )
     except Exception as err:  # noqa: BLE001 - e.g. out of shared memory, or no ptxas for the last stage
         return {**row, "why": f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"}
     ptx = kernel.asm["ptx"]
-    return {**row, "wgmma": "wgmma" in ptx, "cp_async": ptx.count("cp.async.cg"),
-            "tma_loads": ptx.count("cp.async.bulk.tensor"), "shared_kib": kernel.metadata.shared / 1024, **ptxas_facts(ptx),
-            "side": {} if small_tiles else side_kernel_facts(module)}
+    return {
+        **row,
+        "wgmma": "wgmma" in ptx,
+        "cp_async": ptx.count("cp.async.cg"),
+        "tma_loads": ptx.count("cp.async.bulk.tensor"),
+        "shared_kib": kernel.metadata.shared / 1024,
+        **ptxas_facts(ptx),
+        "side": {} if small_tiles else side_kernel_facts(module),
+    }
 
 
 def static_sm90(points: list[tuple[str, Path]], heads: int, out: Path) -> None:
-    lines = ["| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | TMA loads | shared KiB | registers | "
-             "spill bytes | kernels 2 and 4: registers/spills | note |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    runs = [(approach, path, small) for approach, path in points for small in (False, True)
-            if not small or "small-tiles" in approach]
+    lines = [
+        "| point | BLOCK_H x BLOCK_N | warps | stages | wgmma | cp.async | TMA loads | shared KiB | registers | "
+        "spill bytes | kernels 2 and 4: registers/spills | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    runs = [
+        (approach, path, small) for approach, path in points for small in (False, True) if not small or "small-tiles" in approach
+    ]
     for approach, path, small in runs:
         r = static_sm90_row(approach, path, heads, small_tiles=small)
         print(json.dumps(r), flush=True)
-        side = ", ".join(f"{name.strip('_')} {f.get('n_regs', '-')}/{f.get('n_spills', '-')} {f.get('why', '')}".strip()
-                         for name, f in r.get("side", {}).items())
-        lines.append(f"| {r['impl']} | {r['BLOCK_H']} x {r['BLOCK_N']} | {r['num_warps']} | {r['num_stages']} | "
-                     f"{r.get('wgmma', '-')} | {r.get('cp_async', '-')} | {r.get('tma_loads', '-')} | "
-                     f"{r.get('shared_kib', 0):.0f} | {r.get('n_regs', '-')} | {r.get('n_spills', '-')} | {side or '-'} | "
-                     f"{r.get('why') or r.get('ptxas') or ''} |")
+        side = ", ".join(
+            f"{name.strip('_')} {f.get('n_regs', '-')}/{f.get('n_spills', '-')} {f.get('why', '')}".strip()
+            for name, f in r.get("side", {}).items()
+        )
+        lines.append(
+            f"| {r['impl']} | {r['BLOCK_H']} x {r['BLOCK_N']} | {r['num_warps']} | {r['num_stages']} | "
+            f"{r.get('wgmma', '-')} | {r.get('cp_async', '-')} | {r.get('tma_loads', '-')} | "
+            f"{r.get('shared_kib', 0):.0f} | {r.get('n_regs', '-')} | {r.get('n_spills', '-')} | {side or '-'} | "
+            f"{r.get('why') or r.get('ptxas') or ''} |"
+        )
     (out / "mla-template-sm90-static.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
 
 
 # ------------------------------------------------------------------------------------------ report
 def markdown(rows: list[dict]) -> str:
-    lines = ["| shape | implementation | us (median) | spread | x torch.compile | fraction of floor | floor us | wgmma | "
-             "regs / spills | splits | note |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| shape | implementation | us (median) | spread | x torch.compile | fraction of floor | floor us | wgmma | "
+        "regs / spills | splits | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     compiled = {r["shape"]: r.get("us") for r in rows if r["impl"] == "torch.compile(baseline)"}
     for r in rows:
         us = r.get("us") or r.get("flash_mla_core_us")
@@ -681,7 +744,8 @@ def markdown(rows: list[dict]) -> str:
             f"{spread} | "
             f"{f'{ratio:.2f}' if ratio else '-'} | "
             f"{f'{fraction:.2f}' if fraction else '-'} | {r['floor_us']:.1f} | {wgmma} | {regs} | "
-            f"{(r.get('config') or {}).get('num_splits', '-')} | {r.get('why') or r.get('skipped') or ''} |")
+            f"{(r.get('config') or {}).get('num_splits', '-')} | {r.get('why') or r.get('skipped') or ''} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -714,27 +778,56 @@ def parse_args(argv: list[str] | None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks mla", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the JSONL, the table and the rendered points")
     parser.add_argument("--budget-s", type=float, default=240.0, help="no new (shape, point) is started after this")
-    parser.add_argument("--point", action="append", default=None, type=parse_point,
-                        help="a template point as name=value,... over the default (repeatable); the built-in list "
-                             "otherwise; `--point ''` is the default point")
+    parser.add_argument(
+        "--point",
+        action="append",
+        default=None,
+        type=parse_point,
+        help="a template point as name=value,... over the default (repeatable); the built-in list "
+        "otherwise; `--point ''` is the default point",
+    )
     parser.add_argument("--shapes", nargs="+", default=None, help="shape names (default: all of the mode's)")
     parser.add_argument("--cpu", action="store_true", help="rehearsal under TRITON_INTERPRET=1 on tiny shapes")
-    parser.add_argument("--templates", type=Path, default=TEMPLATES,
-                        help="with --static-sm90: the template space to render (tasks/mla_attention_paged/templates "
-                             "for the paged cache's attention kernel)")
-    parser.add_argument("--static-sm90", type=int, metavar="HEADS", default=None,
-                        help="no GPU needed: compile each point's attention kernel for sm_90 at HEADS heads and table "
-                             "wgmma, shared memory, registers and spills (ptxas -v); nothing is run or timed")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="timings of each implementation per shape, interleaved; the table shows their median")
-    parser.add_argument("--kernels", action="store_true",
-                        help="also each point's device time per kernel (torch.profiler, L2 flushed), in the JSONL and "
-                             "the table's last section")
-    parser.add_argument("--candidate", action="append", default=[], type=Path, metavar="FILE",
-                        help="also time this candidate file (a rendered point from another commit, say) beside the "
-                             "points, named by its file name")
-    parser.add_argument("--no-peers", action="store_true",
-                        help="time the template points only (no torch.compile, no FlashMLA): a second call's shortcut")
+    parser.add_argument(
+        "--templates",
+        type=Path,
+        default=TEMPLATES,
+        help="with --static-sm90: the template space to render (tasks/mla_attention_paged/templates "
+        "for the paged cache's attention kernel)",
+    )
+    parser.add_argument(
+        "--static-sm90",
+        type=int,
+        metavar="HEADS",
+        default=None,
+        help="no GPU needed: compile each point's attention kernel for sm_90 at HEADS heads and table "
+        "wgmma, shared memory, registers and spills (ptxas -v); nothing is run or timed",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="timings of each implementation per shape, interleaved; the table shows their median",
+    )
+    parser.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also each point's device time per kernel (torch.profiler, L2 flushed), in the JSONL and the table's last section",
+    )
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="also time this candidate file (a rendered point from another commit, say) beside the "
+        "points, named by its file name",
+    )
+    parser.add_argument(
+        "--no-peers",
+        action="store_true",
+        help="time the template points only (no torch.compile, no FlashMLA): a second call's shortcut",
+    )
     return parser.parse_args(argv)
 
 
@@ -752,18 +845,23 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("no CUDA device: pass --cpu for the interpreter rehearsal")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.static_sm90:
-        static_sm90(render_points(args.point if args.point is not None else GPU_POINTS, args.out / "points",
-                                  args.templates), args.static_sm90, args.out)
+        static_sm90(
+            render_points(args.point if args.point is not None else GPU_POINTS, args.out / "points", args.templates),
+            args.static_sm90,
+            args.out,
+        )
         return 0
     if args.templates != TEMPLATES:
         raise SystemExit("--templates: only with --static-sm90 (the timed bench draws the contiguous contract's inputs)")
     contract = load_contract(CONTRACT)
-    points = render_points(args.point if args.point is not None else (CPU_POINTS if args.cpu else GPU_POINTS),
-                           args.out / "points")
+    points = render_points(
+        args.point if args.point is not None else (CPU_POINTS if args.cpu else GPU_POINTS), args.out / "points"
+    )
     points += candidate_points(args.candidate)
     bench = Bench(args, contract, points)
-    print(f"device {bench.device_name}; torch {torch.__version__}; {len(points)} points; budget {args.budget_s:.0f} s",
-          flush=True)
+    print(
+        f"device {bench.device_name}; torch {torch.__version__}; {len(points)} points; budget {args.budget_s:.0f} s", flush=True
+    )
     for shape_name, spec in shape_list(args.shapes, args.cpu, contract):
         if bench.out_of_time():
             print(f"{shape_name}: not started (past --budget-s)", flush=True)

@@ -55,8 +55,9 @@ def measure(repo: Path, templates: str) -> dict:
     """One fresh process over `repo`'s code: its phases, wall time and peak resident memory."""
     env = {**os.environ, "PYTHONPATH": str(repo)}
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(repo / templates)], cwd=repo, env=env,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(repo / templates)], cwd=repo, env=env, stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout is not None
     output = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
@@ -64,22 +65,39 @@ def measure(repo: Path, templates: str) -> dict:
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{repo}: the search failed (exit {os.waitstatus_to_exitcode(status)})")
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return {"repo": str(repo), "commit": commit.stdout.strip(), **json.loads(output), "wall_s": round(wall, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    return {
+        "repo": str(repo),
+        "commit": commit.stdout.strip(),
+        **json.loads(output),
+        "wall_s": round(wall, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    }
 
 
 def machine() -> dict:
     import numpy
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    return {"date": datetime.now(UTC).isoformat(timespec="seconds"), "cpu": cpu, "cores": os.cpu_count(),
-            "python": platform.python_version(), "numpy": numpy.__version__}
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks search-setup", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks search-setup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repos", type=Path, nargs="+", default=[REPO])
     parser.add_argument("--templates", default="tasks/mla_attention/templates")

@@ -48,9 +48,20 @@ def one_check(op: str, gates_dir: Path, timeout_s: float, cpu: bool = False) -> 
     its first and last progress lines came (`outside_clock`: the seconds before ferret's progress clock started, the
     interpreter and its imports, and after its last line, the process's exit)."""
     verdict_file = Path(f"/tmp/ferret-verdict-{op}-{time.time_ns()}.json")
-    command = [sys.executable, "-m", "ferret.cli.main", "check", str(REPO / "contracts" / f"{op}.yaml"),
-               str(REPO / CANDIDATES[op]), "--gates-dir", str(gates_dir), "--verdict-out", str(verdict_file), "--json",
-               *(["--profile", "cpu"] if cpu else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "ferret.cli.main",
+        "check",
+        str(REPO / "contracts" / f"{op}.yaml"),
+        str(REPO / CANDIDATES[op]),
+        "--gates-dir",
+        str(gates_dir),
+        "--verdict-out",
+        str(verdict_file),
+        "--json",
+        *(["--profile", "cpu"] if cpu else []),
+    ]
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO)
     timer = threading.Timer(timeout_s, process.kill)
@@ -69,19 +80,28 @@ def one_check(op: str, gates_dir: Path, timeout_s: float, cpu: bool = False) -> 
     verdict = json.loads(verdict_file.read_text()) if verdict_file.exists() else None
     if verdict is not None:
         # Per-variant metrics are large; only where each variant's seconds went is kept.
-        verdict["variant_seconds"] = [{"id": v["id"], "seconds": v.get("seconds"), "phases": v.get("phase_seconds", {})}
-                                      for v in verdict.pop("variants", [])]
+        verdict["variant_seconds"] = [
+            {"id": v["id"], "seconds": v.get("seconds"), "phases": v.get("phase_seconds", {})}
+            for v in verdict.pop("variants", [])
+        ]
     outside = outside_clock(lines, seconds)
-    return {"op": op, "seconds": round(seconds, 1), "exit": exit_code, "stderr_tail": stderr[-3000:], "verdict": verdict,
-            "outside_clock": outside,
-            "compile_choice": [line.strip() for _, line in lines if "torch.compile of the baseline" in line]}
+    return {
+        "op": op,
+        "seconds": round(seconds, 1),
+        "exit": exit_code,
+        "stderr_tail": stderr[-3000:],
+        "verdict": verdict,
+        "outside_clock": outside,
+        "compile_choice": [line.strip() for _, line in lines if "torch.compile of the baseline" in line],
+    }
 
 
 def outside_clock(lines: list[tuple[float, str]], seconds: float) -> dict | None:
     """From (arrival, line) of a check's progress lines ("ferret [  2.6s] ..."): the seconds before its progress
     clock started (the first line's arrival less the clock it shows) and after its last line."""
-    clocked = [(arrival, float(match.group(1))) for arrival, line in lines
-               if (match := re.match(r"ferret \[\s*([0-9.]+)s\]", line))]
+    clocked = [
+        (arrival, float(match.group(1))) for arrival, line in lines if (match := re.match(r"ferret \[\s*([0-9.]+)s\]", line))
+    ]
     if not clocked:
         return None
     (first_arrival, first_clock), (last_arrival, _) = clocked[0], clocked[-1]
@@ -95,9 +115,12 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "checks.jsonl"
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": device,
-            "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]},
-            "command": "python -m benchmarks timing run " + " ".join(args.argv)}
+    meta = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": device,
+        "versions": {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0]},
+        "command": "python -m benchmarks timing run " + " ".join(args.argv),
+    }
     with log.open("a") as out:
         out.write(json.dumps({"meta": meta}) + "\n")
     began = time.monotonic()
@@ -116,8 +139,11 @@ def run(args: argparse.Namespace) -> int:
             estimate = record["seconds"] if not cold else estimate * 0.7
             with log.open("a") as out:
                 out.write(json.dumps(record) + "\n")
-            print(f"{op}: check {record['index']}{' (cold gate)' if cold else ''}: exit {record['exit']} in "
-                  f"{record['seconds']} s; {summary_line(record)}", flush=True)
+            print(
+                f"{op}: check {record['index']}{' (cold gate)' if cold else ''}: exit {record['exit']} in "
+                f"{record['seconds']} s; {summary_line(record)}",
+                flush=True,
+            )
             if record["exit"] != 0:
                 print(f"{op}: no more checks (this one did not pass)", flush=True)
                 break
@@ -129,9 +155,11 @@ def summary_line(record: dict) -> str:
     if verdict is None:
         return "no verdict: " + record["stderr_tail"][-300:].replace("\n", " | ")
     timing = verdict["timing"]
-    cases = "; ".join(f"{c['case']} {c['candidate_ms'] * 1e3:.1f}/{c['baseline_ms'] * 1e3:.1f}/"
-                      f"{(c.get('baseline_compiled_ms') or 0) * 1e3:.1f} us" + (" UNSTABLE" if c["unstable"] else "")
-                      for c in timing["cases"])
+    cases = "; ".join(
+        f"{c['case']} {c['candidate_ms'] * 1e3:.1f}/{c['baseline_ms'] * 1e3:.1f}/"
+        f"{(c.get('baseline_compiled_ms') or 0) * 1e3:.1f} us" + (" UNSTABLE" if c["unstable"] else "")
+        for c in timing["cases"]
+    )
     return f"passed {verdict['passed']}, {cases or timing['reason'][:200]}, timing processes {timing.get('process_seconds')}"
 
 
@@ -142,14 +170,20 @@ def _disagreement(values: list[float], absolute_ms: float | None) -> tuple[float
     return (high - low) / low, high - low <= allowed
 
 
-QUANTITIES = (("candidate (us)", "candidate_ms", 1e3, LIMIT_MS), ("eager (us)", "baseline_ms", 1e3, LIMIT_MS),
-              ("torch.compile (us)", "baseline_compiled_ms", 1e3, LIMIT_MS), ("x eager", "speedup", 1.0, None),
-              ("x compile", "speedup_vs_compiled", 1.0, None))
+QUANTITIES = (
+    ("candidate (us)", "candidate_ms", 1e3, LIMIT_MS),
+    ("eager (us)", "baseline_ms", 1e3, LIMIT_MS),
+    ("torch.compile (us)", "baseline_compiled_ms", 1e3, LIMIT_MS),
+    ("x eager", "speedup", 1.0, None),
+    ("x compile", "speedup_vs_compiled", 1.0, None),
+)
 
 
 def repeatability_table(records: list[dict]) -> tuple[str, bool]:
-    lines = ["| op | case | what | per check | disagreement | within limit | unstable in any | fraction of floor | most late |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| op | case | what | per check | disagreement | within limit | unstable in any | fraction of floor | most late |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     all_within = True
     for op in dict.fromkeys(r["op"] for r in records):
         verdicts = [r["verdict"] for r in records if r["op"] == op and r["verdict"] and r["verdict"]["timing"]["measured"]]
@@ -171,8 +205,10 @@ def repeatability_table(records: list[dict]) -> tuple[str, bool]:
                 spread, within = _disagreement(values, absolute)
                 all_within &= within
                 shown = ", ".join(f"{v * scale:.1f}" if scale != 1.0 else f"{v:.3f}" for v in values)
-                lines.append(f"| {op} | {first['case']} | {label} | {shown} | {spread:.1%} | {'yes' if within else 'NO'} | "
-                             f"{'YES' if unstable else 'no'} | {fraction:.1%} | {'-' if late is None else f'{late:.1%}'} |")
+                lines.append(
+                    f"| {op} | {first['case']} | {label} | {shown} | {spread:.1%} | {'yes' if within else 'NO'} | "
+                    f"{'YES' if unstable else 'no'} | {fraction:.1%} | {'-' if late is None else f'{late:.1%}'} |"
+                )
     return "\n".join(lines), all_within
 
 
@@ -196,34 +232,41 @@ def clock_table(records: list[dict]) -> str:
     """The SM clock the judge read during each round (`CaseTiming.sm_clock_mhz`: lowest-highest, MHz), per check and
     role, beside the candidate's rounds and the spin each was timed behind (`CaseTiming.spin_ms`): a round read apart
     from the others at another clock, or behind a longer spin after late calls, shows here."""
-    lines = ["| op | check | case | candidate rounds (us) | its spins (us) | SM clock by round, candidate / reference (MHz) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| op | check | case | candidate rounds (us) | its spins (us) | SM clock by round, candidate / reference (MHz) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in records:
         for case in ((r["verdict"] or {}).get("timing") or {}).get("cases", []):
             clocks = case.get("sm_clock_mhz") or {}
             if not clocks:
                 continue
             rounds = ", ".join(f"{1e3 * ms:.2f}" for ms in case.get("samples", {}).get("candidate", []))
-            told = " / ".join(", ".join(f"{low}-{high}" for low, high in clocks.get(role, []))
-                              for role in ("candidate", "reference"))
+            told = " / ".join(
+                ", ".join(f"{low}-{high}" for low, high in clocks.get(role, [])) for role in ("candidate", "reference")
+            )
             spins = ", ".join(f"{1e3 * ms:.0f}" for ms in case.get("spin_ms", {}).get("candidate", []))
             lines.append(f"| {r['op']} | {r['index']} | {case['case']} | {rounds} | {spins} | {told} |")
     return "\n".join(lines) if len(lines) > 2 else "(no SM clock in these verdicts)"
 
 
 def duration_table(records: list[dict]) -> str:
-    lines = ["| op | check | gate | exit | passed | seconds | outside the progress clock: before, after (s) | "
-             "phases over 1 s | timing processes (s) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| op | check | gate | exit | passed | seconds | outside the progress clock: before, after (s) | "
+        "phases over 1 s | timing processes (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in records:
         verdict = r["verdict"] or {}
         phases = ", ".join(f"{p['name']} {p['seconds']:.1f}" for p in verdict.get("phases", []) if p["seconds"] >= 1.0)
         process = verdict.get("timing", {}).get("process_seconds", {})
         outside = r.get("outside_clock")  # absent from logs written before 2026-12-02
         outside_text = f"{outside['before_clock_s']:.1f}, {outside['after_last_line_s']:.1f}" if outside else ""
-        lines.append(f"| {r['op']} | {r['index']} | {'cold' if r['cold'] else 'warm'} | {r['exit']} | "
-                     f"{verdict.get('passed')} | {r['seconds']} | {outside_text} | {phases} | "
-                     f"{', '.join(f'{k} {v:.1f}' for k, v in process.items())} |")
+        lines.append(
+            f"| {r['op']} | {r['index']} | {'cold' if r['cold'] else 'warm'} | {r['exit']} | "
+            f"{verdict.get('passed')} | {r['seconds']} | {outside_text} | {phases} | "
+            f"{', '.join(f'{k} {v:.1f}' for k, v in process.items())} |"
+        )
     return "\n".join(lines) + "\n\n" + breakdown_table(records)
 
 
@@ -238,8 +281,10 @@ def _summed(parts: list[dict[str, float]]) -> str:
 def breakdown_table(records: list[dict]) -> str:
     """Inside the processes: the candidate's runner summed over its variants (VariantResult.phase_seconds), and
     each timing process summed over its cases (CaseTiming.process_seconds)."""
-    lines = ["| op | check | runner, summed over variants (s) | timing processes, summed over cases (s) |",
-             "| --- | --- | --- | --- |"]
+    lines = [
+        "| op | check | runner, summed over variants (s) | timing processes, summed over cases (s) |",
+        "| --- | --- | --- | --- |",
+    ]
     for r in records:
         verdict = r["verdict"] or {}
         runner = _summed([v["phases"] for v in verdict.get("variant_seconds", [])])
@@ -254,8 +299,16 @@ def table(args: argparse.Namespace) -> int:
     records = [line for line in lines if "meta" not in line]
     repeat, within = repeatability_table(records)
     print("\n".join(f"{m['date']} {m['device']} {m['versions']}: {m['command']}" for m in metas))
-    print("\n" + repeat + f"\n\nevery case within the limit and stable: {within}\n\n" + process_table(records) + "\n\n"
-          + clock_table(records) + "\n\n" + duration_table(records))
+    print(
+        "\n"
+        + repeat
+        + f"\n\nevery case within the limit and stable: {within}\n\n"
+        + process_table(records)
+        + "\n\n"
+        + clock_table(records)
+        + "\n\n"
+        + duration_table(records)
+    )
     return 0 if within else 1
 
 
@@ -268,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--gates-dir", type=Path, default=REPO / "gates")
     run_parser.add_argument("--out", type=Path, required=True)
     run_parser.add_argument("--budget-s", type=float, default=540.0)
-    run_parser.add_argument("--cpu", action="store_true",
-                            help="rehearsal: each check on the CPU profile (the interpreter; judged, not timed)")
+    run_parser.add_argument(
+        "--cpu", action="store_true", help="rehearsal: each check on the CPU profile (the interpreter; judged, not timed)"
+    )
     table_parser = verbs.add_parser("table", help="the tables from a checks.jsonl")
     table_parser.add_argument("log", type=Path)
     args = parser.parse_args(argv)

@@ -23,6 +23,7 @@ Candidates: the honest Triton candidate, its faithful variants and its cuts
 Writes `results.jsonl` (every check: pass, first failing stage, each failing stage's metric against its
 tolerance, seconds) and `table.md` into --out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,8 +79,11 @@ def _failures(verdict: dict) -> list[str]:
             if stage.get("passed", True):
                 continue
             tol = stage.get("tolerance") or {}
-            numbers = [f"{m}={stage.get(m) or 0:.4g}>{tol.get(m)}" for m in ("rel_l2", "max_abs_rel_peak")
-                       if tol.get(m) is not None and (stage.get(m) or 0) > tol[m]]
+            numbers = [
+                f"{m}={stage.get(m) or 0:.4g}>{tol.get(m)}"
+                for m in ("rel_l2", "max_abs_rel_peak")
+                if tol.get(m) is not None and (stage.get(m) or 0) > tol[m]
+            ]
             if tol.get("cosine_min") is not None and (stage.get("cosine") or 1.0) < tol["cosine_min"]:
                 numbers.append(f"cosine={stage.get('cosine'):.6f}<{tol['cosine_min']:.6f}")
             found.append(f"{variant['id']} {stage['stage']} {' '.join(numbers) or '; '.join(stage.get('reasons', []))}")
@@ -89,8 +93,21 @@ def _failures(verdict: dict) -> list[str]:
 def one_check(name: str, path: Path, number: int, gates: Path, out: Path) -> dict:
     verdict_file = out / "verdicts" / f"{name}-{number:02d}.json"
     verdict_file.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "ferret.cli.main", "check", str(_contract()), str(path), "--gates-dir", str(gates),
-               "--profile", "cpu", "--no-speed", "--verdict-out", str(verdict_file)]
+    command = [
+        sys.executable,
+        "-m",
+        "ferret.cli.main",
+        "check",
+        str(_contract()),
+        str(path),
+        "--gates-dir",
+        str(gates),
+        "--profile",
+        "cpu",
+        "--no-speed",
+        "--verdict-out",
+        str(verdict_file),
+    ]
     started = time.time()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     seconds = time.time() - started
@@ -101,9 +118,12 @@ def one_check(name: str, path: Path, number: int, gates: Path, out: Path) -> dic
     verdict = json.loads(verdict_file.read_text())
     fresh = [v for v in verdict.get("variants", []) if v.get("part") == "fresh_cases"]
     record.update(
-        passed=verdict["passed"], first_failing_stage=verdict.get("first_failing_stage"),
-        failures=_failures(verdict), judge_s=round(verdict.get("seconds") or 0.0, 1),
-        fresh_cases=[v["id"] for v in fresh], detections=[d["cheat"] for d in verdict.get("detections", [])],
+        passed=verdict["passed"],
+        first_failing_stage=verdict.get("first_failing_stage"),
+        failures=_failures(verdict),
+        judge_s=round(verdict.get("seconds") or 0.0, 1),
+        fresh_cases=[v["id"] for v in fresh],
+        detections=[d["cheat"] for d in verdict.get("detections", [])],
     )
     verdict_file.unlink()  # the table keeps what matters; whole verdicts are large
     return record
@@ -129,14 +149,24 @@ def math_checks(candidates: dict[str, tuple[str, Path]], checks: int, record) ->
             fresh = [JudgedCase(v.id, v.case, v.dtype, v.inputs, v.golden) for v in draw_fresh_cases(task, "cpu", "cpu")]
             found = frozen_failures + failing_stages(module.run, contract, fresh)
             first = next((st.name for st in contract.stages if any(f" {st.name} " in f for f in found)), None)
-            record({"candidate": name, "check": number, "passed": not found, "first_failing_stage": first,
-                    "failures": found, "wall_s": round(time.time() - started + frozen_s, 1),
-                    "fresh_cases": [f"{v.id} {v.case.dims}" for v in fresh]})
+            record(
+                {
+                    "candidate": name,
+                    "check": number,
+                    "passed": not found,
+                    "first_failing_stage": first,
+                    "failures": found,
+                    "wall_s": round(time.time() - started + frozen_s, 1),
+                    "fresh_cases": [f"{v.id} {v.case.dims}" for v in fresh],
+                }
+            )
 
 
 def _table(records: list[dict], kinds: dict[str, str], checks: int) -> str:
-    lines = ["| candidate | kind | checks | passed | rejected | no verdict | stages that rejected (count) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| candidate | kind | checks | passed | rejected | no verdict | stages that rejected (count) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, kind in kinds.items():
         mine = [r for r in records if r["candidate"] == name]
         passed = sum(1 for r in mine if r.get("passed") is True)
@@ -147,8 +177,10 @@ def _table(records: list[dict], kinds: dict[str, str], checks: int) -> str:
                 key = str(r.get("first_failing_stage"))
                 stages[key] = stages.get(key, 0) + 1
         by_stage = ", ".join(f"{k} ({v})" for k, v in sorted(stages.items())) or "-"
-        lines.append(f"| {name} | {kind} | {len(mine)} of {checks} | {passed} | {rejected} | "
-                     f"{len(mine) - passed - rejected} | {by_stage} |")
+        lines.append(
+            f"| {name} | {kind} | {len(mine)} of {checks} | {passed} | {rejected} | "
+            f"{len(mine) - passed - rejected} | {by_stage} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -177,8 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         records.append(r)
         with results.open("a") as f:
             f.write(json.dumps(r) + "\n")
-        print(f"{r['candidate']:18s} #{r['check']:02d} passed={r.get('passed')} {r.get('first_failing_stage')} "
-              f"{r['wall_s']}s {(r.get('failures') or [''])[0][:110]}", flush=True)
+        print(
+            f"{r['candidate']:18s} #{r['check']:02d} passed={r.get('passed')} {r.get('first_failing_stage')} "
+            f"{r['wall_s']}s {(r.get('failures') or [''])[0][:110]}",
+            flush=True,
+        )
 
     if args.mode == "math":
         math_checks(candidates, args.checks, record)

@@ -128,8 +128,16 @@ class ConsoleReporter(Reporter):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         if self._bar is None:
-            self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.fields[label]}"), console=self.console, transient=True)
+            self._bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[label]}"),
+                console=self.console,
+                transient=True,
+            )
             self._bar.start()
         if task not in self._bar_tasks:
             self._bar_tasks[task] = self._bar.add_task(task, total=total, label=label)
@@ -144,8 +152,10 @@ class ConsoleReporter(Reporter):
                 if not self._steps or quiet_for < self.heartbeat_s:
                     continue
                 now = time.monotonic()
-                doing = "; ".join(f"{task} {done + 1}/{total} {label} ({now - since:.0f}s on it)".replace("  ", " ")
-                                  for task, (done, total, label, since) in self._steps.items())
+                doing = "; ".join(
+                    f"{task} {done + 1}/{total} {label} ({now - since:.0f}s on it)".replace("  ", " ")
+                    for task, (done, total, label, since) in self._steps.items()
+                )
                 self._print(f"ferret [{self.elapsed():6.1f}s] still working: {doing}")
 
     def close(self) -> None:

@@ -1,4 +1,5 @@
 """Test-wide set-up: Triton runs under its CPU interpreter when no GPU is present; one CPU thread per process."""
+
 import os
 
 # Before torch is imported, here and (passed through by the sandbox) in every candidate process: the suite runs on two

@@ -199,8 +199,10 @@ def upward_imports(graph: dict[str, dict[str, int]], layers=LAYERS, unlayered=UN
         for target, line in sorted(edges.items()):
             theirs = layer_of(target, layers)
             if target not in unlayered and theirs is not None and theirs > mine:
-                found.append(f"{module} (layer {mine}: {', '.join(layers[mine])}) imports {target} "
-                             f"(layer {theirs}: {', '.join(layers[theirs])}), line {line}")
+                found.append(
+                    f"{module} (layer {mine}: {', '.join(layers[mine])}) imports {target} "
+                    f"(layer {theirs}: {', '.join(layers[theirs])}), line {line}"
+                )
     return found
 
 
@@ -266,8 +268,10 @@ def test_every_declared_layer_names_a_module():
 
 def test_no_function_is_longer_than_the_limit():
     long = {name: n for name, n in long_functions(REPO, PACKAGE).items() if name not in LONG_FUNCTIONS_ALLOWED}
-    assert not long, _listed(f"functions over {MAX_FUNCTION_LINES} lines: split them into small functions with names",
-                             [f"{name}: {n} lines" for name, n in sorted(long.items(), key=lambda kv: -kv[1])])
+    assert not long, _listed(
+        f"functions over {MAX_FUNCTION_LINES} lines: split them into small functions with names",
+        [f"{name}: {n} lines" for name, n in sorted(long.items(), key=lambda kv: -kv[1])],
+    )
 
 
 def test_the_allow_list_of_long_functions_only_holds_long_functions():
@@ -292,26 +296,30 @@ SYNTHETIC_LAYERS = (("pkg.low",), ("pkg.high",))
 def _synthetic(tmp_path: Path) -> Path:
     long_body = "".join(f"    x{i} = {i}\n" for i in range(79))  # def + 79 lines + return = 81 lines
     ok_body = "".join(f"    x{i} = {i}\n" for i in range(78))  # 80 lines: at the limit, not over it
-    _write_package(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/low/__init__.py": "",
-        "pkg/high/__init__.py": "",
-        # a cycle through an import inside a function, which is also an import from a higher layer
-        "pkg/low/a.py": "def f():\n    from pkg.high import b\n    return b\n",
-        "pkg/high/b.py": "from ..low import a\n",
-        # a cycle that only type checkers see; `from pkg.low import c` is the module pkg.low.c
-        "pkg/low/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.low.d import D\n",
-        "pkg/low/d.py": "from pkg.low import c\nclass D: ...\n",
-        # `from pkg.low import name` is the package pkg.low; an outside import is no edge
-        "pkg/high/e.py": "import os\nfrom pkg.low import something\nfrom . import b\n",
-        "pkg/high/long.py": (
-            "def too_long():\n" + long_body + "    return 0\n\n"
-            "def just_fits():\n" + ok_body + "    return 0\n\n"
-            "class Holder:\n    def method(self):\n" + "".join("    " + line for line in long_body.splitlines(True))
-            + "        return 0\n"
-        ),
-        "pkg/other/__init__.py": "",
-    })
+    _write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/high/__init__.py": "",
+            # a cycle through an import inside a function, which is also an import from a higher layer
+            "pkg/low/a.py": "def f():\n    from pkg.high import b\n    return b\n",
+            "pkg/high/b.py": "from ..low import a\n",
+            # a cycle that only type checkers see; `from pkg.low import c` is the module pkg.low.c
+            "pkg/low/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.low.d import D\n",
+            "pkg/low/d.py": "from pkg.low import c\nclass D: ...\n",
+            # `from pkg.low import name` is the package pkg.low; an outside import is no edge
+            "pkg/high/e.py": "import os\nfrom pkg.low import something\nfrom . import b\n",
+            "pkg/high/long.py": (
+                "def too_long():\n" + long_body + "    return 0\n\n"
+                "def just_fits():\n" + ok_body + "    return 0\n\n"
+                "class Holder:\n    def method(self):\n"
+                + "".join("    " + line for line in long_body.splitlines(True))
+                + "        return 0\n"
+            ),
+            "pkg/other/__init__.py": "",
+        },
+    )
     return tmp_path
 
 

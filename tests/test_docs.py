@@ -23,8 +23,13 @@ pytestmark = pytest.mark.quick
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted(
-    {ROOT / "README.md", ROOT / "DESIGN.md", ROOT / "SECURITY.md", ROOT / "contracts" / "README.md",
-     ROOT / "tests" / "adversarial" / "README.md"}
+    {
+        ROOT / "README.md",
+        ROOT / "DESIGN.md",
+        ROOT / "SECURITY.md",
+        ROOT / "contracts" / "README.md",
+        ROOT / "tests" / "adversarial" / "README.md",
+    }
     | set((ROOT / "docs").glob("*.md"))
     | set((ROOT / "tasks").glob("*/README.md"))
 )
@@ -53,7 +58,7 @@ def _expand_braces(path: str) -> list[str]:
     match = re.search(r"\{([^{}]*)\}", path)
     if not match:
         return [path]
-    head, tail = path[: match.start()], path[match.end():]
+    head, tail = path[: match.start()], path[match.end() :]
     return [p for choice in match.group(1).split(",") for p in _expand_braces(head + choice + tail)]
 
 
@@ -126,9 +131,15 @@ def _relative(doc: Path) -> str:
 
 
 def test_the_checked_docs_exist():
-    assert {_relative(d) for d in DOCS} >= {"README.md", "DESIGN.md", "SECURITY.md", "docs/cheats.md",
-                                            "tasks/mla_attention/README.md", "contracts/README.md",
-                                            "tests/adversarial/README.md"}
+    assert {_relative(d) for d in DOCS} >= {
+        "README.md",
+        "DESIGN.md",
+        "SECURITY.md",
+        "docs/cheats.md",
+        "tasks/mla_attention/README.md",
+        "contracts/README.md",
+        "tests/adversarial/README.md",
+    }
     design = (ROOT / "DESIGN.md").read_text()
     assert len(named_paths(design)) > 20 and len(set(SYMBOL.findall(design))) > 5, "the extraction reads the docs"
 
@@ -181,7 +192,7 @@ def _catalogue_entries() -> dict[int, str]:
     text = (ROOT / "docs" / "cheats.md").read_text()
     starts = list(re.finditer(r"^(\d+)\. \*\*", text, flags=re.M))
     ends = [m.start() for m in starts[1:]] + [text.find("\n## ", starts[-1].start())]
-    return {int(m.group(1)): text[m.start():end] for m, end in zip(starts, ends, strict=True)}
+    return {int(m.group(1)): text[m.start() : end] for m, end in zip(starts, ends, strict=True)}
 
 
 def test_the_catalogue_lists_every_number_the_code_cites():
@@ -205,7 +216,8 @@ def test_every_adversarial_candidate_is_filed_under_its_entry():
     for candidate in sorted((ROOT / "tests" / "adversarial" / "candidates").glob("c[0-9][0-9]*.py")):
         number = int(candidate.name[1:3])
         assert f"tests/adversarial/candidates/{candidate.name}" in entries.get(number, ""), (
-            f"{candidate.name} is not named under entry {number} of docs/cheats.md")
+            f"{candidate.name} is not named under entry {number} of docs/cheats.md"
+        )
 
 
 @pytest.mark.parametrize(("doc", "limit"), [("README.md", 150), ("DESIGN.md", 350)])
@@ -217,11 +229,18 @@ def test_the_front_docs_stay_short(doc: str, limit: int):
 def test_the_checker_sees_what_it_must():
     """The extraction itself: a path, a ferret-relative path, a brace form, a placeholder, a run-time folder,
     a symbol, a command; and a name that does not exist is reported missing."""
-    text = ("See `ferret/gate/judge.py`, `sandbox/runner.py`, `tasks/{rmsnorm,softmax}/reference.py`, "
-            "`contracts/<op>.yaml`, `runs/<id>/run.json` and `tasks/nothing_here.py`.")
+    text = (
+        "See `ferret/gate/judge.py`, `sandbox/runner.py`, `tasks/{rmsnorm,softmax}/reference.py`, "
+        "`contracts/<op>.yaml`, `runs/<id>/run.json` and `tasks/nothing_here.py`."
+    )
     paths = named_paths(text)
-    assert paths == {"ferret/gate/judge.py", "ferret/sandbox/runner.py", "tasks/{rmsnorm,softmax}/reference.py",
-                     "contracts/<op>.yaml", "tasks/nothing_here.py"}
+    assert paths == {
+        "ferret/gate/judge.py",
+        "ferret/sandbox/runner.py",
+        "tasks/{rmsnorm,softmax}/reference.py",
+        "contracts/<op>.yaml",
+        "tasks/nothing_here.py",
+    }
     assert [p for p in sorted(paths) if not _exists(p)] == ["tasks/nothing_here.py"]
     assert not _exists("tasks/{rmsnorm,nothing}/reference.py")
     assert _exists("tasks/my_op/candidates/wrong_my_op.py") and _exists("tests/tasks/my_op/")

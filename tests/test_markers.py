@@ -1,5 +1,6 @@
 """The quick subset (`pytest -m quick`) reaches every test package: each folder of tests/ and the top-level test files
 hold at least one test marked `quick`. Read from the test files' syntax, so that the check costs no imports."""
+
 from __future__ import annotations
 
 import ast
@@ -30,8 +31,11 @@ def quick_tests(path: Path) -> list[str]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
             module_marks |= _marks(node.value)
-    tests = [node for node in ast.walk(tree)
-             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")]
+    tests = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
+    ]
     if "quick" in module_marks:
         return [test.name for test in tests]
     return [test.name for test in tests if any("quick" in _marks(d) for d in test.decorator_list)]
@@ -56,8 +60,7 @@ def test_the_quick_and_slow_marks_are_registered(pytestconfig):
 def test_every_test_package_has_a_quick_test():
     packages = packages_of_tests()
     assert {"gate", "tasks", "sandbox", "."} <= set(packages)  # the walk finds the folders it should
-    missing = [name for name, files in packages.items()
-               if name not in NOT_QUICK and not any(quick_tests(f) for f in files)]
+    missing = [name for name, files in packages.items() if name not in NOT_QUICK and not any(quick_tests(f) for f in files)]
     assert not missing, f"test packages with no test marked quick: {missing}"
 
 
@@ -69,8 +72,9 @@ def test_the_check_reads_marks_as_pytest_does(tmp_path: Path):
     module = tmp_path / "test_module.py"
     module.write_text("import pytest\npytestmark = [pytest.mark.quick, pytest.mark.slow]\n\ndef test_c():\n    pass\n")
     other = tmp_path / "test_other.py"
-    other.write_text("import pytest\n\n@pytest.mark.slow\ndef test_d():\n    pass\n\n"
-                     "@pytest.mark.quick\ndef helper():\n    pass\n")
+    other.write_text(
+        "import pytest\n\n@pytest.mark.slow\ndef test_d():\n    pass\n\n@pytest.mark.quick\ndef helper():\n    pass\n"
+    )
     assert quick_tests(marked) == ["test_a"]
     assert quick_tests(module) == ["test_c"]
     assert quick_tests(other) == []

@@ -65,18 +65,23 @@ def texts() -> dict[str, str]:
 
 
 def test_no_process_words_in_tracked_files(texts: dict[str, str]) -> None:
-    hits = [f"{name}:{line}: {kind}: {match!r}" for name, text in sorted(texts.items())
-            for line, kind, match in process_words(text)]
+    hits = [
+        f"{name}:{line}: {kind}: {match!r}" for name, text in sorted(texts.items()) for line, kind, match in process_words(text)
+    ]
     assert not hits, f"{len(hits)} process words:\n" + "\n".join(hits[:60])
 
 
 def test_cited_results_files_exist(texts: dict[str, str]) -> None:
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, check=True, capture_output=True,
-                                 text=True).stdout.splitlines())
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, check=True, capture_output=True, text=True).stdout.splitlines())
     folders = {str(Path(name).parent) for name in tracked}
-    missing = sorted({f"{name}: {RESULTS}{cited}" for name, text in texts.items()
-                      for cited in CITED_RESULT.findall(text)
-                      if RESULTS + cited not in tracked and RESULTS + cited.rstrip("/") not in folders})
+    missing = sorted(
+        {
+            f"{name}: {RESULTS}{cited}"
+            for name, text in texts.items()
+            for cited in CITED_RESULT.findall(text)
+            if RESULTS + cited not in tracked and RESULTS + cited.rstrip("/") not in folders
+        }
+    )
     assert not missing, "results cited but not in the tree:\n" + "\n".join(missing)
 
 

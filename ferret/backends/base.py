@@ -72,7 +72,8 @@ def imports_module(tree: ast.Module, module: str) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(alias.name == module for alias in node.names):
             return True
-        if isinstance(node, ast.ImportFrom) and (node.module == module or (
-                package and node.module == package and any(alias.name == last for alias in node.names))):
+        if isinstance(node, ast.ImportFrom) and (
+            node.module == module or (package and node.module == package and any(alias.name == last for alias in node.names))
+        ):
             return True
     return False

@@ -47,10 +47,14 @@ DEFAULT_FLAGS = ("-std=c++17",)
 DEFAULT_ARCH = "sm_90a"
 # Dynamic shared memory a launch may ask for before the kernel's own limit must be raised (CUDA's default cap).
 DEFAULT_DYNAMIC_SHARED = 48 * 1024
-INSTALL_HINT = ("CUDA candidates need CuPy and NVRTC: pip install 'ferret[cuda]' (cupy-cuda13x and nvidia-cuda-nvrtc; "
-                "on a machine with the CUDA toolkit, cupy-cuda13x alone)")
-PROGRAMMATIC_HINT = ("a programmatic launch goes through the CUDA driver's cuLaunchKernelEx, which CuPy does not expose: "
-                     "pip install 'ferret[cuda]' (cuda-bindings)")
+INSTALL_HINT = (
+    "CUDA candidates need CuPy and NVRTC: pip install 'ferret[cuda]' (cupy-cuda13x and nvidia-cuda-nvrtc; "
+    "on a machine with the CUDA toolkit, cupy-cuda13x alone)"
+)
+PROGRAMMATIC_HINT = (
+    "a programmatic launch goes through the CUDA driver's cuLaunchKernelEx, which CuPy does not expose: "
+    "pip install 'ferret[cuda]' (cuda-bindings)"
+)
 
 
 def nvrtc() -> Any:
@@ -253,8 +257,10 @@ def kernel_args(args: Sequence[Any]) -> tuple[Any, ...]:
         elif isinstance(arg, Scalar):
             converted.append(numpy.dtype(arg.ctype).type(arg.value))
         else:
-            raise TypeError(f"kernel argument {index}: {type(arg).__name__}; pass a tensor, or a number as "
-                            "cuda.i32(...), cuda.i64(...) or cuda.f32(...)")
+            raise TypeError(
+                f"kernel argument {index}: {type(arg).__name__}; pass a tensor, or a number as "
+                "cuda.i32(...), cuda.i64(...) or cuda.f32(...)"
+            )
     return tuple(converted)
 
 
@@ -325,8 +331,15 @@ class Source:
         cache = os.environ.get(CACHE_ENV)
         return cached_cubin(self.compiled_code, contract_flags(), arch, Path(cache) if cache else None)
 
-    def launch(self, kernel: str, grid: Sequence[int], block: Sequence[int], args: Sequence[Any],
-               shared_mem: int = 0, programmatic: bool = False) -> None:
+    def launch(
+        self,
+        kernel: str,
+        grid: Sequence[int],
+        block: Sequence[int],
+        args: Sequence[Any],
+        shared_mem: int = 0,
+        programmatic: bool = False,
+    ) -> None:
         """`kernel<<<grid, block, shared_mem, torch's current stream>>>(args)`. More than 48 KiB of dynamic shared
         memory is allowed for the kernel first (CUDA refuses such a launch otherwise; Hopper gives a block up to
         227 KiB). `programmatic`: as a programmatic dependent of the kernel before it on the stream (compute
@@ -395,8 +408,9 @@ class CudaBackend:
 
     def unavailable(self, device: str, profile: str) -> str | None:
         if device != "cuda":
-            return (f"it runs on a GPU, and the {profile} profile has none (its source compiles without one: "
-                    f"{MODULE}.compile_cubin)")
+            return (
+                f"it runs on a GPU, and the {profile} profile has none (its source compiles without one: {MODULE}.compile_cubin)"
+            )
         try:
             nvrtc()
         except BackendUnavailable as err:

@@ -48,8 +48,13 @@ def floor_ms(min_bytes: int, min_flops: float, peaks: dict) -> float:
     return 1e3 * max(min_bytes / peaks["bytes_per_s"], min_flops / peaks["flops_per_s"])
 
 
-def input_pool(inputs: dict[str, torch.Tensor], read_only_float: list[str], target_bytes: int, max_sets: int = 64,
-               generator: torch.Generator | None = None) -> list[dict[str, torch.Tensor]]:
+def input_pool(
+    inputs: dict[str, torch.Tensor],
+    read_only_float: list[str],
+    target_bytes: int,
+    max_sets: int = 64,
+    generator: torch.Generator | None = None,
+) -> list[dict[str, torch.Tensor]]:
     """Copies of the inputs at fresh addresses, enough of them to exceed `target_bytes` together, each
     with its floating-point read-only inputs re-randomized (a small relative perturbation keeps them
     inside the case's distribution), so no timed call can be answered from an earlier one."""
@@ -155,7 +160,7 @@ def _identifiers_of_mangled(name: str) -> set[str]:
             index += 1
             continue
         length, start = int(match.group(1)), match.end()
-        found.add(name[start:start + length])
+        found.add(name[start : start + length])
         index = start + length
     return found
 

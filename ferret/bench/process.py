@@ -295,8 +295,9 @@ class Clock:
             queued_ahead.append(not start.query())
             copies.append(copy if isinstance(copy, int) else 0)  # Slots.call says which copy ran; anything else: one
         self.sync()
-        return TimedCalls([start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)], queued_ahead,
-                          enqueue_ms, copies)
+        return TimedCalls(
+            [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)], queued_ahead, enqueue_ms, copies
+        )
 
 
 class Slots:
@@ -307,8 +308,13 @@ class Slots:
     input set, at a different address, on every call: nothing to replay. `fn` may be several loaded copies of the
     same code (the candidate timer's `CODE_COPIES`), called in turn; `fn` alone names the first."""
 
-    def __init__(self, fn: Callable[..., None] | Sequence[Callable[..., None]], pool: list[dict],
-                 fresh_outputs: Callable[[], dict], params: dict):
+    def __init__(
+        self,
+        fn: Callable[..., None] | Sequence[Callable[..., None]],
+        pool: list[dict],
+        fresh_outputs: Callable[[], dict],
+        params: dict,
+    ):
         self.copies = list(fn) if isinstance(fn, Sequence) else [fn]
         self.fn, self.pool, self.params = self.copies[0], pool, params
         self.outputs = [fresh_outputs() for _ in range(len(pool) + 1)]
@@ -429,7 +435,8 @@ def wall_clock_flag(candidate: Slots, clock: Clock, event_ms: float, host_ms: fl
     seen = "; ".join(f"wall {wall * 1e3:.1f} us against host {(host or 0.0) * 1e3:.1f} us" for wall, host in tries)
     return min(wall for wall, _ in tries), [
         f"side_stream_or_thread: event time {event_ms * 1e3:.1f} us, but synchronized wall time above 2x the event "
-        f"time and 1.5x the host launch time per call in each of {len(tries)} tries ({seen})"]
+        f"time and 1.5x the host launch time per call in each of {len(tries)} tries ({seen})"
+    ]
 
 
 def replay_flags(candidate: Slots, fresh_outputs: Callable[[], dict], clock: Clock) -> list[str]:
@@ -445,8 +452,10 @@ def replay_flags(candidate: Slots, fresh_outputs: Callable[[], dict], clock: Clo
         if digest(check) != seen:
             replayed.append(j)
     if replayed:
-        return [f"cross_call_caching: outputs of timed calls {replayed[:8]} differ from a synchronous call on the "
-                "same inputs (work deferred, batched across calls, or answers replayed)"]
+        return [
+            f"cross_call_caching: outputs of timed calls {replayed[:8]} differ from a synchronous call on the "
+            "same inputs (work deferred, batched across calls, or answers replayed)"
+        ]
     return []
 
 
@@ -491,8 +500,11 @@ def executed_kernels(work: Callable[[], object], clock: Clock, calls: int) -> di
             work()
         clock.sync()
     skipped = ("aten::", "cuda", "ProfilerStep")
-    return {event.key: int(event.count) for event in prof.key_averages()
-            if float(getattr(event, "device_time_total", 0.0) or 0.0) and not event.key.startswith(skipped)}
+    return {
+        event.key: int(event.count)
+        for event in prof.key_averages()
+        if float(getattr(event, "device_time_total", 0.0) or 0.0) and not event.key.startswith(skipped)
+    }
 
 
 def torch_compute_flags(call: Callable[[], object], calls: int = 3) -> list[str]:
@@ -520,8 +532,10 @@ def foreign_kernel_flags(call: Callable[[], object], clock: Clock, launches: Lau
     if not foreign:
         return []
     named = ", ".join(f"{name[:100]} x{count}" for name, count in sorted(foreign.items())[:8])
-    return [f"library_call: over {calls} calls, kernels ran that the candidate's launches do not account for (nor are "
-            f"torch's own): {named}"]
+    return [
+        f"library_call: over {calls} calls, kernels ran that the candidate's launches do not account for (nor are "
+        f"torch's own): {named}"
+    ]
 
 
 def kernel_breakdown(call: Callable[[], object], clock: Clock, calls: int = 10) -> dict[str, float]:
@@ -560,8 +574,7 @@ def _timed(seconds: dict[str, float], part: str, work: Callable[[], Any]) -> Any
         seconds[part] = round(seconds.get(part, 0.0) + time.perf_counter() - started, 4)
 
 
-def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, implementations: dict,
-                 clock: Clock) -> _CaseState:
+def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, implementations: dict, clock: Clock) -> _CaseState:
     """Load the case's pool, make the output slots and warm every implementation up (compiling it): work that
     may overlap other processes' (`measure_host_times` comes in the case's first step)."""
     device = job.device
@@ -574,8 +587,16 @@ def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, imp
     slots = {name: Slots(fn, pool, fresh_outputs, job.params) for name, fn in implementations.items()}
     compile_error = _timed(seconds, "warm_up", lambda: warm_up(slots))
     l2_state = guards.reset_persisting_l2() if clock.on_gpu else "not applicable on the CPU"
-    result = wire.TimingCaseResult(case=case.case, samples={k: [] for k in slots}, host_ms={}, pool_sets=len(pool),
-                                   persisting_l2=l2_state, flags=[], compile_error=compile_error, seconds=seconds)
+    result = wire.TimingCaseResult(
+        case=case.case,
+        samples={k: [] for k in slots},
+        host_ms={},
+        pool_sets=len(pool),
+        persisting_l2=l2_state,
+        flags=[],
+        compile_error=compile_error,
+        seconds=seconds,
+    )
     float_read_only = [n for n in job.read_only if pool[0][n].is_floating_point()]
     return _CaseState(case, number, slots, fresh_outputs, float_read_only, result.host_ms, result)
 
@@ -592,8 +613,9 @@ def warm_up_ahead(job: wire.TimingJob, implementations: dict, clock: Clock) -> N
 def measure_host_times(state: _CaseState, clock: Clock) -> None:
     """Each implementation's host launch time, which sizes its spin. Measured in the case's first step, when the
     judge lets this process alone on the GPU: the process may have warmed up beside the candidate's runner."""
-    state.host_ms.update(_timed(state.result.seconds, "host_time",
-                                lambda: {name: clock.host_ms(slot.call) for name, slot in state.slots.items()}))
+    state.host_ms.update(
+        _timed(state.result.seconds, "host_time", lambda: {name: clock.host_ms(slot.call) for name, slot in state.slots.items()})
+    )
 
 
 def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | None, reference: bool = False) -> None:
@@ -616,14 +638,16 @@ def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | Non
         state.result.probes_ms.append(probe())
 
 
-def check_candidate_calls(job: wire.TimingJob, state: _CaseState, clock: Clock, harness: HarnessGuard,
-                          sandbox: audit.Sandbox | None = None) -> None:
+def check_candidate_calls(
+    job: wire.TimingJob, state: _CaseState, clock: Clock, harness: HarnessGuard, sandbox: audit.Sandbox | None = None
+) -> None:
     """After the rounds: the candidate's wall time, replayed answers, timed answers saved for the judge, its
     kernels, the harness functions it must not have replaced, and anything the sandbox refused it."""
     candidate, seconds = state.slots["candidate"], state.result.seconds
     event_ms = statistics.median(state.result.samples["candidate"])
     state.result.wall_ms, flags = _timed(
-        seconds, "wall", lambda: wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"]))
+        seconds, "wall", lambda: wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"])
+    )
     candidate.end_away_from_first_inputs()
     flags += _timed(seconds, "replay", lambda: replay_flags(candidate, state.fresh_outputs, clock))
     answers = Path(job.result).parent / wire.answers_file(state.number)
@@ -663,14 +687,22 @@ def load_implementations(job: wire.TimingJob) -> dict[str, list[Callable[..., An
     return implementations
 
 
-def run_steps(job: wire.TimingJob, implementations: dict, clock: Clock, harness: HarnessGuard,
-              sandbox: audit.Sandbox | None = None, warmed: Callable[[], None] = lambda: None
-              ) -> list[wire.TimingCaseResult]:
+def run_steps(
+    job: wire.TimingJob,
+    implementations: dict,
+    clock: Clock,
+    harness: HarnessGuard,
+    sandbox: audit.Sandbox | None = None,
+    warmed: Callable[[], None] = lambda: None,
+) -> list[wire.TimingCaseResult]:
     """Every case's rounds and checks, each step when the judge says go; `warmed` is called once every case is
     warmed up, before the first step (a reference timer gives back its `WarmUpTurn` there)."""
     steps = Steps(Path(job.result).parent)
-    probe = (guards.interference_probe(clock.flush_buffer, warm=lambda: clock.spin(1.0))
-             if clock.on_gpu and job.role == wire.REFERENCE_TIMER else None)
+    probe = (
+        guards.interference_probe(clock.flush_buffer, warm=lambda: clock.spin(1.0))
+        if clock.on_gpu and job.role == wire.REFERENCE_TIMER
+        else None
+    )
     results = []
     for number, case in enumerate(job.cases):
         state = prepare_case(job, case, number, implementations, clock)

@@ -35,8 +35,10 @@ _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())  # click >= 8.
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_TAMPERED, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_INCOMPLETE = 6
 
-EXIT_CODES = ("Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge, "
-              "6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM.")
+EXIT_CODES = (
+    "Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge, "
+    "6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM."
+)
 
 
 def _epilog(stdout: str) -> str:
@@ -77,8 +79,10 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Ferret: kernels written by agents, judged by a locked gate.",
-    epilog=_epilog("only results: the gate folder (gate build), one GATE_RESULT {json} line (check), one RUN_RESULT "
-                   "{json} line (dispatch), or with --json just the JSON object"),
+    epilog=_epilog(
+        "only results: the gate folder (gate build), one GATE_RESULT {json} line (check), one RUN_RESULT "
+        "{json} line (dispatch), or with --json just the JSON object"
+    ),
 )
 gate_app = typer.Typer(no_args_is_help=True, help="Build and verify locked gates.")
 app.add_typer(gate_app, name="gate")
@@ -170,7 +174,8 @@ def _guarded(action):
 
 def _profile_option(default: Profile | None = None):
     return typer.Option(
-        default, "--profile",
+        default,
+        "--profile",
         help="Case profile: cpu (small, interpreter) or gpu (production, needs a CUDA GPU)."
         + ("" if default else " Default: gpu if a CUDA GPU is present, else cpu."),
     )
@@ -322,9 +327,10 @@ def dispatch_command(
 
         contract_path, run_profile = _dispatch_contract_and_profile(contract, resume, profile)
         # Each role the option names, of its own kind (`resolve_role`), or None: the Dispatcher resolves it.
-        roles: dict[str, Any] = {kind: _role_named_by(f"--{kind.replace('_', '-')}", spec, kind, contract_path)
-                                 for kind, spec in (("optimizer", optimizer), ("reviewer", reviewer),
-                                                    ("test_writer", test_writer))}
+        roles: dict[str, Any] = {
+            kind: _role_named_by(f"--{kind.replace('_', '-')}", spec, kind, contract_path)
+            for kind, spec in (("optimizer", optimizer), ("reviewer", reviewer), ("test_writer", test_writer))
+        }
         options = DispatchOptions(
             **roles,
             gates_dir=gates_dir,
@@ -368,8 +374,10 @@ def _dispatch_contract_and_profile(
         if profile is not None and profile.value != log.profile:
             raise UsageError(f"{resume} runs with profile {log.profile}: leave out --profile {profile.value}")
         if log.profile == "gpu" and not _has_cuda():
-            raise UsageError(f"{resume} runs with profile gpu, which needs a CUDA GPU, and this machine has none "
-                             "(torch.cuda.is_available() is False)")
+            raise UsageError(
+                f"{resume} runs with profile gpu, which needs a CUDA GPU, and this machine has none "
+                "(torch.cuda.is_available() is False)"
+            )
     except UsageError as err:
         raise UsageError(f"--resume {err}") from None
     return contract_path, None
@@ -385,11 +393,20 @@ def _role_named_by(option: str, spec: str | None, kind: str, contract_path: Path
 
 def _run_result_json(log: RunLog) -> str:
     """The RUN_RESULT object: how the run ended, who played each role, and the best candidate's file."""
-    return json.dumps({"run_id": log.run_id, "status": log.status, "stop": log.stop.value if log.stop else None,
-                       "stop_reason": log.stop_reason, "optimizer": log.optimizer, "reviewer": log.reviewer,
-                       "test_writer": log.test_writer, "extra_cases": log.extra_cases,
-                       "established": log.established.model_dump(),
-                       "best": log.best.file if log.best else None})
+    return json.dumps(
+        {
+            "run_id": log.run_id,
+            "status": log.status,
+            "stop": log.stop.value if log.stop else None,
+            "stop_reason": log.stop_reason,
+            "optimizer": log.optimizer,
+            "reviewer": log.reviewer,
+            "test_writer": log.test_writer,
+            "extra_cases": log.extra_cases,
+            "established": log.established.model_dump(),
+            "best": log.best.file if log.best else None,
+        }
+    )
 
 
 def _dispatch_exit_code(log: RunLog) -> int:
@@ -432,8 +449,10 @@ def template_render(
         from ferret.roles.offline import TemplateSearchOptimizer
 
         if not (templates / "space.yaml").is_file():
-            raise UsageError(f"{templates} holds no space.yaml: TEMPLATES is a folder tasks/<op>/templates with space.yaml "
-                             "and the kernel template")
+            raise UsageError(
+                f"{templates} holds no space.yaml: TEMPLATES is a folder tasks/<op>/templates with space.yaml "
+                "and the kernel template"
+            )
         optimizer = TemplateSearchOptimizer(templates)
         point = dict(optimizer.space.default)
         for assignment in assignments:
@@ -459,8 +478,9 @@ def new_command(
     op: str = typer.Argument(..., metavar="<op>", help="The new op's name: a lowercase Python identifier."),
     root: Path = typer.Option(Path("."), "--root", file_okay=False, help="The project's root (holds contracts/, tasks/)."),
     force: bool = typer.Option(False, "--force", help="Overwrite the example's files where they exist."),
-    calibrate_tolerances: bool = typer.Option(True, "--calibrate/--no-calibrate",
-                                              help="Derive the tolerance table (ferret calibrate, CPU profile)."),
+    calibrate_tolerances: bool = typer.Option(
+        True, "--calibrate/--no-calibrate", help="Derive the tolerance table (ferret calibrate, CPU profile)."
+    ),
 ) -> None:
     """Scaffold a new op from a working example (a fused SiLU-and-mul named <op>): contract, tolerances,
     reference, baseline, an honest and a wrong Triton candidate, and their tests, which pass as written."""
@@ -471,8 +491,10 @@ def new_command(
         made = new_op(op, root, force=force, calibrate_tolerances=calibrate_tolerances, progress=_reporter())
         for path in made.files:
             typer.echo(str(path))
-        _progress(f"next: pytest {root / 'tests' / 'tasks' / op}; ferret check {made.contract} {made.honest}; "
-                  "contracts/README.md turns the example into your op")
+        _progress(
+            f"next: pytest {root / 'tests' / 'tasks' / op}; ferret check {made.contract} {made.honest}; "
+            "contracts/README.md turns the example into your op"
+        )
 
     _guarded(action)
 
@@ -497,8 +519,16 @@ def calibrate_command(
     def action():
         from ferret.gate.calibrate import calibrate
 
-        path = calibrate(contract, seeds=seeds, margin=margin, check_seeds=check_seeds, candidates=candidates,
-                         profile=_profile(profile), progress=_reporter(), force=force)
+        path = calibrate(
+            contract,
+            seeds=seeds,
+            margin=margin,
+            check_seeds=check_seeds,
+            candidates=candidates,
+            profile=_profile(profile),
+            progress=_reporter(),
+            force=force,
+        )
         typer.echo(str(path))
 
     _guarded(action)
@@ -508,7 +538,9 @@ def calibrate_command(
 def report_command(
     folder: Path = typer.Argument(..., help="gates/<hash> or runs/<id>"),
     out: Path | None = typer.Option(
-        None, "--out", file_okay=False,
+        None,
+        "--out",
+        file_okay=False,
         help="Where to write them. Default: a run's own folder; for a gate, gates/<hash>.report beside it (a gate is locked).",
     ),
     gates_dir: Path = _gates_dir_option(),
@@ -536,8 +568,13 @@ def schema_command(out: Path = typer.Option(Path("contracts/schema"), "--out", f
         from ferret.gate.models import GateManifest, Report, Verdict
 
         out.mkdir(parents=True, exist_ok=True)
-        models = (("contract", Contract), ("gate_manifest", GateManifest), ("verdict", Verdict), ("report", Report),
-                  ("run_log", RunLog))
+        models = (
+            ("contract", Contract),
+            ("gate_manifest", GateManifest),
+            ("verdict", Verdict),
+            ("report", Report),
+            ("run_log", RunLog),
+        )
         for name, model in models:
             path = out / f"{name}.schema.json"
             path.write_text(json.dumps(model.model_json_schema(), indent=1, sort_keys=True) + "\n")

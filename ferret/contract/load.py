@@ -71,10 +71,7 @@ def load_contract(path: str | Path, require_tolerances: bool = True) -> Contract
         if tol_data is None and not require_tolerances:
             data = {k: v for k, v in data.items() if k != "tolerances"}
         elif tol_data is None:
-            raise ContractError(
-                f"{path}: tolerances: file {tol_path} does not exist; derive it with "
-                f"`ferret calibrate {path}`"
-            )
+            raise ContractError(f"{path}: tolerances: file {tol_path} does not exist; derive it with `ferret calibrate {path}`")
         else:
             data = {**data, "tolerances": tol_data}
             tol_source = (tol_path, tol_root)

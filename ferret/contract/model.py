@@ -78,18 +78,22 @@ class Tolerance(_Strict):
     )
     cosine_min: float | None = Field(default=None, gt=-1, le=1, description="Minimum cosine similarity with ref.")
     scale_floor: float | None = Field(
-        default=None, gt=0,
+        default=None,
+        gt=0,
         description="The stage's scale is taken as at least this per entry, in the stage's own units: rel_l2 divides by "
         "max(||ref||, scale_floor * sqrt(entries)), max_abs_rel_peak by max(max |ref|, scale_floor), and below it the "
         "cosine is not judged. For a stage whose values can all be near zero at once (a few dot products: MLA's scores "
         "of one request, one head, one token), whose error does not shrink with its values; set near the stage's "
-        "typical magnitude, it changes nothing on ordinary cases.")
+        "typical magnitude, it changes nothing on ordinary cases.",
+    )
     peak_floor: float | None = Field(
-        default=None, gt=0,
+        default=None,
+        gt=0,
         description="max_abs_rel_peak divides by at least this (and by at least scale_floor), in the stage's own units. "
         "The peak of a stage of a few entries (MLA's scores of one token) is one draw of its values, not the stage's "
         "peak: against it, an error the honest kernels make on every case reads several times larger than on the "
-        "cases the table was derived from. Set below the peaks of those cases, it changes nothing on them.")
+        "cases the table was derived from. Set below the peaks of those cases, it changes nothing on them.",
+    )
 
     @model_validator(mode="after")
     def _at_least_one(self) -> Tolerance:
@@ -128,8 +132,11 @@ def _looser(tol: Tolerance, general: Tolerance | None) -> bool:
     """Whether `tol` admits anything `general` rejects, bound by bound (a missing bound admits everything)."""
     if general is None:
         return True
-    pairs = [(tol.rel_l2, general.rel_l2, 1), (tol.max_abs_rel_peak, general.max_abs_rel_peak, 1),
-             (tol.cosine_min, general.cosine_min, -1)]
+    pairs = [
+        (tol.rel_l2, general.rel_l2, 1),
+        (tol.max_abs_rel_peak, general.max_abs_rel_peak, 1),
+        (tol.cosine_min, general.cosine_min, -1),
+    ]
     if any(g is not None and (t is None or (t - g) * sign > 0) for t, g, sign in pairs):
         return True
     return tol.scale_floor != general.scale_floor
@@ -148,7 +155,8 @@ class Stage(_Strict):
         "region, such as masked scores); everywhere else the NaN/Inf policy is strict.",
     )
     error_scale: str | None = Field(
-        default=None, pattern=_NAME,
+        default=None,
+        pattern=_NAME,
         description="The name of a value the reference returns beside the stages, of the stage's shape: each entry's "
         "error scale, the size its honest rounding error is proportional to whatever its own value. For a dot product, "
         "the L2 norm of its terms, ||q * k||: a kernel's error (its operands rounded, each term off by a relative "
@@ -204,8 +212,8 @@ class Input(_Strict):
     dtype: DType | Literal["$dtype"]
     distribution: Normal | Uniform | RandInt | RowScaledNormal | Constant = Field(discriminator="kind")
     role: Literal["in", "inout"] = Field(
-        default="in", description="`inout` tensors are updated in place; their contents after the call are the stage "
-        "of the same name."
+        default="in",
+        description="`inout` tensors are updated in place; their contents after the call are the stage of the same name.",
     )
 
 
@@ -219,9 +227,7 @@ class Edit(_Strict):
     """An edge-case edit applied to one drawn input: set rows, values or a fraction of entries."""
 
     input: str = Field(pattern=_NAME)
-    set: Literal[
-        "zeros_rows", "value", "nan", "inf", "-inf", "rows_of_inf", "rows_of_neg_inf", "opposing_halves"
-    ] = Field(
+    set: Literal["zeros_rows", "value", "nan", "inf", "-inf", "rows_of_inf", "rows_of_neg_inf", "opposing_halves"] = Field(
         description="zeros_rows / rows_of_inf / rows_of_neg_inf: the rows listed in `rows`; value: every entry equals `value` "
         "(an expression over the dims), or with `at` only the entries listed there; nan / inf / -inf: the entries "
         "listed in `at`; opposing_halves: along `axis`, the first half's entries made non-negative (their absolute "
@@ -283,7 +289,8 @@ class BatchInvariance(_Strict):
         description="The batch dim (a case dim). The judge runs the profile's first correctness case's first and last "
         "requests alone (this dim = 1, sliced from the case's inputs along every input and output axis whose shape "
         "entry is exactly this dim, in-place inputs included; inputs without it passed unchanged) and requires their "
-        "outputs and in-place inputs to be bitwise equal to the same rows of the full batch (part batch_invariance).")
+        "outputs and in-place inputs to be bitwise equal to the same rows of the full batch (part batch_invariance)."
+    )
 
 
 class Cases(_Strict):
@@ -360,19 +367,25 @@ def _known_language(name: str) -> str:
 
 
 # A candidate language: one registered in ferret/backends/registry.py.
-Language = Annotated[str, AfterValidator(_known_language),
-                     WithJsonSchema({"enum": list(_languages.names()), "type": "string"})]
+Language = Annotated[str, AfterValidator(_known_language), WithJsonSchema({"enum": list(_languages.names()), "type": "string"})]
 
 
 class Backend(_Strict):
-    language: Language = Field(default="triton", description="What the op's template and honest candidate are "
-                               "written in; candidates may be written in it, and in `allowed_languages`.")
+    language: Language = Field(
+        default="triton",
+        description="What the op's template and honest candidate are "
+        "written in; candidates may be written in it, and in `allowed_languages`.",
+    )
     allowed_languages: list[Language] = Field(
-        default_factory=list, description="Languages a candidate may also be written in (`[cuda]`: CUDA C++ through "
-        "ferret.backends.cuda). A candidate in another language is refused (exit 2).")
+        default_factory=list,
+        description="Languages a candidate may also be written in (`[cuda]`: CUDA C++ through "
+        "ferret.backends.cuda). A candidate in another language is refused (exit 2).",
+    )
     compile_flags: dict[str, Any] = Field(
-        default_factory=dict, description="CUDA candidates' NVRTC options, by NVRTC's names: {std: c++17, "
-        "use_fast_math: true}; true alone, false left out. Empty: -std=c++17.")
+        default_factory=dict,
+        description="CUDA candidates' NVRTC options, by NVRTC's names: {std: c++17, "
+        "use_fast_math: true}; true alone, false left out. Empty: -std=c++17.",
+    )
     interpret_on_cpu: bool = Field(default=True, description="Run Triton under TRITON_INTERPRET=1 where there is no GPU.")
 
     def allows(self, language: str) -> bool:
@@ -384,7 +397,9 @@ class Speed(_Strict):
     cases: list[str] = Field(default_factory=list, description="GPU cases timed; all GPU cases when empty.")
     repeats: int = Field(default=5, ge=1, description="Interleaved rounds of candidate and baseline timing; median taken.")
     max_round_spread: float = Field(
-        default=0.10, gt=0, le=1,
+        default=0.10,
+        gt=0,
+        le=1,
         description="Most the rounds of one implementation on one case may disagree ((slowest - fastest) / median). "
         "A case past it is marked unstable and never counts toward the speed target.",
     )
@@ -392,13 +407,15 @@ class Speed(_Strict):
 
 class Budgets(_Strict):
     case_timeout_s: float = Field(
-        default=300, gt=0,
+        default=300,
+        gt=0,
         description="Longest a candidate's process may take over one case variant (its first variant also covers "
         "starting, loading and compiling; the stress run counts as one more). A candidate that goes past it is "
         "rejected as a timeout there, and the variants after it are reported as not run.",
     )
     check_timeout_s: float = Field(
-        default=3600, gt=0,
+        default=3600,
+        gt=0,
         description="Deadline for a whole check of one candidate: every variant, the stress run and the timing. "
         "What has not run by then is reported as not run.",
     )
@@ -437,7 +454,8 @@ class Layout(_Strict):
         pattern=_IMPORT_PATH,
         description="`module:function(inputs, dims, generator) -> None`, called on every drawn case (frozen and fresh) "
         "after its edits, with the inputs in their dtypes on the CPU: it rewrites them in place, drawing only from "
-        "`generator` (seeded from the case's seed), so a case gives the same tensors on every machine.")
+        "`generator` (seeded from the case's seed), so a case gives the same tensors on every machine.",
+    )
     description: str = ""
 
 
@@ -471,7 +489,8 @@ class Contract(_Strict):
     )
     cases: Cases
     layout: Layout | None = Field(
-        default=None, description="A task function that arranges inputs the distributions cannot draw one by one.")
+        default=None, description="A task function that arranges inputs the distributions cannot draw one by one."
+    )
     candidate_abi: CandidateAbi = CandidateAbi()
     # The folder whose `tasks` package the contract's entries name: set by load_contract from the file's place.
     _project_root: Any = PrivateAttr(default=None)
@@ -480,6 +499,7 @@ class Contract(_Strict):
     def source_root(self) -> Any:
         """The folder whose `tasks` package the entries name (None for a contract not loaded from a file)."""
         return self._project_root
+
     backend: Backend = Backend()
     speed: Speed
     budgets: Budgets = Budgets()
@@ -497,8 +517,11 @@ class Contract(_Strict):
         for out in self.outputs:
             if out.name not in stage_names:
                 problems.append(f"outputs.{out.name}: every output must also be a stage")
-        problems += [f"stages.{s.name}.error_scale: {s.error_scale!r} names a stage or an input"
-                     for s in self.stages if s.error_scale in stage_names + input_names]
+        problems += [
+            f"stages.{s.name}.error_scale: {s.error_scale!r} names a stage or an input"
+            for s in self.stages
+            if s.error_scale in stage_names + input_names
+        ]
         for inp in self.inputs:
             if inp.role == "inout" and inp.name not in stage_names:
                 problems.append(f"inputs.{inp.name}: an inout input must also be a stage (its contents after the call)")
@@ -534,8 +557,9 @@ class Contract(_Strict):
                     if edit.input not in input_names:
                         problems.append(f"cases.{profile}.{case.name}.edits: no input named {edit.input!r}")
                     elif edit.axis is not None and not -(rank := input_ranks[edit.input]) <= edit.axis < rank:
-                        problems.append(f"cases.{profile}.{case.name}.edits: axis {edit.axis} of {edit.input!r}, "
-                                        f"which has {rank} axes")
+                        problems.append(
+                            f"cases.{profile}.{case.name}.edits: axis {edit.axis} of {edit.input!r}, which has {rank} axes"
+                        )
         for where, exprs in self._shape_expressions():
             for expr in exprs:
                 try:
@@ -548,7 +572,8 @@ class Contract(_Strict):
         # The dry run and the boundaries' sides need every shape to evaluate: only when nothing else is wrong.
         if not problems:
             problems += _strata.boundary_problems(
-                self.strata_scope(), {p: {d for case in self.cases_for(p) for d in case.dims} for p in ("cpu", "gpu")})
+                self.strata_scope(), {p: {d for case in self.cases_for(p) for d in case.dims} for p in ("cpu", "gpu")}
+            )
             problems += self._fresh_edit_problems()
         problems += self._roofline_problems(dims_used, dry_run=not problems)
         if problems:
@@ -577,8 +602,10 @@ class Contract(_Strict):
             dims = _strata.largest_dims(self.strata_scope(), profile)
             for case in self.cases_for(profile):
                 if case.kind == "edge" and case.edits and not edits_fit(self, case.edits, dims):
-                    problems.append(f"cases.{profile}.{case.name}.edits: name rows or entries outside the inputs' "
-                                    f"shapes at the top of cases.fresh.{profile} {dims} (fresh cases carry them)")
+                    problems.append(
+                        f"cases.{profile}.{case.name}.edits: name rows or entries outside the inputs' "
+                        f"shapes at the top of cases.fresh.{profile} {dims} (fresh cases carry them)"
+                    )
         return problems
 
     def _roofline_problems(self, dims_used: set[str], dry_run: bool) -> list[str]:
@@ -634,8 +661,9 @@ class Contract(_Strict):
         return _strata.Scope(
             boundaries=tuple(self.cases.boundaries),
             ranges={p: dict(getattr(fresh, p)) if fresh is not None else {} for p in ("cpu", "gpu")},
-            randint={i.name: (i.distribution.low, i.distribution.high) for i in self.inputs
-                     if isinstance(i.distribution, RandInt)},
+            randint={
+                i.name: (i.distribution.low, i.distribution.high) for i in self.inputs if isinstance(i.distribution, RandInt)
+            },
         )
 
     def strata(self, profile: ProfileName) -> list[_strata.Stratum]:

@@ -37,7 +37,15 @@ Number: TypeAlias = int | float
 FIELDS = ("bytes", "flops")
 FUNCTIONS = ("sum", "min", "max", "numel", "nbytes")
 ELEMENT_BYTES = {
-    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "bool": 1,
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "bool": 1,
 }
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 # `2 ** 64` is the largest power an expression may take: anything bigger is a typo, and far bigger never ends.
@@ -184,9 +192,7 @@ def _check(node: ast.AST, names: Names) -> None:
         return _check(node.operand, names)
     if isinstance(node, ast.Call):
         return _check_call(node, names)
-    raise ValueError(
-        f"unsupported syntax {ast.unparse(node)!r}: use numbers, names, + - * / // ** and {', '.join(FUNCTIONS)}"
-    )
+    raise ValueError(f"unsupported syntax {ast.unparse(node)!r}: use numbers, names, + - * / // ** and {', '.join(FUNCTIONS)}")
 
 
 def check_expression(expr: str, names: Names) -> None:
@@ -410,9 +416,7 @@ def count_roofline(contract: Subject, dims: Mapping[str, int], inputs: Mapping[s
         try:
             counted[field] = evaluate(getattr(declared, field), scope)
         except ValueError as err:
-            raise ContractError(
-                f"contract {contract.op!r}: roofline.{field}: {err} (dims {dict(dims)}, dtype {dtype})"
-            ) from None
+            raise ContractError(f"contract {contract.op!r}: roofline.{field}: {err} (dims {dict(dims)}, dtype {dtype})") from None
     explanation = (
         f"contract roofline: bytes = {' '.join(declared.bytes.split())} = {counted['bytes']:,}, "
         f"flops = {' '.join(declared.flops.split())} = {counted['flops']:,}"

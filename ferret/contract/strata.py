@@ -33,23 +33,38 @@ class Boundary(BaseModel):
     name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$", description="Names the boundary in errors and in the strata of fresh cases.")
     dim: str | None = Field(default=None, description="A case dim the boundary is on (exactly one of dim and input).")
     input: str | None = Field(
-        default=None, description="An input with a randint distribution whose entries the boundary is on (each entry "
-        "is its own length or index, so one fresh case can hold several sides).")
+        default=None,
+        description="An input with a randint distribution whose entries the boundary is on (each entry "
+        "is its own length or index, so one fresh case can hold several sides).",
+    )
     at: ShapeExpr | None = Field(
-        default=None, description="The lowest value of the upper side: sides are [lowest, at - 1] and [at, up_to]. An "
-        "integer for a dim; for an input, an expression over the case dims (`L - 1`).")
+        default=None,
+        description="The lowest value of the upper side: sides are [lowest, at - 1] and [at, up_to]. An "
+        "integer for a dim; for an input, an expression over the case dims (`L - 1`).",
+    )
     multiple_of: int | None = Field(
-        default=None, ge=2, description="A block size: the classes are values congruent to `remainder` modulo it "
-        "(block multiples) and the others (exactly one of at and multiple_of).")
-    remainder: int = Field(default=0, ge=0, description="With multiple_of: the remainder of the multiples' class "
-                           "(`31` with multiple_of 32 on a past length makes the attended length a multiple).")
+        default=None,
+        ge=2,
+        description="A block size: the classes are values congruent to `remainder` modulo it "
+        "(block multiples) and the others (exactly one of at and multiple_of).",
+    )
+    remainder: int = Field(
+        default=0,
+        ge=0,
+        description="With multiple_of: the remainder of the multiples' class "
+        "(`31` with multiple_of 32 on a past length makes the attended length a multiple).",
+    )
     up_to: int | None = Field(
-        default=None, ge=1, description="A dim's only: its upper side (or both classes) reaches up to this value where "
+        default=None,
+        ge=1,
+        description="A dim's only: its upper side (or both classes) reaches up to this value where "
         "the profile's fresh range stops below it, so that a cheap profile still crosses a boundary its uniform draws "
         "never reach (values are drawn up to the higher of this and the range's top). Such a stratum has a fresh case "
-        "of its own, whose other dims are drawn in the lower half of their ranges.")
+        "of its own, whose other dims are drawn in the lower half of their ranges.",
+    )
     profiles: list[Literal["cpu", "gpu"]] = Field(
-        default_factory=lambda: ["cpu", "gpu"], description="The profiles whose fresh cases cover the boundary.")
+        default_factory=lambda: ["cpu", "gpu"], description="The profiles whose fresh cases cover the boundary."
+    )
     description: str = Field(default="", description="Why kernels branch there.")
 
     @model_validator(mode="after")
@@ -154,8 +169,11 @@ def derive_strata(scope: Scope, profile: str) -> list[Stratum]:
         quantity = boundary.dim or boundary.input or ""
         low, high = quantity_range(scope, boundary, profile)
         # A dim is at least 1 (a length of 1); an input's entries also take their second value (past lengths 0 and 1).
-        lowest.setdefault((kind, quantity), [Stratum(f"{quantity}:lowest", kind, quantity, low, low)] + (
-            [Stratum(f"{quantity}:second", kind, quantity, f"({low}) + 1", f"({low}) + 1")] if kind == "input" else []))
+        lowest.setdefault(
+            (kind, quantity),
+            [Stratum(f"{quantity}:lowest", kind, quantity, low, low)]
+            + ([Stratum(f"{quantity}:second", kind, quantity, f"({low}) + 1", f"({low}) + 1")] if kind == "input" else []),
+        )
         sides += _sides(boundary, low, high, kind)
     return [s for pair in lowest.values() for s in pair] + sides
 
@@ -184,8 +202,9 @@ def boundary_problems(scope: Scope, case_dims: Mapping[str, set[str]]) -> list[s
             problems.append(f"{where}.dim: {boundary.dim!r} is not a dim of the {'/'.join(boundary.profiles)} cases")
             continue
         if boundary.input is not None and boundary.up_to is not None:
-            problems.append(f"{where}.up_to: only a dim's upper side may reach past its range (an input's values stay "
-                            "in its distribution's)")
+            problems.append(
+                f"{where}.up_to: only a dim's upper side may reach past its range (an input's values stay in its distribution's)"
+            )
             continue
         for field in ("at", "up_to"):
             expr = getattr(boundary, field)
@@ -212,9 +231,11 @@ def boundary_problems(scope: Scope, case_dims: Mapping[str, set[str]]) -> list[s
                 if empty:
                     lo, hi = stratum.bounds(dims)
                     field = "at" if boundary.at is not None else "multiple_of"
-                    problems.append(f"{where}.{field}: side {stratum.name.split(':')[1]} is empty on the {profile} "
-                                    f"profile (values [{lo}, {hi}] at dims {dims}); widen cases.fresh.{profile} or "
-                                    "set up_to")
+                    problems.append(
+                        f"{where}.{field}: side {stratum.name.split(':')[1]} is empty on the {profile} "
+                        f"profile (values [{lo}, {hi}] at dims {dims}); widen cases.fresh.{profile} or "
+                        "set up_to"
+                    )
     return problems or _lowest_problems(scope)
 
 
@@ -224,13 +245,16 @@ def _lowest_problems(scope: Scope) -> list[str]:
     for profile in ("cpu", "gpu"):
         named = [b for b in scope.boundaries if profile in b.profiles]
         if named and not scope.ranges.get(profile):
-            problems.append(f"cases.boundaries.{named[0].name}.profiles: the {profile} profile draws no fresh cases "
-                            f"(cases.fresh.{profile} is empty)")
+            problems.append(
+                f"cases.boundaries.{named[0].name}.profiles: the {profile} profile draws no fresh cases "
+                f"(cases.fresh.{profile} is empty)"
+            )
             continue
         dims = largest_dims(scope, profile)
         for stratum in derive_strata(scope, profile):
             if stratum.draw(random.Random(0), dims) is None:
                 boundary = next(b for b in named if stratum.quantity in (b.dim, b.input))
-                problems.append(f"cases.boundaries.{boundary.name}: stratum {stratum.name} is empty on the {profile} "
-                                f"profile (at dims {dims})")
+                problems.append(
+                    f"cases.boundaries.{boundary.name}: stratum {stratum.name} is empty on the {profile} profile (at dims {dims})"
+                )
     return problems

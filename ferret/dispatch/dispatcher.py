@@ -56,9 +56,11 @@ def _failures(gate: VerdictSummary | None) -> list[str]:
             failures.append(f"{case}: {result.failure}: {(result.message or '')[:most]}")
         for stage, metrics in result.stages.items():
             if isinstance(metrics, StageSummary) and not metrics.passed:
-                failures.append(f"{case}: stage {stage}: rel_l2 {metrics.rel_l2}, max_abs_rel_peak "
-                                f"{metrics.max_abs_rel_peak}, cosine {metrics.cosine}; tolerance "
-                                f"{metrics.tolerance}; worst at {metrics.worst}")
+                failures.append(
+                    f"{case}: stage {stage}: rel_l2 {metrics.rel_l2}, max_abs_rel_peak "
+                    f"{metrics.max_abs_rel_peak}, cosine {metrics.cosine}; tolerance "
+                    f"{metrics.tolerance}; worst at {metrics.worst}"
+                )
     return failures
 
 
@@ -152,8 +154,12 @@ def resume_contract(folder: str | Path, log: RunLog, contract: str | Path | None
 
 def timed_devices(log: RunLog) -> set[str]:
     """The devices the run's candidates were timed on (a verdict whose speed was measured names its device)."""
-    return {candidate.gate.timing.device for round_ in log.rounds for candidate in round_.candidates
-            if candidate.gate is not None and candidate.gate.timing.measured and candidate.gate.timing.device}
+    return {
+        candidate.gate.timing.device
+        for round_ in log.rounds
+        for candidate in round_.candidates
+        if candidate.gate is not None and candidate.gate.timing.measured and candidate.gate.timing.device
+    }
 
 
 def check_resumed_on_the_same_device(folder: Path, log: RunLog) -> None:
@@ -163,8 +169,10 @@ def check_resumed_on_the_same_device(folder: Path, log: RunLog) -> None:
     here = device_name()
     others = sorted(timed_devices(log) - {here})
     if others:
-        raise UsageError(f"{folder}: its rounds were timed on {', '.join(others)} and this machine's device is {here}: "
-                         "a run's candidates are ranked by times from one device; resume it there, or start a new run")
+        raise UsageError(
+            f"{folder}: its rounds were timed on {', '.join(others)} and this machine's device is {here}: "
+            "a run's candidates are ranked by times from one device; resume it there, or start a new run"
+        )
 
 
 def candidate_file_name(index: int) -> str:
@@ -180,8 +188,10 @@ def judged_candidate_file(folder: Path, record: CandidateRecord) -> Path | str:
     if not path.is_file():
         return f"{path}: no such candidate file (round {record.round}'s candidate {record.index} is not in the run folder)"
     if hashlib.sha256(path.read_bytes()).hexdigest() != record.sha256:
-        return (f"{path}: its sha256 is not the one round {record.round} judged ({record.sha256[:12]}…): the file "
-                "changed since, and the final check judges only what the rounds judged")
+        return (
+            f"{path}: its sha256 is not the one round {record.round} judged ({record.sha256[:12]}…): the file "
+            "changed since, and the final check judges only what the rounds judged"
+        )
     return path
 
 
@@ -206,8 +216,9 @@ class DispatchOptions:
 
 class Dispatcher:
     @classmethod
-    def resuming(cls, run_folder: str | Path, contract: str | Path | None = None, options: DispatchOptions | None = None,
-                 **fields: Any) -> Dispatcher:
+    def resuming(
+        cls, run_folder: str | Path, contract: str | Path | None = None, options: DispatchOptions | None = None, **fields: Any
+    ) -> Dispatcher:
         """A dispatcher that continues the interrupted run in `run_folder` (runs/<id>) when `.run()` is called:
         the contract comes from its run log (`contract`, if given, must be that same contract), the profile
         too. The other options are the constructor's. Mistakes are UsageErrors naming the folder."""
@@ -217,8 +228,9 @@ class Dispatcher:
         path = resume_contract(folder, log, contract)
         profile = chosen.profile
         if profile is not None and getattr(profile, "value", profile) != log.profile:
-            raise UsageError(f"{folder} runs with profile {log.profile}, not {getattr(profile, 'value', profile)}: "
-                             "resume it without a profile")
+            raise UsageError(
+                f"{folder} runs with profile {log.profile}, not {getattr(profile, 'value', profile)}: resume it without a profile"
+            )
         check_resumed_on_the_same_device(folder, log)
         dispatcher = cls(path, dataclasses.replace(chosen, profile=log.profile, runs_dir=chosen.runs_dir or folder.parent))
         dispatcher.resume_folder = folder
@@ -368,8 +380,9 @@ class Dispatcher:
         except KeyboardInterrupt as err:  # Ctrl-C, or ferret.errors.Interrupted (SIGINT or SIGTERM)
             log.interrupted_by = int(getattr(err, "signum", signal.SIGINT))
             log.status, log.stop = "incomplete", StopReason.INTERRUPTED
-            log.stop_reason = (f"interrupted by {signal.Signals(log.interrupted_by).name} "
-                               f"(resume with `ferret dispatch --resume {folder}`)")
+            log.stop_reason = (
+                f"interrupted by {signal.Signals(log.interrupted_by).name} (resume with `ferret dispatch --resume {folder}`)"
+            )
         except Exception as err:  # noqa: BLE001 - an error ends the run as incomplete, never as success
             log.status, log.stop, log.stop_reason = "incomplete", StopReason.ERROR, f"error: {type(err).__name__}: {err}"
         log.ended_at = _now()
@@ -386,9 +399,11 @@ class Dispatcher:
             # Resumed under another gate (the lock covers the contract's cases and the judge's code): the rounds before
             # keep their verdicts, and the final check judges the best under this gate.
             log.earlier_gates.append(log.gate_hash)
-            self.progress(f"the gate is {gate.name[:12]} now, {log.gate_hash[:12]} in the rounds before (the contract's "
-                          "cases or the judge's code changed): their verdicts stand as they were, and the final check "
-                          "judges the best under the new gate")
+            self.progress(
+                f"the gate is {gate.name[:12]} now, {log.gate_hash[:12]} in the rounds before (the contract's "
+                "cases or the judge's code changed): their verdicts stand as they were, and the final check "
+                "judges the best under the new gate"
+            )
         log.gate_hash = gate.name
         baseline_source = self.judge.task.baseline_file.read_text()
         pivot_after = 2
@@ -452,16 +467,21 @@ class Dispatcher:
         path = round_dir / candidate_file_name(index)
         path.write_text(proposal.source)
         record = CandidateRecord(
-            round=number, index=index, approach=proposal.approach, file=str(path),
-            sha256=hashlib.sha256(proposal.source.encode()).hexdigest(), notes=proposal.notes,
+            round=number,
+            index=index,
+            approach=proposal.approach,
+            file=str(path),
+            sha256=hashlib.sha256(proposal.source.encode()).hexdigest(),
+            notes=proposal.notes,
         )
         self.progress(f"round {number}, candidate {index} ({proposal.approach}): judging")
         static = scan_candidate(path, self.contract)
         try:
             # Rounds leave out stress and the torch.compile comparison (the final check runs both); the static
             # scan is done once, here, and handed to the judge.
-            verdict = self.judge.check(path, run_stress=False, compare_compiled=False, static=static,
-                                       progress=self.progress.quiet())
+            verdict = self.judge.check(
+                path, run_stress=False, compare_compiled=False, static=static, progress=self.progress.quiet()
+            )
         except GateTampered:
             raise
         except Exception as err:  # noqa: BLE001 - the judge failed on this candidate: record, go on
@@ -492,7 +512,8 @@ class Dispatcher:
             self.progress(f"round {number}, candidate {index}: {note}")
         outcome = "gate pass" if verdict.passed else f"gate FAIL at {verdict.first_failing_stage or 'integrity/run'}"
         speed = (
-            f", speedup {record.speedup:.2f}x{_floor_text(verdict.timing)}" if record.speedup
+            f", speedup {record.speedup:.2f}x{_floor_text(verdict.timing)}"
+            if record.speedup
             else (", speed not measured" if not record.speed_measured else "")
         )
         self.progress(f"round {number}, candidate {index}: {outcome}{speed}; review integrity {record.review.integrity}")
@@ -515,17 +536,19 @@ class Dispatcher:
             return
         judged = judged_candidate_file(folder, best)
         # Where the run folder no longer holds the bytes the rounds judged, the check is not run (nothing to vouch for)
-        final = (self._final_check(judged) if isinstance(judged, Path)
-                 else FinalCheck(passed=False, exit_code=None, error=judged))
+        final = self._final_check(judged) if isinstance(judged, Path) else FinalCheck(passed=False, exit_code=None, error=judged)
         log.final_check = final
         if final.verdict is None:
             # No verdict (the check not run, or the judge's own fault: out of memory, a crash of the judge) says
             # nothing of the candidate, so the run is not rejected: it stays incomplete, saying why.
             log.established = Established(correct=True, speed_measured=best.speed_measured, target_met=best.target_met)
             log.status = "incomplete"
-            log.stop_reason += (f"; no final acceptance check: {judged}" if final.exit_code is None else
-                                f"; the final acceptance check ended without a verdict (exit {final.exit_code}): "
-                                f"run it again with `ferret dispatch --resume {folder}`")
+            log.stop_reason += (
+                f"; no final acceptance check: {judged}"
+                if final.exit_code is None
+                else f"; the final acceptance check ended without a verdict (exit {final.exit_code}): "
+                f"run it again with `ferret dispatch --resume {folder}`"
+            )
             return
         llm = best.review is not None and best.review.reviewer != "static-scan"
         log.established = Established(
@@ -552,14 +575,30 @@ class Dispatcher:
         """The best candidate judged again in a fresh process, on fresh private cases."""
         self.progress(f"final acceptance check of {candidate.name} in a fresh process")
         verdict_file = candidate.with_name(candidate.stem + ".final-verdict.json")
-        command = [sys.executable, "-m", "ferret.cli.main", "check", str(self.contract_path), str(candidate),
-                   "--gates-dir", str(self.gates_dir), "--profile", self.profile, "--verdict-out", str(verdict_file)]
-        done = run_child(command, stdout=subprocess.PIPE, text=True,
-                         on_stderr_line=lambda line: self.progress(f"final check | {line}"))
+        command = [
+            sys.executable,
+            "-m",
+            "ferret.cli.main",
+            "check",
+            str(self.contract_path),
+            str(candidate),
+            "--gates-dir",
+            str(self.gates_dir),
+            "--profile",
+            self.profile,
+            "--verdict-out",
+            str(verdict_file),
+        ]
+        done = run_child(
+            command, stdout=subprocess.PIPE, text=True, on_stderr_line=lambda line: self.progress(f"final check | {line}")
+        )
         try:
             verdict = Verdict.model_validate_json(verdict_file.read_bytes())
         except (OSError, ValueError) as err:
-            return FinalCheck(passed=False, exit_code=done.returncode,
-                              error=f"no verdict ({type(err).__name__}): {_last_words(done.stderr or '')}")
+            return FinalCheck(
+                passed=False,
+                exit_code=done.returncode,
+                error=f"no verdict ({type(err).__name__}): {_last_words(done.stderr or '')}",
+            )
         # Its timing (with the torch.compile comparison the rounds leave out) is the run's reported speed.
         return FinalCheck(passed=verdict.passed and done.returncode == 0, exit_code=done.returncode, verdict=summary(verdict))

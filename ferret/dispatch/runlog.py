@@ -47,8 +47,10 @@ class FinalCheck(BaseModel):
     verdict comes back as a file (`--verdict-out`), validated, not scraped from its output."""
 
     passed: bool = passed_field()
-    exit_code: int | None = Field(description="`ferret check`'s exit status; None where it was not run (the judged "
-                                  "candidate's file is not in the run folder as the round judged it).")
+    exit_code: int | None = Field(
+        description="`ferret check`'s exit status; None where it was not run (the judged "
+        "candidate's file is not in the run folder as the round judged it)."
+    )
     verdict: VerdictSummary | None = None
     error: str | None = Field(default=None, description="Why there is no verdict (the check's last output).")
     seeds_fresh: bool = True
@@ -82,7 +84,7 @@ class RunLog(BaseModel):
     earlier_gates: list[str] = Field(
         default_factory=list,
         description="Gates that earlier rounds were judged under, where a resume found another (the contract's cases or "
-                    "the judge's code changed since): those rounds keep their verdicts, each naming its gate.",
+        "the judge's code changed since): those rounds keep their verdicts, each naming its gate.",
     )
     profile: str
     optimizer: str

@@ -30,8 +30,9 @@ from ferret.contract.task import Task
 from ferret.gate.metrics import bitwise_equal, compare_stage
 
 
-def check_timed_answers(task: Task, pool: list[dict[str, torch.Tensor]], answers_file: Path, dtype: str,
-                        read_only: list[str]) -> tuple[int, list[str]]:
+def check_timed_answers(
+    task: Task, pool: list[dict[str, torch.Tensor]], answers_file: Path, dtype: str, read_only: list[str]
+) -> tuple[int, list[str]]:
     """(answers checked, flags naming each wrong one) for the timed calls on `pool`, the judge's own copy of
     the input sets. A missing or unreadable answers file is itself a flag."""
     contract = task.contract
@@ -49,8 +50,10 @@ def check_timed_answers(task: Task, pool: list[dict[str, torch.Tensor]], answers
             if index >= len(pool) or name not in read_only:
                 flags.append(f"warmup_detection: answers name an input set or input the judge never made: {key}")
             elif not bitwise_equal(tensor, pool[index][name]):
-                flags.append(f"input_mutation: after the timed calls, read-only input {name} of input set {index} is not "
-                             "what the judge gave")
+                flags.append(
+                    f"input_mutation: after the timed calls, read-only input {name} of input set {index} is not "
+                    "what the judge gave"
+                )
     outputs = {o.name for o in contract.outputs}
     stages = {s.name: s for s in contract.stages}
     if not slots or {name for _, _, name, _ in slots} != outputs:

@@ -61,8 +61,9 @@ def batch_requests(context: GateContext) -> list[BatchRequest]:
     return requests
 
 
-def judge_batch(contract: Contract, requests: list[BatchRequest], statuses: dict[str, wire.VariantStatus | None],
-                out: Path) -> tuple[PartResult, list[Detection]]:
+def judge_batch(
+    contract: Contract, requests: list[BatchRequest], statuses: dict[str, wire.VariantStatus | None], out: Path
+) -> tuple[PartResult, list[Detection]]:
     """The part batch_invariance and, on a failure, a detection naming the case, the request and the first
     differing entry."""
     spec = contract.cases.batch_invariance
@@ -87,11 +88,14 @@ def judge_batch(contract: Contract, requests: list[BatchRequest], statuses: dict
             row = full[key(0, name)]
             row = row if axis is None else row.narrow(axis, request.index, 1)
             if not bitwise_equal(alone[key(0, name)], row):
-                failures.append(f"case {request.full_id}, request {request.index} along {spec.dim}: {name} "
-                                f"alone against in the batch: {where_different(alone[key(0, name)], row.contiguous())}")
+                failures.append(
+                    f"case {request.full_id}, request {request.index} along {spec.dim}: {name} "
+                    f"alone against in the batch: {where_different(alone[key(0, name)], row.contiguous())}"
+                )
                 break
     if not failures:
         return PartResult(status="pass", detail=f"{len(requests)} requests of {requests[0].full_id} bitwise equal alone"), []
-    detection = Detection(cheat="batch_variant", catalogue=[], evidence="; ".join(failures), source="outputs",
-                          variant=requests[0].full_id)
+    detection = Detection(
+        cheat="batch_variant", catalogue=[], evidence="; ".join(failures), source="outputs", variant=requests[0].full_id
+    )
     return PartResult(status="fail", detail="; ".join(f[:300] for f in failures)), [detection]

@@ -295,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("cpu", "gpu"), default="cpu")
     args = parser.parse_args(argv)
     gate = build_gate(
-        args.contract, args.gates_dir, args.profile,
+        args.contract,
+        args.gates_dir,
+        args.profile,
         progress=lambda m: print(f"ferret: test-writer: {m}", file=sys.stderr, flush=True),
     )
     print(gate)

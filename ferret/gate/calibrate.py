@@ -172,8 +172,9 @@ def _update_worst_errors(
     for stage in contract.stages:
         if stage.name not in got:
             continue
-        m = compare_stage(got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE,
-                          error_scale=error_scale_of(golden, stage))
+        m = compare_stage(
+            got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE, error_scale=error_scale_of(golden, stage)
+        )
         if m.nonfinite_mismatches:
             raise ContractError(f"{nonfinite_error} stage {stage.name}")
         exposed.add(stage.name)
@@ -202,8 +203,9 @@ def _tolerance_table(
     by_dtype: dict[str, dict[str, Tolerance]] = {}
     for dtype, stages in worst.items():
         floor = FLOOR_UNITS * FLOAT32_UNIT_ROUNDOFF
-        by_dtype[dtype] = {name: _with_scale_floor(_tolerance_from(w, margin, floor), contract, dtype, name)
-                           for name, w in stages.items()}
+        by_dtype[dtype] = {
+            name: _with_scale_floor(_tolerance_from(w, margin, floor), contract, dtype, name) for name, w in stages.items()
+        }
     return ToleranceTable(
         provenance=(
             f"ferret calibrate, {date}: largest error of the honest implementations ({', '.join(honest)}) against the "
@@ -231,20 +233,34 @@ def _false_rejection(setup: _Calibration, implementation, judged: Contract, chec
                 st.name
                 for st in setup.contract.stages
                 if st.name in got
-                and not compare_stage(got[st.name], golden[st.name].cpu(), st, judged.tolerance(dtype, st.name),
-                                      error_scale=error_scale_of(golden, st)).passed
+                and not compare_stage(
+                    got[st.name],
+                    golden[st.name].cpu(),
+                    st,
+                    judged.tolerance(dtype, st.name),
+                    error_scale=error_scale_of(golden, st),
+                ).passed
             ]
             if bad:
                 rejected += 1
                 failures.append(f"{variant_id(case, dtype)} seed {seed}: {bad}")
     return {
-        "runs": runs, "rejected": rejected, "rate": rejected / runs if runs else 0.0, "seeds_per_case": check_seeds,
+        "runs": runs,
+        "rejected": rejected,
+        "rate": rejected / runs if runs else 0.0,
+        "seeds_per_case": check_seeds,
         "failures": failures[:20],
     }
 
 
 def _write_table(
-    out: Path, contract_path: Path, table: ToleranceTable, worst: dict, seeds: int, margin: float, date: str,
+    out: Path,
+    contract_path: Path,
+    table: ToleranceTable,
+    worst: dict,
+    seeds: int,
+    margin: float,
+    date: str,
     force: bool,
 ) -> Path:
     """Write the table to `out`, with the observed honest errors, and return `out`."""
@@ -274,8 +290,7 @@ class LooserTolerances(UsageError):
 
 # How each bound of a Tolerance admits more: a larger error bound, a smaller cosine, a larger scale or peak floor
 # (the stage's scale divides the error). A bound that goes away admits everything.
-_LARGER_IS_LOOSER = {"rel_l2": True, "max_abs_rel_peak": True, "cosine_min": False, "scale_floor": True,
-                     "peak_floor": True}
+_LARGER_IS_LOOSER = {"rel_l2": True, "max_abs_rel_peak": True, "cosine_min": False, "scale_floor": True, "peak_floor": True}
 _FLOORS = ("scale_floor", "peak_floor")
 
 
@@ -312,13 +327,15 @@ def tolerance_changes(old: ToleranceTable, new: ToleranceTable) -> list[Toleranc
     changes: list[ToleranceChange] = []
     for dtype in sorted(set(old.by_dtype) | set(new.by_dtype)):
         for stage in sorted(set(old.by_dtype.get(dtype, {})) | set(new.by_dtype.get(dtype, {}))):
-            changes += _bound_changes(f"by_dtype.{dtype}.{stage}", old.by_dtype.get(dtype, {}).get(stage),
-                                      new.by_dtype.get(dtype, {}).get(stage))
+            changes += _bound_changes(
+                f"by_dtype.{dtype}.{stage}", old.by_dtype.get(dtype, {}).get(stage), new.by_dtype.get(dtype, {}).get(stage)
+            )
     for case in sorted(set(old.by_case) | set(new.by_case)):
         rows = {(d, st) for t in (old, new) for d, stages in t.by_case.get(case, {}).items() for st in stages}
         for dtype, stage in sorted(rows):
-            changes += _bound_changes(f"by_case.{case}.{dtype}.{stage}", _row(old, case, dtype, stage),
-                                      _row(new, case, dtype, stage))
+            changes += _bound_changes(
+                f"by_case.{case}.{dtype}.{stage}", _row(old, case, dtype, stage), _row(new, case, dtype, stage)
+            )
     return changes
 
 
@@ -338,9 +355,7 @@ def _bound_changes(entry: str, old: Tolerance | None, new: Tolerance | None) -> 
     return found
 
 
-def _checked_against_existing(
-    out: Path, table: ToleranceTable, force: bool, progress: Callable[[str], None]
-) -> ToleranceTable:
+def _checked_against_existing(out: Path, table: ToleranceTable, force: bool, progress: Callable[[str], None]) -> ToleranceTable:
     """The table to write over `out`: with the old table's frozen-case rows that are still no looser than the
     new general rows. Each change is said; a looser bound is a `LooserTolerances` unless `force`."""
     if not out.exists():
@@ -350,8 +365,10 @@ def _checked_against_existing(
         old = ToleranceTable.model_validate(yaml.safe_load(out.read_text()))
     except (yaml.YAMLError, ValueError) as err:
         if not force:
-            raise UsageError(f"{out} exists and is no tolerance table ({str(err).splitlines()[0]}); nothing written. "
-                             "Re-run with --force to replace it.") from None
+            raise UsageError(
+                f"{out} exists and is no tolerance table ({str(err).splitlines()[0]}); nothing written. "
+                "Re-run with --force to replace it."
+            ) from None
         progress(f"{out}: not a tolerance table; replaced (--force)")
         return table
     table = table.model_copy(update={"by_case": _still_tighter_case_rows(old, table)})
@@ -359,8 +376,10 @@ def _checked_against_existing(
     if any(c.looser for c in changes) and not force:
         raise LooserTolerances(out, changes)
     tighter = sum(not c.looser for c in changes)
-    progress(f"{out}: {len(changes) - tighter} bound(s) looser{' (--force)' if force else ''}, {tighter} tighter, "
-             "every other bound unchanged")
+    progress(
+        f"{out}: {len(changes) - tighter} bound(s) looser{' (--force)' if force else ''}, {tighter} tighter, "
+        "every other bound unchanged"
+    )
     for change in changes:
         progress(f"  {change.line()}")
     return table
@@ -389,6 +408,9 @@ def _tighter_of(row: Tolerance, general: Tolerance) -> Tolerance:
     cosines = [c for c in (row.cosine_min, general.cosine_min) if c is not None]
     peak_floor = None if row.peak_floor is None or general.peak_floor is None else min(row.peak_floor, general.peak_floor)
     return Tolerance(
-        rel_l2=least(row.rel_l2, general.rel_l2), max_abs_rel_peak=least(row.max_abs_rel_peak, general.max_abs_rel_peak),
-        cosine_min=max(cosines) if cosines else None, scale_floor=general.scale_floor, peak_floor=peak_floor,
+        rel_l2=least(row.rel_l2, general.rel_l2),
+        max_abs_rel_peak=least(row.max_abs_rel_peak, general.max_abs_rel_peak),
+        cosine_min=max(cosines) if cosines else None,
+        scale_floor=general.scale_floor,
+        peak_floor=peak_floor,
     )

@@ -70,8 +70,11 @@ def write_gate_inputs(context: GateContext, workdir: Path, checked: CheckedInput
     records = context.manifest.variants
     targets = [gate_inputs_file(workdir, record.id) for record in records]
     with ThreadPoolExecutor(max_workers=_INPUT_WORKERS, thread_name_prefix="ferret-inputs") as pool:
-        list(pool.map(lambda record, target: prepare_inputs(context.contract, context.gate, record, target, checked),
-                      records, targets))
+        list(
+            pool.map(
+                lambda record, target: prepare_inputs(context.contract, context.gate, record, target, checked), records, targets
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -91,8 +94,7 @@ class CandidateRunOptions:
     on_moved: Callable[[int], None] | None = None
 
 
-def write_candidate_job(context: GateContext, candidate: Path, workdir: Path,
-                        options: CandidateRunOptions) -> wire.CandidateJob:
+def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, options: CandidateRunOptions) -> wire.CandidateJob:
     """The candidate's folder and job.json; the variants in the order the runner takes them. `options.gate_inputs`:
     the gate variants' inputs being written already (`write_gate_inputs` in a thread), waited for here (what it
     raised, GateTampered say, raised here); else they are written now."""
@@ -116,9 +118,14 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path,
         sizes = [r.inputs.nbytes for r in manifest.variants]
         stress_index = max(range(len(sizes)), key=sizes.__getitem__)
     job = wire.CandidateJob(
-        candidate=str(workdir / "candidate.py"), entry=contract.candidate_abi.entry, device=options.device,
-        params=dict(contract.params), repeats=contract.budgets.determinism_repeats,
-        stress_iterations=contract.budgets.stress_iterations, stress_variant=stress_index, variants=variants,
+        candidate=str(workdir / "candidate.py"),
+        entry=contract.candidate_abi.entry,
+        device=options.device,
+        params=dict(contract.params),
+        repeats=contract.budgets.determinism_repeats,
+        stress_iterations=contract.budgets.stress_iterations,
+        stress_variant=stress_index,
+        variants=variants,
         result_dir=str(workdir / "out"),
     )
     job.write(workdir / "job.json")
@@ -151,8 +158,11 @@ def run_candidate(context: GateContext, candidate: Path, workdir: Path, options:
     started = time.perf_counter()
     job = write_candidate_job(context, candidate, workdir, options)
     ids = [v.id for v in job.variants]
-    parts = ([r.part for r in context.manifest.variants] + ["fresh_cases"] * len(options.fresh)
-             + ["batch_invariance"] * len(options.batch))
+    parts = (
+        [r.part for r in context.manifest.variants]
+        + ["fresh_cases"] * len(options.fresh)
+        + ["batch_invariance"] * len(options.batch)
+    )
     out = Path(job.result_dir)
     marks: list[tuple[str, float]] = [("candidate_inputs", started), ("candidate_start", time.perf_counter())]
 
@@ -222,8 +232,11 @@ def _load_failed(ids: list[str], failure: wire.VariantStatus | None) -> Candidat
 
 def _fault_of(outcome: ProcessOutcome, contract: Contract) -> tuple[FaultKind, str]:
     """(kind, message) of a process that ended before its last result."""
-    kinds: dict[str, FaultKind] = {"timeout": wire.FailureKind.TIMEOUT, "deadline": wire.FailureKind.TIMEOUT,
-                                   "out_of_memory": wire.FailureKind.OUT_OF_MEMORY}
+    kinds: dict[str, FaultKind] = {
+        "timeout": wire.FailureKind.TIMEOUT,
+        "deadline": wire.FailureKind.TIMEOUT,
+        "out_of_memory": wire.FailureKind.OUT_OF_MEMORY,
+    }
     kind = kinds.get(outcome.kind, wire.FailureKind.CRASH)
     message = outcome.message or f"the candidate's process exited with code {outcome.returncode}"
     if outcome.kind == "timeout":
@@ -234,8 +247,12 @@ def _fault_of(outcome: ProcessOutcome, contract: Contract) -> tuple[FaultKind, s
 
 
 def _ended_early(
-    ids: list[str], statuses: dict[str, wire.VariantStatus | None], stress: wire.StressResult | None,
-    outcome: ProcessOutcome, position: int | None, contract: Contract,
+    ids: list[str],
+    statuses: dict[str, wire.VariantStatus | None],
+    stress: wire.StressResult | None,
+    outcome: ProcessOutcome,
+    position: int | None,
+    contract: Contract,
 ) -> CandidateRun:
     """The candidate's process ended before its last result: name the fault on the step it happened in."""
     kind, message = _fault_of(outcome, contract)
@@ -249,12 +266,13 @@ def _ended_early(
         # It wrote this variant's result and stopped (the runner does when a failure left the CUDA context
         # unusable): that failure is the fault.
         kind = wire.FailureKind.EXCEPTION
-        message = (f"the candidate's process stopped after its failure on {ids[at]} "
-                   f"({written.kind.value if written.kind else 'ok'}: {written.message[:300]})")
+        message = (
+            f"the candidate's process stopped after its failure on {ids[at]} "
+            f"({written.kind.value if written.kind else 'ok'}: {written.message[:300]})"
+        )
     else:
         where = "while starting or loading the candidate, " if position is None else ""
-        statuses[ids[at]] = wire.VariantStatus.failed(kind,
-                                                      f"{where}{message}; last output: {outcome.stderr_tail[-800:]}")
-    rest = ids[at + 1:]
+        statuses[ids[at]] = wire.VariantStatus.failed(kind, f"{where}{message}; last output: {outcome.stderr_tail[-800:]}")
+    rest = ids[at + 1 :]
     statuses |= {vid: _not_run(f"the candidate's process ended at {ids[at]} ({kind.value})") for vid in rest}
     return CandidateRun(statuses, stress, RunFault(kind=kind, message=message, variant=ids[at], not_run=rest))

@@ -59,8 +59,7 @@ class VariantComparisons:
     def __enter__(self) -> VariantComparisons:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def candidate_moved_to(self, position: int) -> None:

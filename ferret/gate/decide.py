@@ -41,16 +41,27 @@ def _differences(got: dict[str, torch.Tensor], outputs: list[str], inout: list[s
     key = {n: (wire.fast_key if n in outputs else wire.inout_key) for n in outputs + inout}
     repeat_diffs = [
         f"{n}: call {r + 1} against call 1: {where_different(got[key[n](0, n)], got[key[n](r, n)])}"
-        for n in key for r in range(1, repeats) if not bitwise_equal(got[key[n](0, n)], got[key[n](r, n)])
+        for n in key
+        for r in range(1, repeats)
+        if not bitwise_equal(got[key[n](0, n)], got[key[n](r, n)])
     ]
-    traced_diffs = [f"{n}: {where_different(got[wire.fast_key(0, n)], got[wire.traced_key(n)])}" for n in outputs
-                    if not bitwise_equal(got[wire.fast_key(0, n)], got[wire.traced_key(n)])]
+    traced_diffs = [
+        f"{n}: {where_different(got[wire.fast_key(0, n)], got[wire.traced_key(n)])}"
+        for n in outputs
+        if not bitwise_equal(got[wire.fast_key(0, n)], got[wire.traced_key(n)])
+    ]
     return repeat_diffs, traced_diffs
 
 
 def _compare_stages(
-    contract: Contract, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str],
-    inout: list[str], dtype: str, own_row: str | None, device: str,
+    contract: Contract,
+    got: dict[str, torch.Tensor],
+    golden: dict[str, torch.Tensor],
+    outputs: list[str],
+    inout: list[str],
+    dtype: str,
+    own_row: str | None,
+    device: str,
 ) -> list[StageMetrics]:
     """Every stage of the contract compared on `device`: an output and an inout from the fast path's first call,
     the other stages from the traced run (None where the candidate exposed none)."""
@@ -63,8 +74,14 @@ def _compare_stages(
         else:
             value = got.get(wire.trace_key(stage.name))
         stages.append(
-            compare_stage(value, golden[stage.name], stage, contract.tolerance(dtype, stage.name, own_row),
-                          device=device, error_scale=error_scale_of(golden, stage))
+            compare_stage(
+                value,
+                golden[stage.name],
+                stage,
+                contract.tolerance(dtype, stage.name, own_row),
+                device=device,
+                error_scale=error_scale_of(golden, stage),
+            )
         )
     return stages
 
@@ -84,11 +101,8 @@ def judge_variant(
             base, "no result for this case: the candidate's process ended the run early (a forged done marker?)"
         )
     if not status.ok:
-        failure = RunFailure(
-            kind=status.kind or wire.FailureKind.EXCEPTION, message=status.message, traceback=status.traceback
-        )
-        result = VariantResult(**base, passed=False, failure=failure, seconds=status.seconds,
-                               phase_seconds=status.phase_seconds)
+        failure = RunFailure(kind=status.kind or wire.FailureKind.EXCEPTION, message=status.message, traceback=status.traceback)
+        result = VariantResult(**base, passed=False, failure=failure, seconds=status.seconds, phase_seconds=status.phase_seconds)
         result.detections = detect.from_failure(result)
         return result
     try:
@@ -128,12 +142,16 @@ def judge_variant(
     )
     # The read-only inputs as the candidate left them, checked here against the content hashes the judge
     # holds (the gate's manifest; the fresh cases' own), not against the copy in the candidate's folder.
-    changed = [n for n, digest in input_digests.items()
-               if wire.after_key(n) in got and tensor_content_sha256(got[wire.after_key(n)]) != digest]
+    changed = [
+        n
+        for n, digest in input_digests.items()
+        if wire.after_key(n) in got and tensor_content_sha256(got[wire.after_key(n)]) != digest
+    ]
     if changed:
         result.passed = False
-        result.failure = RunFailure(kind=wire.FailureKind.INPUT_MUTATED,
-                                    message=f"read-only inputs {changed} changed during the call")
+        result.failure = RunFailure(
+            kind=wire.FailureKind.INPUT_MUTATED, message=f"read-only inputs {changed} changed during the call"
+        )
     result.detections = (
         detect.from_failure(result)
         + detect.from_runtime(result, status, got, outputs, bitwise_equal)
@@ -148,11 +166,12 @@ def case_part(results: list[VariantResult]) -> PartResult:
     """A part made of case variants: each failure named; variants not run counted once, with the reason."""
     not_run = [r for r in results if r.failure is not None and r.failure.kind == "not_run"]
     failed = [
-        r for r in results
-        if not r.passed and r not in not_run and (r.failure is not None or r.first_failing_stage is not None)
+        r for r in results if not r.passed and r not in not_run and (r.failure is not None or r.first_failing_stage is not None)
     ]
-    detail = [f"{r.id}: {r.failure.kind}: {r.failure.message[:200]}" if r.failure else f"{r.id}: stage {r.first_failing_stage}"
-              for r in failed]
+    detail = [
+        f"{r.id}: {r.failure.kind}: {r.failure.message[:200]}" if r.failure else f"{r.id}: stage {r.first_failing_stage}"
+        for r in failed
+    ]
     if not_run:
         first = not_run[0].failure
         assert first is not None  # not_run holds only variants whose failure is `not_run`
@@ -161,7 +180,11 @@ def case_part(results: list[VariantResult]) -> PartResult:
 
 
 def parts_of(
-    results: list[VariantResult], stress: wire.StressResult | None, device: str, run_stress: bool, detections: list[Detection],
+    results: list[VariantResult],
+    stress: wire.StressResult | None,
+    device: str,
+    run_stress: bool,
+    detections: list[Detection],
     batch: PartResult | None = None,
 ) -> dict[str, PartResult]:
     parts: dict[str, PartResult] = {

@@ -43,53 +43,108 @@ def from_failure(result: VariantResult) -> list[Detection]:
     kind, message = result.failure.kind, result.failure.message
     if kind in _FAILURE_CHEATS:
         cheat, catalogue, what = _FAILURE_CHEATS[kind]
-        return [Detection(cheat=cheat, catalogue=catalogue, evidence=f"{what}: {message[:300]}", source="runtime",
-                          variant=result.id)]
-    return [Detection(cheat=kind, catalogue=[], source="run", variant=result.id,
-                      evidence=f"{_FAILURE_NAMES.get(kind, kind)} on {result.id}: {message[:400]}")]
+        return [
+            Detection(cheat=cheat, catalogue=catalogue, evidence=f"{what}: {message[:300]}", source="runtime", variant=result.id)
+        ]
+    return [
+        Detection(
+            cheat=kind,
+            catalogue=[],
+            source="run",
+            variant=result.id,
+            evidence=f"{_FAILURE_NAMES.get(kind, kind)} on {result.id}: {message[:400]}",
+        )
+    ]
 
 
-def from_runtime(result: VariantResult, status: wire.VariantStatus, got: dict[str, torch.Tensor], outputs: list[str],
-                 bitwise_equal) -> list[Detection]:
+def from_runtime(
+    result: VariantResult, status: wire.VariantStatus, got: dict[str, torch.Tensor], outputs: list[str], bitwise_equal
+) -> list[Detection]:
     """What the candidate's process saw while it ran. Launches are those of Triton's launch entry points and of the
     CUDA backend's `Source.launch`, both counted and both made no-ops in the no-op run, whatever the language."""
     found = []
     if status.aten_compute:
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(status.aten_compute.items()))
-        found.append(Detection(cheat="library_call", catalogue=[9], source="runtime", variant=result.id,
-                               evidence=f"PyTorch computed floating-point results while the candidate ran: {ops}"))
+        found.append(
+            Detection(
+                cheat="library_call",
+                catalogue=[9],
+                source="runtime",
+                variant=result.id,
+                evidence=f"PyTorch computed floating-point results while the candidate ran: {ops}",
+            )
+        )
     if status.watch_evasion:
         calls = ", ".join(f"{k} x{v}" for k, v in sorted(status.watch_evasion.items()))
-        found.append(Detection(cheat="library_call", catalogue=[9, 15], source="runtime", variant=result.id,
-                               evidence=f"the candidate took the ATen watch off the dispatch stack while it ran: {calls}"))
+        found.append(
+            Detection(
+                cheat="library_call",
+                catalogue=[9, 15],
+                source="runtime",
+                variant=result.id,
+                evidence=f"the candidate took the ATen watch off the dispatch stack while it ran: {calls}",
+            )
+        )
     if status.launches == 0:
-        found.append(Detection(cheat="decoy_kernel", catalogue=[8, 9], source="runtime", variant=result.id,
-                               evidence="no kernel (Triton, or CUDA through Source.launch) was launched by the fast path"))
+        found.append(
+            Detection(
+                cheat="decoy_kernel",
+                catalogue=[8, 9],
+                source="runtime",
+                variant=result.id,
+                evidence="no kernel (Triton, or CUDA through Source.launch) was launched by the fast path",
+            )
+        )
     noop_same = [n for n in outputs if wire.noop_key(n) in got and bitwise_equal(got[wire.noop_key(n)], got[wire.fast_key(0, n)])]
     if noop_same:
-        found.append(Detection(cheat="decoy_kernel", catalogue=[8], source="runtime", variant=result.id,
-                               evidence=f"with every kernel launch made a no-op, outputs {noop_same} came out bitwise the same: "
-                               "the kernels did not produce them"))
+        found.append(
+            Detection(
+                cheat="decoy_kernel",
+                catalogue=[8],
+                source="runtime",
+                variant=result.id,
+                evidence=f"with every kernel launch made a no-op, outputs {noop_same} came out bitwise the same: "
+                "the kernels did not produce them",
+            )
+        )
     return found
 
 
 def from_outputs(
-    result: VariantResult, got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], outputs: list[str],
-    repeat_diffs: Sequence[str] = (), traced_diffs: Sequence[str] = (),
+    result: VariantResult,
+    got: dict[str, torch.Tensor],
+    golden: dict[str, torch.Tensor],
+    outputs: list[str],
+    repeat_diffs: Sequence[str] = (),
+    traced_diffs: Sequence[str] = (),
 ) -> list[Detection]:
     """What the tensors show: poison or constants in an output, bytes that change over repeats or between the
     traced and the fast run (`repeat_diffs`, `traced_diffs`: where, in words), and the first failing stage."""
     found, named = _poison_and_constants(result, got, golden, outputs)
     if result.repeats_bitwise_equal is False:
         where = f": {'; '.join(repeat_diffs)[:400]}" if repeat_diffs else ""
-        found.append(Detection(cheat="warmup_detection", catalogue=[6, 16, 17], source="outputs", variant=result.id,
-                               evidence=f"repeated calls on identical inputs gave different bytes{where} (uninitialised "
-                               "reads, races, or behaviour that changes after the first calls)"))
+        found.append(
+            Detection(
+                cheat="warmup_detection",
+                catalogue=[6, 16, 17],
+                source="outputs",
+                variant=result.id,
+                evidence=f"repeated calls on identical inputs gave different bytes{where} (uninitialised "
+                "reads, races, or behaviour that changes after the first calls)",
+            )
+        )
     if result.traced_equals_fast is False:
         where = f": {'; '.join(traced_diffs)[:400]}" if traced_diffs else ""
-        found.append(Detection(cheat="traced_differs", catalogue=[], source="outputs", variant=result.id,
-                               evidence=f"the traced run's final outputs differ bitwise from the fast path's{where}: the "
-                               "stages it exposes are not checked against what the fast path computes"))
+        found.append(
+            Detection(
+                cheat="traced_differs",
+                catalogue=[],
+                source="outputs",
+                variant=result.id,
+                evidence=f"the traced run's final outputs differ bitwise from the fast path's{where}: the "
+                "stages it exposes are not checked against what the fast path computes",
+            )
+        )
     return found + _stage_failures(result, named)
 
 
@@ -107,15 +162,28 @@ def _poison_and_constants(
         poisoned = int((~torch.isfinite(cand64) & torch.isfinite(ref64)).sum())
         if poisoned:
             named.add(name)
-            found.append(Detection(
-                cheat="unwritten_output", catalogue=[1, 6, 7], source="outputs", variant=result.id,
-                evidence=f"{name}: {poisoned} of {ref.numel()} entries are NaN/Inf where the reference is finite (entries "
-                "left as the judge's NaN poison, garbage from a reused or uninitialised buffer, or NaN used as a wildcard)"))
+            found.append(
+                Detection(
+                    cheat="unwritten_output",
+                    catalogue=[1, 6, 7],
+                    source="outputs",
+                    variant=result.id,
+                    evidence=f"{name}: {poisoned} of {ref.numel()} entries are NaN/Inf where the reference is finite (entries "
+                    "left as the judge's NaN poison, garbage from a reused or uninitialised buffer, or NaN used as a wildcard)",
+                )
+            )
         finite = torch.isfinite(ref64) & torch.isfinite(cand64)
         if finite.sum() > 1 and float(ref64[finite].std()) > 0 and float(cand64[finite].std()) == 0:
             named.add(name)
-            found.append(Detection(cheat="constant_output", catalogue=[2], source="outputs", variant=result.id,
-                                   evidence=f"{name}: every entry is {float(cand64[finite][0])!r} while the reference varies"))
+            found.append(
+                Detection(
+                    cheat="constant_output",
+                    catalogue=[2],
+                    source="outputs",
+                    variant=result.id,
+                    evidence=f"{name}: every entry is {float(cand64[finite][0])!r} while the reference varies",
+                )
+            )
     return found, named
 
 
@@ -128,9 +196,15 @@ def _stage_failures(result: VariantResult, named: set[str]) -> list[Detection]:
     found = []
     if close and all(_within_rounding(s) for s in close) and any(s.own_norm for s in close):
         names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in close)
-        found.append(Detection(cheat="lower_precision", catalogue=[4], source="outputs", variant=result.id,
-                               evidence="close to the reference but outside the tolerance derived for the contract's dtypes: "
-                               f"{names}"))
+        found.append(
+            Detection(
+                cheat="lower_precision",
+                catalogue=[4],
+                source="outputs",
+                variant=result.id,
+                evidence=f"close to the reference but outside the tolerance derived for the contract's dtypes: {names}",
+            )
+        )
         named = named | {s.stage for s in close}
     unexplained = [s for s in failing if s.stage not in named]
     if unexplained:
@@ -140,7 +214,7 @@ def _stage_failures(result: VariantResult, named: set[str]) -> list[Detection]:
 
 # The unit roundoff of fp8 e4m3 (2^-4), the coarsest float format kernels compute in: an error larger than
 # this, relative to the stage's norm, is not something rounding to a narrower format could cause.
-COARSEST_ROUNDOFF = 2.0 ** -4
+COARSEST_ROUNDOFF = 2.0**-4
 
 
 def _within_rounding(stage: StageMetrics) -> bool:
@@ -158,19 +232,30 @@ def _math_mismatch(result: VariantResult, first: StageMetrics) -> Detection:
     on. No numbers at all: its tensor has the wrong shape (or is not a real tensor)."""
     reasons = "; ".join(first.reasons)[:300]
     if first.rel_l2 is None and first.cosine is None and not first.nonfinite_mismatches:
-        return Detection(cheat="wrong_shape", catalogue=[], source="outputs", variant=result.id,
-                         evidence=f"stage {first.stage}: {reasons}")
-    numbers = [f"rel_l2 {first.rel_l2:.3g}" if first.rel_l2 is not None else None,
-               f"cosine {first.cosine:.5f}" if first.cosine is not None else None,
-               f"max_abs_rel_peak {first.max_abs_rel_peak:.3g}" if first.max_abs_rel_peak is not None else None,
-               f"{first.nonfinite_mismatches} NaN/Inf mismatches" if first.nonfinite_mismatches else None]
+        return Detection(
+            cheat="wrong_shape", catalogue=[], source="outputs", variant=result.id, evidence=f"stage {first.stage}: {reasons}"
+        )
+    numbers = [
+        f"rel_l2 {first.rel_l2:.3g}" if first.rel_l2 is not None else None,
+        f"cosine {first.cosine:.5f}" if first.cosine is not None else None,
+        f"max_abs_rel_peak {first.max_abs_rel_peak:.3g}" if first.max_abs_rel_peak is not None else None,
+        f"{first.nonfinite_mismatches} NaN/Inf mismatches" if first.nonfinite_mismatches else None,
+    ]
     tolerance = first.tolerance.model_dump(exclude_none=True) if first.tolerance else {}
-    ratio = (f", {first.rel_l2 / tolerance['rel_l2']:.0f}x the tolerance" if first.rel_l2 is not None and tolerance.get("rel_l2")
-             else "")
+    ratio = (
+        f", {first.rel_l2 / tolerance['rel_l2']:.0f}x the tolerance"
+        if first.rel_l2 is not None and tolerance.get("rel_l2")
+        else ""
+    )
     where = f" worst at {first.worst.named or first.worst.index}" if first.worst else ""
-    return Detection(cheat="math_mismatch", catalogue=[], source="outputs", variant=result.id,
-                     evidence=f"stage {first.stage} differs from the contract's math: "
-                     f"{', '.join(n for n in numbers if n)}{ratio} (tolerance {tolerance});{where}; {reasons}")
+    return Detection(
+        cheat="math_mismatch",
+        catalogue=[],
+        source="outputs",
+        variant=result.id,
+        evidence=f"stage {first.stage} differs from the contract's math: "
+        f"{', '.join(n for n in numbers if n)}{ratio} (tolerance {tolerance});{where}; {reasons}",
+    )
 
 
 def from_stress(stress: wire.StressResult | None) -> list[Detection]:
@@ -178,19 +263,38 @@ def from_stress(stress: wire.StressResult | None) -> list[Detection]:
     if stress is None:
         return [Detection(cheat="stress_failed", catalogue=[], source="run", evidence="the stress run did not complete")]
     if stress.error is not None:
-        return [Detection(cheat="stress_failed", catalogue=[], source="run", variant=stress.variant or None,
-                          evidence=f"the stress run failed: {stress.error[:400]}")]
+        return [
+            Detection(
+                cheat="stress_failed",
+                catalogue=[],
+                source="run",
+                variant=stress.variant or None,
+                evidence=f"the stress run failed: {stress.error[:400]}",
+            )
+        ]
     found = []
     if stress.outputs_differing_from_first > 0:
-        found.append(Detection(
-            cheat="stress_drift", catalogue=[6, 16], source="outputs", variant=stress.variant or None,
-            evidence=f"{stress.outputs_differing_from_first} of {stress.iterations} calls on {stress.variant} gave outputs "
-            "that differ from the first call's (races, uninitialised reads, or state kept across calls)"))
+        found.append(
+            Detection(
+                cheat="stress_drift",
+                catalogue=[6, 16],
+                source="outputs",
+                variant=stress.variant or None,
+                evidence=f"{stress.outputs_differing_from_first} of {stress.iterations} calls on {stress.variant} gave outputs "
+                "that differ from the first call's (races, uninitialised reads, or state kept across calls)",
+            )
+        )
     if stress.memory_growth_bytes > 0:
-        found.append(Detection(
-            cheat="memory_growth", catalogue=[], source="run", variant=stress.variant or None,
-            evidence=f"device memory grew {stress.memory_growth_bytes} bytes over {stress.iterations} calls on "
-            f"{stress.variant}"))
+        found.append(
+            Detection(
+                cheat="memory_growth",
+                catalogue=[],
+                source="run",
+                variant=stress.variant or None,
+                evidence=f"device memory grew {stress.memory_growth_bytes} bytes over {stress.iterations} calls on "
+                f"{stress.variant}",
+            )
+        )
     return found
 
 
@@ -204,9 +308,15 @@ def unnamed(parts: dict[str, PartResult]) -> list[Detection]:
 def hardcoded_cases(frozen: list[VariantResult], fresh: list[VariantResult]) -> list[Detection]:
     if frozen and fresh and all(r.passed for r in frozen) and any(not r.passed for r in fresh):
         failed = [r.id for r in fresh if not r.passed]
-        return [Detection(cheat="hardcoded_cases", catalogue=[5, 16], source="outputs",
-                          evidence=f"every frozen case passes but fresh private cases {failed} fail: the candidate is "
-                          "special-cased to the test cases (or replays results across calls)")]
+        return [
+            Detection(
+                cheat="hardcoded_cases",
+                catalogue=[5, 16],
+                source="outputs",
+                evidence=f"every frozen case passes but fresh private cases {failed} fail: the candidate is "
+                "special-cased to the test cases (or replays results across calls)",
+            )
+        ]
     return []
 
 

@@ -81,17 +81,27 @@ def plan_fresh_cases(contract: Contract, profile: ProfileName, rng: random.Rando
     plans += _edge_cases(contract, profile, plans, rng)
     cases = []
     for number, plan in enumerate(plans, 1):
-        edits = plan.edits + [_entry_edit(contract, name, index, value, plan.dims)
-                              for name, entries in plan.entries.items() for index, value in sorted(entries.items())]
+        edits = plan.edits + [
+            _entry_edit(contract, name, index, value, plan.dims)
+            for name, entries in plan.entries.items()
+            for index, value in sorted(entries.items())
+        ]
         what = "; ".join(([f"strata {', '.join(plan.strata)}"] if plan.strata else [plan.what]) + plan.carried)
-        case = Case(name=f"fresh{number}", kind="correctness", dims=plan.dims, seed=0, edits=edits,
-                    description=f"drawn privately at check time: {what}")
+        case = Case(
+            name=f"fresh{number}",
+            kind="correctness",
+            dims=plan.dims,
+            seed=0,
+            edits=edits,
+            description=f"drawn privately at check time: {what}",
+        )
         cases.append((case, tuple(plan.strata)))
     return cases
 
 
-def _dim_strata_cases(pending: list[Stratum], ranges: Mapping[str, tuple[int, int]], rng: random.Random,
-                      inputs: _InputStrata) -> list[_Plan]:
+def _dim_strata_cases(
+    pending: list[Stratum], ranges: Mapping[str, tuple[int, int]], rng: random.Random, inputs: _InputStrata
+) -> list[_Plan]:
     """Cases whose dims cover every dim stratum: each case takes the first uncovered stratum of each dim, its
     other dims drawn in the lower half of their ranges (few heads, short rows: the interpreter stays fast).
     A stratum that lies past the fresh ranges (a boundary's `up_to`) takes a case of its own. Of a few
@@ -118,8 +128,7 @@ def _dim_strata_cases(pending: list[Stratum], ranges: Mapping[str, tuple[int, in
     return plans
 
 
-def _input_strata_cases(contract: Contract, profile: ProfileName, pending: list[Stratum],
-                        rng: random.Random) -> list[_Plan]:
+def _input_strata_cases(contract: Contract, profile: ProfileName, pending: list[Stratum], rng: random.Random) -> list[_Plan]:
     """New cases whose entries hold the input strata the dim strata cases could not."""
     added: list[_Plan] = []
     while pending:
@@ -127,8 +136,7 @@ def _input_strata_cases(contract: Contract, profile: ProfileName, pending: list[
         # Room for every pending stratum if the ranges have it, else for the first one.
         dims = _room_for(contract, profile, rng, holds, cheap=True, tries=_DIM_TRIES)
         if not holds(dims):
-            dims = _room_for(contract, profile, rng, lambda dims, first=first: first.draw(rng, dims) is not None,
-                             cheap=True)
+            dims = _room_for(contract, profile, rng, lambda dims, first=first: first.draw(rng, dims) is not None, cheap=True)
         plan = _Plan(dims)
         before = len(pending)
         pending = _host(contract, plan, pending, rng)
@@ -165,11 +173,13 @@ def _entries(contract: Contract, name: str, dims: dict[str, int]) -> int:
 
 def _holds(contract: Contract, pending: list[Stratum], rng: random.Random) -> Callable[[dict[str, int]], bool]:
     """Whether a case of these dims has an entry for, and a value of, every pending stratum."""
+
     def holds(dims: dict[str, int]) -> bool:
         for name in {s.quantity for s in pending}:
             if _entries(contract, name, dims) < sum(s.quantity == name for s in pending):
                 return False
         return all(s.draw(rng, dims) is not None for s in pending)
+
     return holds
 
 
@@ -201,7 +211,8 @@ def _edge_cases(contract: Contract, profile: ProfileName, plans: list[_Plan], rn
         inputs = {e.input for e in case.edits}
         # A group that already makes these very edits, else one that edits none of these inputs.
         group = next((g for g in groups if all(e in _edits_of(g) for e in case.edits)), None) or next(
-            (g for g in groups if not inputs & {e.input for e in _edits_of(g)}), None)
+            (g for g in groups if not inputs & {e.input for e in _edits_of(g)}), None
+        )
         if group is None:
             groups.append([case])
         else:
@@ -240,15 +251,20 @@ def _carries(plan: _Plan, edits: list[Edit]) -> bool:
         if not entries:
             continue
         mine = [e for e in edits if e.input == name]
-        values = {evaluate(e.value, plan.dims) if e.set == "value" and not e.at and e.value is not None else None
-                  for e in mine}
+        values = {evaluate(e.value, plan.dims) if e.set == "value" and not e.at and e.value is not None else None for e in mine}
         if values != set(entries.values()) or None in values:
             return False
     return True
 
 
-def _room_for(contract: Contract, profile: ProfileName, rng: random.Random, fits: Callable[[dict[str, int]], bool],
-              cheap: bool = False, tries: int | None = None) -> dict[str, int]:
+def _room_for(
+    contract: Contract,
+    profile: ProfileName,
+    rng: random.Random,
+    fits: Callable[[dict[str, int]], bool],
+    cheap: bool = False,
+    tries: int | None = None,
+) -> dict[str, int]:
     """Dims uniform in the fresh ranges that `fits` (`cheap`: then each dim moved into the lower half of its
     range where it still fits); the top of the ranges, then the largest dims the boundaries allow, when no
     draw fits."""

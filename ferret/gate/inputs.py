@@ -182,8 +182,9 @@ reading and hashing them again (MLA: 640 MB, a second or more). Made anew for ev
 and checks its inputs against the lock at least once."""
 
 
-def prepare_inputs(contract: Contract, gate: Path, record: VariantRecord, target: Path,
-                   checked: CheckedInputs | None = None) -> None:
+def prepare_inputs(
+    contract: Contract, gate: Path, record: VariantRecord, target: Path, checked: CheckedInputs | None = None
+) -> None:
     """A gate variant's inputs written to `target` (`input_bytes`; an input file the gate stores is copied)."""
     if record.inputs.stored and record.inputs.file is not None:
         shutil.copyfile(gate / record.inputs.file, target)
@@ -227,8 +228,11 @@ def _draw_checked(contract: Contract, record: VariantRecord) -> bytes:
     from ferret.errors import JudgeError
 
     # The gate's own case: a case of the other profile may have the same name, not the same dims and seed.
-    case = next(c for c in contract.cases_for("gpu") + contract.cases_for("cpu")
-                if c.name == record.case and c.dims == record.dims and c.seed == record.seed)
+    case = next(
+        c
+        for c in contract.cases_for("gpu") + contract.cases_for("cpu")
+        if c.name == record.case and c.dims == record.dims and c.seed == record.seed
+    )
     inputs = draw_inputs(contract, case, record.dtype)
     for name, tensor in inputs.items():
         if tensor_content_sha256(tensor) != record.inputs.content_sha256[name]:
@@ -248,15 +252,17 @@ def _read_cached_inputs(gate: Path, record: VariantRecord, cached: Path) -> byte
     try:
         inputs = load(data)
     except Exception as err:  # noqa: BLE001 - any damage to the file is the finding
-        raise GateTampered(gate, [f"{cached}: unreadable cached inputs ({type(err).__name__}); remove it to draw them "
-                                  "again"]) from None
+        raise GateTampered(
+            gate, [f"{cached}: unreadable cached inputs ({type(err).__name__}); remove it to draw them again"]
+        ) from None
     wanted = record.inputs.content_sha256
     differ = sorted(set(wanted) ^ set(inputs)) + sorted(
         n for n in set(wanted) & set(inputs) if tensor_content_sha256(inputs[n]) != wanted[n]
     )
     if differ:
-        raise GateTampered(gate, [f"{cached}: cached inputs {differ} differ from the gate's content hashes; remove it "
-                                  "to draw them again"])
+        raise GateTampered(
+            gate, [f"{cached}: cached inputs {differ} differ from the gate's content hashes; remove it to draw them again"]
+        )
     return data
 
 

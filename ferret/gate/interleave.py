@@ -87,17 +87,25 @@ def start_timer(timer: TimerProcess, timeout_s: float, memory_mb: int, deadline:
 
     def run() -> None:
         timer.outcome = run_isolated(
-            timer.args, timer.folder, timer.env,
-            ProcessOptions(timeout_s, memory_mb, hide=timer.hide, finished_marker=timer.folder / wire.DONE_FILE,
-                           deadline=deadline, progress_token=progress, on_start=remember),
+            timer.args,
+            timer.folder,
+            timer.env,
+            ProcessOptions(
+                timeout_s,
+                memory_mb,
+                hide=timer.hide,
+                finished_marker=timer.folder / wire.DONE_FILE,
+                deadline=deadline,
+                progress_token=progress,
+                on_start=remember,
+            ),
         )
 
     timer.thread = threading.Thread(target=run, name=f"ferret-timer-{timer.role}", daemon=True)
     timer.thread.start()
 
 
-def _wait_for(timer: TimerProcess, name: str, step: str, poll_s: float,
-              on_poll: Callable[[], None] | None = None) -> None:
+def _wait_for(timer: TimerProcess, name: str, step: str, poll_s: float, on_poll: Callable[[], None] | None = None) -> None:
     while timer.read(name) != step:
         if not timer.running:
             raise TimerFailed(timer, step)
@@ -112,8 +120,14 @@ def rounds_in_turn(repeats: int, processes: int) -> list[list[int]]:
     return [list(range(k, repeats, processes)) for k in range(processes)]
 
 
-def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Callable[[int, str], None] | None = None,
-            poll_s: float = 0.002, clocks: RoundClocks | None = None) -> dict[str, float]:
+def conduct(
+    timers: list[TimerProcess],
+    cases: int,
+    repeats: int,
+    on_step: Callable[[int, str], None] | None = None,
+    poll_s: float = 0.002,
+    clocks: RoundClocks | None = None,
+) -> dict[str, float]:
     """Drive every step of every process, one process at a time; raises TimerFailed when one ends early.
     `timers` holds the candidate's timers and the reference timers (told apart by role). Each round is one
     candidate timer's and one reference timer's: the processes of a role take the rounds in turn
@@ -139,8 +153,11 @@ def conduct(timers: list[TimerProcess], cases: int, repeats: int, on_step: Calla
         for round_number in range(repeats):
             if on_step is not None:
                 on_step(case, str(round_number))
-            pair = [(group[round_number % len(group)], f"{case} {round_number // len(group)}")
-                    for group in (candidates, references) if group]  # no candidate: choosing torch.compile's picks
+            pair = [
+                (group[round_number % len(group)], f"{case} {round_number // len(group)}")
+                for group in (candidates, references)
+                if group
+            ]  # no candidate: choosing torch.compile's picks
             sampled = functools.partial(_clock_round, clocks, case, round_number) if clocks is not None else None
             _step(pair if round_number % 2 else pair[::-1], timers, seconds, "rounds", poll_s, sampled)
         if on_step is not None:
@@ -169,8 +186,14 @@ def _clock_round(clocks: RoundClocks, case: int, round_number: int, timer: Timer
     return poll
 
 
-def _step(order: list[tuple[TimerProcess, str]], timers: list[TimerProcess], seconds: dict[str, float], part: str,
-          poll_s: float, sampled: Callable[[TimerProcess], Callable[[], None]] | None = None) -> None:
+def _step(
+    order: list[tuple[TimerProcess, str]],
+    timers: list[TimerProcess],
+    seconds: dict[str, float],
+    part: str,
+    poll_s: float,
+    sampled: Callable[[TimerProcess], Callable[[], None]] | None = None,
+) -> None:
     """Each (process, its step) in `order`, one at a time, once all of them are ready; every candidate's timer but
     the working one stopped (SIGSTOP, its whole group) meanwhile. `sampled(timer)`: a hook polled while it works."""
     started = time.perf_counter()

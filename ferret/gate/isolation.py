@@ -22,13 +22,18 @@ _SANDBOXES = {
 
 def isolation_summary() -> str:
     base = "own process, empty working folder, scrubbed environment, fixed import path, timeout, RSS watchdog"
-    base += ("; audit hooks refusing process creation, file access and native loads outside allow-lists"
-             if audit.wanted() else "; audit hooks OFF (FERRET_SANDBOX_AUDIT=0 in the judge's environment)")
+    base += (
+        "; audit hooks refusing process creation, file access and native loads outside allow-lists"
+        if audit.wanted()
+        else "; audit hooks OFF (FERRET_SANDBOX_AUDIT=0 in the judge's environment)"
+    )
     kind = sandbox_kind()
     if kind in _SANDBOXES:
         return f"{base}; {_SANDBOXES[kind]}"
-    return (base + "; no sandbox on this machine (no bwrap, no mount namespace): golden files are never given to the "
-            "candidate, but not hidden")
+    return (
+        base + "; no sandbox on this machine (no bwrap, no mount namespace): golden files are never given to the "
+        "candidate, but not hidden"
+    )
 
 
 def sandbox_record() -> SandboxRecord:
@@ -36,8 +41,13 @@ def sandbox_record() -> SandboxRecord:
     kind = sandbox_kind()
     allowed = kind in (BUBBLEWRAP, NAMESPACE)
     shown = list(allow.allow_list_for(Path(tempfile.gettempdir()) / "candidate").read_only) if allowed else []
-    return SandboxRecord(kind=kind, allow_list=allowed, audit_hooks=audit.wanted(), shown=shown,  # type: ignore[arg-type]
-                         skipped=sandbox_failures())
+    return SandboxRecord(
+        kind=kind,  # type: ignore[arg-type]
+        allow_list=allowed,
+        audit_hooks=audit.wanted(),
+        shown=shown,
+        skipped=sandbox_failures(),
+    )
 
 
 def hidden_from_candidates(gate: Path, project: Path) -> list[Path]:

@@ -61,7 +61,14 @@ def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profil
     if gate is None:
         progress("no gate for this contract on this machine yet: the test-writer builds one")
         command = [
-            sys.executable, "-m", "ferret.gate.build", str(contract_path), "--gates-dir", str(gates_dir), "--profile", profile
+            sys.executable,
+            "-m",
+            "ferret.gate.build",
+            str(contract_path),
+            "--gates-dir",
+            str(gates_dir),
+            "--profile",
+            profile,
         ]
         built = run_child(command, stdout=subprocess.PIPE, stderr=None, text=True)
         if built.returncode != 0:
@@ -93,8 +100,11 @@ def judged_languages(task: Task, profile: str) -> list[str]:
     where NVRTC loads; require_language refuses a candidate elsewhere)."""
     backend = task.contract.backend
     device = device_for(profile)
-    extra = [lang for lang in backend.allowed_languages
-             if lang != backend.language and registry.backend(lang).unavailable(device, profile) is None]
+    extra = [
+        lang
+        for lang in backend.allowed_languages
+        if lang != backend.language and registry.backend(lang).unavailable(device, profile) is None
+    ]
     return [backend.language, *dict.fromkeys(extra)]
 
 
@@ -156,8 +166,10 @@ def require_language(task: Task, device: str, profile: str, candidate: Path) -> 
     backend = task.contract.backend
     if not backend.allows(language.name):
         allowed = ", ".join([backend.language, *backend.allowed_languages])
-        raise UsageError(f"{candidate} is a {language.name} candidate ({registry.evidence(language)}), but {task.path} "
-                         f"allows {allowed} only (backend.language, backend.allowed_languages)")
+        raise UsageError(
+            f"{candidate} is a {language.name} candidate ({registry.evidence(language)}), but {task.path} "
+            f"allows {allowed} only (backend.language, backend.allowed_languages)"
+        )
     why_not = language.unavailable(device, profile)
     if why_not is not None:
         raise UsageError(f"{candidate} is a {language.title} candidate: {why_not}")
@@ -201,20 +213,39 @@ class Judge:
         return self.context.manifest
 
     def check(
-        self, candidate: str | Path, *, measure_speed: bool = True, run_stress: bool = True, compare_compiled: bool = True,
-        static: list[Detection] | None = None, progress: ProgressLike = None,
+        self,
+        candidate: str | Path,
+        *,
+        measure_speed: bool = True,
+        run_stress: bool = True,
+        compare_compiled: bool = True,
+        static: list[Detection] | None = None,
+        progress: ProgressLike = None,
     ) -> Verdict:
         """Judge one candidate and append the verdict to the gate's report. `static` is the static scan's
         findings if the caller already has them (the dispatcher scans each candidate once)."""
         with stop_on_signals():
             try:
-                return self._check(Path(candidate), measure_speed, run_stress, compare_compiled, static,
-                                   as_reporter(progress) if progress is not None else self.progress)
+                return self._check(
+                    Path(candidate),
+                    measure_speed,
+                    run_stress,
+                    compare_compiled,
+                    static,
+                    as_reporter(progress) if progress is not None else self.progress,
+                )
             finally:
                 return_cached_gpu_memory()
 
-    def _check(self, candidate: Path, measure_speed: bool, run_stress: bool, compare_compiled: bool,
-               static: list[Detection] | None, progress: Reporter) -> Verdict:
+    def _check(
+        self,
+        candidate: Path,
+        measure_speed: bool,
+        run_stress: bool,
+        compare_compiled: bool,
+        static: list[Detection] | None,
+        progress: Reporter,
+    ) -> Verdict:
         started_wall = time.perf_counter()
         started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         if not candidate.is_file():
@@ -237,9 +268,10 @@ class Judge:
         # gate variants' inputs checked against the lock on the way are shared with the candidate's folder.
         checked: CheckedInputs = {}
         gpu_quiet = threading.Event()  # set when the candidate's run and its comparisons are over (see start_timing)
-        starting = _TimingStart(lambda: self._start_timing(candidate, progress, compare_compiled, measure_speed,
-                                                           deadline, clock, checked, gpu_quiet),
-                                wanted=self.device == "cuda" and measure_speed)
+        starting = _TimingStart(
+            lambda: self._start_timing(candidate, progress, compare_compiled, measure_speed, deadline, clock, checked, gpu_quiet),
+            wanted=self.device == "cuda" and measure_speed,
+        )
         try:
             with _CandidateFolder(self, checked) as folder:
                 with clock.phase("fresh_draw"):
@@ -250,8 +282,9 @@ class Judge:
                 if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for it
                     with clock.phase("batch_inputs"):
                         batch = batch_requests(self.context)
-                run, results, (batch_part, batch_found) = self._run_and_judge(candidate, progress, run_stress, fresh,
-                                                                              batch, deadline, clock, folder)
+                run, results, (batch_part, batch_found) = self._run_and_judge(
+                    candidate, progress, run_stress, fresh, batch, deadline, clock, folder
+                )
             gpu_quiet.set()
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
             started = starting.result(clock)  # the roofline shown wrong on the timed inputs: ContractError, here
@@ -278,20 +311,38 @@ class Judge:
             first_failing_stage=next(
                 (s.name for s in self.contract.stages if any(r.first_failing_stage == s.name for r in results)), None
             ),
-            gate_hash=self.gate.name, op=self.contract.op, profile=self.profile, candidate_path=str(candidate),
-            candidate_sha256=sha256_file(candidate), parts=parts, detections=detections, variants=results, timing=timing,
-            device=device_name(), versions=versions(),
+            gate_hash=self.gate.name,
+            op=self.contract.op,
+            profile=self.profile,
+            candidate_path=str(candidate),
+            candidate_sha256=sha256_file(candidate),
+            parts=parts,
+            detections=detections,
+            variants=results,
+            timing=timing,
+            device=device_name(),
+            versions=versions(),
             seeds={r.id: r.seed for r in self.manifest.variants} | {f.id: f.seed for f in fresh},
-            isolation=isolation_summary(), sandbox=sandbox_record(), fault=run.fault, started_at=started_at,
-            seconds=time.perf_counter() - started_wall, phases=clock.phases(),
+            isolation=isolation_summary(),
+            sandbox=sandbox_record(),
+            fault=run.fault,
+            started_at=started_at,
+            seconds=time.perf_counter() - started_wall,
+            phases=clock.phases(),
         )
         append_verdict(self.gate, verdict)
         progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))
         return verdict
 
-    def _verdict_parts(self, run: CandidateRun, results: list[VariantResult], static: list[Detection],
-                       batch_part: PartResult, batch_found: list[Detection], run_stress: bool
-                       ) -> tuple[dict[str, PartResult], list[Detection], bool]:
+    def _verdict_parts(
+        self,
+        run: CandidateRun,
+        results: list[VariantResult],
+        static: list[Detection],
+        batch_part: PartResult,
+        batch_found: list[Detection],
+        run_stress: bool,
+    ) -> tuple[dict[str, PartResult], list[Detection], bool]:
         """Every part's status from the judged variants, what was detected, and whether the candidate is correct."""
         detections = detect.unique(
             static
@@ -307,8 +358,15 @@ class Judge:
         return parts, detections, all(p.status != "fail" for p in parts.values())
 
     def _run_and_judge(
-        self, candidate: Path, progress: Reporter, run_stress: bool, fresh: list[FreshVariant], batch: list[BatchRequest],
-        deadline: float, clock: PhaseClock, folder: _CandidateFolder,
+        self,
+        candidate: Path,
+        progress: Reporter,
+        run_stress: bool,
+        fresh: list[FreshVariant],
+        batch: list[BatchRequest],
+        deadline: float,
+        clock: PhaseClock,
+        folder: _CandidateFolder,
     ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
         """The candidate's process over every variant (in `folder`), each variant judged against its golden stages
         as soon as the process has moved past it (`VariantComparisons`), and the requests run alone against their
@@ -321,10 +379,20 @@ class Judge:
                 for r in self.manifest.variants
             ]
             to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
-            with (VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons,
-                  self._gpu_shared(progress, clock)):
-                options = CandidateRunOptions(self.device, progress, run_stress, fresh, deadline, batch, folder.gate_inputs,
-                                              on_moved=comparisons.candidate_moved_to if self.judge_early else None)
+            with (
+                VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons,
+                self._gpu_shared(progress, clock),
+            ):
+                options = CandidateRunOptions(
+                    self.device,
+                    progress,
+                    run_stress,
+                    fresh,
+                    deadline,
+                    batch,
+                    folder.gate_inputs,
+                    on_moved=comparisons.candidate_moved_to if self.judge_early else None,
+                )
                 run = run_candidate(self.context, candidate, workdir, options)
                 for name, seconds in run.phases:
                     clock.add(name, seconds)
@@ -345,8 +413,10 @@ class Judge:
             if run.fault is not None:
                 # Said once: the variant's own line above already gave the message (except for the stress run).
                 said = "" if run.fault.variant in run.statuses else f": {run.fault.message[:300]}"
-                progress(f"the candidate's run ended at {run.fault.variant} ({run.fault.kind}{said}); "
-                         f"{len(run.fault.not_run)} variants after it not run")
+                progress(
+                    f"the candidate's run ended at {run.fault.variant} ({run.fault.kind}{said}); "
+                    f"{len(run.fault.not_run)} variants after it not run"
+                )
             return run, results, batch_verdict
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -368,20 +438,32 @@ class Judge:
     def _require_its_language(self, candidate: Path) -> None:
         require_language(self.task, self.device, self.profile, candidate)
 
-    def _start_timing(self, candidate: Path, progress: Reporter, compare_compiled: bool, requested: bool,
-                      deadline: float, clock: PhaseClock, checked: CheckedInputs | None = None,
-                      gpu_quiet: threading.Event | None = None) -> StartedTiming | None:
+    def _start_timing(
+        self,
+        candidate: Path,
+        progress: Reporter,
+        compare_compiled: bool,
+        requested: bool,
+        deadline: float,
+        clock: PhaseClock,
+        checked: CheckedInputs | None = None,
+        gpu_quiet: threading.Event | None = None,
+    ) -> StartedTiming | None:
         """On a GPU, when speed is asked for: the timed inputs drawn and the timing processes started now, so that
         their start, loading, torch.compile and warm-up overlap the candidate's correctness run (on a warm MLA
         gate they were a fifth of a check). They are timed only if the candidate turns out correct."""
         if self.device != "cuda" or not requested:
             return None
         with clock.phase("timing_inputs"):
-            return start_timing(self.context, candidate, TimingOptions(progress, compare_compiled, deadline=deadline,
-                                                                       checked=checked, gpu_quiet=gpu_quiet))
+            return start_timing(
+                self.context,
+                candidate,
+                TimingOptions(progress, compare_compiled, deadline=deadline, checked=checked, gpu_quiet=gpu_quiet),
+            )
 
-    def _timing(self, started: StartedTiming | None, progress: Reporter, passed: bool, requested: bool,
-                deadline: float, clock: PhaseClock) -> TimingResult:
+    def _timing(
+        self, started: StartedTiming | None, progress: Reporter, passed: bool, requested: bool, deadline: float, clock: PhaseClock
+    ) -> TimingResult:
         if self.device != "cuda":
             return TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
         if not passed:
@@ -431,40 +513,45 @@ def check(
             name = resolve_profile(profile, needs_gpu=False) if profile else default_profile()
             require_language(task, device_for(name), name, Path(candidate_path))
         judge = Judge(task, gates_dir, profile, progress)
-        verdict = judge.check(candidate_path, measure_speed=measure_speed, run_stress=run_stress,
-                              compare_compiled=compare_compiled)
+        verdict = judge.check(
+            candidate_path, measure_speed=measure_speed, run_stress=run_stress, compare_compiled=compare_compiled
+        )
         return verdict, judge.gate
 
 
 def summary(verdict: Verdict) -> VerdictSummary:
     """The verdict in brief (`VerdictSummary`): what the `GATE_RESULT` line prints (`.as_json()`), what the
     run log keeps and what the optimizer and reviewer see."""
-    return VerdictSummary.model_validate({
-        "pass": verdict.passed,
-        "first_failing_stage": verdict.first_failing_stage,
-        "gate": verdict.gate_hash,
-        "candidate_sha256": verdict.candidate_sha256,
-        "parts": {k: v.status for k, v in verdict.parts.items()},
-        "detections": [{"cheat": d.cheat, "catalogue": d.catalogue, "evidence": d.evidence[:300]} for d in verdict.detections],
-        "fault": (
-            verdict.fault.model_dump(exclude={"not_run"}) | {"not_run": len(verdict.fault.not_run)} if verdict.fault else None
-        ),
-        "cases": {
-            r.id: {
-                "pass": r.passed,
-                **({"failure": r.failure.kind, "message": r.failure.message[:300]} if r.failure else {}),
-                "stages": {
-                    s.stage: (
-                        {"pass": s.passed, "rel_l2": s.rel_l2, "max_abs_rel_peak": s.max_abs_rel_peak, "cosine": s.cosine}
-                        | ({"worst": s.worst.named or s.worst.index} if s.worst and not s.passed else {})
-                        | ({"tolerance": s.tolerance.model_dump(exclude_none=True)} if s.tolerance and not s.passed else {})
-                        if s.exposed
-                        else "not exposed"
-                    )
-                    for s in r.stages
-                },
-            }
-            for r in verdict.variants
-        },
-        "timing": verdict.timing.model_dump(exclude={"cases": {"__all__": {"samples"}}}),
-    })
+    return VerdictSummary.model_validate(
+        {
+            "pass": verdict.passed,
+            "first_failing_stage": verdict.first_failing_stage,
+            "gate": verdict.gate_hash,
+            "candidate_sha256": verdict.candidate_sha256,
+            "parts": {k: v.status for k, v in verdict.parts.items()},
+            "detections": [
+                {"cheat": d.cheat, "catalogue": d.catalogue, "evidence": d.evidence[:300]} for d in verdict.detections
+            ],
+            "fault": (
+                verdict.fault.model_dump(exclude={"not_run"}) | {"not_run": len(verdict.fault.not_run)} if verdict.fault else None
+            ),
+            "cases": {
+                r.id: {
+                    "pass": r.passed,
+                    **({"failure": r.failure.kind, "message": r.failure.message[:300]} if r.failure else {}),
+                    "stages": {
+                        s.stage: (
+                            {"pass": s.passed, "rel_l2": s.rel_l2, "max_abs_rel_peak": s.max_abs_rel_peak, "cosine": s.cosine}
+                            | ({"worst": s.worst.named or s.worst.index} if s.worst and not s.passed else {})
+                            | ({"tolerance": s.tolerance.model_dump(exclude_none=True)} if s.tolerance and not s.passed else {})
+                            if s.exposed
+                            else "not exposed"
+                        )
+                        for s in r.stages
+                    },
+                }
+                for r in verdict.variants
+            },
+            "timing": verdict.timing.model_dump(exclude={"cases": {"__all__": {"samples"}}}),
+        }
+    )

@@ -98,8 +98,12 @@ def _source_of(root: Path, parts: list[str]) -> Path | None:
 # modules they import (read from their imports, as for the judge's own source) and the packages holding
 # them; and the contract's tolerance file.
 def contract_entry_modules(contract: Contract) -> list[str]:
-    entries = [contract.reference.entry, contract.baseline.entry, contract.reference.validation.check,
-               contract.layout.entry if contract.layout is not None else ""]
+    entries = [
+        contract.reference.entry,
+        contract.baseline.entry,
+        contract.reference.validation.check,
+        contract.layout.entry if contract.layout is not None else "",
+    ]
     return sorted({entry.partition(":")[0] for entry in entries if entry})
 
 
@@ -182,7 +186,8 @@ def locked_files(gate_dir: Path) -> list[str]:
     return sorted(
         p.relative_to(gate_dir).as_posix()
         for p in gate_dir.rglob("*")
-        if p.is_file() and p.relative_to(gate_dir).as_posix() not in UNLOCKED_FILES | {MANIFEST_FILE}
+        if p.is_file()
+        and p.relative_to(gate_dir).as_posix() not in UNLOCKED_FILES | {MANIFEST_FILE}
         and p.relative_to(gate_dir).parts[0] != VERDICTS_FOLDER
     )
 

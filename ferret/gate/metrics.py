@@ -53,8 +53,9 @@ def _ignored_mask(reference: torch.Tensor, stage: Stage) -> torch.Tensor:
     return reference == value
 
 
-def _judged_scales(ref_norm: float, peak: float, entries: int, tol: Tolerance,
-                   error_scale: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float, bool]:
+def _judged_scales(
+    ref_norm: float, peak: float, entries: int, tol: Tolerance, error_scale: tuple[float, float] = (0.0, 0.0)
+) -> tuple[float, float, bool]:
     """(the norm rel_l2 divides by, the peak max_abs_rel_peak divides by, whether something other than the
     reference's own norm set the norm). At least: the stage's error scale where it declares one (the (norm, peak)
     of `error_scale_of`'s tensor over the judged entries: a dot product whose terms cancel keeps the error of its
@@ -136,8 +137,9 @@ class _Totals:
             self.scale_peak = max(self.scale_peak, float(values.max()))
 
 
-def _totals(candidate: torch.Tensor, reference: torch.Tensor, error_scale: torch.Tensor | None, stage: Stage,
-            device: str, chunk: int) -> _Totals:
+def _totals(
+    candidate: torch.Tensor, reference: torch.Tensor, error_scale: torch.Tensor | None, stage: Stage, device: str, chunk: int
+) -> _Totals:
     """The stage's totals, `chunk` entries at a time, each moved to `device` and made float64 there."""
     totals = _Totals()
     cand, ref = candidate.detach().reshape(-1), reference.detach().reshape(-1)
@@ -146,8 +148,13 @@ def _totals(candidate: torch.Tensor, reference: torch.Tensor, error_scale: torch
     scale = error_scale.detach().reshape(-1) if shaped and error_scale is not None else None
     for start in range(0, ref.numel(), chunk):
         piece = slice(start, start + chunk)
-        totals.add(start, as_float64_on(cand[piece], device), as_float64_on(ref[piece], device),
-                   None if scale is None else as_float64_on(scale[piece], device), stage)
+        totals.add(
+            start,
+            as_float64_on(cand[piece], device),
+            as_float64_on(ref[piece], device),
+            None if scale is None else as_float64_on(scale[piece], device),
+            stage,
+        )
     return totals
 
 
@@ -166,8 +173,13 @@ def _worst_entry(candidate: torch.Tensor, reference: torch.Tensor, totals: _Tota
 
 
 def compare_stage(
-    candidate: torch.Tensor | None, reference: torch.Tensor, stage: Stage, tol: Tolerance, device: str = "cpu",
-    error_scale: torch.Tensor | None = None, chunk: int = COMPARE_CHUNK,
+    candidate: torch.Tensor | None,
+    reference: torch.Tensor,
+    stage: Stage,
+    tol: Tolerance,
+    device: str = "cpu",
+    error_scale: torch.Tensor | None = None,
+    chunk: int = COMPARE_CHUNK,
 ) -> StageMetrics:
     """Metrics of `candidate` against `reference`, computed in float64 on `device`, `chunk` entries at a time; pass
     only if every bound holds. `error_scale`: the reference's error scale of the stage (`error_scale_of`), which its
@@ -188,12 +200,16 @@ def compare_stage(
     n_bad = totals.nonfinite_mismatches
     if n_bad:
         reasons.append(f"{n_bad} NaN/Inf entries where the reference differs")
-    ref_norm, diff_norm, cand_norm = (math.sqrt(totals.ref_squares), math.sqrt(totals.diff_squares),
-                                      math.sqrt(totals.cand_squares))
+    ref_norm, diff_norm, cand_norm = (
+        math.sqrt(totals.ref_squares),
+        math.sqrt(totals.diff_squares),
+        math.sqrt(totals.cand_squares),
+    )
     max_abs = totals.max_abs
     tiny = 1e-30
-    ref_norm_judged, peak_judged, floored = _judged_scales(ref_norm, totals.peak, totals.judged, tol,
-                                                          (math.sqrt(totals.scale_squares), totals.scale_peak))
+    ref_norm_judged, peak_judged, floored = _judged_scales(
+        ref_norm, totals.peak, totals.judged, tol, (math.sqrt(totals.scale_squares), totals.scale_peak)
+    )
     rel_l2 = diff_norm / ref_norm_judged if ref_norm_judged > tiny else (0.0 if diff_norm <= tiny else math.inf)
     max_rel_peak = max_abs / peak_judged if peak_judged > tiny else (0.0 if max_abs <= tiny else math.inf)
     if ref_norm > tiny and cand_norm > tiny:

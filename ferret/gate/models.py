@@ -12,7 +12,14 @@ from ferret.wire import FailureKind
 
 PartName = Literal["correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "batch_invariance", "integrity", "stress"]
 PARTS: tuple[PartName, ...] = (
-    "correctness", "dtypes", "edge_cases", "fresh_cases", "determinism", "batch_invariance", "integrity", "stress"
+    "correctness",
+    "dtypes",
+    "edge_cases",
+    "fresh_cases",
+    "determinism",
+    "batch_invariance",
+    "integrity",
+    "stress",
 )
 
 
@@ -23,13 +30,14 @@ class Detection(BaseModel):
     cheat: str = Field(
         description="Slug of what was seen: a cheat (library_call, decoy_kernel, hardcoded_cases, ...) or a plain "
         "failure (math_mismatch, wrong_shape, traced_differs, exception, crash, timeout, out_of_memory, stress_drift, "
-        "memory_growth, stress_failed, batch_variant: a request's output alone differs from its rows in the batch).")
-    catalogue: list[int] = Field(
-        description="Entries of docs/cheats.md this evidence points to (empty for a plain failure).")
+        "memory_growth, stress_failed, batch_variant: a request's output alone differs from its rows in the batch)."
+    )
+    catalogue: list[int] = Field(description="Entries of docs/cheats.md this evidence points to (empty for a plain failure).")
     evidence: str
     source: Literal["static", "runtime", "outputs", "timing", "run"] = Field(
         description="static: the scan; runtime: a watch in the candidate's process; outputs: the judge's comparison "
-        "of its tensors; timing: the timing guards; run: how the candidate's run went (a fault, the stress run).")
+        "of its tensors; timing: the timing guards; run: how the candidate's run went (a fault, the stress run)."
+    )
     variant: str | None = None
     file: str | None = Field(default=None, description="Static findings: the candidate file the pattern is in.")
     line: int | None = Field(default=None, description="Static findings: its 1-based line.")
@@ -57,12 +65,12 @@ class ProjectLock(BaseModel):
     """The project's files the judge loads for the gate's contract, locked with the gate (ferret.gate.lock)."""
 
     root: str = Field(description="Absolute folder holding the `tasks` package the contract's entries name.")
-    entry_modules: list[str] = Field(
-        description="Modules the contract's entries name: reference, baseline and the oracle check.")
+    entry_modules: list[str] = Field(description="Modules the contract's entries name: reference, baseline and the oracle check.")
     tolerance_file: str | None = Field(description="The contract's tolerance table file, relative to root; None when inline.")
     files: dict[str, str] = Field(
         description="sha256 by path relative to root: the entry modules, the project-local modules they import "
-        "(read from their imports), the packages holding them, and the tolerance file.")
+        "(read from their imports), the packages holding them, and the tolerance file."
+    )
 
 
 class GateManifest(BaseModel):
@@ -70,7 +78,8 @@ class GateManifest(BaseModel):
     op: str
     profile: Literal["cpu", "gpu"]
     build_key: str = Field(
-        description="sha256 of what determines the gate: contract, profile, platform, judge, the project's files.")
+        description="sha256 of what determines the gate: contract, profile, platform, judge, the project's files."
+    )
     contract: dict[str, Any] = Field(description="The resolved contract, pinned.")
     contract_sha256: str
     platform: dict[str, str]
@@ -123,8 +132,10 @@ class VariantResult(BaseModel):
     detections: list[Detection] = []
     seconds: float | None = None
     phase_seconds: dict[str, float] = Field(
-        default={}, description="Where the variant's seconds went in the candidate's process: inputs, first_call "
-        "(with compiling), repeats, traced, noop, to_host, save.")
+        default={},
+        description="Where the variant's seconds went in the candidate's process: inputs, first_call "
+        "(with compiling), repeats, traced, noop, to_host, save.",
+    )
 
 
 class PartResult(BaseModel):
@@ -139,60 +150,81 @@ class RooflineWork(BaseModel):
     flops: int = Field(description="Floating-point operations it must do (roofline.flops).")
     source: Literal["contract", "generic"] = Field(
         description="contract: the contract's roofline; generic: it declares none, so inputs read once and outputs "
-        "written once, 0 flops (in-place inputs left out): a floor that may be far below the real one.")
+        "written once, 0 flops (in-place inputs left out): a floor that may be far below the real one."
+    )
     explanation: str = ""
 
 
 class CaseTiming(BaseModel):
     case: str
-    candidate_ms: float = Field(description="The candidate's per-call GPU time: the mean over its timing processes of "
-                                "each one's median over its kept rounds.")
+    candidate_ms: float = Field(
+        description="The candidate's per-call GPU time: the mean over its timing processes of "
+        "each one's median over its kept rounds."
+    )
     baseline_ms: float
     baseline_compiled_ms: float | None = None
     speedup: float
     speedup_vs_compiled: float | None = None
     samples: dict[str, list[float]] = Field(default={}, description="Each implementation's time (ms), one per round.")
     process_ms: dict[str, list[float]] = Field(
-        default={}, description="Per implementation, the median of its kept rounds in each of its timing processes "
+        default={},
+        description="Per implementation, the median of its kept rounds in each of its timing processes "
         "(the candidate's timers, the reference timers), which take the rounds in turn. Its time is their mean: each "
-        "process carries a fixed part of a short call's time, set by where its code and data sit on the GPU.")
+        "process carries a fixed part of a short call's time, set by where its code and data sit on the GPU.",
+    )
     round_spread: dict[str, float] = Field(
-        default={}, description="(slowest - fastest) / median of each implementation's kept rounds: the largest such "
-        "spread inside one of its processes.")
+        default={},
+        description="(slowest - fastest) / median of each implementation's kept rounds: the largest such "
+        "spread inside one of its processes.",
+    )
     unstable: bool = Field(
-        default=False, description="The rounds disagree by more than speed.max_round_spread, or the GPU was shared: "
-        "the case never counts toward the speed target.")
+        default=False,
+        description="The rounds disagree by more than speed.max_round_spread, or the GPU was shared: "
+        "the case never counts toward the speed target.",
+    )
     unstable_reason: str | None = None
     interfered_rounds: list[int] = Field(
-        default=[], description="Rounds dropped: the reference timer's interference probe saw other work on the GPU.")
+        default=[], description="Rounds dropped: the reference timer's interference probe saw other work on the GPU."
+    )
     host_ms: dict[str, float | None] = Field(
-        default={}, description="CPU time to enqueue one call of each implementation (None: the call waits for the GPU).")
+        default={}, description="CPU time to enqueue one call of each implementation (None: the call waits for the GPU)."
+    )
     late_fraction: dict[str, list[float]] = Field(
-        default={}, description="Per implementation and round, the fraction of its event-timed calls dropped as late: "
+        default={},
+        description="Per implementation and round, the fraction of its event-timed calls dropped as late: "
         "their launches were not all queued before their start event ran, so the events measured the host. A round "
-        "with more than half late is measured by the host and makes the case unstable.")
+        "with more than half late is measured by the host and makes the case unstable.",
+    )
     spin_ms: dict[str, list[float]] = Field(
-        default={}, description="Per implementation and round, the spin (ms) of the GPU before each timed call, as the "
+        default={},
+        description="Per implementation and round, the spin (ms) of the GPU before each timed call, as the "
         "round was last timed: 1.5x the call's host launch time less the flush's, plus 0.1 ms to settle, at least twice "
         "as long after a retry for late calls. A round timed behind another spin than the rest shows it (as each timer "
-        "reported it).")
+        "reported it).",
+    )
     sm_clock_mhz: dict[str, list[list[int]]] = Field(
-        default={}, description="The GPU's SM clock (NVML, MHz) the judge read at every poll while each round ran, "
+        default={},
+        description="The GPU's SM clock (NVML, MHz) the judge read at every poll while each round ran, "
         "per role (candidate, reference) and round: [lowest, highest]. A round at other clocks than the rest shows "
-        "why it reads apart; it informs and never decides a verdict. Empty without NVML.")
+        "why it reads apart; it informs and never decides a verdict. Empty without NVML.",
+    )
     compile_error: str | None = None
     wall_ms: float | None = None
     floor_ms: float | None = Field(
-        default=None, description="The roofline floor: max(bytes / datasheet bandwidth, flops / datasheet bf16 rate).")
+        default=None, description="The roofline floor: max(bytes / datasheet bandwidth, flops / datasheet bf16 rate)."
+    )
     fraction_of_floor: float | None = Field(
-        default=None, description="floor_ms / candidate_ms: 1.0 is the physical limit, 0.25 is 4x away from it.")
+        default=None, description="floor_ms / candidate_ms: 1.0 is the physical limit, 0.25 is 4x away from it."
+    )
     baseline_fraction_of_floor: float | None = None
     achieved_tb_per_s: float | None = Field(default=None, description="roofline bytes / candidate time, in TB/s.")
     achieved_tflop_per_s: float | None = Field(default=None, description="roofline flops / candidate time, in TFLOP/s.")
     roofline: RooflineWork | None = None
     kernels: dict[str, float] = Field(
-        default={}, description="The candidate's kernels, device us per call (torch.profiler). Names are the candidate's "
-        "own text: they inform an optimizer and never decide a verdict.")
+        default={},
+        description="The candidate's kernels, device us per call (torch.profiler). Names are the candidate's "
+        "own text: they inform an optimizer and never decide a verdict.",
+    )
     pool_sets: int | None = None
     persisting_l2: str | None = None
     answers_checked: int | None = Field(
@@ -202,8 +234,10 @@ class CaseTiming(BaseModel):
     flags: list[str] = []
     review: list[str] = []
     process_seconds: dict[str, float] = Field(
-        default={}, description="Where each timing process's time on this case went, by part (`<role>:<part>`: load, "
-        "pool, warm_up with compiling, host_time; and the candidate's post-round checks: wall, replay, answers, kernels).")
+        default={},
+        description="Where each timing process's time on this case went, by part (`<role>:<part>`: load, "
+        "pool, warm_up with compiling, host_time; and the candidate's post-round checks: wall, replay, answers, kernels).",
+    )
 
 
 class TimingResult(BaseModel):
@@ -214,18 +248,21 @@ class TimingResult(BaseModel):
     cases: list[CaseTiming] = []
     min_speedup_required: float | None = None
     target_met: bool | None = Field(
-        default=None, description="Every speed case stable and at least min_speedup_required over the baseline.")
+        default=None, description="Every speed case stable and at least min_speedup_required over the baseline."
+    )
     geomean_speedup: float | None = Field(default=None, description="Geometric mean over the stable cases.")
     unstable_cases: list[str] = Field(default=[], description="Cases whose rounds disagreed: they do not count.")
     roofline_source: Literal["contract", "generic"] | None = Field(
-        default=None, description="generic: the contract declares no roofline, so the floor is today's generic count.")
+        default=None, description="generic: the contract declares no roofline, so the floor is today's generic count."
+    )
     detections: list[Detection] = Field(default_factory=list, description="Cheats the timing guards saw (reject).")
     review: list[str] = Field(default_factory=list, description="Not rejections: things a reviewer should look at.")
     process_seconds: dict[str, float] = Field(
         default_factory=dict,
         description="Where the timing processes' time went, on the judge's clock: setup (starting, loading the "
         "pools, warming up, torch.compile of the baseline), rounds (the timed rounds), post (the checks after each "
-        "case's rounds).")
+        "case's rounds).",
+    )
 
 
 class PhaseTime(BaseModel):
@@ -277,12 +314,14 @@ class Verdict(BaseModel):
     seeds: dict[str, int]
     isolation: str = Field(default="", description="How the candidate's process was isolated on this machine.")
     sandbox: SandboxRecord | None = Field(
-        default=None, description="Which sandbox confined the processes running candidate code (absent in verdicts of "
-        "versions before it was recorded)."
+        default=None,
+        description="Which sandbox confined the processes running candidate code (absent in verdicts of "
+        "versions before it was recorded).",
     )
     fault: RunFault | None = Field(
-        default=None, description="What stopped the candidate's run early (a load failure, a hang, a crash, memory, the check's "
-        "deadline); the variants after it are reported as not run."
+        default=None,
+        description="What stopped the candidate's run early (a load failure, a hang, a crash, memory, the check's "
+        "deadline); the variants after it are reported as not run.",
     )
     started_at: str
     seconds: float
@@ -296,8 +335,10 @@ class ReportEntry(BaseModel):
     in its own file (`file`, relative to the gate's folder)."""
 
     index: int = Field(description="The verdict's number on this gate, from 0, in the order they were appended.")
-    file: str | None = Field(description="The whole verdict (the Verdict schema), relative to the gate's folder; "
-                             "None only for a verdict read from a report of schema 1 not yet rewritten.")
+    file: str | None = Field(
+        description="The whole verdict (the Verdict schema), relative to the gate's folder; "
+        "None only for a verdict read from a report of schema 1 not yet rewritten."
+    )
     started_at: str
     seconds: float
     candidate_path: str
@@ -316,11 +357,20 @@ class ReportEntry(BaseModel):
     def of(cls, verdict: Verdict, index: int, file: str | None) -> ReportEntry:
         timing = verdict.timing
         return cls(
-            index=index, file=file, started_at=verdict.started_at, seconds=round(verdict.seconds, 3),
-            candidate_path=verdict.candidate_path, candidate_sha256=verdict.candidate_sha256, passed=verdict.passed,
-            first_failing_stage=verdict.first_failing_stage, parts={k: p.status for k, p in verdict.parts.items()},
-            detections=[d.cheat for d in verdict.detections], timed=timing.measured, target_met=timing.target_met,
-            geomean_speedup=timing.geomean_speedup, unstable_cases=list(timing.unstable_cases),
+            index=index,
+            file=file,
+            started_at=verdict.started_at,
+            seconds=round(verdict.seconds, 3),
+            candidate_path=verdict.candidate_path,
+            candidate_sha256=verdict.candidate_sha256,
+            passed=verdict.passed,
+            first_failing_stage=verdict.first_failing_stage,
+            parts={k: p.status for k, p in verdict.parts.items()},
+            detections=[d.cheat for d in verdict.detections],
+            timed=timing.measured,
+            target_met=timing.target_met,
+            geomean_speedup=timing.geomean_speedup,
+            unstable_cases=list(timing.unstable_cases),
             fraction_of_floor={c.case: c.fraction_of_floor for c in timing.cases if c.fraction_of_floor is not None},
         )
 

@@ -64,6 +64,7 @@ def resolve_profile(profile: str | None, option: str = "profile", needs_gpu: boo
         import torch
 
         if not torch.cuda.is_available():
-            raise UsageError(f"{option} gpu needs a CUDA GPU, and this machine has none "
-                             f"(torch.cuda.is_available() is False); use {option} cpu")
+            raise UsageError(
+                f"{option} gpu needs a CUDA GPU, and this machine has none (torch.cuda.is_available() is False); use {option} cpu"
+            )
     return profile

@@ -61,8 +61,12 @@ def _read_any(gate_dir: Path) -> tuple[Report, list[Verdict]]:
     if data.get("schema_version", 1) == 1:
         old = ReportV1.model_validate(data)
         summaries = [ReportEntry.of(v, index, None) for index, v in enumerate(old.verdicts)]
-        report = Report(gate_hash=old.gate_hash, reference_validation=old.reference_validation,
-                        verdict_count=len(summaries), verdicts=summaries)
+        report = Report(
+            gate_hash=old.gate_hash,
+            reference_validation=old.reference_validation,
+            verdict_count=len(summaries),
+            verdicts=summaries,
+        )
         return report, old.verdicts
     return Report.model_validate(data), []
 

@@ -57,8 +57,15 @@ from ferret.gate.sm_clock import RoundClocks
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.launch import candidate_environment
 
-TIMING_CATALOGUE = {"side_stream_or_thread": [13], "cross_call_caching": [16, 17], "impossible_speed": [19, 18],
-                    "harness_patching": [15], "warmup_detection": [17, 16], "input_mutation": [3], "library_call": [9]}
+TIMING_CATALOGUE = {
+    "side_stream_or_thread": [13],
+    "cross_call_caching": [16, 17],
+    "impossible_speed": [19, 18],
+    "harness_patching": [15],
+    "warmup_detection": [17, 16],
+    "input_mutation": [3],
+    "library_call": [9],
+}
 
 METHOD = (
     "timing processes interleaved round by round by the judge with one on the GPU at a time: the candidate's "
@@ -133,16 +140,16 @@ def start_timing(context: GateContext, candidate: Path, options: TimingOptions =
     try:
         cases = _prepare_cases(context, workdir, device, options.checked)
         timers, reference_files = _make_timers(task, gate, candidate, workdir, cases, options.compare_compiled, device)
-        _use_chosen_compile_cache(task, gate, workdir, cases, timers, device, deadline, as_reporter(options.progress),
-                                  options.gpu_quiet)
+        _use_chosen_compile_cache(
+            task, gate, workdir, cases, timers, device, deadline, as_reporter(options.progress), options.gpu_quiet
+        )
         for timer in timers:
             start_timer(timer, task.contract.budgets.case_timeout_s, task.contract.budgets.candidate_memory_mb, deadline)
     except BaseException:
         stop_all(timers)  # one already started would otherwise wait for a judge that has gone
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    as_reporter(options.progress)(f"timing processes started for {len(cases)} cases; they warm up beside the "
-                                  "candidate's run")
+    as_reporter(options.progress)(f"timing processes started for {len(cases)} cases; they warm up beside the candidate's run")
     return StartedTiming(workdir, cases, timers, reference_files)
 
 
@@ -155,8 +162,7 @@ def finish_timing(task: Task, started: StartedTiming, progress: ProgressLike = N
         raw = _run_timers(task, started.timers, [c.job.case for c in started.cases], as_reporter(progress), clocks)
         if isinstance(raw, str):
             return TimingResult(measured=False, reason=raw)
-        changed = [str(f.relative_to(started.workdir)) for f, digest in started.reference_files.items()
-                   if _sha256(f) != digest]
+        changed = [str(f.relative_to(started.workdir)) for f, digest in started.reference_files.items() if _sha256(f) != digest]
         if changed:
             return TimingResult(measured=False, reason=f"the reference timer's files were changed while it ran: {changed}")
         result = _judge_timings(task, started.cases, raw[0], raw[1], device, clocks)
@@ -175,8 +181,7 @@ def gpu_alone(device: str, progress: ProgressLike = None) -> Iterator[float]:
         return
     with GpuTurns.for_this_process().alone() as waited:
         if waited > 1.0:
-            as_reporter(progress)(f"timing waited {waited:.1f} s for other checks' GPU work to end (the GPU is timed "
-                                  "alone)")
+            as_reporter(progress)(f"timing waited {waited:.1f} s for other checks' GPU work to end (the GPU is timed alone)")
         yield waited
 
 
@@ -228,8 +233,9 @@ def _prepare_cases(context: GateContext, workdir: Path, device: str, checked: Ch
             roofline = count_roofline(contract, case.dims, inputs, record.dtype)
         except ContractError as err:
             raise ContractError(f"{task.path}: {err}") from None
-        pool = guards.input_pool(inputs, [n for n in read_only if inputs[n].is_floating_point()],
-                                 target_bytes=2 * l2_bytes, generator=generator)
+        pool = guards.input_pool(
+            inputs, [n for n in read_only if inputs[n].is_floating_point()], target_bytes=2 * l2_bytes, generator=generator
+        )
         pool_file = workdir / "pools" / f"{record.id}.pool.safetensors"
         save_file({wire.pool_key(i, n): t for i, one_set in enumerate(pool) for n, t in one_set.items()}, str(pool_file))
         specs = output_specs(contract, case, record.dtype)
@@ -296,8 +302,9 @@ def _floors_ms(cases: list[_Case], device: str) -> list[float] | None:
     return [guards.floor_ms(case.roofline.bytes, case.roofline.flops, peaks) for case in cases]
 
 
-def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: list[_Case], compare_compiled: bool,
-                 device: str) -> tuple[list[TimerProcess], dict[Path, str]]:
+def _make_timers(
+    task: Task, gate: Path, candidate: Path, workdir: Path, cases: list[_Case], compare_compiled: bool, device: str
+) -> tuple[list[TimerProcess], dict[Path, str]]:
     """The timing processes' folders and jobs, each with the rounds it takes (`rounds_in_turn`): the candidate's
     timers (`candidate_processes`) a copy of the candidate and nothing else, each hidden from the others; each
     reference timer (`reference_processes`) a copy of the baseline and of the project modules it imports
@@ -309,13 +316,23 @@ def _make_timers(task: Task, gate: Path, candidate: Path, workdir: Path, cases: 
     floors = _floors_ms(cases, device)  # None on the CPU: no datasheet peaks there
     shares = rounds_in_turn(repeats, candidate_processes(repeats, device, floors))
     folders = [workdir / wire.CANDIDATE_TIMER / str(index) for index in range(len(shares))]
-    timers = [_candidate_timer(task, candidate, folder, cases, device, len(rounds),
-                               [*hidden, workdir / wire.REFERENCE_TIMER, *(f for f in folders if f != folder)])
-              for folder, rounds in zip(folders, shares, strict=True)]
+    timers = [
+        _candidate_timer(
+            task,
+            candidate,
+            folder,
+            cases,
+            device,
+            len(rounds),
+            [*hidden, workdir / wire.REFERENCE_TIMER, *(f for f in folders if f != folder)],
+        )
+        for folder, rounds in zip(folders, shares, strict=True)
+    ]
     files: dict[Path, str] = {}
     for index, rounds in enumerate(rounds_in_turn(repeats, reference_processes(repeats, device, floors))):
-        timer, copies = _reference_timer(task, gate, workdir / wire.REFERENCE_TIMER / str(index), cases, device,
-                                         len(rounds), compare_compiled)
+        timer, copies = _reference_timer(
+            task, gate, workdir / wire.REFERENCE_TIMER / str(index), cases, device, len(rounds), compare_compiled
+        )
         timers.append(timer)
         files.update({f: _sha256(f) for f in (*copies, timer.folder / "job.json")})
     return timers, files
@@ -341,22 +358,35 @@ class _TimerJob:
 def _timing_job(task: Task, spec: _TimerJob) -> None:
     contract = task.contract
     job = wire.TimingJob(
-        role=spec.role, source=str(spec.source), entry=spec.entry, compile=spec.compile_it, device=spec.device,
-        params=dict(contract.params), read_only=[i.name for i in contract.inputs if i.role == "in"],
-        repeats=spec.repeats, cases=spec.cases, result=str(spec.folder / wire.TIMING_RESULT_FILE),
-        import_root=spec.import_root, module=spec.module,
+        role=spec.role,
+        source=str(spec.source),
+        entry=spec.entry,
+        compile=spec.compile_it,
+        device=spec.device,
+        params=dict(contract.params),
+        read_only=[i.name for i in contract.inputs if i.role == "in"],
+        repeats=spec.repeats,
+        cases=spec.cases,
+        result=str(spec.folder / wire.TIMING_RESULT_FILE),
+        import_root=spec.import_root,
+        module=spec.module,
     )
     job.write(spec.folder / "job.json")
 
 
 def _timer_process(task: Task, role: str, folder: Path, device: str, hide: list[Path]) -> TimerProcess:
-    env = candidate_environment(folder, interpret=device != "cuda", runs_candidate=role == wire.CANDIDATE_TIMER,
-                                compile_flags=task.contract.backend.compile_flags)
+    env = candidate_environment(
+        folder,
+        interpret=device != "cuda",
+        runs_candidate=role == wire.CANDIDATE_TIMER,
+        compile_flags=task.contract.backend.compile_flags,
+    )
     return TimerProcess(role, folder, [sys.executable, "-m", "ferret.bench.process", "job.json"], env, hide)
 
 
-def _candidate_timer(task: Task, candidate: Path, folder: Path, cases: list[_Case], device: str, repeats: int,
-                     hide: list[Path]) -> TimerProcess:
+def _candidate_timer(
+    task: Task, candidate: Path, folder: Path, cases: list[_Case], device: str, repeats: int, hide: list[Path]
+) -> TimerProcess:
     """One candidate's timer: a copy of the candidate and copies of the pools (the candidate may rewrite them; the
     judge checks its own), `repeats` rounds of its own. It sees neither the gates (nor the compile cache beside
     them) nor the other timers' folders."""
@@ -368,13 +398,16 @@ def _candidate_timer(task: Task, candidate: Path, folder: Path, cases: list[_Cas
         own_pool = folder / Path(case.job.pool_file).name
         shutil.copyfile(case.job.pool_file, own_pool)
         case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
-    _timing_job(task, _TimerJob(wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device, repeats,
-                                case_jobs, folder))
+    _timing_job(
+        task,
+        _TimerJob(wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device, repeats, case_jobs, folder),
+    )
     return _timer_process(task, wire.CANDIDATE_TIMER, folder, device, hide)
 
 
-def _reference_timer(task: Task, gate: Path, folder: Path, cases: list[_Case], device: str, repeats: int,
-                     compare_compiled: bool) -> tuple[TimerProcess, list[Path]]:
+def _reference_timer(
+    task: Task, gate: Path, folder: Path, cases: list[_Case], device: str, repeats: int, compare_compiled: bool
+) -> tuple[TimerProcess, list[Path]]:
     """One reference timer: the project's own baseline (and its torch.compile, with the gate's compile cache),
     the judge's pools linked (no candidate process sees them), `repeats` rounds of its own. Returns it and the
     files copied for it."""
@@ -391,8 +424,9 @@ def _reference_timer(task: Task, gate: Path, folder: Path, cases: list[_Case], d
         os.link(case.job.pool_file, own_pool)
         case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
     compile_it = bool(contract.baseline.compile and compare_compiled and device == "cuda")
-    _timing_job(task, _TimerJob(wire.REFERENCE_TIMER, loaded, entry, compile_it, device, repeats, case_jobs, folder,
-                                import_root, module))
+    _timing_job(
+        task, _TimerJob(wire.REFERENCE_TIMER, loaded, entry, compile_it, device, repeats, case_jobs, folder, import_root, module)
+    )
     timer = _timer_process(task, wire.REFERENCE_TIMER, folder, device, [])
     timer.env["TORCHINDUCTOR_CACHE_DIR"] = str(_compile_cache(gate))
     return timer, copies
@@ -427,9 +461,17 @@ def _compile_cache(gate: Path) -> Path:
     return folder
 
 
-def _use_chosen_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Case], timers: list[TimerProcess],
-                              device: str, deadline: float | None, reporter: Reporter,
-                              gpu_quiet: threading.Event | None = None) -> None:
+def _use_chosen_compile_cache(
+    task: Task,
+    gate: Path,
+    workdir: Path,
+    cases: list[_Case],
+    timers: list[TimerProcess],
+    device: str,
+    deadline: float | None,
+    reporter: Reporter,
+    gpu_quiet: threading.Event | None = None,
+) -> None:
     """Point every reference timer that compiles the baseline at the compile cache chosen for it
     (`ferret.gate.compile_choice`), choosing first when this gate's cache holds no choice yet."""
     references = [timer for timer in timers if timer.role == wire.REFERENCE_TIMER]
@@ -440,15 +482,24 @@ def _use_chosen_compile_cache(task: Task, gate: Path, workdir: Path, cases: list
         return
     choice = compile_choice_for(gate, timing_job_key(job))
     with choice.held():  # another check sharing these gates may be choosing: wait for it, then read its choice
-        folder = choice.chosen() or _choose_compile_cache(task, gate, workdir, cases, choice, device, deadline, reporter,
-                                                          gpu_quiet)
+        folder = choice.chosen() or _choose_compile_cache(
+            task, gate, workdir, cases, choice, device, deadline, reporter, gpu_quiet
+        )
     for timer in references:
         timer.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
 
 
-def _choose_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Case], choice: CompileChoice,
-                          device: str, deadline: float | None, reporter: Reporter,
-                          gpu_quiet: threading.Event | None = None) -> Path:
+def _choose_compile_cache(
+    task: Task,
+    gate: Path,
+    workdir: Path,
+    cases: list[_Case],
+    choice: CompileChoice,
+    device: str,
+    deadline: float | None,
+    reporter: Reporter,
+    gpu_quiet: threading.Event | None = None,
+) -> Path:
     """COMPILE_TRIALS reference timers, each compiling the baseline into an empty cache of its own (beside whatever
     else runs), conducted one round each per case once `gpu_quiet` is set (one process on the GPU at a time, nothing
     else of the check on it); the fastest compiled baseline's cache is kept. When the
@@ -459,8 +510,10 @@ def _choose_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Ca
         timer, _ = _reference_timer(task, gate, workdir / "compile-trials" / str(trial), cases, device, 1, True)
         timer.env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
         trials.append(timer)
-    reporter(f"torch.compile of the baseline: {COMPILE_TRIALS} independent compiles, each timed, the fastest kept for "
-             "this gate (its launch configurations differ from one compile to the next)")
+    reporter(
+        f"torch.compile of the baseline: {COMPILE_TRIALS} independent compiles, each timed, the fastest kept for "
+        "this gate (its launch configurations differ from one compile to the next)"
+    )
     names = [case.job.case for case in cases]
     started = time.monotonic()
     try:
@@ -479,13 +532,18 @@ def _choose_compile_cache(task: Task, gate: Path, workdir: Path, cases: list[_Ca
     problems = [r for r in results if isinstance(r, str)]
     best = None if problems else fastest_trial([r for r in results if not isinstance(r, str)])
     if best is None:
-        reporter(f"torch.compile of the baseline: no compile chosen ({'; '.join(problems)[:500] or 'none compiled'}); "
-                 "this check uses one compile's picks")
+        reporter(
+            f"torch.compile of the baseline: no compile chosen ({'; '.join(problems)[:500] or 'none compiled'}); "
+            "this check uses one compile's picks"
+        )
         return folders[0]
-    times = ", ".join(f"{1e3 * ms:.1f}" if (ms := compiled_geomean_ms(r)) else "failed"
-                      for r in results if not isinstance(r, str))
-    reporter(f"torch.compile of the baseline: compiled geomean per trial {times} us; trial {best} kept "
-             f"({time.monotonic() - started:.0f} s)")
+    times = ", ".join(
+        f"{1e3 * ms:.1f}" if (ms := compiled_geomean_ms(r)) else "failed" for r in results if not isinstance(r, str)
+    )
+    reporter(
+        f"torch.compile of the baseline: compiled geomean per trial {times} us; trial {best} kept "
+        f"({time.monotonic() - started:.0f} s)"
+    )
     return choice.keep(best)
 
 
@@ -496,16 +554,18 @@ def _wait_for_quiet(gpu_quiet: threading.Event | None, deadline: float | None) -
         gpu_quiet.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
 
-def _run_timers(task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter,
-                clocks: RoundClocks | None = None
-                ) -> tuple[list[wire.TimingResults], list[wire.TimingResults], dict[str, float]] | str:
+def _run_timers(
+    task: Task, timers: list[TimerProcess], names: list[str], reporter: Reporter, clocks: RoundClocks | None = None
+) -> tuple[list[wire.TimingResults], list[wire.TimingResults], dict[str, float]] | str:
     """Every started timing process conducted to the end; their results, validated (the candidate's timers', then
     the reference timers'), and where their time went; or why there are none. `clocks` is filed with the SM
     clock during each round."""
     repeats = task.contract.speed.repeats
     candidates = sum(timer.role == wire.CANDIDATE_TIMER for timer in timers)
-    reporter(f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds; {candidates} candidate "
-             f"and {len(timers) - candidates} reference processes)")
+    reporter(
+        f"timing {len(names)} cases against the baseline ({repeats} interleaved rounds; {candidates} candidate "
+        f"and {len(timers) - candidates} reference processes)"
+    )
     reporter.step("timing", 0, len(names), "waiting for the timing processes to warm up")
 
     def moved(case: int, what: str) -> None:
@@ -550,8 +610,14 @@ def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults |
     return raw
 
 
-def _judge_timings(task: Task, cases: list[_Case], candidates: list[wire.TimingResults],
-                   references: list[wire.TimingResults], device: str, clocks: RoundClocks | None = None) -> TimingResult:
+def _judge_timings(
+    task: Task,
+    cases: list[_Case],
+    candidates: list[wire.TimingResults],
+    references: list[wire.TimingResults],
+    device: str,
+    clocks: RoundClocks | None = None,
+) -> TimingResult:
     """Answers, rounds, floor and speedups, computed here from what the judge knows (the device it sees, the
     inputs it drew): the candidate's timer shares its memory with the candidate."""
     contract = task.contract
@@ -576,27 +642,37 @@ def _judge_timings(task: Task, cases: list[_Case], candidates: list[wire.TimingR
         timings.append(timing)
     detections = [
         Detection(cheat=cheat, catalogue=TIMING_CATALOGUE.get(cheat, []), evidence=f"{c.case}: {evidence}", source="timing")
-        for c in timings for cheat, _, evidence in (flag.partition(": ") for flag in c.flags)
+        for c in timings
+        for cheat, _, evidence in (flag.partition(": ") for flag in c.flags)
     ]
     method = METHOD.format(repeats=contract.speed.repeats, spread=contract.speed.max_round_spread)
     if device != "cuda":
-        return TimingResult(measured=False, reason="guard rehearsal on the CPU: the guards ran, the times are not speedups",
-                            device=candidates[0].device, method=method, cases=timings, detections=detections)
+        return TimingResult(
+            measured=False,
+            reason="guard rehearsal on the CPU: the guards ran, the times are not speedups",
+            device=candidates[0].device,
+            method=method,
+            cases=timings,
+            detections=detections,
+        )
     return _measured_result(task, candidates[0].device, method, timings, detections)
 
 
 def _add_clocks(timing: CaseTiming, clocks: RoundClocks, number: int) -> None:
     """The SM clock during each round (`ferret.gate.sm_clock`), and in an unstable case's reason: it informs."""
-    timing.sm_clock_mhz = {role: ranges for role in (wire.CANDIDATE_TIMER, wire.REFERENCE_TIMER)
-                           if (ranges := clocks.of(number, role))}
+    timing.sm_clock_mhz = {
+        role: ranges for role in (wire.CANDIDATE_TIMER, wire.REFERENCE_TIMER) if (ranges := clocks.of(number, role))
+    }
     if timing.unstable and timing.sm_clock_mhz:
-        told = "; ".join(f"{role} " + ", ".join(f"{low}-{high}" for low, high in ranges)
-                         for role, ranges in timing.sm_clock_mhz.items())
+        told = "; ".join(
+            f"{role} " + ", ".join(f"{low}-{high}" for low, high in ranges) for role, ranges in timing.sm_clock_mhz.items()
+        )
         timing.unstable_reason = f"{timing.unstable_reason} (SM clock by round, MHz: {told})"
 
 
-def _measured_result(task: Task, device_name: str, method: str, timings: list[CaseTiming],
-                     detections: list[Detection]) -> TimingResult:
+def _measured_result(
+    task: Task, device_name: str, method: str, timings: list[CaseTiming], detections: list[Detection]
+) -> TimingResult:
     """The speed verdict: only stable cases count toward the target; an unstable one never helps a candidate."""
     contract = task.contract
     stable = [c for c in timings if not c.unstable]
@@ -631,8 +707,10 @@ def _late_round_reasons(late_fraction: dict[str, list[float]]) -> list[str]:
     for name, fractions in late_fraction.items():
         rounds = [index for index, fraction in enumerate(fractions) if fraction > MOSTLY_LATE]
         if rounds:
-            reasons.append(f"{name}'s rounds {rounds} were mostly late calls (the host fell behind the GPU's spin; "
-                           f"late fractions {fractions})")
+            reasons.append(
+                f"{name}'s rounds {rounds} were mostly late calls (the host fell behind the GPU's spin; "
+                f"late fractions {fractions})"
+            )
     return reasons
 
 
@@ -674,12 +752,18 @@ class ProcessRounds:
 
     def interfered(self) -> list[int]:
         """The judge's rounds whose (reference) process's interference probe saw other work on the GPU."""
-        return sorted(share[local] for result, share in zip(self.per_process, self.shares, strict=True)
-                      for local in guards.interfered_rounds(result.probes_ms) if local < len(share))
+        return sorted(
+            share[local]
+            for result, share in zip(self.per_process, self.shares, strict=True)
+            for local in guards.interfered_rounds(result.probes_ms)
+            if local < len(share)
+        )
 
     def kept_by_process(self, name: str, interfered: list[int]) -> list[list[float]]:
-        return [[t for g, t in zip(share, result.samples.get(name, []), strict=False) if g not in interfered]
-                for result, share in zip(self.per_process, self.shares, strict=True)]
+        return [
+            [t for g, t in zip(share, result.samples.get(name, []), strict=False) if g not in interfered]
+            for result, share in zip(self.per_process, self.shares, strict=True)
+        ]
 
     def flags(self) -> list[str]:
         """Every process's flags, each once, in order."""
@@ -689,12 +773,16 @@ class ProcessRounds:
         return "; ".join(", ".join(f"{1e3 * ms:.1f}" for ms in r.probes_ms) for r in self.per_process)
 
     def seconds(self, role: str) -> dict[str, float]:
-        return {f"{role}{index or ''}:{part}": value for index, result in enumerate(self.per_process)
-                for part, value in result.seconds.items()}
+        return {
+            f"{role}{index or ''}:{part}": value
+            for index, result in enumerate(self.per_process)
+            for part, value in result.seconds.items()
+        }
 
 
-def _process_times(rounds: ProcessRounds, interfered: list[int]
-                   ) -> tuple[dict[str, float], dict[str, float], dict[str, list[float]]]:
+def _process_times(
+    rounds: ProcessRounds, interfered: list[int]
+) -> tuple[dict[str, float], dict[str, float], dict[str, list[float]]]:
     """Per implementation: the mean over its processes of each one's median (processes whose rounds all interfered
     left out, unless all did), the largest spread of rounds inside one process, and the medians."""
     means, spreads, per_process = {}, {}, {}
@@ -708,39 +796,65 @@ def _process_times(rounds: ProcessRounds, interfered: list[int]
     return means, spreads, per_process
 
 
-def _case_timing(case: _Case, mine: ProcessRounds, theirs: ProcessRounds, checked: int,
-                 wrong: list[str], peaks: dict | None, max_spread: float) -> CaseTiming:
+def _case_timing(
+    case: _Case, mine: ProcessRounds, theirs: ProcessRounds, checked: int, wrong: list[str], peaks: dict | None, max_spread: float
+) -> CaseTiming:
     interfered = theirs.interfered()
     candidate_times, candidate_spreads, candidate_processes_ms = _process_times(mine, interfered)
     reference_times, reference_spreads, reference_processes_ms = _process_times(theirs, interfered)
     med, spreads = {**reference_times, **candidate_times}, {**reference_spreads, **candidate_spreads}
-    reasons = [f"{name}'s rounds spread {value:.1%}, more than the contract's {max_spread:.0%}"
-               for name, value in spreads.items() if value > max_spread]
+    reasons = [
+        f"{name}'s rounds spread {value:.1%}, more than the contract's {max_spread:.0%}"
+        for name, value in spreads.items()
+        if value > max_spread
+    ]
     reasons += _late_round_reasons({**theirs.late_fraction, **mine.late_fraction})
     if interfered:
-        reasons.append(f"the GPU was shared during reference rounds {interfered} (interference probe, us before and "
-                       f"after each round, per reference process: {theirs.probes_text()}; over "
-                       f"{guards.INTERFERENCE_TOLERANCE:g}x the fastest)")
+        reasons.append(
+            f"the GPU was shared during reference rounds {interfered} (interference probe, us before and "
+            f"after each round, per reference process: {theirs.probes_text()}; over "
+            f"{guards.INTERFERENCE_TOLERANCE:g}x the fastest)"
+        )
     candidate_ms, baseline_ms = med["candidate"], med["baseline"]
     compiled_ms = med.get("baseline_compiled")
     speedup = baseline_ms / candidate_ms
-    review = ([f"speedup {speedup:.1f}x over the baseline is above {guards.SUSPICIOUS_SPEEDUP:g}x: look at it"]
-              if speedup > guards.SUSPICIOUS_SPEEDUP else [])
+    review = (
+        [f"speedup {speedup:.1f}x over the baseline is above {guards.SUSPICIOUS_SPEEDUP:g}x: look at it"]
+        if speedup > guards.SUSPICIOUS_SPEEDUP
+        else []
+    )
     first = mine.first
     timing = CaseTiming(
-        case=first.case, candidate_ms=candidate_ms, baseline_ms=baseline_ms, baseline_compiled_ms=compiled_ms,
-        speedup=speedup, speedup_vs_compiled=(compiled_ms / candidate_ms) if compiled_ms else None,
-        samples={**theirs.samples, **mine.samples}, process_ms={**reference_processes_ms, **candidate_processes_ms},
-        round_spread=spreads, unstable=bool(reasons), unstable_reason="; ".join(reasons) or None,
-        interfered_rounds=interfered, host_ms={**theirs.first.host_ms, **first.host_ms},
+        case=first.case,
+        candidate_ms=candidate_ms,
+        baseline_ms=baseline_ms,
+        baseline_compiled_ms=compiled_ms,
+        speedup=speedup,
+        speedup_vs_compiled=(compiled_ms / candidate_ms) if compiled_ms else None,
+        samples={**theirs.samples, **mine.samples},
+        process_ms={**reference_processes_ms, **candidate_processes_ms},
+        round_spread=spreads,
+        unstable=bool(reasons),
+        unstable_reason="; ".join(reasons) or None,
+        interfered_rounds=interfered,
+        host_ms={**theirs.first.host_ms, **first.host_ms},
         late_fraction={**theirs.late_fraction, **mine.late_fraction},
         spin_ms={**theirs.spin_ms, **mine.spin_ms},
         compile_error=next((r.compile_error for r in theirs.per_process if r.compile_error), None),
-        wall_ms=first.wall_ms, pool_sets=first.pool_sets, persisting_l2=first.persisting_l2, answers_checked=checked,
-        flags=mine.flags() + wrong, review=review, kernels=dict(list(first.kernels.items())[:20]),
+        wall_ms=first.wall_ms,
+        pool_sets=first.pool_sets,
+        persisting_l2=first.persisting_l2,
+        answers_checked=checked,
+        flags=mine.flags() + wrong,
+        review=review,
+        kernels=dict(list(first.kernels.items())[:20]),
         process_seconds={**theirs.seconds("reference"), **mine.seconds("candidate")},
-        roofline=RooflineWork(bytes=case.roofline.bytes, flops=case.roofline.flops, source=case.roofline.source,
-                          explanation=case.roofline.explanation),
+        roofline=RooflineWork(
+            bytes=case.roofline.bytes,
+            flops=case.roofline.flops,
+            source=case.roofline.source,
+            explanation=case.roofline.explanation,
+        ),
     )
     if peaks is not None:
         _place_on_roofline(timing, case.roofline, peaks)
@@ -761,7 +875,8 @@ def _place_on_roofline(timing: CaseTiming, count: RooflineCount, peaks: dict) ->
         timing.flags.append(
             f"impossible_speed: {timing.candidate_ms * 1e3:.2f} us is under {guards.FLOOR_MARGIN:g} x the "
             f"{floor * 1e3:.2f} us floor ({count.bytes:,} bytes at the datasheet {peaks['bytes_per_s'] / 1e12:g} TB/s, "
-            f"{count.flops:,} flops at {peaks['flops_per_s'] / 1e12:g} TFLOP/s; {count.source} roofline)")
+            f"{count.flops:,} flops at {peaks['flops_per_s'] / 1e12:g} TFLOP/s; {count.source} roofline)"
+        )
 
 
 def _check_roofline(task: Task, timing: CaseTiming) -> None:
@@ -774,7 +889,8 @@ def _check_roofline(task: Task, timing: CaseTiming) -> None:
             raise ContractError(
                 f"{task.path}: roofline: {name} took {ms * 1e3:.2f} us on {timing.case}, under {guards.FLOOR_MARGIN:g} x "
                 f"its {timing.floor_ms * 1e3:.2f} us floor: the roofline counts more work than the case needs "
-                f"({timing.roofline.explanation if timing.roofline else ''})")
+                f"({timing.roofline.explanation if timing.roofline else ''})"
+            )
 
 
 def _peaks_seen_by_judge(device: str) -> dict | None:
@@ -791,11 +907,17 @@ def speed_lines(timing: TimingResult) -> list[str]:
         said = lines[0] if len(lines) <= 1 else f"{lines[0][:200]} ... {lines[-1].strip()[:200]}"
         return [f"speed not measured: {said}"]
     shown = [_case_speed_line(case) for case in timing.cases]
-    target = "none set" if timing.min_speedup_required is None else (
-        f"{timing.min_speedup_required}x " + ("met" if timing.target_met else "NOT met"))
+    target = (
+        "none set"
+        if timing.min_speedup_required is None
+        else (f"{timing.min_speedup_required}x " + ("met" if timing.target_met else "NOT met"))
+    )
     geomean = "none stable" if timing.geomean_speedup is None else f"{timing.geomean_speedup:.2f}x"
-    return [*shown, f"speed: geomean {geomean} over the baseline, target {target}"
-            + (f"; unstable (not counted): {', '.join(timing.unstable_cases)}" if timing.unstable_cases else "")]
+    return [
+        *shown,
+        f"speed: geomean {geomean} over the baseline, target {target}"
+        + (f"; unstable (not counted): {', '.join(timing.unstable_cases)}" if timing.unstable_cases else ""),
+    ]
 
 
 def _case_speed_line(case: CaseTiming) -> str:

@@ -33,8 +33,13 @@ def trusted_gates() -> dict[str, dict]:
         registry = err
     if not isinstance(registry, dict):
         # Read as empty, every gate would be untrusted and the next record would overwrite the rest.
-        raise GateTampered(path.parent, [f"the trust registry {path} is not a JSON object of gate hashes ({registry}); "
-                                         "restore it, or remove it and rebuild the gates"])
+        raise GateTampered(
+            path.parent,
+            [
+                f"the trust registry {path} is not a JSON object of gate hashes ({registry}); "
+                "restore it, or remove it and rebuild the gates"
+            ],
+        )
     return registry
 
 

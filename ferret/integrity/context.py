@@ -255,8 +255,11 @@ def derive(binds: list[tuple[ast.AST, ast.AST]], seeds: set[str]) -> set[str]:
     for _ in range(10):
         before = len(names)
         for target, value in binds:
-            if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
-                    and len(target.elts) == len(value.elts):
+            if (
+                isinstance(target, (ast.Tuple, ast.List))
+                and isinstance(value, (ast.Tuple, ast.List))
+                and len(target.elts) == len(value.elts)
+            ):
                 for t, v in zip(target.elts, value.elts, strict=True):  # lengths checked above
                     if holds(v):
                         names.update(names_in(t))
@@ -288,9 +291,27 @@ def _bindings(func: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
 # up, so that the judge's verdict on such a file does not change. That scan spent 3 Python frames per level
 # on the nodes below (whose own check then descends), 2 on any other; the walk charges the same against the
 # interpreter's recursion limit.
-_DEEP_NODES = (ast.ClassDef, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Global, ast.Nonlocal, ast.Return,
-               ast.If, ast.While, ast.IfExp, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete, ast.BinOp,
-               ast.Compare, ast.Dict, ast.MatchValue, ast.Attribute, ast.Call)
+_DEEP_NODES = (
+    ast.ClassDef,
+    ast.Try,
+    getattr(ast, "TryStar", ast.Try),
+    ast.Global,
+    ast.Nonlocal,
+    ast.Return,
+    ast.If,
+    ast.While,
+    ast.IfExp,
+    ast.Assign,
+    ast.AnnAssign,
+    ast.AugAssign,
+    ast.Delete,
+    ast.BinOp,
+    ast.Compare,
+    ast.Dict,
+    ast.MatchValue,
+    ast.Attribute,
+    ast.Call,
+)
 _LEAF_FRAMES = 1  # the check at the deepest leaf (set so that both scans give up at the same depth)
 
 

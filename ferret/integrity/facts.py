@@ -59,8 +59,7 @@ def call_target(ctx: ScanContext, node: ast.Call) -> CallTarget:
         return CallTarget(None, False, func.id, None)
     if isinstance(func, ast.Attribute):
         return CallTarget(None, False, None, func)
-    if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "getattr" \
-            and len(func.args) >= 2:
+    if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "getattr" and len(func.args) >= 2:
         name = str_value(func.args[1]) or ""
         if name.isidentifier():
             # getattr(x, "softmax")(...) is x.softmax(...)
@@ -292,8 +291,7 @@ def _imported(ctx: ScanContext) -> Iterator[Imported]:
             for i, a in enumerate(node.names):
                 if a.name != "*":
                     yield Imported(node, f"{module}.{a.name}", i + 1, module)
-        elif call_target(ctx, node).builtin == "__import__" and node.args \
-                and (name := str_value(node.args[0])) is not None:
+        elif call_target(ctx, node).builtin == "__import__" and node.args and (name := str_value(node.args[0])) is not None:
             yield Imported(node, name, 0, None)
 
 

@@ -85,5 +85,11 @@ def finding(lines: list[str], cheat: str, line: int, col: int, detail: str) -> F
     """A finding whose message names the cheat in words and its catalogue entries before `detail`."""
     numbers = CHEATS[cheat]
     where = f" (docs/cheats.md {', '.join(map(str, numbers))})" if numbers else ""
-    return Finding(cheat=cheat, catalogue=list(numbers), line=line, col=col, code=source_line(lines, line),
-                   message=f"{WORDS[cheat]}{where}: {detail}")
+    return Finding(
+        cheat=cheat,
+        catalogue=list(numbers),
+        line=line,
+        col=col,
+        code=source_line(lines, line),
+        message=f"{WORDS[cheat]}{where}: {detail}",
+    )

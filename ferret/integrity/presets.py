@@ -12,8 +12,7 @@ from __future__ import annotations
 import ferret.integrity.rules  # noqa: F401  (registers every rule)
 from ferret.integrity.registry import RULES, Rule
 
-_TAMPERING = {"reference_import", "reading_expected", "shadowing", "harness_patching", "gate_tampering",
-              "result_forging"}
+_TAMPERING = {"reference_import", "reading_expected", "shadowing", "harness_patching", "gate_tampering", "result_forging"}
 
 PRESETS: dict[str, tuple[str, ...]] = {
     "triton": tuple(RULES),

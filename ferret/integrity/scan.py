@@ -60,8 +60,9 @@ def _unscannable(path: str, digest: str, source: str, line: int, col: int, why: 
     return ScanResult(path=path, sha256=digest, findings=[f])
 
 
-def scan_source(source: str, path: str = "<candidate>", shape_constants: Iterable[int] = frozenset(),
-                preset: str = "triton") -> ScanResult:
+def scan_source(
+    source: str, path: str = "<candidate>", shape_constants: Iterable[int] = frozenset(), preset: str = "triton"
+) -> ScanResult:
     """Scan a candidate's source with a preset's rules. Never raises on bad input: a file that does not
     parse (or nests too deeply to walk) yields one `syntax_error` finding. An unknown preset is a
     ValueError."""
@@ -71,8 +72,14 @@ def scan_source(source: str, path: str = "<candidate>", shape_constants: Iterabl
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as err:
         msg = getattr(err, "msg", None) or str(err)
-        return _unscannable(path, digest, source, getattr(err, "lineno", None) or 1, getattr(err, "offset", None) or 1,
-                            f"the candidate does not parse ({msg})")
+        return _unscannable(
+            path,
+            digest,
+            source,
+            getattr(err, "lineno", None) or 1,
+            getattr(err, "offset", None) or 1,
+            f"the candidate does not parse ({msg})",
+        )
     except (RecursionError, MemoryError):
         return _unscannable(path, digest, source, 1, 1, "the candidate nests too deeply to parse")
     constants = frozenset(int(c) for c in shape_constants)
@@ -90,8 +97,7 @@ def scan_file(path: str | Path, shape_constants: Iterable[int] = frozenset(), pr
         source = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         rules_for(preset)  # an unknown preset is an error whatever the file holds
-        f = finding([], "syntax_error", 1, 1, f"the candidate is not UTF-8 text ({err.reason}), so nothing in it "
-                    "can be judged")
+        f = finding([], "syntax_error", 1, 1, f"the candidate is not UTF-8 text ({err.reason}), so nothing in it can be judged")
         return ScanResult(path=str(path), sha256=hashlib.sha256(raw).hexdigest(), findings=[f])
     result = scan_source(source, str(path), shape_constants, preset)
     return result.model_copy(update={"sha256": hashlib.sha256(raw).hexdigest()})

@@ -139,8 +139,10 @@ class ClaudeCliModel:
             if path == self.workspace or path in self.workspace.parents:
                 continue
             if _UNSAFE_PATH.search(str(path)):
-                raise ValueError(f"denied path {str(path)!r} cannot go into a permission rule (spaces, commas, quotes, "
-                                 "brackets or glob characters); run from a plain path or pass denied_paths")
+                raise ValueError(
+                    f"denied path {str(path)!r} cannot go into a permission rule (spaces, commas, quotes, "
+                    "brackets or glob characters); run from a plain path or pass denied_paths"
+                )
             self.denied_paths.append(path)
         self.allowed_tools = tuple(dict.fromkeys(allowed_tools))
         self.timeout = timeout
@@ -177,20 +179,25 @@ class ClaudeCliModel:
         if prompt is not None:
             argv.append(prompt)
         argv += [
-            "--output-format", "json",
-            "--tools", ",".join(self.allowed_tools),
+            "--output-format",
+            "json",
+            "--tools",
+            ",".join(self.allowed_tools),
         ]
         for rule in self.permission_rules():  # one flag per rule: the option is variadic
             argv += ["--allowedTools", rule]
         argv += [
-            "--disallowedTools", ",".join(ALWAYS_DISALLOWED),
+            "--disallowedTools",
+            ",".join(ALWAYS_DISALLOWED),
         ]
         for rule in self.denial_rules():
             argv += ["--disallowedTools", rule]
         argv += [
-            "--permission-mode", PERMISSION_MODE,
+            "--permission-mode",
+            PERMISSION_MODE,
             "--strict-mcp-config",
-            "--add-dir", str(self.workspace),
+            "--add-dir",
+            str(self.workspace),
         ]
         if self.model:
             argv += ["--model", self.model]
@@ -328,9 +335,7 @@ class ClaudeCliModel:
                 )
             return ToolCall(name=tool.name, input={**(arguments or {}), "source": candidate.read_text()})
         if arguments is None:
-            raise ModelError(
-                f"{self.name}: the CLI answered without writing {TOOL_INPUT_FILE} for {tool.name}: {answer[:300]!r}"
-            )
+            raise ModelError(f"{self.name}: the CLI answered without writing {TOOL_INPUT_FILE} for {tool.name}: {answer[:300]!r}")
         return ToolCall(name=tool.name, input=arguments)
 
     def _read_tool_input(self) -> dict[str, Any] | None:

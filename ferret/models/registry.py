@@ -1,12 +1,12 @@
 """Models named by a spec string (`--optimizer anthropic:claude-sonnet-4-5`, `--reviewer claude-cli`).
 
-    anthropic[:<model>]                      the Anthropic API (needs ANTHROPIC_API_KEY)
-    claude-cli[:<model>]                     the Claude Code CLI on PATH, in a private temporary workspace
-    openai:<base_url>:<model>                an OpenAI-compatible server, e.g.
-                                             openai:http://localhost:8000/v1:qwen2.5-coder
-                                             (the model name may itself hold colons: ...:qwen2.5-coder:7b)
-    scripted:<path to a JSON file>           a ScriptedModel; the file is a list whose items are strings
-                                             (text answers) or ModelResponse objects ("model" optional)
+anthropic[:<model>]                      the Anthropic API (needs ANTHROPIC_API_KEY)
+claude-cli[:<model>]                     the Claude Code CLI on PATH, in a private temporary workspace
+openai:<base_url>:<model>                an OpenAI-compatible server, e.g.
+                                         openai:http://localhost:8000/v1:qwen2.5-coder
+                                         (the model name may itself hold colons: ...:qwen2.5-coder:7b)
+scripted:<path to a JSON file>           a ScriptedModel; the file is a list whose items are strings
+                                         (text answers) or ModelResponse objects ("model" optional)
 """
 
 from __future__ import annotations

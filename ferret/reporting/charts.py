@@ -37,8 +37,10 @@ def _plot_width() -> float:
 
 def _svg(rows: int, body: list[str], label: str) -> Markup:
     height = TOP + rows * ROW + BOTTOM
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(label)}" width="{WIDTH}" '
-            f'height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">')
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(label)}" width="{WIDTH}" '
+        f'height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">'
+    )
     return Markup(head + "".join(body) + "</svg>")
 
 
@@ -62,21 +64,24 @@ def _rows(labels: list[str], marks: list[list[Mark]], to_x) -> list[str]:
 
 def _reference_line(x: float, rows: int, text: str) -> list[str]:
     bottom = TOP + rows * ROW
-    return [f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 6}" y2="{bottom}" stroke="{MUTED}" stroke-dasharray="4 3"/>',
-            f'<text x="{x:.1f}" y="{TOP - 6 + 0.0:.1f}" text-anchor="middle" fill="{MUTED}" dy="-2">{escape(text)}</text>']
+    return [
+        f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 6}" y2="{bottom}" stroke="{MUTED}" stroke-dasharray="4 3"/>',
+        f'<text x="{x:.1f}" y="{TOP - 6 + 0.0:.1f}" text-anchor="middle" fill="{MUTED}" dy="-2">{escape(text)}</text>',
+    ]
 
 
 def _ticks(rows: int, ticks: list[tuple[float, str]], to_x) -> list[str]:
     y = TOP + rows * ROW + 14
-    return [f'<text x="{to_x(value):.1f}" y="{y}" text-anchor="middle" fill="{MUTED}">{escape(text)}</text>'
-            for value, text in ticks]
+    return [
+        f'<text x="{to_x(value):.1f}" y="{y}" text-anchor="middle" fill="{MUTED}">{escape(text)}</text>' for value, text in ticks
+    ]
 
 
 # --- per-stage errors against tolerances -------------------------------------------------------------------
 
 
 def _log_x(fraction: float) -> float:
-    exponent = LOG_HIGH if math.isinf(fraction) else math.log10(max(fraction, 10 ** LOG_LOW))
+    exponent = LOG_HIGH if math.isinf(fraction) else math.log10(max(fraction, 10**LOG_LOW))
     exponent = min(max(exponent, LOG_LOW), LOG_HIGH)
     return LABEL + (exponent - LOG_LOW) / (LOG_HIGH - LOG_LOW) * _plot_width()
 
@@ -91,12 +96,13 @@ def stage_chart(rows: list[StageRow]) -> Markup:
             continue
         colour = FAIL if row.status == "fail" else PASS
         stages.setdefault(row.stage, []).append(
-            Mark(fraction, colour, f"{row.variant} {row.stage}: {fraction:.3g} of tolerance ({row.status})"))
+            Mark(fraction, colour, f"{row.variant} {row.stage}: {fraction:.3g} of tolerance ({row.status})")
+        )
     if not stages:
         return Markup("")
     body = _reference_line(_log_x(1.0), len(stages), "tolerance")
     body += _rows(list(stages), list(stages.values()), _log_x)
-    body += _ticks(len(stages), [(10.0 ** e, f"1e{e:+d}" if e else "1") for e in range(int(LOG_LOW), int(LOG_HIGH) + 1)], _log_x)
+    body += _ticks(len(stages), [(10.0**e, f"1e{e:+d}" if e else "1") for e in range(int(LOG_LOW), int(LOG_HIGH) + 1)], _log_x)
     return _svg(len(stages), body, "error of each stage as a fraction of its tolerance")
 
 

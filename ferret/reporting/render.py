@@ -49,8 +49,10 @@ def write_report(folder: Path, out: Path | None = None, gates_dir: Path = Path("
         context = {"run": None, "gate": load_gate(folder)}
     target = out or default_out(folder, kind)
     if kind == "gate" and target.resolve().is_relative_to(folder.resolve()):
-        raise UsageError(f"--out {target} is inside the gate {folder}: a gate's folder is locked (a file added there "
-                         f"makes it tampered); leave --out out to write beside it, in {default_out(folder, kind)}")
+        raise UsageError(
+            f"--out {target} is inside the gate {folder}: a gate's folder is locked (a file added there "
+            f"makes it tampered); leave --out out to write beside it, in {default_out(folder, kind)}"
+        )
     target.mkdir(parents=True, exist_ok=True)
     environment = _environment()
     files = ReportFiles(html=target / HTML_FILE, markdown=target / MARKDOWN_FILE)
@@ -78,8 +80,10 @@ def folder_kind(folder: Path) -> str:
         return "run"
     if (folder / MANIFEST_FILE).is_file() or (folder / REPORT_FILE).is_file():
         return "gate"
-    raise UsageError(f"{folder} is neither a gate (no {MANIFEST_FILE} nor {REPORT_FILE}) nor a run (no {RUN_FILE}): "
-                     "`ferret report` takes gates/<hash> or runs/<id>")
+    raise UsageError(
+        f"{folder} is neither a gate (no {MANIFEST_FILE} nor {REPORT_FILE}) nor a run (no {RUN_FILE}): "
+        "`ferret report` takes gates/<hash> or runs/<id>"
+    )
 
 
 def _validated(path: Path, model: type[Record], what: str) -> Record:
@@ -146,11 +150,13 @@ def _markdown_text(value: object) -> str:
 
 def _environment() -> Environment:
     environment = Environment(
-        loader=PackageLoader("ferret.reporting", "templates"), undefined=StrictUndefined,
+        loader=PackageLoader("ferret.reporting", "templates"),
+        undefined=StrictUndefined,
         autoescape=select_autoescape(enabled_extensions=("html.j2",), disabled_extensions=("md.j2",), default=True),
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
     )
     environment.filters.update(num=_number, md=_markdown_text)
-    environment.globals.update(stage_chart=charts.stage_chart, timing_chart=charts.timing_chart,
-                               floor_chart=charts.floor_chart)
+    environment.globals.update(stage_chart=charts.stage_chart, timing_chart=charts.timing_chart, floor_chart=charts.floor_chart)
     return environment

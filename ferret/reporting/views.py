@@ -149,10 +149,17 @@ def _stage_row(variant: str, metrics: StageMetrics) -> StageRow:
         place = ", ".join(f"{k}={v}" for k, v in worst.named.items()) or str(worst.index)
         where = f"{place}: {worst.candidate:.6g} vs {worst.reference:.6g}"
     return StageRow(
-        variant=variant, stage=metrics.stage, status="pass" if metrics.passed else "fail",
-        rel_l2=metrics.rel_l2, rel_l2_limit=tol.rel_l2 if tol else None,
-        max_abs_rel_peak=metrics.max_abs_rel_peak, max_abs_rel_peak_limit=tol.max_abs_rel_peak if tol else None,
-        cosine=metrics.cosine, cosine_min=tol.cosine_min if tol else None, worst=where, reasons="; ".join(metrics.reasons),
+        variant=variant,
+        stage=metrics.stage,
+        status="pass" if metrics.passed else "fail",
+        rel_l2=metrics.rel_l2,
+        rel_l2_limit=tol.rel_l2 if tol else None,
+        max_abs_rel_peak=metrics.max_abs_rel_peak,
+        max_abs_rel_peak_limit=tol.max_abs_rel_peak if tol else None,
+        cosine=metrics.cosine,
+        cosine_min=tol.cosine_min if tol else None,
+        worst=where,
+        reasons="; ".join(metrics.reasons),
     )
 
 
@@ -166,12 +173,19 @@ def candidate_of_verdict(verdict: Verdict, title: str) -> CandidateView:
     """A candidate from its whole verdict."""
     fault = verdict.fault
     return CandidateView(
-        title=title, sha256=verdict.candidate_sha256, passed=verdict.passed,
+        title=title,
+        sha256=verdict.candidate_sha256,
+        passed=verdict.passed,
         first_failing_stage=verdict.first_failing_stage,
         parts=_ordered_parts({name: (part.status, part.detail) for name, part in verdict.parts.items()}),
         detections=[
-            DetectionRow(cheat=d.cheat, catalogue=", ".join(map(str, d.catalogue)), evidence=d.evidence, source=d.source,
-                         where=_where(d.variant, d.file, d.line))
+            DetectionRow(
+                cheat=d.cheat,
+                catalogue=", ".join(map(str, d.catalogue)),
+                evidence=d.evidence,
+                source=d.source,
+                where=_where(d.variant, d.file, d.line),
+            )
             for d in verdict.detections
         ],
         stages=[_stage_row(v.id, s) for v in verdict.variants for s in v.stages],
@@ -196,9 +210,15 @@ def _summary_stage_row(variant: str, stage: str, value: StageSummary | str) -> S
     worst = value.worst
     where = ", ".join(f"{k}={v}" for k, v in worst.items()) if isinstance(worst, dict) else (str(worst) if worst else "")
     return StageRow(
-        variant=variant, stage=stage, status="pass" if value.passed else "fail", rel_l2=value.rel_l2,
-        rel_l2_limit=tol.get("rel_l2"), max_abs_rel_peak=value.max_abs_rel_peak,
-        max_abs_rel_peak_limit=tol.get("max_abs_rel_peak"), cosine=value.cosine, cosine_min=tol.get("cosine_min"),
+        variant=variant,
+        stage=stage,
+        status="pass" if value.passed else "fail",
+        rel_l2=value.rel_l2,
+        rel_l2_limit=tol.get("rel_l2"),
+        max_abs_rel_peak=value.max_abs_rel_peak,
+        max_abs_rel_peak_limit=tol.get("max_abs_rel_peak"),
+        cosine=value.cosine,
+        cosine_min=tol.get("cosine_min"),
         worst=where,
     )
 
@@ -211,29 +231,43 @@ def candidate_of_summary(summary: VerdictSummary, title: str) -> CandidateView:
     """A candidate from the verdict in brief a run log keeps."""
     fault = summary.fault
     return CandidateView(
-        title=title, sha256=summary.candidate_sha256, passed=summary.passed,
+        title=title,
+        sha256=summary.candidate_sha256,
+        passed=summary.passed,
         first_failing_stage=summary.first_failing_stage,
         parts=_ordered_parts({name: (status, "") for name, status in summary.parts.items()}),
-        detections=[DetectionRow(cheat=d.cheat, catalogue=", ".join(map(str, d.catalogue)), evidence=d.evidence)
-                    for d in summary.detections],
-        stages=[_summary_stage_row(case, stage, value) for case, c in summary.cases.items()
-                for stage, value in c.stages.items()],
+        detections=[
+            DetectionRow(cheat=d.cheat, catalogue=", ".join(map(str, d.catalogue)), evidence=d.evidence)
+            for d in summary.detections
+        ],
+        stages=[_summary_stage_row(case, stage, value) for case, c in summary.cases.items() for stage, value in c.stages.items()],
         failures=_summary_failures(summary.cases),
         fault=f"{fault.kind} on {fault.variant}: {fault.message} ({fault.not_run} not run)" if fault else None,
-        timing=summary.timing, brief=True,
+        timing=summary.timing,
+        brief=True,
     )
 
 
 # --- a gate and a run ---------------------------------------------------------------------------------------
 
 
-def gate_view(gate_hash: str, manifest: GateManifest | None, entries: list[ReportEntry], verdict_count: int,
-              verdicts: list[tuple[ReportEntry, Verdict]], validation: str) -> GateView:
+def gate_view(
+    gate_hash: str,
+    manifest: GateManifest | None,
+    entries: list[ReportEntry],
+    verdict_count: int,
+    verdicts: list[tuple[ReportEntry, Verdict]],
+    validation: str,
+) -> GateView:
     """A gate: its index, and the verdicts given, newest first."""
     candidates = [candidate_of_verdict(v, f"verdict {entry.index}: {v.candidate_path}") for entry, v in reversed(verdicts)]
     return GateView(
-        gate_hash=gate_hash, op=manifest.op if manifest else "", profile=manifest.profile if manifest else "",
-        verdict_count=verdict_count, entries=list(reversed(entries)), candidates=candidates,
+        gate_hash=gate_hash,
+        op=manifest.op if manifest else "",
+        profile=manifest.profile if manifest else "",
+        verdict_count=verdict_count,
+        entries=list(reversed(entries)),
+        candidates=candidates,
         reference_validation=validation,
     )
 
@@ -269,8 +303,12 @@ def run_view(log: RunLog, run_dir: Path, whole: dict[str, Verdict], final: Verdi
     """A run: its rounds, each candidate (whole where its verdict is found, by sha256), the winner and
     its final check."""
     rounds = [
-        RoundView(number=r.round, gate_verified=r.gate_verified, pivot_requested=r.pivot_requested,
-                  candidates=[_round_candidate(c, run_dir, whole) for c in r.candidates])
+        RoundView(
+            number=r.round,
+            gate_verified=r.gate_verified,
+            pivot_requested=r.pivot_requested,
+            candidates=[_round_candidate(c, run_dir, whole) for c in r.candidates],
+        )
         for r in log.rounds
     ]
     winner = _round_candidate(log.best, run_dir, whole) if log.best else None

@@ -40,11 +40,15 @@ class CaseSpeed(BaseModel):
     @staticmethod
     def of(timing: CaseTiming, kernels: int = 6) -> CaseSpeed:
         return CaseSpeed(
-            case=timing.case, candidate_us=timing.candidate_ms * 1e3, speedup=timing.speedup,
+            case=timing.case,
+            candidate_us=timing.candidate_ms * 1e3,
+            speedup=timing.speedup,
             speedup_vs_compiled=timing.speedup_vs_compiled,
             floor_us=timing.floor_ms * 1e3 if timing.floor_ms is not None else None,
-            fraction_of_floor=timing.fraction_of_floor, achieved_tb_per_s=timing.achieved_tb_per_s,
-            achieved_tflop_per_s=timing.achieved_tflop_per_s, unstable=timing.unstable,
+            fraction_of_floor=timing.fraction_of_floor,
+            achieved_tb_per_s=timing.achieved_tb_per_s,
+            achieved_tflop_per_s=timing.achieved_tflop_per_s,
+            unstable=timing.unstable,
             kernels_us=dict(list(timing.kernels.items())[:kernels]),
         )
 
@@ -73,8 +77,10 @@ class OptimizerContext(BaseModel):
     tried_approaches: list[str] = []
     must_pivot: bool = Field(default=False, description="No progress for N rounds: propose an approach not tried yet.")
     round: int = 1
-    languages: list[str] = Field(default_factory=lambda: ["triton"],
-                                 description="What a candidate may be written in (the contract's backend): triton, cuda.")
+    languages: list[str] = Field(
+        default_factory=lambda: ["triton"],
+        description="What a candidate may be written in (the contract's backend): triton, cuda.",
+    )
     cuda_flags: list[str] = Field(default_factory=list, description="NVRTC options CUDA candidates are compiled with.")
 
 

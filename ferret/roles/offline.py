@@ -61,7 +61,6 @@ from ferret.roles.point_table import NOT_APPLYING, Point, PointTable
 SPACE_FILE = "space.yaml"
 
 
-
 class TemplateSpace(BaseModel):
     """`space.yaml` of a templates folder."""
 
@@ -130,8 +129,9 @@ class TemplateSpace(BaseModel):
                 raise ValueError(f"labels name unknown parameter {name!r}")
         for name in self.constants:
             if name in names:
-                raise ValueError(f"constants: {name!r} is also a parameter (a search axis); a constant is the same "
-                                 "at every point")
+                raise ValueError(
+                    f"constants: {name!r} is also a parameter (a search axis); a constant is the same at every point"
+                )
             if not name.isidentifier():
                 raise ValueError(f"constants: {name!r} is not a template variable name")
         for name, by_value in self.languages.items():
@@ -141,8 +141,7 @@ class TemplateSpace(BaseModel):
             if unknown:
                 raise ValueError(f"languages of {name!r}: no values {unknown}")
         if self.language_of(self.default_point()) is not None:
-            raise ValueError("the default point must need no language beyond the template's own (every run proposes "
-                             "it first)")
+            raise ValueError("the default point must need no language beyond the template's own (every run proposes it first)")
         if self.pivot not in names:
             raise ValueError(f"pivot {self.pivot!r} is not a parameter")
         if self.pivot in self.applies_when:
@@ -252,8 +251,10 @@ def located(template_dir: str | Path, name: str, field: str = "template") -> Pat
     folder = Path(template_dir).resolve()
     templates = next((p for p in (folder, *folder.parents) if p.name == "templates"), None)
     if not plain or len(parts) < 3 or parts[1] != "templates" or templates is None:
-        raise ValueError(f"{field} {name!r}: expected a file name beside {SPACE_FILE} or <op>/templates/<file> "
-                         "(another op's templates folder, inside a tasks/<op>/templates folder)")
+        raise ValueError(
+            f"{field} {name!r}: expected a file name beside {SPACE_FILE} or <op>/templates/<file> "
+            "(another op's templates folder, inside a tasks/<op>/templates folder)"
+        )
     tasks = templates.parent.parent
     path = tasks / name
     if not path.resolve().is_relative_to(tasks):
@@ -301,8 +302,10 @@ def _without_axes(base: dict[str, Any], pinned: list[str], path: Path) -> dict[s
     that is the pivot, or that another parameter's condition reads, cannot be pinned."""
     if base.get("pivot") in pinned:
         raise ValueError(f"{path}: constants pin {base['pivot']!r}, the base space's pivot")
-    read = sorted({other for name, condition in (base.get("applies_when") or {}).items() if name not in pinned
-                   for other in condition} & set(pinned))
+    read = sorted(
+        {other for name, condition in (base.get("applies_when") or {}).items() if name not in pinned for other in condition}
+        & set(pinned)
+    )
     if read:
         raise ValueError(f"{path}: constants pin {read}, which another parameter's applies_when reads")
 
@@ -310,9 +313,11 @@ def _without_axes(base: dict[str, Any], pinned: list[str], path: Path) -> dict[s
         return {k: v for k, v in mapping.items() if k not in pinned} if isinstance(mapping, dict) else mapping
 
     starts = [dropped(start) for start in base.get("starts") or []]
-    return {**base, **{key: dropped(base[key]) for key in ("parameters", "default", "applies_when", "labels",
-                                                          "languages") if key in base},
-            "starts": [start for start in starts if start]}
+    return {
+        **base,
+        **{key: dropped(base[key]) for key in ("parameters", "default", "applies_when", "labels", "languages") if key in base},
+        "starts": [start for start in starts if start],
+    }
 
 
 def load_space(template_dir: str | Path) -> TemplateSpace:
@@ -360,8 +365,10 @@ class MissingTemplates(UsageError):
 
     def __init__(self, folder: Path):
         self.folder = folder
-        super().__init__(f"{folder} has no kernel templates for the offline optimizer (no {SPACE_FILE}): write templates "
-                         "there, or name a model")
+        super().__init__(
+            f"{folder} has no kernel templates for the offline optimizer (no {SPACE_FILE}): write templates "
+            "there, or name a model"
+        )
 
 
 def _speedup(feedback: RoundFeedback) -> float | None:
@@ -547,23 +554,34 @@ class TemplateSearchOptimizer:
             return [self._proposal(p, why.format(new=p[space.pivot])) for p in chosen]
         if best is not None:
             speed = max(t[0] for t in timed)
-            starts = [p for p in space.start_points() if space.approach(p) not in tried
-                      and space.language_of(p) in (None, *languages)][: self.budget]
-            chosen = self._ranked(self._untried(tried | {space.approach(p) for p in starts}, languages), best,
-                                  self.budget - len(starts))
+            starts = [
+                p for p in space.start_points() if space.approach(p) not in tried and space.language_of(p) in (None, *languages)
+            ][: self.budget]
+            chosen = self._ranked(
+                self._untried(tried | {space.approach(p) for p in starts}, languages), best, self.budget - len(starts)
+            )
             return [
-                self._proposal(p, f"A start of the space, several steps from the default, tried before any "
-                                  f"neighbour: {self._moves(default, p)}")
+                self._proposal(
+                    p,
+                    f"A start of the space, several steps from the default, tried before any "
+                    f"neighbour: {self._moves(default, p)}",
+                )
                 for p in starts
             ] + [
-                self._proposal(p, f"One step from the fastest passing point {space.approach(best)} "
-                                  f"(speedup {speed:.3g}x): {self._moves(best, p)}")
+                self._proposal(
+                    p,
+                    f"One step from the fastest passing point {space.approach(best)} "
+                    f"(speedup {speed:.3g}x): {self._moves(best, p)}",
+                )
                 for p in chosen
             ]
         chosen = self._ranked(untried, default, self.budget)
         return [
-            self._proposal(p, f"No point has passed yet: the simplest untried point near the default "
-                              f"({self._moves(default, p) or 'the default itself'})")
+            self._proposal(
+                p,
+                f"No point has passed yet: the simplest untried point near the default "
+                f"({self._moves(default, p) or 'the default itself'})",
+            )
             for p in chosen
         ]
 

@@ -34,6 +34,7 @@ class Space(Protocol):
 
     def label_text(self, name: str, value: Any) -> str: ...
 
+
 NOT_APPLYING = -1
 SEPARATOR = ","  # between the labels of a name (TemplateSpace.approach)
 _HASH_BASE = 0x100000001B3  # odd, so multiplying by it loses nothing mod 2**64
@@ -64,11 +65,11 @@ class PointTable(Sequence[Point]):
         self.names = list(space.parameters)
         self.values = [space.parameters[name] for name in self.names]
         # each value's label; the last entry (place -1) is a parameter that does not apply: no label
-        self.labels = [[space.label_text(name, v) for v in values] + [""]
-                       for name, values in zip(self.names, self.values, strict=True)]
+        self.labels = [
+            [space.label_text(name, v) for v in values] + [""] for name, values in zip(self.names, self.values, strict=True)
+        ]
         conditions = _conditions(space)
-        self.places = _distinct_in_order(_canonical(_pruned_product([len(v) for v in self.values], conditions),
-                                                    conditions))
+        self.places = _distinct_in_order(_canonical(_pruned_product([len(v) for v in self.values], conditions), conditions))
         self._hashes = _name_hashes(self.places, self.labels)
         self._refuse_shared_names()
 
@@ -88,8 +89,10 @@ class PointTable(Sequence[Point]):
     def point(self, row: int) -> Point:
         """Row `row` as a point: parameter -> value, None where it does not apply."""
         places = self.places[row]
-        return {name: (None if place == NOT_APPLYING else values[place])
-                for name, values, place in zip(self.names, self.values, places.tolist(), strict=True)}
+        return {
+            name: (None if place == NOT_APPLYING else values[place])
+            for name, values, place in zip(self.names, self.values, places.tolist(), strict=True)
+        }
 
     def approach(self, row: int) -> str:
         """Row `row`'s approach name: its labels joined, in parameter order (`TemplateSpace.approach`)."""
@@ -156,10 +159,16 @@ def _conditions(space: Space) -> list[list[Condition]]:
     """Each parameter's `applies_when` as (position read, places allowed), in parameter order (an allowed value the
     parameter read does not list allows nothing)."""
     names = list(space.parameters)
-    return [[(names.index(other), np.array([space.parameters[other].index(v) for v in allowed
-                                            if v in space.parameters[other]], np.int16))
-             for other, allowed in space.applies_when.get(name, {}).items()]
-            for name in names]
+    return [
+        [
+            (
+                names.index(other),
+                np.array([space.parameters[other].index(v) for v in allowed if v in space.parameters[other]], np.int16),
+            )
+            for other, allowed in space.applies_when.get(name, {}).items()
+        ]
+        for name in names
+    ]
 
 
 def _applies(rows: np.ndarray, conditions: list[Condition]) -> np.ndarray:
@@ -179,8 +188,9 @@ def _pruned_product(lengths: list[int], conditions: list[list[Condition]]) -> np
     rows = np.zeros((1, 0), dtype)
     for i, length in enumerate(lengths):
         reads_later = any(position > i for position, _ in conditions[i])
-        counts = (np.full(len(rows), length) if not conditions[i] or reads_later
-                  else np.where(_applies(rows, conditions[i]), length, 1))
+        counts = (
+            np.full(len(rows), length) if not conditions[i] or reads_later else np.where(_applies(rows, conditions[i]), length, 1)
+        )
         starts = np.cumsum(counts) - counts
         column = np.arange(int(counts.sum())) - np.repeat(starts, counts)
         rows = np.column_stack((np.repeat(rows, counts, axis=0), column.astype(dtype)))

@@ -17,8 +17,12 @@ AGENTS_DIR = Path(__file__).resolve().parents[2] / "agents"
 
 def render(agents_dir: Path, role: str, context: dict[str, Any]) -> tuple[str, str]:
     """(system, user) text of a role: its role.md and its rendered prompt template."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(agents_dir / role)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(agents_dir / role)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
     system = (agents_dir / role / "role.md").read_text()
     return system, env.get_template("prompt.md.j2").render(**context)
 

@@ -73,26 +73,46 @@ _TEST_WRITER: _Kind[TestWriter] = _Kind(
 
 @overload
 def resolve_role(
-    kind: Literal["optimizer"], spec: str | None, *, contract_path: str | Path, agents_dir: Path = AGENTS_DIR,
+    kind: Literal["optimizer"],
+    spec: str | None,
+    *,
+    contract_path: str | Path,
+    agents_dir: Path = AGENTS_DIR,
     option: str | None = None,
 ) -> tuple[Optimizer, str]: ...
 @overload
 def resolve_role(
-    kind: Literal["reviewer"], spec: str | None, *, contract_path: str | Path, agents_dir: Path = AGENTS_DIR,
+    kind: Literal["reviewer"],
+    spec: str | None,
+    *,
+    contract_path: str | Path,
+    agents_dir: Path = AGENTS_DIR,
     option: str | None = None,
 ) -> tuple[Reviewer, str]: ...
 @overload
 def resolve_role(
-    kind: Literal["test_writer"], spec: str | None, *, contract_path: str | Path, agents_dir: Path = AGENTS_DIR,
+    kind: Literal["test_writer"],
+    spec: str | None,
+    *,
+    contract_path: str | Path,
+    agents_dir: Path = AGENTS_DIR,
     option: str | None = None,
 ) -> tuple[TestWriter, str]: ...
 @overload
 def resolve_role(
-    kind: str, spec: str | None, *, contract_path: str | Path, agents_dir: Path = AGENTS_DIR,
+    kind: str,
+    spec: str | None,
+    *,
+    contract_path: str | Path,
+    agents_dir: Path = AGENTS_DIR,
     option: str | None = None,
 ) -> tuple[Optimizer | Reviewer | TestWriter, str]: ...
 def resolve_role(
-    kind: str, spec: str | None, *, contract_path: str | Path, agents_dir: Path = AGENTS_DIR,
+    kind: str,
+    spec: str | None,
+    *,
+    contract_path: str | Path,
+    agents_dir: Path = AGENTS_DIR,
     option: str | None = None,
 ) -> tuple[Optimizer | Reviewer | TestWriter, str]:
     """The role of `kind` that `spec` names, and a note saying why a fallback happened ("" when none did).

@@ -91,8 +91,11 @@ def _runtime() -> list[str]:
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     own = [p for p in prefixes if os.path.realpath(p) not in _SYSTEM_PREFIXES]
     named = [sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib", "include", "platinclude")]
-    on_path = [p for p in sys.path if p and os.path.isabs(p)
-               and (Path(p).name in ("site-packages", "dist-packages") or _under(p, prefixes - {"/"}))]
+    on_path = [
+        p
+        for p in sys.path
+        if p and os.path.isabs(p) and (Path(p).name in ("site-packages", "dist-packages") or _under(p, prefixes - {"/"}))
+    ]
     extra = [p for p in os.environ.get("FERRET_CANDIDATE_PATH", "").split(os.pathsep) if p]
     return [*own, *named, *on_path, *extra, sys.executable]
 
@@ -131,8 +134,13 @@ def _cuda_driver_folders() -> list[str]:
     """Where the loader's cache has the CUDA driver (Triton looks libcuda up with `ldconfig -p`)."""
     ldconfig = next((t for t in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(t)), shutil.which("ldconfig"))
     listing = _run([ldconfig, "-p"]) if ldconfig else ""
-    return sorted({os.path.dirname(line.split("=>")[-1].strip()) for line in listing.splitlines()
-                   if "=>" in line and line.strip().startswith(_CUDA_DRIVER)})
+    return sorted(
+        {
+            os.path.dirname(line.split("=>")[-1].strip())
+            for line in listing.splitlines()
+            if "=>" in line and line.strip().startswith(_CUDA_DRIVER)
+        }
+    )
 
 
 def libcuda_folder() -> str | None:
@@ -209,8 +217,9 @@ def host_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(p for p in dict.fromkeys(wanted) if os.path.exists(p)), tuple(devices)
 
 
-def build_allow_list(read_only: Sequence[str], writable: Sequence[str], devices: Sequence[str] = (),
-                     hide: Sequence[str] = ()) -> AllowList:
+def build_allow_list(
+    read_only: Sequence[str], writable: Sequence[str], devices: Sequence[str] = (), hide: Sequence[str] = ()
+) -> AllowList:
     """The allow-list for `read_only` and `writable` host paths: each resolved to its real path (the links
     on the way recorded to be recreated), a path inside another read-only one dropped, the links that fall
     inside a shown folder dropped (they are there already), the hidden folders kept only where they lie
@@ -224,8 +233,13 @@ def build_allow_list(read_only: Sequence[str], writable: Sequence[str], devices:
         if not _under(path, kept) and not _under(path, hidden) and path not in real_rw:
             kept.append(path)
     shown = [*kept, *real_rw]
-    symlinks = tuple(sorted((where, target) for where, target in links.items()
-                            if not _under(os.path.dirname(where), shown) and not _under(where, shown)))
+    symlinks = tuple(
+        sorted(
+            (where, target)
+            for where, target in links.items()
+            if not _under(os.path.dirname(where), shown) and not _under(where, shown)
+        )
+    )
     # A hidden folder is covered where it lies inside a shown one (never over the process's own folder).
     covered = [h for h in hidden if _under(h, kept) and not any(_under(w, [h]) for w in real_rw)]
     return AllowList(tuple(kept), tuple(real_rw), tuple(sorted(set(devices))), symlinks, tuple(covered))
@@ -255,10 +269,27 @@ def bwrap_command(bwrap: str, allow: AllowList, workdir: Path, args: Sequence[st
     """`args` under bubblewrap, seeing only `allow`: new mount, PID, IPC, UTS, network and cgroup
     namespaces, a fresh /proc, every capability dropped, dying with its parent, the root read-only.
     No new session (the judge signals the process group; stdin is /dev/null and there is no terminal)."""
-    command = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
-               "--unshare-cgroup-try", "--cap-drop", "ALL"]
-    flags = {"devfs": ["--dev"], "proc": ["--proc"], "tmp": ["--tmpfs"], "shm": ["--tmpfs"],
-             "sys": ["--ro-bind", "/sys"], "ro": ["--ro-bind-try"], "rw": ["--bind"], "dev": ["--dev-bind-try"]}
+    command = [
+        bwrap,
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+    ]
+    flags = {
+        "devfs": ["--dev"],
+        "proc": ["--proc"],
+        "tmp": ["--tmpfs"],
+        "shm": ["--tmpfs"],
+        "sys": ["--ro-bind", "/sys"],
+        "ro": ["--ro-bind-try"],
+        "rw": ["--bind"],
+        "dev": ["--dev-bind-try"],
+    }
     for kind, path in _mounts(allow):
         if kind == "hidden":
             command += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
@@ -317,5 +348,4 @@ def namespace_script(allow: AllowList, root: Path, workdir: Path) -> str:
 def namespace_command(allow: AllowList, root: Path, workdir: Path, args: Sequence[str]) -> list[str]:
     """`args` in the fallback's private mount namespace (see `namespace_script`). `root` is an empty folder
     of the host the new root is mounted on (inside the namespace only)."""
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", namespace_script(allow, root, workdir),
-            "sh", *args]
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", namespace_script(allow, root, workdir), "sh", *args]

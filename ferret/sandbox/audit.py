@@ -36,14 +36,36 @@ _SPAWN_ALWAYS_REFUSED = frozenset({"os.system", "os.exec", "os.fork", "os.forkpt
 _SPAWN_BY_PATH = frozenset({"subprocess.Popen", "os.posix_spawn"})
 # event -> positions of the arguments that are paths written (created, removed, renamed, changed)
 _WRITES = {
-    "os.mkdir": (0,), "os.remove": (0,), "os.rmdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1),
-    "os.link": (0, 1), "os.symlink": (1,), "os.chmod": (0,), "os.chown": (0,), "os.truncate": (0,),
-    "os.utime": (0,), "os.mkfifo": (0,), "os.mknod": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (1,),
-    "shutil.copymode": (1,), "shutil.copystat": (1,), "shutil.move": (1,), "os.setxattr": (0,),
+    "os.mkdir": (0,),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.rename": (0, 1),
+    "os.replace": (0, 1),
+    "os.link": (0, 1),
+    "os.symlink": (1,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.truncate": (0,),
+    "os.utime": (0,),
+    "os.mkfifo": (0,),
+    "os.mknod": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copymode": (1,),
+    "shutil.copystat": (1,),
+    "shutil.move": (1,),
+    "os.setxattr": (0,),
     "os.removexattr": (0,),
 }
-_READS = {"os.listdir": (0,), "os.scandir": (0,), "glob.glob": (0,), "shutil.copyfile": (0,), "shutil.move": (0,),
-          "os.getxattr": (0,), "os.listxattr": (0,)}
+_READS = {
+    "os.listdir": (0,),
+    "os.scandir": (0,),
+    "glob.glob": (0,),
+    "shutil.copyfile": (0,),
+    "shutil.move": (0,),
+    "os.getxattr": (0,),
+    "os.listxattr": (0,),
+}
 _WATCHED = frozenset({"open", "ctypes.dlopen", *_SPAWN_ALWAYS_REFUSED, *_SPAWN_BY_PATH, *_WRITES, *_READS})
 # Compiler options that make gcc/clang run a program of the caller's choice.
 _COMPILER_RUNS_OTHERS = ("-wrapper", "-B", "-specs", "--specs", "-fplugin", "@", "-no-integrated-as", "--gcc-toolchain")

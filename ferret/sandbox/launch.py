@@ -27,8 +27,16 @@ from ferret.sandbox.children import kill_group, start_group
 # Variables a candidate may see. Everything else (API keys, tokens, the user's settings) stays out. OMP_NUM_THREADS:
 # a judge limited to fewer CPU threads (several checks side by side on a few cores, as the test suite's two workers
 # are) limits its candidates' torch and Triton-interpreter processes alike; unset, torch takes every core.
-_PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "TRITON_INTERPRET",
-                   "OMP_NUM_THREADS")
+_PASSED_THROUGH = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "LD_LIBRARY_PATH",
+    "TRITON_INTERPRET",
+    "OMP_NUM_THREADS",
+)
 
 
 # What the judge's environment may say to choose the sandbox: auto (the default: the first that works of
@@ -89,8 +97,9 @@ def triton_cache_of(workdir: Path) -> Path:
     return workdir / ".triton" / "cache"
 
 
-def candidate_environment(workdir: Path, interpret: bool, runs_candidate: bool = True,
-                          compile_flags: Mapping[str, Any] | None = None) -> dict[str, str]:
+def candidate_environment(
+    workdir: Path, interpret: bool, runs_candidate: bool = True, compile_flags: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     """The environment of a process the judge starts in `workdir`. A process that runs candidate code
     (`runs_candidate`: the runner, the candidate's timer) gets a Triton cache of its own inside `workdir`,
     discarded with it: what a candidate compiles (or plants) is never read by a later check or by the
@@ -172,13 +181,22 @@ def hiding_available() -> bool:
             (probe / "x").write_text("")
             # The same command the candidates get: the file must be gone behind the tmpfs, and the
             # process must have lost the capabilities to unmount it.
-            done = subprocess.run(
-                hiding_command(
-                    ["sh", "-c", f"test ! -e {shlex.quote(str(probe / 'x'))} && ! umount {shlex.quote(str(probe))} 2>/dev/null"],
-                    [probe],
-                ),
-                capture_output=True, timeout=20,
-            ) if shutil.which("unshare") and shutil.which("setpriv") else None
+            done = (
+                subprocess.run(
+                    hiding_command(
+                        [
+                            "sh",
+                            "-c",
+                            f"test ! -e {shlex.quote(str(probe / 'x'))} && ! umount {shlex.quote(str(probe))} 2>/dev/null",
+                        ],
+                        [probe],
+                    ),
+                    capture_output=True,
+                    timeout=20,
+                )
+                if shutil.which("unshare") and shutil.which("setpriv")
+                else None
+            )
             _HIDING = done is not None and done.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             _HIDING = False

@@ -127,8 +127,17 @@ def _first_call(entry, inputs, outputs, params, device: str, guard, launches, se
     seen.kernels = sorted(launches.counts) if launches else []
 
 
-def _fast_runs(entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard,
-               launches, seen: wire.VariantStatus, clock: _Stopwatch) -> dict[str, torch.Tensor]:
+def _fast_runs(
+    entry,
+    variant: wire.VariantJob,
+    job: wire.CandidateJob,
+    originals: dict,
+    device: str,
+    guard,
+    launches,
+    seen: wire.VariantStatus,
+    clock: _Stopwatch,
+) -> dict[str, torch.Tensor]:
     """The determinism repeats of the fast path, each on fresh copies of the inputs; their tensors for the judge."""
     before = {k: content_digest(v) for k, v in originals.items()}
     saved: dict[str, torch.Tensor] = {}
@@ -155,8 +164,9 @@ def _fast_runs(entry, variant: wire.VariantJob, job: wire.CandidateJob, original
     return saved
 
 
-def _traced_run(entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard
-                ) -> dict[str, torch.Tensor]:
+def _traced_run(
+    entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard
+) -> dict[str, torch.Tensor]:
     """One call with a trace: the output and every traced stage, for the per-stage comparison. A traced stage that
     is an output or an in-place input is checked like the others and not sent: the judge compares those stages from
     the fast path's first call (`ferret.gate.decide`), and MLA's traced cache was 302 MB to copy to the host, save
@@ -175,8 +185,16 @@ def _traced_run(entry, variant: wire.VariantJob, job: wire.CandidateJob, origina
     return saved
 
 
-def _noop_run(entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard,
-              launches, seen: wire.VariantStatus) -> dict[str, torch.Tensor]:
+def _noop_run(
+    entry,
+    variant: wire.VariantJob,
+    job: wire.CandidateJob,
+    originals: dict,
+    device: str,
+    guard,
+    launches,
+    seen: wire.VariantStatus,
+) -> dict[str, torch.Tensor]:
     """The launch check: the same call with every Triton launch turned into a no-op. If the outputs come out
     the same, the kernels did not produce them."""
     inputs = {k: v.clone() for k, v in originals.items()}
@@ -193,8 +211,9 @@ def _noop_run(entry, variant: wire.VariantJob, job: wire.CandidateJob, originals
     return {wire.noop_key(name): tensor for name, tensor in outputs.items()}
 
 
-def run_variant(entry, variant: wire.VariantJob, job: wire.CandidateJob, device: str, guard=None, launches=None
-                ) -> tuple[dict[str, torch.Tensor], wire.VariantStatus]:
+def run_variant(
+    entry, variant: wire.VariantJob, job: wire.CandidateJob, device: str, guard=None, launches=None
+) -> tuple[dict[str, torch.Tensor], wire.VariantStatus]:
     """Every run of one variant. Returns the tensors for the judge and what the watches saw."""
     clock = _Stopwatch()
     originals = {k: v.to(device) for k, v in load_file(variant.inputs_file).items()}
@@ -259,8 +278,12 @@ def run_stress(entry, variant: wire.VariantJob, job: wire.CandidateJob, device: 
             memory_start = torch.cuda.memory_allocated() if device == "cuda" else 0
     _sync(device)
     memory_end = torch.cuda.memory_allocated() if device == "cuda" else 0
-    return wire.StressResult(variant=variant.id, iterations=job.stress_iterations, outputs_differing_from_first=drift,
-                             memory_growth_bytes=memory_end - memory_start)
+    return wire.StressResult(
+        variant=variant.id,
+        iterations=job.stress_iterations,
+        outputs_differing_from_first=drift,
+        memory_growth_bytes=memory_end - memory_start,
+    )
 
 
 # The runner's own refusals, each a failure kind of the wire.
@@ -272,8 +295,9 @@ _REFUSALS = {
 }
 
 
-def _run_one(entry, variant: wire.VariantJob, job: wire.CandidateJob, out: Path, guard, launches,
-             sandbox: audit.Sandbox | None = None) -> wire.VariantStatus:
+def _run_one(
+    entry, variant: wire.VariantJob, job: wire.CandidateJob, out: Path, guard, launches, sandbox: audit.Sandbox | None = None
+) -> wire.VariantStatus:
     """One variant: its tensors saved, its status returned; whatever the candidate does is a status, not a crash.
     Anything the sandbox refused meanwhile fails the variant under its own kind, even if the candidate caught
     the refusal."""
@@ -319,8 +343,9 @@ def _load_or_status(job: wire.CandidateJob, guard, sandbox: audit.Sandbox | None
     refused = audit.first_refusal(sandbox)
     if refused is not None:
         kind, message = refused
-        failed = wire.VariantStatus.failed(kind, f"while loading the candidate, {message}",
-                                           failed.traceback if failed is not None else None)
+        failed = wire.VariantStatus.failed(
+            kind, f"while loading the candidate, {message}", failed.traceback if failed is not None else None
+        )
     return entry, failed
 
 

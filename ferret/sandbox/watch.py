@@ -161,14 +161,34 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
         "torch.Tensor": (torch.Tensor, ["copy_", "clone", "cpu", "contiguous", "view", "to"]),
         # The classes too: do_bench creates new Event objects on every call, so a subclass put in their
         # place would time everything without touching a single method of the original.
-        "torch.cuda": (torch.cuda, ["synchronize", "memory_allocated", "is_available", "Event", "Stream",
-                                    "current_stream", "stream"]),
+        "torch.cuda": (
+            torch.cuda,
+            ["synchronize", "memory_allocated", "is_available", "Event", "Stream", "current_stream", "stream"],
+        ),
         "torch.cuda.Event": (torch.cuda.Event, ["elapsed_time", "record", "synchronize"]),
         "safetensors.torch": (safetensors.torch, ["save_file", "load_file"]),
         "xxhash": (xxhash, ["xxh3_128_hexdigest"]),
-        "runner": (runner_module, ["content_digest", "fresh_outputs", "run_variant", "save_file", "load_file", "_sync",
-                                   "ComputeOpRecorder", "_call", "_first_call", "_fast_runs", "_traced_run",
-                                   "_noop_run", "_Stopwatch", "run_stress", "_bits", "_same_bits"]),
+        "runner": (
+            runner_module,
+            [
+                "content_digest",
+                "fresh_outputs",
+                "run_variant",
+                "save_file",
+                "load_file",
+                "_sync",
+                "ComputeOpRecorder",
+                "_call",
+                "_first_call",
+                "_fast_runs",
+                "_traced_run",
+                "_noop_run",
+                "_Stopwatch",
+                "run_stress",
+                "_bits",
+                "_same_bits",
+            ],
+        ),
         "ComputeOpRecorder": (ComputeOpRecorder, ["__torch_dispatch__", "_record", "__enter__", "__exit__"]),
     }
     try:

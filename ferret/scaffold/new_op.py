@@ -46,8 +46,9 @@ class NewOp:
     tolerances: Path | None
 
 
-def new_op(op: str, root: Path, force: bool = False, calibrate_tolerances: bool = True,
-           progress: Callable[[str], None] = lambda m: None) -> NewOp:
+def new_op(
+    op: str, root: Path, force: bool = False, calibrate_tolerances: bool = True, progress: Callable[[str], None] = lambda m: None
+) -> NewOp:
     """Write the example op's files under `root`, then derive its tolerance table (`ferret calibrate`, CPU
     profile, the honest Triton candidate's false-rejection rate measured too). UsageError naming the op
     or the first file in the way."""
@@ -57,8 +58,9 @@ def new_op(op: str, root: Path, force: bool = False, calibrate_tolerances: bool 
     existing = [name for name in targets if (root / name).exists()]
     if existing and not force:
         raise UsageError(f"{root / existing[0]}: already exists (ferret new --force overwrites the example's files)")
-    environment = Environment(loader=PackageLoader("ferret.scaffold", "templates"), undefined=StrictUndefined,
-                              keep_trailing_newline=True)
+    environment = Environment(
+        loader=PackageLoader("ferret.scaffold", "templates"), undefined=StrictUndefined, keep_trailing_newline=True
+    )
     written = []
     for name, template in targets.items():
         path = root / name
@@ -77,16 +79,33 @@ def new_op(op: str, root: Path, force: bool = False, calibrate_tolerances: bool 
         progress(f"deriving {op}'s tolerances from its honest implementations (ferret calibrate, CPU profile)")
         tolerances = _calibrate_in_the_project(root, contract, honest, force)
         written.append(tolerances)
-    return NewOp(files=written, contract=contract, honest=honest, wrong=root / "tasks" / op / "candidates" / f"wrong_{op}.py",
-                 tolerances=tolerances)
+    return NewOp(
+        files=written,
+        contract=contract,
+        honest=honest,
+        wrong=root / "tasks" / op / "candidates" / f"wrong_{op}.py",
+        tolerances=tolerances,
+    )
 
 
 def _calibrate_in_the_project(root: Path, contract: Path, honest: Path, force: bool) -> Path:
     """`ferret calibrate` in a fresh interpreter whose working folder is the project's root: the project's
     `tasks` package is imported there, never one the calling process already imported (Ferret's own). With
     `force` (ferret new --force) the example's table is rewritten even where it loosens the one there."""
-    command = [sys.executable, "-m", "ferret.cli.main", "calibrate", str(contract.resolve()), "--seeds", "4",
-               "--check-seeds", "2", "--candidate", str(honest.resolve()), *(["--force"] if force else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "ferret.cli.main",
+        "calibrate",
+        str(contract.resolve()),
+        "--seeds",
+        "4",
+        "--check-seeds",
+        "2",
+        "--candidate",
+        str(honest.resolve()),
+        *(["--force"] if force else []),
+    ]
     env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if done.returncode != 0:

@@ -57,8 +57,9 @@ def module_constants(path: Path) -> dict:
 def describe(verdict) -> str:
     lines = [f"pass={verdict.passed} first_failing_stage={verdict.first_failing_stage}"]
     lines += [f"  part {name}: {part.status}: {part.detail[:300]}" for name, part in verdict.parts.items()]
-    lines += [f"  detection {d.cheat} {d.catalogue} [{d.source}] {d.variant or ''}: {d.evidence[:300]}"
-              for d in verdict.detections]
+    lines += [
+        f"  detection {d.cheat} {d.catalogue} [{d.source}] {d.variant or ''}: {d.evidence[:300]}" for d in verdict.detections
+    ]
     return "\n".join(lines)
 
 
@@ -186,8 +187,11 @@ def _tamper_manifest(gate: Path) -> str:
     return "manifest.json"
 
 
-@pytest.mark.parametrize("tamper", [_tamper_golden, _tamper_add, _tamper_remove, _tamper_manifest],
-                         ids=["golden_changed", "file_added", "file_removed", "manifest_loosened"])
+@pytest.mark.parametrize(
+    "tamper",
+    [_tamper_golden, _tamper_add, _tamper_remove, _tamper_manifest],
+    ids=["golden_changed", "file_added", "file_removed", "manifest_loosened"],
+)
 def test_a_tampered_gate_gives_no_verdict(tamper, rmsnorm_gate, tmp_path):
     gate = copy_gate(rmsnorm_gate, tmp_path / "gates")
     verify_gate(gate)
@@ -238,9 +242,23 @@ def test_the_judge_prints_one_gate_result_line_its_own(rmsnorm_gate, tmp_path):
     candidate = HERE / "candidates" / "c21_result_forging.py"
     env = dict(os.environ, TRITON_INTERPRET="1")
     done = subprocess.run(
-        [sys.executable, "-m", "ferret.cli.main", "check", str(RMSNORM_CONTRACT), str(candidate),
-         "--gates-dir", str(gates_dir), "--profile", "cpu"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "ferret.cli.main",
+            "check",
+            str(RMSNORM_CONTRACT),
+            str(candidate),
+            "--gates-dir",
+            str(gates_dir),
+            "--profile",
+            "cpu",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     lines = [line for line in done.stdout.splitlines() if "GATE_RESULT" in line]
     assert len(lines) == 1, done.stdout

@@ -8,6 +8,7 @@ only each row's first split. The judge's numerical decision over every CPU case 
 (`tasks.variants.failing_stages`, the same comparison and tolerance table as `ferret check`) rejects each edit, and
 passes the unedited point.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,8 @@ CUTS = {
     ),
     "first_split_of_each_row": (
         "the merge reads only each row's first split",
-        "    filled_rows = tl.max(tl.where(lse != float(\"-inf\"), split_offs[None, :] + 1, 0), axis=1)",
-        "    filled_rows = tl.minimum(tl.max(tl.where(lse != float(\"-inf\"), split_offs[None, :] + 1, 0), axis=1), 1)",
+        '    filled_rows = tl.max(tl.where(lse != float("-inf"), split_offs[None, :] + 1, 0), axis=1)',
+        '    filled_rows = tl.minimum(tl.max(tl.where(lse != float("-inf"), split_offs[None, :] + 1, 0), axis=1), 1)',
     ),
 }
 

@@ -11,6 +11,7 @@ error; probs 0.0195) lets the split log-sum-exp in bf16 and the skipped blocks t
 case's own row lets the bf16 accumulator, running sum and statistics through, and dropping the case whose
 cache halves cancel lets the bf16 partials through, so these tests fail.
 """
+
 from __future__ import annotations
 
 import os
@@ -127,8 +128,9 @@ def test_a_case_row_looser_than_the_general_one_is_refused():
     general = {"bfloat16": {"o_heads": {"rel_l2": 0.01, "cosine_min": 0.999}}}
 
     def table(row: dict) -> ToleranceTable:
-        return ToleranceTable.model_validate({"provenance": "t", "by_dtype": general,
-                                              "by_case": {"c": {"bfloat16": {"o_heads": row}}}})
+        return ToleranceTable.model_validate(
+            {"provenance": "t", "by_dtype": general, "by_case": {"c": {"bfloat16": {"o_heads": row}}}}
+        )
 
     table({"rel_l2": 0.005, "cosine_min": 0.9999})
     for looser in ({"rel_l2": 0.02, "cosine_min": 0.9999}, {"rel_l2": 0.005, "cosine_min": 0.99}, {"rel_l2": 0.005}):

@@ -14,12 +14,12 @@ import torch
 from ferret.backends import cuda
 from ferret.errors import BackendUnavailable, CudaCompileError
 
-SCALE = r'''
+SCALE = r"""
 extern "C" __global__ void scale(const float* x, float* y, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a * x[i];
 }
-'''
+"""
 
 
 def test_nvrtc_compiles_for_hopper_without_a_gpu():
@@ -35,8 +35,7 @@ def test_a_refused_source_raises_with_the_compilers_log_naming_the_line():
 
 
 def test_contract_flags_become_nvrtc_options_that_nvrtc_takes():
-    flags = cuda.flags_from_contract({"std": "c++17", "use_fast_math": True, "maxrregcount": 128, "fmad": "false",
-                                      "G": False})
+    flags = cuda.flags_from_contract({"std": "c++17", "use_fast_math": True, "maxrregcount": 128, "fmad": "false", "G": False})
     assert flags == ["--fmad=false", "--maxrregcount=128", "--std=c++17", "--use_fast_math"]
     assert cuda.compile_cubin(SCALE, flags, "sm_90")[:4] == b"\x7fELF"
     assert cuda.flags_from_contract({}) == list(cuda.DEFAULT_FLAGS)
@@ -70,12 +69,12 @@ def test_the_source_compiles_with_the_flags_and_cache_the_judge_set(tmp_path, mo
 
 
 # One warpgroup MMA fence: an instruction of Hopper's arch-specific target only.
-WGMMA_FENCE = r'''
+WGMMA_FENCE = r"""
 extern "C" __global__ void fenced(float* y) {
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     y[threadIdx.x] = 1.0f;
 }
-'''
+"""
 
 
 def test_hopper_candidates_compile_for_its_arch_specific_target_where_warpgroup_mma_is():
@@ -102,6 +101,7 @@ def test_a_launch_past_48_kib_of_dynamic_shared_memory_raises_the_kernels_limit_
     """CUDA refuses a launch asking for more dynamic shared memory than the kernel's limit (48 KiB unless raised);
     the backend raises it to what the launch asks, once per kernel and size, and never for a small launch."""
     import cupy
+
     driver = importlib.import_module("cupy.cuda").driver  # compiled, untyped
 
     raised, launched, streams = [], [], []
@@ -135,8 +135,12 @@ def test_a_programmatic_launchs_parameters_are_each_arguments_bytes_in_its_own_t
     values = cuda.kernel_args([cuda.NULL, cuda.i32(-7), cuda.i64(1 << 40), cuda.f32(0.25)])
     addresses, buffers = cuda.parameter_block(values)
     assert addresses.dtype == numpy.uint64 and len(addresses) == 4
-    read = [ctypes.c_uint64.from_address(int(addresses[0])).value, ctypes.c_int32.from_address(int(addresses[1])).value,
-            ctypes.c_int64.from_address(int(addresses[2])).value, ctypes.c_float.from_address(int(addresses[3])).value]
+    read = [
+        ctypes.c_uint64.from_address(int(addresses[0])).value,
+        ctypes.c_int32.from_address(int(addresses[1])).value,
+        ctypes.c_int64.from_address(int(addresses[2])).value,
+        ctypes.c_float.from_address(int(addresses[3])).value,
+    ]
     assert read == [0, -7, 1 << 40, 0.25]
     assert [buffer.itemsize for buffer in buffers] == [8, 4, 8, 4]
 
@@ -179,27 +183,33 @@ def test_a_programmatic_launch_goes_through_the_drivers_launch_with_its_config_o
 
     def launch_kernel_ex(config, function, params, extra):
         addresses = (ctypes.c_uint64 * 2).from_address(params)
-        calls.append({"grid": (config.gridDimX, config.gridDimY, config.gridDimZ), "block": config.blockDimX,
-                      "shared": config.sharedMemBytes, "stream": int(config.hStream), "function": int(function),
-                      "programmatic": config.attrs[0].value.programmaticStreamSerializationAllowed,
-                      "args": (ctypes.c_int32.from_address(addresses[0]).value,
-                               ctypes.c_float.from_address(addresses[1]).value)})
+        calls.append(
+            {
+                "grid": (config.gridDimX, config.gridDimY, config.gridDimZ),
+                "block": config.blockDimX,
+                "shared": config.sharedMemBytes,
+                "stream": int(config.hStream),
+                "function": int(function),
+                "programmatic": config.attrs[0].value.programmaticStreamSerializationAllowed,
+                "args": (ctypes.c_int32.from_address(addresses[0]).value, ctypes.c_float.from_address(addresses[1]).value),
+            }
+        )
         return (driver.CUresult.CUDA_SUCCESS,)
 
     monkeypatch.setattr(driver, "cuLaunchKernelEx", launch_kernel_ex)
     source = cuda.Source(SCALE)
     _fake_gpu_launch(monkeypatch, source)
     source.launch("scale", (5, 2), (128,), [cuda.i32(9), cuda.f32(1.5)], programmatic=True)
-    assert calls == [{"grid": (5, 2, 1), "block": 128, "shared": 0, "stream": 0x77, "function": 4321,
-                      "programmatic": 1, "args": (9, 1.5)}]
+    assert calls == [
+        {"grid": (5, 2, 1), "block": 128, "shared": 0, "stream": 0x77, "function": 4321, "programmatic": 1, "args": (9, 1.5)}
+    ]
 
 
 def test_a_refused_programmatic_launch_raises_with_the_drivers_name_for_the_error(monkeypatch):
     pytest.importorskip("cuda.bindings")
     driver = cuda.driver_binding()
 
-    monkeypatch.setattr(driver, "cuLaunchKernelEx",
-                        lambda *args: (driver.CUresult.CUDA_ERROR_INVALID_VALUE,))
+    monkeypatch.setattr(driver, "cuLaunchKernelEx", lambda *args: (driver.CUresult.CUDA_ERROR_INVALID_VALUE,))
     monkeypatch.setattr(driver, "cuGetErrorName", lambda result: (driver.CUresult.CUDA_SUCCESS, b"CUDA_ERROR_INVALID_VALUE"))
     source = cuda.Source(SCALE)
     _fake_gpu_launch(monkeypatch, source)
@@ -237,7 +247,10 @@ def test_on_the_gpu_the_driver_binding_is_loaded_before_the_sandbox(monkeypatch)
 
 def test_kernel_arguments_are_typed():
     assert [type(a) for a in cuda.kernel_args([cuda.i32(3), cuda.i64(4), cuda.f32(0.5)])] == [
-        numpy.int32, numpy.int64, numpy.float32]
+        numpy.int32,
+        numpy.int64,
+        numpy.float32,
+    ]
     with pytest.raises(TypeError, match=r"kernel argument 1: int; pass a tensor, or a number as cuda.i32"):
         cuda.kernel_args([cuda.i32(1), 7])
     with pytest.raises(TypeError, match="kernel argument 0: a tensor on cpu, not on the GPU"):
@@ -314,8 +327,10 @@ def test_a_launchers_compile_error_names_its_file_and_line(tmp_path, monkeypatch
     """The compiler's log points at the line of the launcher a user edits, not at a line of an anonymous string."""
     monkeypatch.delenv(cuda.CACHE_ENV, raising=False)
     launcher = tmp_path / "my_kernel.py"
-    launcher.write_text('from ferret.backends import cuda\n\nKERNELS = cuda.Source(r"""\n'
-                        'extern "C" __global__ void k(float* y) {\n    y[0] = not_declared;\n}\n""")\n')
+    launcher.write_text(
+        'from ferret.backends import cuda\n\nKERNELS = cuda.Source(r"""\n'
+        'extern "C" __global__ void k(float* y) {\n    y[0] = not_declared;\n}\n""")\n'
+    )
     namespace: dict = {}
     exec(compile(launcher.read_text(), str(launcher), "exec"), namespace)
     with pytest.raises(CudaCompileError) as info:
@@ -349,10 +364,10 @@ def test_a_refused_source_is_refused_again_at_every_later_launch_without_compili
 # Two cheat classes CUDA makes possible, closed by what the judge compiles with (SECURITY.md): a kernel
 # launching kernels of its own from the device (work outside the judge's launch count and stream), and a kernel
 # reading host memory mapped for it (answers kept outside the GPU's memory, between calls).
-DEVICE_SIDE_LAUNCH = r'''
+DEVICE_SIDE_LAUNCH = r"""
 extern "C" __global__ void child(float* x) { x[threadIdx.x] += 1.0f; }
 extern "C" __global__ void parent(float* x) { if (threadIdx.x == 0) child<<<1, 32>>>(x); }
-'''
+"""
 
 
 def test_a_device_side_launch_does_not_compile_under_the_default_flags():

@@ -8,14 +8,17 @@ from ferret.backends import language_of
 from ferret.contract.model import Backend
 
 
-@pytest.mark.parametrize(("source", "language"), [
-    ("from ferret.backends import cuda\n", "cuda"),
-    ("import ferret.backends.cuda as cu\n", "cuda"),
-    ("from ferret.backends.cuda import Source\n", "cuda"),
-    ("import triton\nimport triton.language as tl\n", "triton"),
-    ("from ferret.backends import language_of\n", "triton"),
-    ("def run(:\n", "triton"),
-])
+@pytest.mark.parametrize(
+    ("source", "language"),
+    [
+        ("from ferret.backends import cuda\n", "cuda"),
+        ("import ferret.backends.cuda as cu\n", "cuda"),
+        ("from ferret.backends.cuda import Source\n", "cuda"),
+        ("import triton\nimport triton.language as tl\n", "triton"),
+        ("from ferret.backends import language_of\n", "triton"),
+        ("def run(:\n", "triton"),
+    ],
+)
 def test_the_language_follows_the_imports(source, language):
     assert language_of(source) == language
 
@@ -38,8 +41,9 @@ def test_a_cuda_candidate_on_a_machine_without_cupy_is_told_what_to_install(monk
 
     candidate = tmp_path / "cuda_candidate.py"
     candidate.write_text("from ferret.backends import cuda\n")
-    task = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(allowed_languages=["cuda"])),
-                                 path=tmp_path / "op.yaml")
+    task = types.SimpleNamespace(
+        contract=types.SimpleNamespace(backend=Backend(allowed_languages=["cuda"])), path=tmp_path / "op.yaml"
+    )
     monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", None)
     monkeypatch.delitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", raising=False)
     with pytest.raises(UsageError, match=r"cannot compile it: CUDA candidates need CuPy and NVRTC: pip install"):
@@ -57,8 +61,11 @@ def test_a_cuda_only_contract_refuses_a_triton_candidate_saying_why(tmp_path):
     candidate = tmp_path / "triton_candidate.py"
     candidate.write_text("import triton\n")
     task = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(language="cuda")), path=tmp_path / "op.yaml")
-    with pytest.raises(UsageError, match=r"is a triton candidate \(it does not import ferret.backends.cuda\), but "
-                                         r".*op.yaml allows cuda only"):
+    with pytest.raises(
+        UsageError,
+        match=r"is a triton candidate \(it does not import ferret.backends.cuda\), but "
+        r".*op.yaml allows cuda only",
+    ):
         require_language(task, "cuda", "gpu", candidate)  # type: ignore[arg-type]
 
 

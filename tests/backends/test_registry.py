@@ -32,11 +32,14 @@ def test_a_name_is_registered_once():
         registry.register(backend("cuda"))
 
 
-@pytest.mark.parametrize(("source", "language"), [
-    ("from ferret.backends import cuda\n", "cuda"),
-    ("import triton\n", "triton"),
-    ("def run(:\n", "triton"),  # does not parse: the default's to fail
-])
+@pytest.mark.parametrize(
+    ("source", "language"),
+    [
+        ("from ferret.backends import cuda\n", "cuda"),
+        ("import triton\n", "triton"),
+        ("def run(:\n", "triton"),  # does not parse: the default's to fail
+    ],
+)
 def test_a_source_belongs_to_the_backend_that_claims_it_else_to_the_default(source, language):
     assert backend_for(source).name == language == language_of(source)
 
@@ -46,10 +49,17 @@ def test_the_evidence_names_the_module_imported_or_not():
     assert registry.evidence(backend("triton")) == "it does not import ferret.backends.cuda"
 
 
-@pytest.mark.parametrize(("source", "imported"), [
-    ("import toy.lang\n", True), ("from toy.lang import Kernel\n", True), ("from toy import lang\n", True),
-    ("import toy\n", False), ("from toy import other\n", False), ("import toy.language\n", False),
-])
+@pytest.mark.parametrize(
+    ("source", "imported"),
+    [
+        ("import toy.lang\n", True),
+        ("from toy.lang import Kernel\n", True),
+        ("from toy import lang\n", True),
+        ("import toy\n", False),
+        ("from toy import other\n", False),
+        ("import toy.language\n", False),
+    ],
+)
 def test_imports_module_reads_every_form_of_import(source, imported):
     assert imports_module(ast.parse(source), "toy.lang") is imported
 
@@ -105,8 +115,9 @@ def test_the_judge_asks_a_registered_languages_backend_whether_it_can_judge_it(t
     from ferret.contract.model import Backend
     from ferret.gate import judge
 
-    task = types.SimpleNamespace(contract=types.SimpleNamespace(backend=Backend(allowed_languages=["toy"])),
-                                 path=tmp_path / "op.yaml")
+    task = types.SimpleNamespace(
+        contract=types.SimpleNamespace(backend=Backend(allowed_languages=["toy"])), path=tmp_path / "op.yaml"
+    )
     assert judge.judged_languages(task, "cpu") == ["triton", "toy"]  # type: ignore[arg-type]
     candidate = tmp_path / "toy_candidate.py"
     candidate.write_text("import toy.lang\n")

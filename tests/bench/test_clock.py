@@ -27,8 +27,9 @@ def test_the_flush_and_the_spin_outlast_the_host_launch_time(host_ms, flush_ms, 
 def test_late_calls_are_dropped_from_the_median_unless_every_call_was_late():
     from ferret.bench.process import TimedCalls
 
-    calls = TimedCalls(ms=[0.005, 0.030, 0.005, 0.006], queued_ahead=[True, False, True, True],
-                       enqueue_ms=[0.05, 0.08, 0.05, 0.05])
+    calls = TimedCalls(
+        ms=[0.005, 0.030, 0.005, 0.006], queued_ahead=[True, False, True, True], enqueue_ms=[0.05, 0.08, 0.05, 0.05]
+    )
     assert calls.late == 1 and calls.kept_ms() == [0.005, 0.005, 0.006]
     all_late = TimedCalls(ms=[0.03, 0.031], queued_ahead=[False, False], enqueue_ms=[0.08, 0.08])
     assert all_late.kept_ms() == [0.03, 0.031]  # kept for the record: the judge marks such a round
@@ -68,8 +69,12 @@ def test_a_round_is_the_mean_over_loaded_copies_of_each_copys_median():
     copy's median, late calls left out, and their mean."""
     from ferret.bench.process import TimedCalls
 
-    calls = TimedCalls(ms=[5.76, 6.30, 5.77, 6.31, 5.75, 6.29, 9.0], queued_ahead=[True] * 6 + [False],
-                       enqueue_ms=[0.01] * 7, copies=[0, 1, 0, 1, 0, 1, 0])
+    calls = TimedCalls(
+        ms=[5.76, 6.30, 5.77, 6.31, 5.75, 6.29, 9.0],
+        queued_ahead=[True] * 6 + [False],
+        enqueue_ms=[0.01] * 7,
+        copies=[0, 1, 0, 1, 0, 1, 0],
+    )
     assert calls.round_ms() == pytest.approx((5.76 + 6.30) / 2)
     one_more_slow = TimedCalls(ms=[5.76, 6.30, 6.30], queued_ahead=[True] * 3, enqueue_ms=[0.01] * 3, copies=[0, 1, 1])
     assert one_more_slow.round_ms() == pytest.approx((5.76 + 6.30) / 2), "the slow copy's extra call does not win"
@@ -94,8 +99,18 @@ def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path):
 
     source = tmp_path / "candidate.py"
     source.write_text("STATE = []\n\ndef run(inputs, outputs, params, trace=None):\n    STATE.append(1)\n")
-    job = wire.TimingJob(role=wire.CANDIDATE_TIMER, source=str(source), entry="run", compile=False, device="cpu",
-                         params={}, read_only=[], repeats=1, cases=[], result=str(tmp_path / "result.json"))
+    job = wire.TimingJob(
+        role=wire.CANDIDATE_TIMER,
+        source=str(source),
+        entry="run",
+        compile=False,
+        device="cpu",
+        params={},
+        read_only=[],
+        repeats=1,
+        cases=[],
+        result=str(tmp_path / "result.json"),
+    )
     copies = process.load_implementations(job)["candidate"]
     assert len(copies) == process.CODE_COPIES >= 2
     assert len({fn.__globals__["__name__"] for fn in copies}) == process.CODE_COPIES, "one module per copy"

@@ -6,16 +6,24 @@ from __future__ import annotations
 
 from ferret.bench.guards import foreign_kernels
 
-TORCH_FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
-              "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
+TORCH_FILL = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+    "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
+)
 TORCH_SCAN = "void at_cuda_detail::cub::DeviceScanKernel<int*, int*>(int*, int*, int)"
 CUBLAS = "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NNT"
 CUPY_SUM = "cupy_sum__float32_float32"
 
 
 def test_the_candidates_launches_and_torchs_own_kernels_are_accounted_for():
-    executed = {"_rmsnorm_kernel": 5, "rmsnorm_bf16": 5, TORCH_FILL: 5, TORCH_SCAN: 5,
-                "Memset (Device)": 5, "void rmsnorm_row<float>(float const*, float*)": 5}
+    executed = {
+        "_rmsnorm_kernel": 5,
+        "rmsnorm_bf16": 5,
+        TORCH_FILL: 5,
+        TORCH_SCAN: 5,
+        "Memset (Device)": 5,
+        "void rmsnorm_row<float>(float const*, float*)": 5,
+    }
     launched = {"_rmsnorm_kernel": 5, "rmsnorm_bf16": 5, "_Z11rmsnorm_rowIfEvPKfPf": 5}
     assert foreign_kernels(executed, launched) == {}
 

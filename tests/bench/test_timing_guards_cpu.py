@@ -35,8 +35,11 @@ def test_pool_has_at_least_two_sets_and_at_most_the_cap():
 
 
 def test_floor_counts_read_only_inputs_and_outputs_at_datasheet_bandwidth():
-    tensors = {"x": TensorSpec((4096, 7168), "bfloat16", "in"), "cache": TensorSpec((1 << 20,), "bfloat16", "inout"),
-               "y": TensorSpec((4096, 7168), "bfloat16", "out")}
+    tensors = {
+        "x": TensorSpec((4096, 7168), "bfloat16", "in"),
+        "cache": TensorSpec((1 << 20,), "bfloat16", "inout"),
+        "y": TensorSpec((4096, 7168), "bfloat16", "out"),
+    }
     count = generic_count(tensors)  # the in-place cache is not counted
     moved = count.bytes
     assert (moved, count.flops, count.source) == (2 * 4096 * 7168 * 2, 0, "generic")
@@ -109,8 +112,11 @@ def test_the_timing_folder_is_removed_whatever_happened(tmp_path, monkeypatch):
     monkeypatch.setattr(timing, "_prepare_cases", failing)
     with pytest.raises(RuntimeError, match="broke"):
         # no task or manifest: the stand-in for _prepare_cases reads neither
-        timing.time_candidate(GateContext(None, None, tmp_path), tmp_path / "c.py",  # pyright: ignore[reportArgumentType]
-                              timing.TimingOptions(lambda m: None))
+        timing.time_candidate(
+            GateContext(None, None, tmp_path),  # pyright: ignore[reportArgumentType]
+            tmp_path / "c.py",
+            timing.TimingOptions(lambda m: None),
+        )
     assert len(made) == 1 and not Path(made[0]).exists()
 
 
@@ -131,8 +137,18 @@ def test_every_later_case_is_warmed_up_before_the_first_step(tmp_path, monkeypat
         pool_file = tmp_path / f"{name}.safetensors"
         save_file({wire.pool_key(i, "x"): torch.randn(rows, 4) for i in range(2)}, str(pool_file))
         cases.append(wire.TimingCaseJob(name, str(pool_file), 2, {"y": ([rows, 4], "float32")}))
-    job = wire.TimingJob(role=wire.REFERENCE_TIMER, source="", entry="run", compile=False, device="cpu", params={},
-                         read_only=["x"], repeats=1, cases=cases, result=str(tmp_path / "result.json"))
+    job = wire.TimingJob(
+        role=wire.REFERENCE_TIMER,
+        source="",
+        entry="run",
+        compile=False,
+        device="cpu",
+        params={},
+        read_only=["x"],
+        repeats=1,
+        cases=cases,
+        result=str(tmp_path / "result.json"),
+    )
     events: list[tuple[str, object]] = []
     monkeypatch.setattr(process.Steps, "ready", lambda self, step: events.append(("ready", step)))
     monkeypatch.setattr(process.Steps, "finished", lambda self, step: None)
@@ -142,8 +158,9 @@ def test_every_later_case_is_warmed_up_before_the_first_step(tmp_path, monkeypat
         outputs["y"].copy_(inputs["x"])
 
     harness = HarnessGuard(sys.modules[process.__name__], LaunchRecorder())
-    results = process.run_steps(job, {"baseline": run}, process.Clock(on_gpu=False), harness,
-                                warmed=lambda: events.append(("warmed", None)))
+    results = process.run_steps(
+        job, {"baseline": run}, process.Clock(on_gpu=False), harness, warmed=lambda: events.append(("warmed", None))
+    )
     first_step = events.index(("ready", "0 0"))
     # case 0's own warm-up, then each later case once, all before the first step; then the warm-up turn given back
     # (ferret/bench/warmup_turn.py): the next reference timer compiles after every case of this one is compiled

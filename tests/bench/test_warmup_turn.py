@@ -25,8 +25,9 @@ time.sleep(float(sys.argv[3]))
 
 
 def _holder(folder: Path, hold_s: float, linger_s: float = 0.0) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder), str(hold_s), str(linger_s)],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder), str(hold_s), str(linger_s)], stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
     return holder
 

@@ -16,8 +16,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args], capture_output=True, text=True, cwd=REPO,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+        timeout=120,
+        check=False,
+    )
 
 
 def test_at_most_five_benchmarks_each_a_module_with_a_main():

@@ -30,16 +30,24 @@ def bench():
 
 
 def _driver(args: list[str], env: dict, timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run([*DRIVER, *args], capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)},
-                          cwd=REPO, timeout=timeout, check=False)
+    return subprocess.run(
+        [*DRIVER, *args],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_the_cpu_rehearsal_checks_then_times_the_point_beside_its_peers(tmp_path):
     """--cpu: the default point at a tiny shape under the interpreter: its o_heads checked against the float64
     reference, then timed beside torch.compile of the baseline; FlashMLA's row is there, skipped with the reason
     where its package does not import; every timed row carries the floor and the fraction of it."""
-    done = _driver(["--cpu", "--out", str(tmp_path), "--shapes", "h16_b2_l64", "--point", "", "--rounds", "1"],
-                   dict(os.environ), timeout=600)
+    done = _driver(
+        ["--cpu", "--out", str(tmp_path), "--shapes", "h16_b2_l64", "--point", "", "--rounds", "1"], dict(os.environ), timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {row["impl"]: row for row in map(json.loads, (tmp_path / "mla-template-bench.jsonl").read_text().splitlines())}
     compiled, flash = rows.pop("torch.compile(baseline)"), rows.pop("FlashMLA core (attention only)")
@@ -53,8 +61,9 @@ def test_the_cpu_rehearsal_checks_then_times_the_point_beside_its_peers(tmp_path
 
 
 def _kernel(ptx: str, regs: int, spills: int):
-    return types.SimpleNamespace(asm={"ptx": ptx}, n_regs=regs, n_spills=spills,
-                                 metadata=types.SimpleNamespace(shared=147456, num_warps=8))
+    return types.SimpleNamespace(
+        asm={"ptx": ptx}, n_regs=regs, n_spills=spills, metadata=types.SimpleNamespace(shared=147456, num_warps=8)
+    )
 
 
 def test_kernel_facts_read_triton_caches(bench):
@@ -63,13 +72,18 @@ def test_kernel_facts_read_triton_caches(bench):
     facts = bench.kernel_facts(types.SimpleNamespace(_split_kv_attention_kernel=jit))
     assert facts["compiled_variants"] == 2 and facts["wgmma"] is True
     assert [(v["wgmma"], v["mma_sync"], v["n_regs"], v["n_spills"]) for v in facts["variants"]] == [
-        (True, False, 168, 0), (False, True, 255, 40)]
+        (True, False, 168, 0),
+        (False, True, 255, 40),
+    ]
     assert bench.kernel_facts(types.SimpleNamespace(_split_kv_attention_kernel=None)) == {"compiled_variants": 0}
 
 
 def test_points_parse_and_render(bench, tmp_path):
     assert bench.parse_point("head_block=64,num_warps=8,split_policy=waves") == {
-        "head_block": 64, "num_warps": 8, "split_policy": "waves"}
+        "head_block": 64,
+        "num_warps": 8,
+        "split_policy": "waves",
+    }
     assert bench.parse_point("") == {}
     rendered = bench.render_points([{}, *bench.GPU_POINTS[1:3]], tmp_path)
     assert len(rendered) == 3 and all(path.is_file() for _, path in rendered)
@@ -93,11 +107,20 @@ def test_gpu_points_lead_with_the_defaults_then_the_point_for_every_batch(bench)
 
 def test_markdown_shows_failures_and_skips(bench):
     base = {"shape": "h128_b64_l4096", "floor_us": 80.0}
-    rows = [{**base, "impl": "torch.compile(baseline)", "us": 400.0},
-            {**base, "impl": "FlashMLA core (attention only)", "flash_mla_core_us": 125.0},
-            {**base, "impl": "heads<=64", "us": 200.0, "spread": 0.031, "wgmma": True, "config": {"num_splits": 1},
-             "variants": [{"n_regs": 168, "n_spills": 0}]},
-            {**base, "impl": "heads<=128", "ok": False, "why": "OutOfResources: shared memory"}]
+    rows = [
+        {**base, "impl": "torch.compile(baseline)", "us": 400.0},
+        {**base, "impl": "FlashMLA core (attention only)", "flash_mla_core_us": 125.0},
+        {
+            **base,
+            "impl": "heads<=64",
+            "us": 200.0,
+            "spread": 0.031,
+            "wgmma": True,
+            "config": {"num_splits": 1},
+            "variants": [{"n_regs": 168, "n_spills": 0}],
+        },
+        {**base, "impl": "heads<=128", "ok": False, "why": "OutOfResources: shared memory"},
+    ]
     table = bench.markdown(rows)
     assert "| h128_b64_l4096 | heads<=64 | 200.0 | 3.1% | 2.00 | 0.40 | 80.0 | yes | 168/0 | 1 |" in table
     assert "OutOfResources: shared memory" in table and "| 125.0 | - | 3.20 |" in table
@@ -112,9 +135,20 @@ def test_static_sm90_compiles_points_without_a_gpu(tmp_path):
     the divisibility hints of a real launch are given)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = _driver(
-        ["--static-sm90", "128", "--out", str(tmp_path),
-         "--point", "head_block=16,token_block=32,num_warps=4,programs_per_sm=2,split_policy=programs,split_chunk=per_request,"
-         "side_kernels=batch_blocks,kv_loads=pointers", "--point", ""], env, timeout=600)
+        [
+            "--static-sm90",
+            "128",
+            "--out",
+            str(tmp_path),
+            "--point",
+            "head_block=16,token_block=32,num_warps=4,programs_per_sm=2,split_policy=programs,split_chunk=per_request,"
+            "side_kernels=batch_blocks,kv_loads=pointers",
+            "--point",
+            "",
+        ],
+        env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     previous, default = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
     assert previous.get("wgmma") is False and default.get("wgmma") is True, (previous, default)
@@ -129,8 +163,20 @@ def test_static_sm90_compiles_the_paged_attention_kernel_of_the_paged_template(t
     """--templates names the paged space: its default point's attention kernel (the block table's lookups inside)
     builds Hopper's wgmma too, at the same block sizes."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = _driver(["--static-sm90", "128", "--out", str(tmp_path),
-                    "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates"), "--point", ""], env, timeout=600)
+    done = _driver(
+        [
+            "--static-sm90",
+            "128",
+            "--out",
+            str(tmp_path),
+            "--templates",
+            str(REPO / "tasks" / "mla_attention_paged" / "templates"),
+            "--point",
+            "",
+        ],
+        env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
     assert row.get("wgmma") is True and (row["BLOCK_H"], row["BLOCK_N"]) == (64, 64), row
@@ -138,8 +184,11 @@ def test_static_sm90_compiles_the_paged_attention_kernel_of_the_paged_template(t
 
 
 def test_the_timed_bench_refuses_another_templates_folder(tmp_path):
-    done = _driver(["--cpu", "--out", str(tmp_path), "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates")],
-                   dict(os.environ), timeout=120)
+    done = _driver(
+        ["--cpu", "--out", str(tmp_path), "--templates", str(REPO / "tasks" / "mla_attention_paged" / "templates")],
+        dict(os.environ),
+        timeout=120,
+    )
     assert done.returncode != 0 and "--templates: only with --static-sm90" in done.stderr
 
 
@@ -186,16 +235,24 @@ def test_on_the_gpu_each_round_is_the_gates_clock_behind_its_own_host_launch_tim
     clock = _RecordingClock()
     row_a, row_b = {}, {}
     bench.timed_rounds([(row_a, "us", "a"), (row_b, "flash_mla_core_us", "b")], 2, clock)
-    assert clock.events == [("host", "a"), ("host", "b"), ("bench", "a", 0.05), ("bench", "b", None),
-                            ("bench", "a", 0.05), ("bench", "b", None)]
+    assert clock.events == [
+        ("host", "a"),
+        ("host", "b"),
+        ("bench", "a", 0.05),
+        ("bench", "b", None),
+        ("bench", "a", 0.05),
+        ("bench", "b", None),
+    ]
     assert row_a["rounds_us"] == [40.0, 40.0] and row_a["us"] == 40.0 and row_a["host_launch_us"] == 50.0
     assert row_a["late_fractions"] == [0.02, 0.02]
     assert row_b["flash_mla_core_us"] == 125.0 and row_b["host_launch_us"] is None and row_b["late_fractions"] == [0.0, 0.0]
 
 
 def test_kernel_lines_list_each_points_kernels(bench):
-    rows = [{"shape": "s", "impl": "p", "kernels_us": {"_split_kv_attention_kernel(...)": 101.25, "_merge": 9.0}},
-            {"shape": "s", "impl": "q"}]
+    rows = [
+        {"shape": "s", "impl": "p", "kernels_us": {"_split_kv_attention_kernel(...)": 101.25, "_merge": 9.0}},
+        {"shape": "s", "impl": "q"},
+    ]
     text = bench.kernel_lines(rows)
     assert "- s | p: _split_kv_attention_kernel 101.2, _merge 9.0" in text and "| q:" not in text
     assert bench.kernel_lines([{"shape": "s", "impl": "q"}]) == ""

@@ -16,9 +16,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_row_per_repo_with_the_phases_memory_and_proposals(tmp_path):
     out = tmp_path / "cost.jsonl"
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "search-setup", "--out", str(out),
-                           "--templates", "tasks/rmsnorm/templates"], capture_output=True, text=True, cwd=REPO,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "search-setup", "--out", str(out), "--templates", "tasks/rmsnorm/templates"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = map(json.loads, out.read_text().splitlines())
     assert row["repo"] == str(REPO) and row["templates"] == "tasks/rmsnorm/templates"

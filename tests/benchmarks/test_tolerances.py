@@ -14,9 +14,28 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_honest_candidate_passes_and_a_precision_cut_is_rejected_at_its_stage(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "tolerances", "--op", "rmsnorm", "--checks", "1",
-                           "--candidates", "honest,sumsq_bf16", "--out", str(tmp_path)], capture_output=True, text=True,
-                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "tolerances",
+            "--op",
+            "rmsnorm",
+            "--checks",
+            "1",
+            "--candidates",
+            "honest,sumsq_bf16",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     results = {r["candidate"]: r for r in map(json.loads, (tmp_path / "results.jsonl").read_text().splitlines())}
     assert results["honest"]["passed"] is True and results["honest"]["failures"] == []

@@ -17,10 +17,10 @@ from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM, copy_gate, flip_byt
 from ferret.cli.main import app  # noqa: E402
 from ferret.gate.models import PARTS  # noqa: E402
 
-ZEROS_CANDIDATE = '''
+ZEROS_CANDIDATE = """
 def run(inputs, outputs, params, trace=None):
     outputs["y"].zero_()
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,9 @@ def _gate_result(stdout: str) -> dict:
 
 
 def test_check_pass_prints_one_gate_result_and_exits_0(gate, gates_dir, tmp_path):
-    proc = _ferret("check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM),
-                   "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path)
+    proc = _ferret(
+        "check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     result = _gate_result(proc.stdout)
     assert result["pass"] is True
@@ -77,8 +78,9 @@ def test_check_pass_prints_one_gate_result_and_exits_0(gate, gates_dir, tmp_path
 def test_check_fail_exits_1_with_per_case_metrics(gate, gates_dir, tmp_path):
     candidate = tmp_path / "zeros.py"
     candidate.write_text(ZEROS_CANDIDATE)
-    proc = _ferret("check", str(RMSNORM_CONTRACT), str(candidate),
-                   "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path)
+    proc = _ferret(
+        "check", str(RMSNORM_CONTRACT), str(candidate), "--gates-dir", str(gates_dir), "--profile", "cpu", cwd=tmp_path
+    )
     assert proc.returncode == 1, proc.stderr
     result = _gate_result(proc.stdout)
     assert result["pass"] is False
@@ -95,8 +97,9 @@ def test_check_fail_exits_1_with_per_case_metrics(gate, gates_dir, tmp_path):
 
 def test_a_roofline_naming_an_unknown_dim_exits_2_naming_file_field_and_line(gates_dir, tmp_path):
     contract = write_contract(tmp_path, lambda d: d["roofline"].update(bytes="nbytes(x) * Q"))
-    result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM),
-                                      "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["check", str(contract), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu"]
+    )
     assert result.exit_code == 2, result.output
     assert "GATE_RESULT" not in result.stdout and "bad contract" in result.stderr
     assert f"{contract}:{line_of(contract, 'nbytes(x) * Q')}: roofline.bytes:" in result.stderr and "'Q'" in result.stderr
@@ -106,19 +109,23 @@ CUDA_RMSNORM = Path(__file__).resolve().parents[2] / "tasks" / "rmsnorm" / "cand
 
 
 def test_a_triton_only_contract_refuses_a_cuda_candidate_with_exit_2(gates_dir):
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(CUDA_RMSNORM), "--gates-dir", str(gates_dir),
-                                      "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["check", str(RMSNORM_CONTRACT), str(CUDA_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu"]
+    )
     assert result.exit_code == 2, result.output
     assert "GATE_RESULT" not in result.stdout
-    assert f"{CUDA_RMSNORM} is a cuda candidate (it imports ferret.backends.cuda), but {RMSNORM_CONTRACT} allows " \
-           "triton only (backend.language, backend.allowed_languages)" in " ".join(result.stderr.split())
+    assert (
+        f"{CUDA_RMSNORM} is a cuda candidate (it imports ferret.backends.cuda), but {RMSNORM_CONTRACT} allows "
+        "triton only (backend.language, backend.allowed_languages)" in " ".join(result.stderr.split())
+    )
 
 
 def test_the_wrong_language_is_refused_before_any_gate_is_built(tmp_path):
     empty = tmp_path / "gates"
     empty.mkdir()
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(CUDA_RMSNORM), "--gates-dir", str(empty),
-                                      "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["check", str(RMSNORM_CONTRACT), str(CUDA_RMSNORM), "--gates-dir", str(empty), "--profile", "cpu"]
+    )
     assert result.exit_code == 2, result.output
     assert "is a cuda candidate" in " ".join(result.stderr.split())
     assert [p.name for p in empty.iterdir() if not p.name.startswith(".")] == []  # no gate was built first
@@ -126,8 +133,9 @@ def test_the_wrong_language_is_refused_before_any_gate_is_built(tmp_path):
 
 def test_a_contract_allowing_cuda_takes_it_but_the_cpu_profile_says_it_needs_a_gpu(gates_dir, tmp_path):
     contract = write_contract(tmp_path, lambda d: d["backend"].update(allowed_languages=["cuda"]))
-    result = CliRunner().invoke(app, ["check", str(contract), str(CUDA_RMSNORM), "--gates-dir", str(gates_dir),
-                                      "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["check", str(contract), str(CUDA_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu"]
+    )
     assert result.exit_code == 2, result.output
     assert "is a CUDA candidate: it runs on a GPU, and the cpu profile has none" in " ".join(result.stderr.split())
 
@@ -135,8 +143,9 @@ def test_a_contract_allowing_cuda_takes_it_but_the_cpu_profile_says_it_needs_a_g
 def test_check_failure_kind_in_gate_result(gate, gates_dir, tmp_path):
     candidate = tmp_path / "raises.py"
     candidate.write_text("def run(inputs, outputs, params, trace=None):\n    raise KeyError('ferret-cli-test')\n")
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(candidate),
-                                      "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["check", str(RMSNORM_CONTRACT), str(candidate), "--gates-dir", str(gates_dir), "--profile", "cpu"]
+    )
     assert result.exit_code == 1, result.output
     summary = _gate_result(result.stdout)
     case = summary["cases"]["typical@bfloat16"]
@@ -146,8 +155,9 @@ def test_check_failure_kind_in_gate_result(gate, gates_dir, tmp_path):
 @pytest.mark.quick
 def test_bad_contract_exits_2_naming_file_and_field(gates_dir, tmp_path):
     contract = write_contract(tmp_path, lambda d: d["budgets"].update(candidate_timout_s=3))
-    result = CliRunner().invoke(app, ["check", str(contract), str(TRITON_RMSNORM),
-                                      "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["check", str(contract), str(TRITON_RMSNORM), "--gates-dir", str(gates_dir), "--profile", "cpu"]
+    )
     assert result.exit_code == 2, result.output
     assert "GATE_RESULT" not in result.stdout
     assert "bad contract" in result.stderr
@@ -167,8 +177,9 @@ def test_tampered_gate_exits_3_naming_the_file(gate, tmp_path):
     copy = copy_gate(gate, tampered_dir)
     name = "cases/odd_width@float16/golden.safetensors"
     flip_byte(copy / name)
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM),
-                                      "--gates-dir", str(tampered_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["check", str(RMSNORM_CONTRACT), str(TRITON_RMSNORM), "--gates-dir", str(tampered_dir), "--profile", "cpu"]
+    )
     assert result.exit_code == 3, result.output
     assert "GATE_RESULT" not in result.stdout
     assert "TAMPERED" in result.stderr
@@ -178,8 +189,9 @@ def test_tampered_gate_exits_3_naming_the_file(gate, tmp_path):
 
 def test_missing_candidate_exits_2(gates_dir, tmp_path):
     missing = tmp_path / "nope.py"
-    result = CliRunner().invoke(app, ["check", str(RMSNORM_CONTRACT), str(missing),
-                                      "--gates-dir", str(gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["check", str(RMSNORM_CONTRACT), str(missing), "--gates-dir", str(gates_dir), "--profile", "cpu"]
+    )
     assert result.exit_code == 2, result.output
     assert str(missing) in result.stderr
     assert "GATE_RESULT" not in result.stdout
@@ -239,8 +251,20 @@ def _invoke(*args):
 PROFILE_COMMANDS = {
     "gate build": lambda tmp: ["gate", "build", RMSNORM_CONTRACT, "--gates-dir", tmp / "gates"],
     "check": lambda tmp: ["check", RMSNORM_CONTRACT, TRITON_RMSNORM, "--gates-dir", tmp / "gates"],
-    "dispatch": lambda tmp: ["dispatch", RMSNORM_CONTRACT, "--gates-dir", tmp / "gates", "--runs-dir", tmp / "runs",
-                             "--optimizer", "template-search", "--reviewer", "static", "--test-writer", "contract-cases"],
+    "dispatch": lambda tmp: [
+        "dispatch",
+        RMSNORM_CONTRACT,
+        "--gates-dir",
+        tmp / "gates",
+        "--runs-dir",
+        tmp / "runs",
+        "--optimizer",
+        "template-search",
+        "--reviewer",
+        "static",
+        "--test-writer",
+        "contract-cases",
+    ],
     "calibrate": lambda tmp: ["calibrate", RMSNORM_CONTRACT, "--seeds", "1", "--check-seeds", "1"],
 }
 
@@ -258,8 +282,10 @@ def test_a_profile_outside_cpu_and_gpu_is_refused_by_the_parser_before_anything_
 def test_profile_gpu_without_a_cuda_gpu_is_a_usage_error(command, tmp_path):
     result = _invoke(*PROFILE_COMMANDS[command](tmp_path), "--profile", "gpu")
     line = _usage_error(result.exit_code, result.stdout, result.stderr)
-    assert line == ("ferret: --profile gpu needs a CUDA GPU, and this machine has none "
-                    "(torch.cuda.is_available() is False); use --profile cpu")
+    assert line == (
+        "ferret: --profile gpu needs a CUDA GPU, and this machine has none "
+        "(torch.cuda.is_available() is False); use --profile cpu"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -281,8 +307,9 @@ def test_verify_of_a_folder_or_file_that_is_no_gate_exits_2(tmp_path):
     for path in (folder, file):
         result = _invoke("gate", "verify", path)
         line = _usage_error(result.exit_code, result.stdout, result.stderr)
-        assert line == (f"ferret: {path} is not a gate folder (no manifest.json): gates are folders gates/<hash> "
-                        "made by `ferret gate build`")
+        assert line == (
+            f"ferret: {path} is not a gate folder (no manifest.json): gates are folders gates/<hash> made by `ferret gate build`"
+        )
     result = _invoke("gate", "verify", missing)
     _usage_error(result.exit_code, result.stdout, result.stderr, missing, "does not exist")
 
@@ -320,8 +347,22 @@ def test_a_folder_given_as_gates_dir_must_not_be_a_file(tmp_path):
 
 def test_dispatch_of_a_missing_contract_exits_2_and_makes_no_run(tmp_path):
     missing = tmp_path / "contracts" / "nope.yaml"
-    result = _invoke("dispatch", missing, "--runs-dir", tmp_path / "runs", "--gates-dir", tmp_path / "gates", "--profile", "cpu",
-                     "--optimizer", "template-search", "--reviewer", "static", "--test-writer", "contract-cases")
+    result = _invoke(
+        "dispatch",
+        missing,
+        "--runs-dir",
+        tmp_path / "runs",
+        "--gates-dir",
+        tmp_path / "gates",
+        "--profile",
+        "cpu",
+        "--optimizer",
+        "template-search",
+        "--reviewer",
+        "static",
+        "--test-writer",
+        "contract-cases",
+    )
     _usage_error(result.exit_code, result.stdout, result.stderr, missing)
     assert not (tmp_path / "runs").exists()
 
@@ -337,8 +378,13 @@ def test_dispatch_without_an_llm_nor_templates_exits_2(tmp_path, monkeypatch):
     monkeypatch.setattr(ferret.models.registry, "available_model", lambda backends: None)
     contract = write_contract(tmp_path, lambda d: d.update(op="no_templates_op"), link_tasks=True)
     result = _invoke("dispatch", contract, "--runs-dir", tmp_path / "runs", "--gates-dir", tmp_path / "gates", "--profile", "cpu")
-    _usage_error(result.exit_code, result.stdout, result.stderr, "no LLM is reachable",
-                 tmp_path / "tasks" / "no_templates_op" / "templates")
+    _usage_error(
+        result.exit_code,
+        result.stdout,
+        result.stderr,
+        "no LLM is reachable",
+        tmp_path / "tasks" / "no_templates_op" / "templates",
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -360,15 +406,19 @@ def test_version(tmp_path):
     assert proc.stdout == f"ferret {ferret.__version__}\n" == "ferret 0.1.0\n"
 
 
-@pytest.mark.parametrize("command", [[], ["gate", "build"], ["gate", "verify"], ["check"], ["dispatch"], ["calibrate"],
-                                     ["template", "render"], ["schema"]])
+@pytest.mark.parametrize(
+    "command",
+    [[], ["gate", "build"], ["gate", "verify"], ["check"], ["dispatch"], ["calibrate"], ["template", "render"], ["schema"]],
+)
 def test_help_states_stdout_stderr_and_every_exit_code(command):
     result = CliRunner().invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "stdout:" in text and "stderr:" in text
-    assert ("Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge, "
-            "6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM.") in text
+    assert (
+        "Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge, "
+        "6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM."
+    ) in text
 
 
 def test_check_json_prints_only_the_json_object(gate, gates_dir, tmp_path):
@@ -408,8 +458,15 @@ def interrupted_run(gate, gates_dir, tmp_path_factory) -> tuple[Path, str]:
     from ferret.roles.test_writer import ContractCasesOnly
 
     runs = tmp_path_factory.mktemp("cli-runs")
-    log = Dispatcher(RMSNORM_CONTRACT, optimizer=_OneRoundThenInterrupted(), reviewer=StaticReviewer(),
-                     test_writer=ContractCasesOnly(), gates_dir=gates_dir, runs_dir=runs, profile="cpu").run()
+    log = Dispatcher(
+        RMSNORM_CONTRACT,
+        optimizer=_OneRoundThenInterrupted(),
+        reviewer=StaticReviewer(),
+        test_writer=ContractCasesOnly(),
+        gates_dir=gates_dir,
+        runs_dir=runs,
+        profile="cpu",
+    ).run()
     assert log.status == "incomplete" and len(log.rounds) == 1
     return runs / log.run_id, log.stop_reason
 
@@ -444,8 +501,9 @@ def test_the_interrupt_hint_is_a_command_that_resumes_without_the_contract(inter
 
 
 def test_resume_with_the_runs_own_contract_named_works(run_copy, gates_dir):
-    result = _invoke("dispatch", RMSNORM_CONTRACT, "--resume", run_copy,
-                     "--gates-dir", gates_dir, "--max-rounds", "1", *OFFLINE_ROLES)
+    result = _invoke(
+        "dispatch", RMSNORM_CONTRACT, "--resume", run_copy, "--gates-dir", gates_dir, "--max-rounds", "1", *OFFLINE_ROLES
+    )
     assert result.exit_code == 6, result.output
     assert json.loads(result.stdout.removeprefix("RUN_RESULT "))["run_id"] == run_copy.name
     assert result.stdout.startswith("RUN_RESULT {")
@@ -455,9 +513,14 @@ def test_resume_with_another_contract_exits_2_naming_both(run_copy, gates_dir, t
     other = write_contract(tmp_path / "other", lambda d: d["budgets"].update(max_rounds=7), name="other.yaml")
     before = (run_copy / "run.json").read_bytes()
     result = _invoke("dispatch", other, "--resume", run_copy, "--gates-dir", gates_dir, *OFFLINE_ROLES)
-    line = _usage_error(result.exit_code, result.stdout, result.stderr,
-                        f"--resume {run_copy} was started with {RMSNORM_CONTRACT}",
-                        f"{other} is a different contract", "start a new run")
+    line = _usage_error(
+        result.exit_code,
+        result.stdout,
+        result.stderr,
+        f"--resume {run_copy} was started with {RMSNORM_CONTRACT}",
+        f"{other} is a different contract",
+        "start a new run",
+    )
     assert json.loads(before)["contract_sha256"][:12] in line
     assert (run_copy / "run.json").read_bytes() == before
 
@@ -473,8 +536,14 @@ def test_resume_after_the_runs_contract_changed_exits_2(run_copy, gates_dir, tmp
     (run_copy / "run.json").write_text(json.dumps(log))
     moved.write_text(moved.read_text() + "# edited after the run started\n")
     result = _invoke("dispatch", "--resume", run_copy, "--gates-dir", gates_dir, *OFFLINE_ROLES)
-    _usage_error(result.exit_code, result.stdout, result.stderr, f"--resume {run_copy} was started with {moved}",
-                 "which has changed since", str(run_copy / "contract.yaml"))
+    _usage_error(
+        result.exit_code,
+        result.stdout,
+        result.stderr,
+        f"--resume {run_copy} was started with {moved}",
+        "which has changed since",
+        str(run_copy / "contract.yaml"),
+    )
 
 
 def test_resume_of_a_folder_without_run_json_exits_2(tmp_path):

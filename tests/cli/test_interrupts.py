@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Starts a grandchild (named by a marker on its command line) and hangs: the judge's limits are far away
 # (minutes). The candidate's sandbox shows it nothing beside its own folder (no `sleep`, no folder of the
 # test's) and, under bubblewrap, its own PID namespace: the test finds the processes itself, in /proc.
-HANGING = '''
+HANGING = """
 import subprocess
 import sys
 import time
@@ -36,7 +36,7 @@ def run(inputs, outputs, params, trace=None):
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", {marker!r}])
     while True:
         time.sleep(1)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -111,9 +111,11 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@pytest.mark.parametrize(("signum", "inherited"), [(signal.SIGINT, "default"), (signal.SIGTERM, "default"),
-                                                   (signal.SIGINT, "ignored")],
-                         ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"])
+@pytest.mark.parametrize(
+    ("signum", "inherited"),
+    [(signal.SIGINT, "default"), (signal.SIGTERM, "default"), (signal.SIGINT, "ignored")],
+    ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"],
+)
 def test_a_stopped_check_leaves_no_process_no_folder_and_an_intact_gate(gate, tmp_path, signum, inherited):
     from ferret.gate.judge import check
 
@@ -121,9 +123,22 @@ def test_a_stopped_check_leaves_no_process_no_folder_and_an_intact_gate(gate, tm
     verdicts = len(read_report(gate).verdicts)
     candidate, marker = _hanging_candidate(tmp_path)
     process = subprocess.Popen(
-        [sys.executable, "-m", "ferret.cli.main", "check", str(RMSNORM_CONTRACT), str(candidate), "--gates-dir",
-         str(gate.parent), "--profile", "cpu"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(tmp_path),
+        [
+            sys.executable,
+            "-m",
+            "ferret.cli.main",
+            "check",
+            str(RMSNORM_CONTRACT),
+            str(candidate),
+            "--gates-dir",
+            str(gate.parent),
+            "--profile",
+            "cpu",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environment(tmp_path),
         preexec_fn=_ignore_sigint if inherited == "ignored" else None,
     )
     pids, out, err = _stop_when_running(process, marker, tmp_path, signum)
@@ -135,7 +150,7 @@ def test_a_stopped_check_leaves_no_process_no_folder_and_an_intact_gate(gate, tm
     assert len(read_report(gate).verdicts) == verdicts, "the report is intact: no verdict lost, none half-written"
 
 
-DISPATCH = '''
+DISPATCH = """
 import json, sys
 from pathlib import Path
 from ferret.dispatch import Dispatcher
@@ -153,16 +168,23 @@ class OneProposal:
 log = Dispatcher({contract!r}, optimizer=OneProposal(), reviewer=StaticReviewer(), gates_dir={gates!r},
                  runs_dir={runs!r}, profile="cpu").run()
 print(json.dumps({{"status": log.status, "stop_reason": log.stop_reason, "run_id": log.run_id}}))
-'''
+"""
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_stopped_dispatch_saves_its_log_and_leaves_nothing_running(gate, tmp_path, signum):
     candidate, marker = _hanging_candidate(tmp_path)
-    script = DISPATCH.format(candidate=str(candidate), contract=str(RMSNORM_CONTRACT), gates=str(gate.parent),
-                             runs=str(tmp_path / "runs"))
-    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=_environment(tmp_path), cwd=REPO)
+    script = DISPATCH.format(
+        candidate=str(candidate), contract=str(RMSNORM_CONTRACT), gates=str(gate.parent), runs=str(tmp_path / "runs")
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environment(tmp_path),
+        cwd=REPO,
+    )
     pids, out, err = _stop_when_running(process, marker, tmp_path, signum)
     assert process.returncode == 0, err[-3000:]
     result = json.loads(out.strip().splitlines()[-1])

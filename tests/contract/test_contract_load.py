@@ -89,8 +89,11 @@ def test_missing_required_field_names_its_parent_line(tmp_path):
     path = write_contract(tmp_path, lambda d: d["target"].pop("scope"))
     message = _error(path)
     # The field is absent: the error points into the block of its parent, between `target:` and the next section.
-    reported = [int(line.split(": target.scope")[0].rsplit(":", 1)[1]) for line in message.splitlines()
-                if ": target.scope: Field required" in line]
+    reported = [
+        int(line.split(": target.scope")[0].rsplit(":", 1)[1])
+        for line in message.splitlines()
+        if ": target.scope: Field required" in line
+    ]
     assert len(reported) == 1, message
     assert str(path) in message
     assert line_of(path, "target:") <= reported[0] < line_after(path, "target:", "baseline:")

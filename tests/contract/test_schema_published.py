@@ -13,8 +13,8 @@ SCHEMA_DIR = Path(__file__).resolve().parents[2] / "contracts" / "schema"
 
 
 @pytest.mark.parametrize(
-    "name,model", [("contract", Contract), ("gate_manifest", GateManifest), ("verdict", Verdict), ("report", Report),
-                   ("run_log", RunLog)]
+    "name,model",
+    [("contract", Contract), ("gate_manifest", GateManifest), ("verdict", Verdict), ("report", Report), ("run_log", RunLog)],
 )
 def test_published_schema_is_current(name, model):
     published = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())

@@ -18,6 +18,7 @@ from ferret.contract.load import ContractError, load_contract  # noqa: E402
 def _with_boundaries(*boundaries: dict):
     def mutate(data: dict) -> None:
         data["cases"]["boundaries"] = list(boundaries)
+
     return mutate
 
 
@@ -94,9 +95,18 @@ def test_duplicate_boundary_names_are_refused(tmp_path):
 
 def test_edits_that_do_not_fit_the_fresh_ranges_are_refused(tmp_path):
     """Fresh cases carry the edits of edge cases: an edit outside every fresh shape would never be carried."""
+
     def mutate(data: dict) -> None:
-        data["cases"]["cpu"].append({"name": "far_row", "kind": "edge", "dims": {"M": 40, "N": 4}, "seed": 9,
-                                     "edits": [{"input": "x", "set": "zeros_rows", "rows": [30]}]})
+        data["cases"]["cpu"].append(
+            {
+                "name": "far_row",
+                "kind": "edge",
+                "dims": {"M": 40, "N": 4},
+                "seed": 9,
+                "edits": [{"input": "x", "set": "zeros_rows", "rows": [30]}],
+            }
+        )
+
     path = write_contract(tmp_path, mutate)
     message = _error(path)
     assert f"{path}:" in message and "cases.cpu.far_row.edits: name rows or entries outside" in message, message

@@ -24,12 +24,15 @@ from ferret_testkit import write_contract  # noqa: E402
 
 CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
 HONEST = (REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py").read_text()
-WRONG = HONEST.replace("\ndef run(", "\ndef _honest_run(") + """
+WRONG = (
+    HONEST.replace("\ndef run(", "\ndef _honest_run(")
+    + """
 
 def run(inputs, outputs, params, trace=None):
     _honest_run(inputs, outputs, params, trace)
     outputs["y"].mul_(1.5)
 """
+)
 
 
 class ScriptedOptimizer:
@@ -71,8 +74,15 @@ def dirs(tmp_path_factory):
 
 def _dispatch(dirs, optimizer, reviewer=None, **kwargs):
     gates, runs = dirs
-    return Dispatcher(CONTRACT, optimizer=optimizer, reviewer=reviewer or StaticReviewer(), gates_dir=gates, runs_dir=runs,
-                      profile="cpu", **kwargs)
+    return Dispatcher(
+        CONTRACT,
+        optimizer=optimizer,
+        reviewer=reviewer or StaticReviewer(),
+        gates_dir=gates,
+        runs_dir=runs,
+        profile="cpu",
+        **kwargs,
+    )
 
 
 def test_correct_on_the_cpu_is_reported_as_speed_not_measured(dirs):
@@ -84,8 +94,10 @@ def test_correct_on_the_cpu_is_reported_as_speed_not_measured(dirs):
     final = [line for line in lines if line.startswith("final check | ")]
     assert any("typical@bfloat16: ok" in line for line in final) and any("PASS" in line for line in final), lines
     # It says why a search stops after its first correct candidate here: there is nothing to rank by.
-    assert log.stop_reason == ("the optimizer has nothing more to try (no GPU: speed is not measured, so the search "
-                               "has nothing to rank correct candidates by)")
+    assert log.stop_reason == (
+        "the optimizer has nothing more to try (no GPU: speed is not measured, so the search "
+        "has nothing to rank correct candidates by)"
+    )
     assert log.established.correct and not log.established.speed_measured and not log.established.llm_reviewed
     assert log.established.final_check_passed is True and log.final_check.passed is True
     assert log.best.approach == "honest" and Path(log.best.file).read_text() == HONEST
@@ -99,8 +111,14 @@ def test_the_optimizer_is_told_the_languages_the_cpu_profile_can_judge(tmp_path)
     contract = write_contract(tmp_path, lambda d: d["backend"].update(allowed_languages=["cuda"]), link_tasks=True)
     optimizer = ScriptedOptimizer([[]])
     # its own gates folder: the shared one holds the rmsnorm contract's gate alone, which the tampering test edits
-    log = Dispatcher(contract, optimizer=optimizer, reviewer=StaticReviewer(), gates_dir=tmp_path / "gates",
-                     runs_dir=tmp_path / "runs", profile="cpu").run()
+    log = Dispatcher(
+        contract,
+        optimizer=optimizer,
+        reviewer=StaticReviewer(),
+        gates_dir=tmp_path / "gates",
+        runs_dir=tmp_path / "runs",
+        profile="cpu",
+    ).run()
     assert log.status == "rejected" and optimizer.contexts[0].languages == ["triton"]  # nothing proposed, nothing passed
 
 
@@ -156,8 +174,9 @@ def test_an_interrupted_run_is_incomplete_and_can_be_resumed(dirs):
     # Resumed from the run folder alone: the contract and the profile come from its log.
     gates, _ = dirs
     resumed_optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
-    dispatcher = Dispatcher.resuming(folder, optimizer=resumed_optimizer, reviewer=StaticReviewer(),
-                                     gates_dir=gates, max_rounds=4)
+    dispatcher = Dispatcher.resuming(
+        folder, optimizer=resumed_optimizer, reviewer=StaticReviewer(), gates_dir=gates, max_rounds=4
+    )
     assert dispatcher.contract_path == CONTRACT and dispatcher.profile == "cpu"
     resumed = dispatcher.run()
     assert resumed.run_id == log.run_id
@@ -166,9 +185,7 @@ def test_an_interrupted_run_is_incomplete_and_can_be_resumed(dirs):
     assert resumed.status == "correct_speed_not_measured"
 
 
-def test_a_final_check_that_ends_without_a_verdict_leaves_the_run_incomplete_and_resuming_runs_it_again(
-    dirs, monkeypatch
-):
+def test_a_final_check_that_ends_without_a_verdict_leaves_the_run_incomplete_and_resuming_runs_it_again(dirs, monkeypatch):
     """The judge's own failure in the final check (out of memory on an H100, the dispatcher's process holding the
     card) says nothing of the candidate: the run is not rejected; it keeps the judge's last words and
     the command that runs the check again, and resuming the finished run runs only the final check."""
@@ -176,24 +193,28 @@ def test_a_final_check_that_ends_without_a_verdict_leaves_the_run_incomplete_and
 
     def judge_crashes(command, **kwargs):  # `ferret check` ends with the judge's mistake line, writing no verdict
         kwargs["on_stderr_line"]("Traceback (most recent call last):")
-        return subprocess.CompletedProcess(command, 4, "", "Traceback (most recent call last):\n" + "x" * 2000 + "\n"
-                                           + mistake + "\n")
+        return subprocess.CompletedProcess(
+            command, 4, "", "Traceback (most recent call last):\n" + "x" * 2000 + "\n" + mistake + "\n"
+        )
 
     monkeypatch.setattr(dispatcher_module, "run_child", judge_crashes)
     optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]])
     log = _dispatch(dirs, optimizer, max_rounds=1).run()
     folder = Path(log.best.file).parents[1]
     assert log.status == "incomplete" and log.stop.value == "max_rounds"
-    assert log.stop_reason == (f"reached the maximum of 1 rounds; the final acceptance check ended without a verdict "
-                               f"(exit 4): run it again with `ferret dispatch --resume {folder}`")
+    assert log.stop_reason == (
+        f"reached the maximum of 1 rounds; the final acceptance check ended without a verdict "
+        f"(exit 4): run it again with `ferret dispatch --resume {folder}`"
+    )
     assert log.final_check.exit_code == 4 and log.final_check.verdict is None
     assert log.final_check.error == f"no verdict (FileNotFoundError): {mistake}"  # whole, past the traceback
     assert log.established.correct and log.established.final_check_passed is None
     monkeypatch.undo()
     gates, _ = dirs
     resumed_optimizer = ScriptedOptimizer([])
-    resumed = Dispatcher.resuming(folder, optimizer=resumed_optimizer, reviewer=StaticReviewer(), gates_dir=gates,
-                                  max_rounds=1).run()
+    resumed = Dispatcher.resuming(
+        folder, optimizer=resumed_optimizer, reviewer=StaticReviewer(), gates_dir=gates, max_rounds=1
+    ).run()
     assert resumed_optimizer.contexts == [] and len(resumed.rounds) == 1  # no round: the final check alone
     assert resumed.final_check.passed is True and resumed.status == "correct_speed_not_measured"
 
@@ -213,8 +234,9 @@ def _finished_run_moved(dirs, tmp_path) -> tuple[RunLog, Path]:
 
 def _resume_for_one_more_round(dirs, folder: Path) -> RunLog:
     gates, _ = dirs
-    return Dispatcher.resuming(folder, optimizer=ScriptedOptimizer([[]]), reviewer=StaticReviewer(), gates_dir=gates,
-                               max_rounds=2).run()
+    return Dispatcher.resuming(
+        folder, optimizer=ScriptedOptimizer([[]]), reviewer=StaticReviewer(), gates_dir=gates, max_rounds=2
+    ).run()
 
 
 def test_a_moved_run_resumed_checks_its_best_from_the_run_folder_it_is_in_now(dirs, tmp_path):
@@ -238,9 +260,12 @@ def test_a_best_candidate_changed_or_missing_since_its_round_gets_no_final_check
     else:
         best.unlink()
     resumed = _resume_for_one_more_round(dirs, moved)
-    why = (f"{best}: its sha256 is not the one round 1 judged ({log.best.sha256[:12]}…): the file changed since, and "
-           "the final check judges only what the rounds judged" if damage == "edited" else
-           f"{best}: no such candidate file (round 1's candidate 1 is not in the run folder)")
+    why = (
+        f"{best}: its sha256 is not the one round 1 judged ({log.best.sha256[:12]}…): the file changed since, and "
+        "the final check judges only what the rounds judged"
+        if damage == "edited"
+        else f"{best}: no such candidate file (round 1's candidate 1 is not in the run folder)"
+    )
     assert resumed.final_check.error == why and resumed.final_check.exit_code is None
     assert not resumed.final_check.passed and resumed.final_check.verdict is None
     assert resumed.status == "incomplete" and resumed.stop_reason.endswith(f"; no final acceptance check: {why}")
@@ -259,8 +284,14 @@ def test_a_run_resumed_under_another_gate_says_so_and_keeps_the_gate_of_its_earl
     (folder / "run.json").write_text(log.model_copy(update={"gate_hash": older}).model_dump_json(by_alias=True))
     gates, _ = dirs
     lines = []
-    resumed = Dispatcher.resuming(folder, optimizer=ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]]),
-                                  reviewer=StaticReviewer(), gates_dir=gates, max_rounds=2, progress=lines.append).run()
+    resumed = Dispatcher.resuming(
+        folder,
+        optimizer=ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]]),
+        reviewer=StaticReviewer(),
+        gates_dir=gates,
+        max_rounds=2,
+        progress=lines.append,
+    ).run()
     assert resumed.gate_hash == current and resumed.earlier_gates == [older]
     assert f"the gate is {current[:12]} now, {older[:12]} in the rounds before" in "\n".join(lines), lines
     assert RunLog.model_validate_json((folder / "run.json").read_text()).earlier_gates == [older]
@@ -286,8 +317,9 @@ def test_accepted_needs_gate_review_and_speed_target(dirs, monkeypatch):
         return verdict.model_copy(update={"timing": timing})
 
     monkeypatch.setattr(dispatcher_module.Judge, "check", check_with_speed)
-    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")],
-                                   [Proposal(source=WRONG, approach="never asked")]])
+    optimizer = ScriptedOptimizer(
+        [[Proposal(source=HONEST, approach="honest")], [Proposal(source=WRONG, approach="never asked")]]
+    )
     log = _dispatch(dirs, optimizer, reviewer=ScriptedReviewer()).run()
     assert log.status == "accepted"
     assert log.stop_reason.startswith("a candidate passed the gate and the review, and met the speed target")
@@ -303,14 +335,18 @@ def test_llm_roles_through_a_scripted_model(dirs):
     from ferret.roles.review import LLMReviewer
 
     agents = REPO / "agents"
-    optimizer_model = ScriptedModel([
-        tool_call_response("submit_candidate", source=WRONG, approach="scaled", notes="first try"),
-        tool_call_response("submit_candidate", source=HONEST, approach="honest", notes="fixed the scale"),
-    ])
-    reviewer_model = ScriptedModel([
-        tool_call_response("submit_review", integrity="pass", plan="pass", findings=[], recommendation="fine"),
-        tool_call_response("submit_review", integrity="pass", plan="pass", findings=[], recommendation="fine"),
-    ])
+    optimizer_model = ScriptedModel(
+        [
+            tool_call_response("submit_candidate", source=WRONG, approach="scaled", notes="first try"),
+            tool_call_response("submit_candidate", source=HONEST, approach="honest", notes="fixed the scale"),
+        ]
+    )
+    reviewer_model = ScriptedModel(
+        [
+            tool_call_response("submit_review", integrity="pass", plan="pass", findings=[], recommendation="fine"),
+            tool_call_response("submit_review", integrity="pass", plan="pass", findings=[], recommendation="fine"),
+        ]
+    )
     log = _dispatch(dirs, LLMOptimizer(optimizer_model, agents), reviewer=LLMReviewer(reviewer_model, agents), max_rounds=2).run()
     assert log.optimizer == "llm:scripted" and log.reviewer == "llm:scripted"
     second_prompt = optimizer_model.requests[1].messages[0].content
@@ -360,13 +396,26 @@ def test_the_test_writer_adviser_adds_cases_the_gate_is_built_with(dirs):
     from ferret.roles.test_writer import LLMTestWriter
 
     gates, runs = dirs
-    good = {"profile": "cpu", "name": "past_power_of_two", "kind": "edge", "dims": {"M": 3, "N": 1025}, "seed": 11,
-            "description": "one column past a power of two"}
+    good = {
+        "profile": "cpu",
+        "name": "past_power_of_two",
+        "kind": "edge",
+        "dims": {"M": 3, "N": 1025},
+        "seed": 11,
+        "description": "one column past a power of two",
+    }
     bad = {**good, "name": "unknown_input", "edits": [{"input": "bias", "set": "zeros_rows", "rows": [0]}]}
     model = ScriptedModel([tool_call_response("submit_cases", cases=[good, bad], stage_checks=[], notes="two cases")])
     optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], []])
-    log = Dispatcher(CONTRACT, optimizer=optimizer, reviewer=StaticReviewer(), gates_dir=gates, runs_dir=runs,
-                     profile="cpu", test_writer=LLMTestWriter(model, REPO / "agents")).run()
+    log = Dispatcher(
+        CONTRACT,
+        optimizer=optimizer,
+        reviewer=StaticReviewer(),
+        gates_dir=gates,
+        runs_dir=runs,
+        profile="cpu",
+        test_writer=LLMTestWriter(model, REPO / "agents"),
+    ).run()
     assert log.test_writer == "llm:scripted" and log.extra_cases == ["cpu:past_power_of_two"]
     assert len(log.rejected_cases) == 1 and "no input named 'bias'" in log.rejected_cases[0]
     assert log.gate_contract_path is not None
@@ -393,12 +442,26 @@ def test_a_resumed_run_keeps_the_gate_contract_with_the_advised_cases(dirs):
     from ferret.roles.test_writer import LLMTestWriter
 
     gates, runs = dirs
-    good = {"profile": "cpu", "name": "seventeen_rows", "kind": "edge", "dims": {"M": 17, "N": 33}, "seed": 12,
-            "description": "rows not a multiple of any row block"}
+    good = {
+        "profile": "cpu",
+        "name": "seventeen_rows",
+        "kind": "edge",
+        "dims": {"M": 17, "N": 33},
+        "seed": 12,
+        "description": "rows not a multiple of any row block",
+    }
     model = ScriptedModel([tool_call_response("submit_cases", cases=[good], stage_checks=[], notes="")])
     first = ScriptedOptimizer([[Proposal(source=WRONG, approach="first")], KeyboardInterrupt()])
-    log = Dispatcher(CONTRACT, optimizer=first, reviewer=StaticReviewer(), gates_dir=gates, runs_dir=runs, profile="cpu",
-                     test_writer=LLMTestWriter(model, REPO / "agents"), max_rounds=3).run()
+    log = Dispatcher(
+        CONTRACT,
+        optimizer=first,
+        reviewer=StaticReviewer(),
+        gates_dir=gates,
+        runs_dir=runs,
+        profile="cpu",
+        test_writer=LLMTestWriter(model, REPO / "agents"),
+        max_rounds=3,
+    ).run()
     assert log.status == "incomplete" and log.extra_cases == ["cpu:seventeen_rows"]
     assert log.gate_contract_path is not None
     folder = Path(log.gate_contract_path).parent
@@ -421,8 +484,9 @@ def test_a_failing_llm_reviewer_leaves_the_static_review_and_the_run_goes_on(dir
     log = _dispatch(dirs, optimizer, reviewer=reviewer).run()
     review = log.rounds[0].candidates[0].review
     assert review.reviewer == "static-scan" and review.integrity == "pass"
-    assert review.recommendation.startswith("the LLM reviewer failed (ModelError: "
-                                            "scripted answered without calling submit_review")
+    assert review.recommendation.startswith(
+        "the LLM reviewer failed (ModelError: scripted answered without calling submit_review"
+    )
     assert log.status == "correct_speed_not_measured" and not log.established.llm_reviewed
 
 
@@ -437,14 +501,19 @@ def test_resume_mistakes_are_usage_errors_that_leave_the_run_alone(dirs, tmp_pat
     log = _dispatch(dirs, ScriptedOptimizer([KeyboardInterrupt()])).run()  # interrupted before round 1: no judging
     folder = runs / log.run_id
     before = (folder / "run.json").read_bytes()
-    roles = {"optimizer": ScriptedOptimizer([]), "reviewer": StaticReviewer(), "test_writer": ContractCasesOnly(),
-             "gates_dir": gates}
+    roles = {
+        "optimizer": ScriptedOptimizer([]),
+        "reviewer": StaticReviewer(),
+        "test_writer": ContractCasesOnly(),
+        "gates_dir": gates,
+    }
 
     with pytest.raises(UsageError, match=re.escape(f"{tmp_path} is not a run folder (no run.json)")):
         Dispatcher.resuming(tmp_path, **roles)
     other = write_contract(tmp_path, lambda d: d["budgets"].update(max_rounds=9), name="other.yaml", link_tasks=True)
-    different = re.escape(f"{folder} was started with {CONTRACT} (sha256 {log.contract_sha256[:12]}…); "
-                          f"{other} is a different contract")
+    different = re.escape(
+        f"{folder} was started with {CONTRACT} (sha256 {log.contract_sha256[:12]}…); {other} is a different contract"
+    )
     with pytest.raises(UsageError, match=different):
         Dispatcher.resuming(folder, contract=other, **roles)
     with pytest.raises(UsageError, match=different):
@@ -477,8 +546,9 @@ def test_a_run_timed_on_one_device_is_not_resumed_on_another(dirs):
     from ferret.gate.platform_info import device_name
 
     gates, runs = dirs
-    log = _dispatch(dirs, ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], KeyboardInterrupt()]),
-                    max_rounds=3).run()
+    log = _dispatch(
+        dirs, ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")], KeyboardInterrupt()]), max_rounds=3
+    ).run()
     assert log.status == "incomplete" and len(log.rounds) == 1
     folder = runs / log.run_id
     data = json.loads((folder / "run.json").read_text())
@@ -552,9 +622,13 @@ def test_choosing_the_roles_is_a_step_the_command_line_can_show(dirs, monkeypatc
     gates, runs = dirs
     dispatcher = Dispatcher(CONTRACT, gates_dir=gates, runs_dir=runs, profile="cpu", progress=Recorder())
     assert dispatcher.optimizer.name == "template-search"
-    assert events == [("choosing the roles", 0, 3, "the optimizer"), "the template search is made",
-                      ("choosing the roles", 1, 3, "the reviewer"), ("choosing the roles", 2, 3, "the test-writer"),
-                      ("choosing the roles", 3, 3, "")]
+    assert events == [
+        ("choosing the roles", 0, 3, "the optimizer"),
+        "the template search is made",
+        ("choosing the roles", 1, 3, "the reviewer"),
+        ("choosing the roles", 2, 3, "the test-writer"),
+        ("choosing the roles", 3, 3, ""),
+    ]
 
 
 def test_each_proposal_says_where_it_stands_against_the_floor():
@@ -576,13 +650,25 @@ def test_the_optimizer_sees_a_compilers_log_whole_and_why_the_judge_refused_a_fi
     from ferret.dispatch.runlog import CandidateRecord
     from ferret.gate.models import CaseSummary, VerdictSummary
 
-    log = "candidate.cu(3): error: identifier \"INFINITY\" is undefined\n" + "y" * 1500
+    log = 'candidate.cu(3): error: identifier "INFINITY" is undefined\n' + "y" * 1500
     gate = VerdictSummary.model_construct(
-        passed=False, first_failing_stage=None, detections=[],
-        cases={"typical@bfloat16": CaseSummary.model_construct(failure="compile_error", message=log, stages={}),
-               "odd@bfloat16": CaseSummary.model_construct(failure="exception", message="z" * 500, stages={})})
-    record = CandidateRecord(round=1, index=1, approach="cuda", file="c.py", sha256="0" * 64, gate=gate,
-                             error="UsageError: c.py is a cuda candidate (it imports ferret.backends.cuda), but ...")
+        passed=False,
+        first_failing_stage=None,
+        detections=[],
+        cases={
+            "typical@bfloat16": CaseSummary.model_construct(failure="compile_error", message=log, stages={}),
+            "odd@bfloat16": CaseSummary.model_construct(failure="exception", message="z" * 500, stages={}),
+        },
+    )
+    record = CandidateRecord(
+        round=1,
+        index=1,
+        approach="cuda",
+        file="c.py",
+        sha256="0" * 64,
+        gate=gate,
+        error="UsageError: c.py is a cuda candidate (it imports ferret.backends.cuda), but ...",
+    )
     failures = _feedback(record).failures
     assert failures[0].startswith("not judged: UsageError: c.py is a cuda candidate")
     assert any(log in line for line in failures), "the compiler's log, whole (it is under the limit)"
@@ -598,8 +684,15 @@ def test_the_dispatchers_options_are_one_record_or_its_fields_by_name(dirs):
     from ferret.dispatch.dispatcher import DispatchOptions
 
     gates, runs = dirs
-    options = DispatchOptions(optimizer=ScriptedOptimizer([]), reviewer=StaticReviewer(), gates_dir=gates,
-                              runs_dir=runs, profile="cpu", max_rounds=2, proposals_per_round=3)
+    options = DispatchOptions(
+        optimizer=ScriptedOptimizer([]),
+        reviewer=StaticReviewer(),
+        gates_dir=gates,
+        runs_dir=runs,
+        profile="cpu",
+        max_rounds=2,
+        proposals_per_round=3,
+    )
     fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
     for dispatcher in (Dispatcher(CONTRACT, options), Dispatcher(CONTRACT, **fields)):
         assert (dispatcher.gates_dir, dispatcher.runs_dir, dispatcher.profile) == (Path(gates), Path(runs), "cpu")

@@ -27,15 +27,17 @@ def case_files(tmp_path_factory):
     gate_inputs = draw_inputs(contract, case, dtype)
     float_read_only = [i.name for i in contract.inputs if i.role == "in" and gate_inputs[i.name].is_floating_point()]
     generator = torch.Generator().manual_seed(5)
-    second = {n: (gate_inputs[n].float()
-                  * (1 + 0.01 * torch.randn(gate_inputs[n].shape, generator=generator))).to(gate_inputs[n].dtype)
-              for n in float_read_only}
+    second = {
+        n: (gate_inputs[n].float() * (1 + 0.01 * torch.randn(gate_inputs[n].shape, generator=generator))).to(gate_inputs[n].dtype)
+        for n in float_read_only
+    }
     pool = [gate_inputs, {**gate_inputs, **second}]
     answers = {f"set{i}.{n}": one_set[n] for i, one_set in enumerate(pool) for n in float_read_only}
     for slot, set_index in enumerate([0, 1, 0]):
         copies = {n: t.clone() for n, t in pool[set_index].items()}
-        answers[f"slot{slot}.set{set_index}.o_heads"] = (reference(copies, dict(contract.params))["o_heads"]
-                                                         .to(torch.bfloat16).contiguous())
+        answers[f"slot{slot}.set{set_index}.o_heads"] = (
+            reference(copies, dict(contract.params))["o_heads"].to(torch.bfloat16).contiguous()
+        )
     read_only = [i.name for i in contract.inputs if i.role == "in"]
     return contract, pool, answers, read_only
 
@@ -59,8 +61,9 @@ def test_an_answer_from_the_wrong_input_set_is_named(case_files, tmp_path):
     answers["slot1.set1.o_heads"] = answers["slot0.set0.o_heads"].clone()
     checked, flags = _check(case_files, answers, tmp_path)
     assert checked == 3 and len(flags) == 1
-    assert flags[0].startswith("warmup_detection: the answer a timed call left in output slot 1 (input set 1) "
-                               "fails stage o_heads")
+    assert flags[0].startswith(
+        "warmup_detection: the answer a timed call left in output slot 1 (input set 1) fails stage o_heads"
+    )
 
 
 def test_a_cheap_answer_is_named(case_files, tmp_path):

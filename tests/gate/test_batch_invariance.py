@@ -25,8 +25,7 @@ def _batch_invariant(data: dict) -> None:
 
 @pytest.fixture(scope="module")
 def contract(tmp_path_factory):
-    return write_contract(tmp_path_factory.mktemp("batch-project"), _batch_invariant, name="rmsnorm_batch.yaml",
-                          link_tasks=True)
+    return write_contract(tmp_path_factory.mktemp("batch-project"), _batch_invariant, name="rmsnorm_batch.yaml", link_tasks=True)
 
 
 def test_off_by_default_in_the_shipped_contracts():

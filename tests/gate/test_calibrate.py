@@ -158,29 +158,31 @@ def test_which_way_each_bound_loosens():
     assert _changes(_tol(), _tol(cosine_min=0.99)) == {"cosine_min": True}
     assert _changes(_tol(), _tol(cosine_min=0.9999)) == {"cosine_min": False}
     # The scale and peak floors divide the error: a larger floor, or a floor where there was none, admits more.
-    assert _changes(_tol(scale_floor=2.0), _tol(scale_floor=4.0, peak_floor=1.0)) == {"scale_floor": True,
-                                                                                      "peak_floor": True}
-    assert _changes(_tol(scale_floor=2.0, peak_floor=4.0), _tol(scale_floor=1.0)) == {"scale_floor": False,
-                                                                                      "peak_floor": False}
+    assert _changes(_tol(scale_floor=2.0), _tol(scale_floor=4.0, peak_floor=1.0)) == {"scale_floor": True, "peak_floor": True}
+    assert _changes(_tol(scale_floor=2.0, peak_floor=4.0), _tol(scale_floor=1.0)) == {"scale_floor": False, "peak_floor": False}
     # A bound or a whole row that goes away admits everything.
     assert _changes(_tol(), Tolerance(rel_l2=0.01)) == {"max_abs_rel_peak": True, "cosine_min": True}
     assert _changes(_tol(), None) == {"rel_l2": True, "max_abs_rel_peak": True, "cosine_min": True}
     assert _changes(_tol(), _tol()) == {}
     # A frozen case's own row that the new table drops: the case gets the new general row.
-    with_row = ToleranceTable(provenance="t", by_dtype={"bfloat16": {"s": _tol()}},
-                              by_case={"c": {"bfloat16": {"s": _tol(rel_l2=0.001)}}})
+    with_row = ToleranceTable(
+        provenance="t", by_dtype={"bfloat16": {"s": _tol()}}, by_case={"c": {"bfloat16": {"s": _tol(rel_l2=0.001)}}}
+    )
     without = ToleranceTable(provenance="t", by_dtype={"bfloat16": {"s": _tol()}})
     assert [(c.entry, c.old, c.new, c.looser) for c in tolerance_changes(with_row, without)] == [
-        ("by_case.c.bfloat16.s.rel_l2", 0.001, 0.01, True)]
+        ("by_case.c.bfloat16.s.rel_l2", 0.001, 0.01, True)
+    ]
     assert [c.looser for c in tolerance_changes(without, with_row)] == [False]
     assert ToleranceChange("by_dtype.bfloat16.s.rel_l2", 0.01, 0.02).line() == (
-        "by_dtype.bfloat16.s.rel_l2: 0.01 -> 0.02 (looser)")
+        "by_dtype.bfloat16.s.rel_l2: 0.01 -> 0.02 (looser)"
+    )
 
 
 def _ferret(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "ferret.cli.main", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ferret.cli.main", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 def test_the_command_refuses_to_loosen_with_exit_2_and_writes_with_force(contract, tmp_path):

@@ -1,5 +1,7 @@
 """`VariantComparisons`: variants judged a few at a time, each as soon as the candidate's process has moved past
 it, and judged again after the run when its status changed since."""
+# The comparisons are driven with stand-ins for the contract, the cases and the judge.
+# pyright: reportArgumentType=false
 
 from __future__ import annotations
 
@@ -50,8 +52,13 @@ def test_variants_are_compared_at_once_and_returned_in_their_order(tmp_path: Pat
         return recorder(*args)
 
     clock = PhaseClock()
-    with VariantComparisons(None, _to_judge(("a", "correctness"), ("b", "correctness"), ("c", "fresh_cases")),  # type: ignore[arg-type]
-                            tmp_path, judge, workers=4) as comparisons:  # pyright: ignore[reportArgumentType]
+    with VariantComparisons(
+        None,
+        _to_judge(("a", "correctness"), ("b", "correctness"), ("c", "fresh_cases")),  # type: ignore[arg-type]
+        tmp_path,
+        judge,
+        workers=4,
+    ) as comparisons:  # pyright: ignore[reportArgumentType]
         results = comparisons.results({}, clock)
     assert [r.id for r in results] == ["a", "b", "c"]
     assert sorted(vid for vid, _ in recorder.calls) == ["a", "b", "c"]
@@ -61,8 +68,13 @@ def test_variants_are_compared_at_once_and_returned_in_their_order(tmp_path: Pat
 def test_a_variant_the_process_moved_past_is_judged_during_the_run_and_not_again(tmp_path: Path):
     recorder = _Recorder()
     a = _write_status(tmp_path, "a", "a's result")
-    with VariantComparisons(None, _to_judge(("a", "correctness"), ("b", "correctness")), tmp_path, recorder,  # type: ignore[arg-type]
-                            workers=2) as comparisons:
+    with VariantComparisons(
+        None,
+        _to_judge(("a", "correctness"), ("b", "correctness")),
+        tmp_path,
+        recorder,  # type: ignore[arg-type]
+        workers=2,
+    ) as comparisons:
         comparisons.candidate_moved_to(1)  # the process started b: a is finished
         comparisons.candidate_moved_to(1)  # said again (a poll): nothing judged twice
         recorder.called.wait(timeout=30)
@@ -78,15 +90,23 @@ def test_a_status_changed_after_its_early_judgment_is_judged_again_from_the_fina
     had it judged early: each result is the final status's."""
     recorder = _Recorder()
     _write_status(tmp_path, "a", "first")
-    with VariantComparisons(None, _to_judge(("a", "correctness"), ("b", "dtypes")), tmp_path, recorder,  # type: ignore[arg-type]
-                            workers=1) as comparisons:
+    with VariantComparisons(
+        None,
+        _to_judge(("a", "correctness"), ("b", "dtypes")),
+        tmp_path,
+        recorder,  # type: ignore[arg-type]
+        workers=1,
+    ) as comparisons:
         comparisons.candidate_moved_to(10**6)
-        final: dict[str, wire.VariantStatus | None] = {"a": _write_status(tmp_path, "a", "rewritten"),
-                                                        "b": _write_status(tmp_path, "b", "written late")}
+        final: dict[str, wire.VariantStatus | None] = {
+            "a": _write_status(tmp_path, "a", "rewritten"),
+            "b": _write_status(tmp_path, "b", "written late"),
+        }
         results = comparisons.results(final, PhaseClock())
     assert [r.judged for r in results] == ["rewritten", "written late"]  # pyright: ignore[reportAttributeAccessIssue]
     assert sorted(recorder.calls, key=str) == sorted(
-        [("a", "first"), ("b", None), ("a", "rewritten"), ("b", "written late")], key=str)
+        [("a", "first"), ("b", None), ("a", "rewritten"), ("b", "written late")], key=str
+    )
 
 
 def test_a_variant_missing_after_the_run_is_judged_missing_even_if_it_was_there_early(tmp_path: Path):
@@ -99,18 +119,27 @@ def test_a_variant_missing_after_the_run_is_judged_missing_even_if_it_was_there_
 
 
 def test_judging_done_during_the_run_adds_no_compare_seconds_and_overlapping_parts_are_each_said_once(
-        monkeypatch, tmp_path: Path):
+    monkeypatch, tmp_path: Path
+):
     """a was judged during the run (0-2 s, the run ended at 5 s); after it, b 5-7 s and c (next part) 6-8 s: the
     phases say 2 s for b's part and 1 s for c's (CI, 2026-12-01: overlapping parts once said more seconds than the
     check had)."""
     ticks = iter([0.0, 2.0, 5.0, 5.0, 7.0, 6.0, 8.0])
     monkeypatch.setattr(comparisons_module.time, "perf_counter", lambda: next(ticks))
     status = _write_status(tmp_path, "a", "a")
-    with VariantComparisons(None, _to_judge(("a", "correctness"), ("b", "dtypes"), ("c", "edge_cases")),  # type: ignore[arg-type]
-                            tmp_path, _Recorder(), workers=1) as comparisons:  # pyright: ignore[reportArgumentType]
+    with VariantComparisons(
+        None,
+        _to_judge(("a", "correctness"), ("b", "dtypes"), ("c", "edge_cases")),  # type: ignore[arg-type]
+        tmp_path,
+        _Recorder(),
+        workers=1,
+    ) as comparisons:  # pyright: ignore[reportArgumentType]
         comparisons.candidate_moved_to(1)
         comparisons._early[0][1].result()  # a's judging is done before the run ends
         clock = PhaseClock()
         comparisons.results({"a": status, "b": None, "c": None}, clock)
-    assert {p.name: p.seconds for p in clock.phases()} == {"compare:correctness": 0.0, "compare:dtypes": 2.0,
-                                                           "compare:edge_cases": 1.0}
+    assert {p.name: p.seconds for p in clock.phases()} == {
+        "compare:correctness": 0.0,
+        "compare:dtypes": 2.0,
+        "compare:edge_cases": 1.0,
+    }

@@ -25,8 +25,10 @@ def _result(*compiled_ms: float | None) -> wire.TimingResults:
     def samples(ms: float | None) -> dict[str, list[float]]:
         return {"baseline": [1.0]} | ({} if ms is None else {"baseline_compiled": [ms, ms * 1.5, ms]})
 
-    cases = [wire.TimingCaseResult(case=f"c{k}", samples=samples(ms), host_ms={}, pool_sets=2, persisting_l2="", flags=[])
-             for k, ms in enumerate(compiled_ms)]
+    cases = [
+        wire.TimingCaseResult(case=f"c{k}", samples=samples(ms), host_ms={}, pool_sets=2, persisting_l2="", flags=[])
+        for k, ms in enumerate(compiled_ms)
+    ]
     return wire.TimingResults(device="test", cases=cases)
 
 
@@ -92,8 +94,7 @@ def _choose(trials_setup, tmp_path: Path) -> tuple[CompileChoice, Path, list[str
     task, gate, workdir, cases = trials_setup
     choice = CompileChoice(tmp_path / "choice")
     said: list[str] = []
-    folder = timing._choose_compile_cache(task, gate, workdir, cases, choice, "cpu", time.monotonic() + 300,
-                                          said.append)  # pyright: ignore[reportArgumentType]  (a list's append: the reporter)
+    folder = timing._choose_compile_cache(task, gate, workdir, cases, choice, "cpu", time.monotonic() + 300, said.append)  # pyright: ignore[reportArgumentType]  (a list's append: the reporter)
     assert not (workdir / "compile-trials").exists()  # the trials' own folders (pools, copies) are removed
     return choice, folder, said
 
@@ -149,9 +150,21 @@ def test_the_trials_are_timed_only_once_the_rest_of_the_check_leaves_the_gpu(tri
     task, gate, workdir, cases = trials_setup
     quiet, chosen = threading.Event(), []
     choice = CompileChoice(tmp_path / "choice")
-    thread = threading.Thread(target=lambda: chosen.append(timing._choose_compile_cache(
-        task, gate, workdir, cases, choice, "cpu", time.monotonic() + 300,
-        lambda line: None, quiet)))  # pyright: ignore[reportArgumentType]  (a function: the reporter)
+    thread = threading.Thread(
+        target=lambda: chosen.append(
+            timing._choose_compile_cache(
+                task,
+                gate,
+                workdir,
+                cases,
+                choice,
+                "cpu",
+                time.monotonic() + 300,
+                lambda line: None,  # pyright: ignore[reportArgumentType]  (a function: the reporter)
+                quiet,
+            )
+        )
+    )
     thread.start()
     folders = [workdir / "compile-trials" / str(k) for k in range(compile_choice.COMPILE_TRIALS)]
     deadline = time.monotonic() + 120

@@ -28,13 +28,14 @@ def variant(tmp_path_factory):
 
 
 def _answer(golden: dict[str, torch.Tensor], y: torch.Tensor, path: Path) -> Path:
-    save_file({**{f"{kind}.y": y.clone() for kind in ("fast0", "fast1", "fast2", "traced")},
-               "trace.inv_rms": golden["inv_rms"]}, str(path))
+    save_file(
+        {**{f"{kind}.y": y.clone() for kind in ("fast0", "fast1", "fast2", "traced")}, "trace.inv_rms": golden["inv_rms"]},
+        str(path),
+    )
     return path
 
 
-def test_a_comparison_the_gpu_has_no_memory_for_is_made_on_the_host_with_the_same_verdict(variant, tmp_path,
-                                                                                           monkeypatch):
+def test_a_comparison_the_gpu_has_no_memory_for_is_made_on_the_host_with_the_same_verdict(variant, tmp_path, monkeypatch):
     """Large MLA stages are compared in float64 on the GPU; where the card is short of memory (other processes
     hold it) the same comparison is made on the host: the verdict is the candidate's, never the judge's fault."""
     ids, golden = variant
@@ -51,10 +52,17 @@ def test_a_comparison_the_gpu_has_no_memory_for_is_made_on_the_host_with_the_sam
     monkeypatch.setattr(decide.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(decide.torch.cuda, "empty_cache", lambda: devices.append("emptied"))
     monkeypatch.setattr(decide, "compare_stage", gpu_out_of_memory)
-    right = decide.judge_variant(contract, ids, golden, VariantStatus(ok=True),
-                                 _answer(golden, golden["y"].float(), tmp_path / "right.safetensors"), {})
+    right = decide.judge_variant(
+        contract, ids, golden, VariantStatus(ok=True), _answer(golden, golden["y"].float(), tmp_path / "right.safetensors"), {}
+    )
     assert right.passed and right.failure is None and [s.stage for s in right.stages] == ["inv_rms", "y"]
     assert devices == ["cuda", "emptied", "cpu", "cpu"]
-    wrong = decide.judge_variant(contract, ids, golden, VariantStatus(ok=True),
-                                 _answer(golden, golden["y"].float() * 1.5, tmp_path / "wrong.safetensors"), {})
+    wrong = decide.judge_variant(
+        contract,
+        ids,
+        golden,
+        VariantStatus(ok=True),
+        _answer(golden, golden["y"].float() * 1.5, tmp_path / "wrong.safetensors"),
+        {},
+    )
     assert not wrong.passed and wrong.first_failing_stage == "y" and wrong.failure is None

@@ -15,13 +15,29 @@ from ferret.gate.models import PartResult, RunFailure, VariantResult
 
 def _result(*stages: StageMetrics) -> VariantResult:
     first = next((s.stage for s in stages if not s.passed), None)
-    return VariantResult(id="typical@bfloat16", case="typical", dtype="bfloat16", part="correctness", passed=first is None,
-                         stages=list(stages), first_failing_stage=first, repeats_bitwise_equal=True, traced_equals_fast=True)
+    return VariantResult(
+        id="typical@bfloat16",
+        case="typical",
+        dtype="bfloat16",
+        part="correctness",
+        passed=first is None,
+        stages=list(stages),
+        first_failing_stage=first,
+        repeats_bitwise_equal=True,
+        traced_equals_fast=True,
+    )
 
 
 def _stage(name: str, passed: bool, rel_l2: float, cosine: float) -> StageMetrics:
-    return StageMetrics(stage=name, passed=passed, rel_l2=rel_l2, cosine=cosine, max_abs_rel_peak=rel_l2,
-                        reasons=[] if passed else [f"rel_l2 {rel_l2:.3g} > 0.0236"], tolerance=Tolerance(rel_l2=0.0236))
+    return StageMetrics(
+        stage=name,
+        passed=passed,
+        rel_l2=rel_l2,
+        cosine=cosine,
+        max_abs_rel_peak=rel_l2,
+        reasons=[] if passed else [f"rel_l2 {rel_l2:.3g} > 0.0236"],
+        tolerance=Tolerance(rel_l2=0.0236),
+    )
 
 
 def _cheats(result: VariantResult) -> dict[str, str]:
@@ -83,8 +99,15 @@ def test_a_passing_variant_names_nothing():
 
 
 def test_a_nan_where_the_reference_is_finite_or_back_is_named_at_the_first_failing_stage():
-    stage = StageMetrics(stage="y", passed=False, rel_l2=0.0, cosine=1.0, nonfinite_mismatches=3,
-                         reasons=["3 NaN/Inf mismatches"], tolerance=Tolerance(rel_l2=0.0236))
+    stage = StageMetrics(
+        stage="y",
+        passed=False,
+        rel_l2=0.0,
+        cosine=1.0,
+        nonfinite_mismatches=3,
+        reasons=["3 NaN/Inf mismatches"],
+        tolerance=Tolerance(rel_l2=0.0236),
+    )
     found = _cheats(_result(stage))
     assert set(found) == {"math_mismatch"} and "3 NaN/Inf mismatches" in found["math_mismatch"]
 
@@ -97,24 +120,40 @@ def test_a_stage_of_the_wrong_shape_is_named_so():
 def test_repeats_and_traced_runs_that_differ_say_where():
     result = _result(_stage("y", True, 1e-3, 0.99999))
     result.repeats_bitwise_equal = result.traced_equals_fast = False
-    found = {d.cheat: d.evidence for d in from_outputs(result, {}, {}, [], ["y: call 3 against call 1: 2 of 8 entries differ"],
-                                                        ["y: 1 of 8 entries differ, first at [0, 0]"])}
+    found = {
+        d.cheat: d.evidence
+        for d in from_outputs(
+            result, {}, {}, [], ["y: call 3 against call 1: 2 of 8 entries differ"], ["y: 1 of 8 entries differ, first at [0, 0]"]
+        )
+    }
     assert "y: call 3 against call 1: 2 of 8 entries differ" in found["warmup_detection"]
     assert "first at [0, 0]" in found["traced_differs"]
 
 
 @pytest.mark.parametrize("kind", ["exception", "crash", "timeout", "out_of_memory", "internal"])
 def test_a_failure_to_run_is_named_by_its_kind_and_message(kind):
-    result = VariantResult(id="edge@bfloat16", case="edge", dtype="bfloat16", part="edge_cases", passed=False,
-                           failure=RunFailure(kind=kind, message="what the process said"))
+    result = VariantResult(
+        id="edge@bfloat16",
+        case="edge",
+        dtype="bfloat16",
+        part="edge_cases",
+        passed=False,
+        failure=RunFailure(kind=kind, message="what the process said"),
+    )
     (found,) = from_failure(result)
     assert (found.cheat, found.source, found.variant) == (kind, "run", "edge@bfloat16")
     assert found.evidence.endswith("on edge@bfloat16: what the process said")
 
 
 def test_a_variant_not_run_is_named_by_the_fault_not_by_itself():
-    result = VariantResult(id="b@bfloat16", case="b", dtype="bfloat16", part="correctness", passed=False,
-                           failure=RunFailure(kind=wire.FailureKind.NOT_RUN, message="not run: the candidate's process ended at a"))
+    result = VariantResult(
+        id="b@bfloat16",
+        case="b",
+        dtype="bfloat16",
+        part="correctness",
+        passed=False,
+        failure=RunFailure(kind=wire.FailureKind.NOT_RUN, message="not run: the candidate's process ended at a"),
+    )
     assert from_failure(result) == []
 
 
@@ -131,8 +170,9 @@ def test_a_failed_stress_run_is_named_with_its_numbers():
 
 
 def test_the_last_resort_names_the_failing_parts():
-    (found,) = unnamed({"correctness": PartResult(status="fail", detail="typical@bfloat16: stage y"),
-                        "dtypes": PartResult(status="pass")})
+    (found,) = unnamed(
+        {"correctness": PartResult(status="fail", detail="typical@bfloat16: stage y"), "dtypes": PartResult(status="pass")}
+    )
     assert found.cheat == "unnamed_rejection" and found.evidence == "failing parts: correctness: typical@bfloat16: stage y"
 
 
@@ -153,6 +193,8 @@ def test_launch_counts_and_the_no_op_run_name_decoys_whatever_the_candidates_lan
 
     assert named(wire.VariantStatus(ok=True, launches=2), differs) == []
     assert named(wire.VariantStatus(ok=True, launches=0), differs) == [
-        "no kernel (Triton, or CUDA through Source.launch) was launched by the fast path"]
-    assert any("with every kernel launch made a no-op, outputs ['y']" in e
-               for e in named(wire.VariantStatus(ok=True, launches=2), same))
+        "no kernel (Triton, or CUDA through Source.launch) was launched by the fast path"
+    ]
+    assert any(
+        "with every kernel launch made a no-op, outputs ['y']" in e for e in named(wire.VariantStatus(ok=True, launches=2), same)
+    )

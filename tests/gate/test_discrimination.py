@@ -40,9 +40,7 @@ def test_mla_simplification_fails_where_it_diverges_and_on_the_output(name, gate
     verdict, _ = check(REPO / "contracts" / "mla_attention.yaml", variant, gates_dir, profile="cpu")
     assert not verdict.passed
     assert verdict.first_failing_stage == SIMPLIFICATIONS[name].expected_first_stage
-    final_failures = [
-        r.id for r in verdict.variants for s in r.stages if s.stage == "o_heads" and not s.passed
-    ]
+    final_failures = [r.id for r in verdict.variants for s in r.stages if s.stage == "o_heads" and not s.passed]
     assert final_failures, "the final output alone must reject the simplification"
     # Named as what it is: a math mismatch at its first stage, with the numbers; never a precision cut
     # (the wrong softmax scale keeps the direction, cosine 0.999, with rel_l2 0.69: far beyond any rounding).

@@ -39,8 +39,10 @@ def _sides_seen(contract: Contract, profile: ProfileName, seed: int) -> dict[str
     """For one check's fresh cases, drawn with this seed: each boundary's sides (or classes) and each named
     quantity's lowest values seen, computed from the declarations, not from the strata the judge derives."""
     seen: dict[str, set[str]] = {}
-    cases = [case.model_copy(update={"seed": seed * 100 + n}) for n, (case, _) in
-             enumerate(plan_fresh_cases(contract, profile, random.Random(seed)))]
+    cases = [
+        case.model_copy(update={"seed": seed * 100 + n})
+        for n, (case, _) in enumerate(plan_fresh_cases(contract, profile, random.Random(seed)))
+    ]
     ranges = getattr(contract.cases.fresh, profile)
     for boundary in contract.cases.boundaries:
         if profile not in boundary.profiles:
@@ -149,10 +151,12 @@ def test_the_cpu_strata_cases_are_cheap_shapes():
 # elements take that path: no frozen CPU case is that long (the longest is 9000) and the fresh ranges'
 # uniform draws stop at 3000, so only the stratum past the contract's one_block_row boundary sees it.
 _FIRST_BLOCK_STATISTICS = [
-    ('    for start in range(0, N, BLOCK_N):\n        offs = start + cols\n'
-     '        x = tl.load(x_row + offs, mask=offs < N, other=float("-inf"), eviction_policy="evict_last")\n',
-     '    for start in range(0, BLOCK_N, BLOCK_N):\n        offs = start + cols\n'
-     '        x = tl.load(x_row + offs, mask=offs < N, other=float("-inf"), eviction_policy="evict_last")\n'),
+    (
+        "    for start in range(0, N, BLOCK_N):\n        offs = start + cols\n"
+        '        x = tl.load(x_row + offs, mask=offs < N, other=float("-inf"), eviction_policy="evict_last")\n',
+        "    for start in range(0, BLOCK_N, BLOCK_N):\n        offs = start + cols\n"
+        '        x = tl.load(x_row + offs, mask=offs < N, other=float("-inf"), eviction_policy="evict_last")\n',
+    ),
 ]
 
 
@@ -178,12 +182,13 @@ def _cut_shows(fresh, contract: Contract) -> bool:
     row_max = head.max(-1).values
     cut = {"row_max": row_max, "row_sum": torch.exp(head - row_max[:, None]).sum(-1)}
     stages = {stage.name: stage for stage in contract.stages}
-    return any(not compare_stage(cut[name], fresh.golden[name], stages[name],
-                                 contract.tolerance(fresh.dtype, name, None)).passed for name in cut)
+    return any(
+        not compare_stage(cut[name], fresh.golden[name], stages[name], contract.tolerance(fresh.dtype, name, None)).passed
+        for name in cut
+    )
 
 
-def test_a_kernel_wrong_past_a_boundary_is_rejected_by_every_check_whose_inputs_show_it(softmax_gates, tmp_path,
-                                                                                         monkeypatch):
+def test_a_kernel_wrong_past_a_boundary_is_rejected_by_every_check_whose_inputs_show_it(softmax_gates, tmp_path, monkeypatch):
     import ferret.gate.judge as judge_module
     from ferret.contract.task import Task
     from ferret.gate.judge import Judge

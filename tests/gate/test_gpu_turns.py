@@ -2,6 +2,7 @@
 work that arrives after it, a lock given back when its holder dies; and the judge's two users of it (the candidate's
 run shared, the timed rounds alone), each with threads standing in for other checks' processes (locks are per open
 file, so threads contend like processes)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -65,9 +66,15 @@ def test_timing_waits_for_gpu_work_and_work_arriving_later_waits_for_the_timing(
 
 def test_a_dead_holder_holds_no_one_up(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from ferret.gate.gpu_turns import GpuTurns\n"
-         f"with GpuTurns(Path({str(tmp_path)!r}), '0').alone():\n    print('held', flush=True); time.sleep(600)"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from ferret.gate.gpu_turns import GpuTurns\n"
+            f"with GpuTurns(Path({str(tmp_path)!r}), '0').alone():\n    print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     waiting = threading.Thread(target=_hold, args=(GpuTurns(tmp_path, "0"), "alone", log := [], "after"))
     waiting.start()

@@ -89,7 +89,7 @@ def test_golden_files_are_not_there_for_the_candidate(kind, gates, tmp_path, mon
 
 def run(inputs, outputs, params, trace=None):
     found = []
-    for path in ({str(golden)!r}, {str(trust_file)!r}, {str(REPO / 'tasks' / 'rmsnorm' / 'reference.py')!r}):
+    for path in ({str(golden)!r}, {str(trust_file)!r}, {str(REPO / "tasks" / "rmsnorm" / "reference.py")!r}):
         try:
             with open(path, "rb") as handle:
                 found.append(len(handle.read()))
@@ -182,15 +182,20 @@ def test_a_process_that_stops_after_a_failing_variant_ends_the_run_naming_that_f
         out = workdir / "out"
         out.mkdir(exist_ok=True)
         (out / "current").write_text("0")
-        (out / f"{job['variants'][0]['id']}.json").write_text(json.dumps({"ok": False, "kind": "exception",
-                                                                          "message": "CUDA error"}))
+        (out / f"{job['variants'][0]['id']}.json").write_text(
+            json.dumps({"ok": False, "kind": "exception", "message": "CUDA error"})
+        )
         return ProcessOutcome(returncode=3, kind="exited", message="", seconds=0.1, stderr_tail="", peak_rss_mb=0.0)
 
     workdir = tmp_path / "work"
     workdir.mkdir()
     monkeypatch.setattr(candidate_run, "run_isolated", one_variant_then_exit)
-    run = candidate_run.run_candidate(GateContext(Task.load(CONTRACT), manifest, gate), HONEST, workdir,
-                                      candidate_run.CandidateRunOptions("cpu", lambda m: None))
+    run = candidate_run.run_candidate(
+        GateContext(Task.load(CONTRACT), manifest, gate),
+        HONEST,
+        workdir,
+        candidate_run.CandidateRunOptions("cpu", lambda m: None),
+    )
     ids = [v.id for v in manifest.variants]
     assert len(starts) == 1
     assert list(run.statuses) == ids

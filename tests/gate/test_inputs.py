@@ -169,10 +169,13 @@ def test_a_contracts_layout_arranges_the_drawn_inputs_after_the_edits(tmp_path):
         "import torch\n\n"
         "def arrange(inputs, dims, generator):\n"
         "    inputs['order'].copy_(torch.argsort(inputs['x'][:, 0]).to(inputs['order'].dtype))\n"
-        "    inputs['noise'].copy_(torch.rand(inputs['noise'].shape, generator=generator))\n")
+        "    inputs['noise'].copy_(torch.rand(inputs['noise'].shape, generator=generator))\n"
+    )
     data = yaml.safe_load(RMSNORM_CONTRACT.read_text())
-    data["inputs"] += [{"name": "order", "shape": ["M"], "dtype": "int64", "distribution": {"kind": "constant", "value": 0}},
-                       {"name": "noise", "shape": [2], "dtype": "float32", "distribution": {"kind": "constant", "value": 0}}]
+    data["inputs"] += [
+        {"name": "order", "shape": ["M"], "dtype": "int64", "distribution": {"kind": "constant", "value": 0}},
+        {"name": "noise", "shape": [2], "dtype": "float32", "distribution": {"kind": "constant", "value": 0}},
+    ]
     data["layout"] = {"entry": "layout_probe_task:arrange"}
     data["tolerances"] = str(RMSNORM_CONTRACT.with_name(data["tolerances"]))
     (tmp_path / "contracts").mkdir()
@@ -214,25 +217,34 @@ def test_opposing_halves_cancel_along_the_axis_while_each_half_stays_large():
         assert x.sum(dim=axis).abs().max() == 0
         assert first.sum(dim=axis).abs().min() > 0
         assert torch.equal(drawn["weight"], plain["weight"])
-    odd = case.model_copy(update={"dims": {**case.dims, "M": 2 * (case.dims["M"] // 2) + 1},
-                                  "edits": [Edit(input="x", set="opposing_halves", axis=0)]})
+    odd = case.model_copy(
+        update={
+            "dims": {**case.dims, "M": 2 * (case.dims["M"] // 2) + 1},
+            "edits": [Edit(input="x", set="opposing_halves", axis=0)],
+        }
+    )
     x = inputs.draw_inputs(contract, odd, "float32")["x"]
     assert x.shape[0] % 2 == 1 and not x[-1].any() and x.double().sum(dim=0).abs().max() == 0
 
 
-@pytest.mark.parametrize("tensor", [
-    torch.randn(3, 5, dtype=torch.float64).to(torch.bfloat16),
-    torch.randn(4, 6)[:, ::2],  # not contiguous
-    torch.tensor([True, False, True]),
-    torch.arange(7, dtype=torch.int64),
-    torch.empty(0, 3, dtype=torch.float16),
-    torch.tensor(2.5),
-], ids=["bfloat16", "strided", "bool", "int64", "empty", "scalar"])
+@pytest.mark.parametrize(
+    "tensor",
+    [
+        torch.randn(3, 5, dtype=torch.float64).to(torch.bfloat16),
+        torch.randn(4, 6)[:, ::2],  # not contiguous
+        torch.tensor([True, False, True]),
+        torch.arange(7, dtype=torch.int64),
+        torch.empty(0, 3, dtype=torch.float16),
+        torch.tensor(2.5),
+    ],
+    ids=["bfloat16", "strided", "bool", "int64", "empty", "scalar"],
+)
 def test_a_tensors_content_hash_is_sha256_of_its_dtype_shape_and_bytes(tensor):
     """The gate's manifest pins every input by this digest: however it is computed, it stays this one."""
     flat = tensor.contiguous().reshape(-1)
-    wanted = hashlib.sha256(f"{tensor.dtype}|{list(tensor.shape)}|".encode()
-                            + (flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")).hexdigest()
+    wanted = hashlib.sha256(
+        f"{tensor.dtype}|{list(tensor.shape)}|".encode() + (flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    ).hexdigest()
     assert inputs.tensor_content_sha256(tensor) == wanted
 
 
@@ -254,8 +266,9 @@ def test_a_check_reads_and_checks_a_cached_variant_once_and_every_check_does(gat
         inputs.input_bytes(contract, gate, record, {})  # the next check reads the file: the change is found
 
 
-@pytest.mark.parametrize("distribution", [{"kind": "normal", "std": 1.5, "mean": 0.25},
-                                          {"kind": "uniform", "low": 0.5, "high": 1.5}])
+@pytest.mark.parametrize(
+    "distribution", [{"kind": "normal", "std": 1.5, "mean": 0.25}, {"kind": "uniform", "low": 0.5, "high": 1.5}]
+)
 def test_a_draw_is_bitwise_the_scaled_stream_of_its_seed(distribution):
     """The gates' content hashes pin every drawn input: a draw stays `x * scale + offset` over the seed's float64
     stream, however it is computed."""

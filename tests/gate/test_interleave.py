@@ -26,12 +26,13 @@ from ferret.gate.interleave import (
 
 REPO = Path(__file__).resolve().parents[2]
 
-STAND_IN = textwrap.dedent('''
+STAND_IN = textwrap.dedent(
+    """
     import os, sys, threading, time
     from pathlib import Path
     from ferret import wire
-    folder, role, cases, repeats, log, die_at = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), '''
-    '''Path(sys.argv[5]), sys.argv[6]
+    folder, role, cases, repeats, log, die_at = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), """
+    """Path(sys.argv[5]), sys.argv[6]
     def write(name, text):
         wire.write_step(folder / name, text)
     if role.startswith("candidate"):
@@ -55,11 +56,19 @@ STAND_IN = textwrap.dedent('''
         write(wire.FINISHED_FILE, step)
     (folder / wire.DONE_FILE).write_text("ok")
     time.sleep(60)
-''')
+"""
+)
 
 
-def _timers(tmp_path: Path, cases: int, repeats: int, die_at: str = "never", references: int = 1,
-            env_extra: dict[str, str] | None = None, candidates: int = 1) -> tuple[list[TimerProcess], Path]:
+def _timers(
+    tmp_path: Path,
+    cases: int,
+    repeats: int,
+    die_at: str = "never",
+    references: int = 1,
+    env_extra: dict[str, str] | None = None,
+    candidates: int = 1,
+) -> tuple[list[TimerProcess], Path]:
     """Stand-ins named `candidate0..` and `reference1..` (numbered in one sequence), each with its share of rounds."""
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
@@ -136,10 +145,15 @@ def test_reference_processes_take_the_rounds_in_turn_each_counting_its_own(tmp_p
     lines = [line.split() for line in log.read_text().splitlines() if " ready:" not in line]
     entries = sorted((float(began), role, step) for role, step, began, _ in lines)
     assert [(role, step) for _, role, step in entries] == [
-        ("reference1", "0:0"), ("candidate0", "0:0"),
-        ("candidate0", "0:1"), ("reference2", "0:0"),
-        ("reference1", "0:1"), ("candidate0", "0:2"),
-        ("candidate0", "0:post"), ("reference1", "0:post"), ("reference2", "0:post"),
+        ("reference1", "0:0"),
+        ("candidate0", "0:0"),
+        ("candidate0", "0:1"),
+        ("reference2", "0:0"),
+        ("reference1", "0:1"),
+        ("candidate0", "0:2"),
+        ("candidate0", "0:post"),
+        ("reference1", "0:post"),
+        ("reference2", "0:post"),
     ]
     assert rounds_in_turn(5, 3) == [[0, 3], [1, 4], [2]]
 
@@ -152,8 +166,12 @@ def test_reference_processes_alone_are_conducted_one_round_each(tmp_path):
     lines = [line.split() for line in log.read_text().splitlines() if " ready:" not in line]
     entries = sorted((float(began), role, step) for role, step, began, _ in lines)
     assert [(role, step) for _, role, step in entries] == [
-        ("reference0", "0:0"), ("reference1", "0:0"), ("reference2", "0:0"),
-        ("reference0", "0:post"), ("reference1", "0:post"), ("reference2", "0:post"),
+        ("reference0", "0:0"),
+        ("reference1", "0:0"),
+        ("reference2", "0:0"),
+        ("reference0", "0:post"),
+        ("reference1", "0:post"),
+        ("reference2", "0:post"),
     ]
 
 
@@ -174,14 +192,22 @@ def test_candidate_and_reference_processes_both_take_the_rounds_in_turn(tmp_path
     timers, log = _timers(tmp_path, cases=1, repeats=5, references=3, candidates=2)
     _run(timers, cases=1, repeats=5)
     lines = [line.split() for line in log.read_text().splitlines() if " ready:" not in line]
-    rounds = [(role, step) for _, role, step in sorted((float(t), role, step) for role, step, t, _ in lines)
-              if not step.endswith("post")]
+    rounds = [
+        (role, step)
+        for _, role, step in sorted((float(t), role, step) for role, step, t, _ in lines)
+        if not step.endswith("post")
+    ]
     assert rounds == [
-        ("reference2", "0:0"), ("candidate0", "0:0"),
-        ("candidate1", "0:0"), ("reference3", "0:0"),
-        ("reference4", "0:0"), ("candidate0", "0:1"),
-        ("candidate1", "0:1"), ("reference2", "0:1"),
-        ("reference3", "0:1"), ("candidate0", "0:2"),
+        ("reference2", "0:0"),
+        ("candidate0", "0:0"),
+        ("candidate1", "0:0"),
+        ("reference3", "0:0"),
+        ("reference4", "0:0"),
+        ("candidate0", "0:1"),
+        ("candidate1", "0:1"),
+        ("reference2", "0:1"),
+        ("reference3", "0:1"),
+        ("candidate0", "0:2"),
     ]
     assert sum(step.endswith("post") for _, step, _, _ in lines) == 5
 

@@ -35,7 +35,7 @@ VARIANTS = [
 EDGE = "single_element@bfloat16"  # the variant the crash/hang/memory candidates fail on
 
 # A correct pure-PyTorch RMSNorm every adversarial candidate starts from (candidates are single files).
-PRELUDE = '''
+PRELUDE = """
 import torch
 
 
@@ -48,9 +48,7 @@ def rmsnorm(inputs, params):
 def honest(inputs, outputs, trace):
     # The honest Triton candidate's own launcher (appended below): an honest run launches real kernels.
     _triton_run(inputs, outputs, {"eps": 1e-6}, trace)
-''' + TRITON_RMSNORM.read_text().replace("\ndef run(", "\ndef _triton_run(").replace(
-    "from __future__ import annotations\n", ""
-)
+""" + TRITON_RMSNORM.read_text().replace("\ndef run(", "\ndef _triton_run(").replace("from __future__ import annotations\n", "")
 
 
 def _candidate(tmp_path: Path, name: str, body: str, prelude: bool = True) -> Path:
@@ -163,10 +161,14 @@ def test_baseline_is_numerically_right_but_rejected_as_a_library_call(judge):
 
 
 def test_raising_candidate(judge, tmp_path):
-    candidate = _candidate(tmp_path, "raises", '''
+    candidate = _candidate(
+        tmp_path,
+        "raises",
+        """
         def run(inputs, outputs, params, trace=None):
             raise RuntimeError("ferret-test: deliberate failure")
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed
     for result in verdict.variants:
@@ -206,7 +208,7 @@ def test_missing_entry_fails_at_load(judge, tmp_path):
     assert "cannot load the candidate" in _named(verdict, "exception", VARIANTS[0]).evidence
 
 
-CRASH_ON_EDGE = '''
+CRASH_ON_EDGE = """
     import os
 
 
@@ -214,7 +216,7 @@ CRASH_ON_EDGE = '''
         if tuple(inputs["x"].shape) == (1, 1):
             {crash}
         honest(inputs, outputs, trace)
-'''
+"""
 
 
 def _fault_on_edge(verdict, kind: str):
@@ -222,7 +224,7 @@ def _fault_on_edge(verdict, kind: str):
     passed, the ones after it were not run (no restart at full budget for each of them)."""
     results = _by_id(verdict)
     order = [r.id for r in verdict.variants]
-    after = order[order.index(EDGE) + 1:]
+    after = order[order.index(EDGE) + 1 :]
     assert not verdict.passed
     assert results[EDGE].failure.kind == kind, results[EDGE].failure
     assert all(results[v].passed for v in order[: order.index(EDGE)]), summary(verdict)
@@ -252,7 +254,10 @@ def test_crash_is_charged_to_its_case_and_the_rest_is_not_run(judge, tmp_path, c
 
 def test_hang_is_a_timeout_after_one_case_timeout(budget_contract, tmp_path):
     contract, gates_dir = budget_contract
-    candidate = _candidate(tmp_path, "sleeps", '''
+    candidate = _candidate(
+        tmp_path,
+        "sleeps",
+        """
         import time
 
 
@@ -261,7 +266,8 @@ def test_hang_is_a_timeout_after_one_case_timeout(budget_contract, tmp_path):
                 while True:
                     time.sleep(1)
             honest(inputs, outputs, trace)
-    ''')
+    """,
+    )
     verdict, _ = _judge(contract, candidate, gates_dir)
     failure = _fault_on_edge(verdict, "timeout")
     assert "no progress for 20s" in failure.message and "case_timeout_s" in failure.message
@@ -269,13 +275,18 @@ def test_hang_is_a_timeout_after_one_case_timeout(budget_contract, tmp_path):
 
 def test_a_candidate_hanging_on_every_case_costs_one_case_timeout(budget_contract, tmp_path):
     contract, gates_dir = budget_contract
-    candidate = _candidate(tmp_path, "sleeps_always", '''
+    candidate = _candidate(
+        tmp_path,
+        "sleeps_always",
+        """
         import time
 
 
         def run(inputs, outputs, params, trace=None):
             time.sleep(3600)
-    ''', prelude=False)
+    """,
+        prelude=False,
+    )
     verdict, _ = _judge(contract, candidate, gates_dir)
     fault = verdict.fault
     assert fault is not None and fault.kind == "timeout" and fault.variant == VARIANTS[0]
@@ -295,14 +306,18 @@ def test_the_check_deadline_ends_a_slow_candidate(tmp_path):
         tmp_path, lambda d: d["budgets"].update(case_timeout_s=15, check_timeout_s=35), name="rmsnorm_slow.yaml", link_tasks=True
     )
     build_gate(contract, gates_dir=tmp_path / "gates", profile="cpu")
-    candidate = _candidate(tmp_path, "slow", '''
+    candidate = _candidate(
+        tmp_path,
+        "slow",
+        """
         import time
 
 
         def run(inputs, outputs, params, trace=None):
             time.sleep(1.0)  # five calls a variant: about 5 s each, 13 variants and 2 fresh ones: over 60 s, past 35
             honest(inputs, outputs, trace)
-    ''')
+    """,
+    )
     verdict, _ = _judge(contract, candidate, tmp_path / "gates")
     fault = verdict.fault
     assert fault is not None and fault.kind == "timeout"
@@ -315,7 +330,10 @@ def test_the_check_deadline_ends_a_slow_candidate(tmp_path):
 
 def test_memory_hog_is_out_of_memory(budget_contract, tmp_path):
     contract, gates_dir = budget_contract
-    candidate = _candidate(tmp_path, "hog", '''
+    candidate = _candidate(
+        tmp_path,
+        "hog",
+        """
         import time
 
         _HOARD = []
@@ -330,7 +348,8 @@ def test_memory_hog_is_out_of_memory(budget_contract, tmp_path):
                     _HOARD.append(block)
                 time.sleep(3600)  # never reached while the watchdog works: it would read as a timeout
             honest(inputs, outputs, trace)
-    ''')
+    """,
+    )
     verdict, _ = _judge(contract, candidate, gates_dir)
     failure = _fault_on_edge(verdict, "out_of_memory")
     assert "1500 MB" in failure.message
@@ -340,10 +359,14 @@ def test_memory_hog_is_out_of_memory(budget_contract, tmp_path):
 
 
 def test_unwritten_output_shows_as_nan(judge, tmp_path):
-    candidate = _candidate(tmp_path, "unwritten", '''
+    candidate = _candidate(
+        tmp_path,
+        "unwritten",
+        """
         def run(inputs, outputs, params, trace=None):
             pass
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed
     assert verdict.first_failing_stage == "y"
@@ -357,10 +380,14 @@ def test_unwritten_output_shows_as_nan(judge, tmp_path):
 
 
 def test_zeros_fail(judge, tmp_path):
-    candidate = _candidate(tmp_path, "zeros", '''
+    candidate = _candidate(
+        tmp_path,
+        "zeros",
+        """
         def run(inputs, outputs, params, trace=None):
             outputs["y"].zero_()
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed and verdict.first_failing_stage == "y"
     typical = _by_id(verdict)["typical@float32"].stages[1]
@@ -375,7 +402,10 @@ def test_zeros_fail(judge, tmp_path):
 
 
 def test_half_the_rows_fail_at_y_located_in_the_lower_half(judge, tmp_path):
-    candidate = _candidate(tmp_path, "half_rows", '''
+    candidate = _candidate(
+        tmp_path,
+        "half_rows",
+        """
         def run(inputs, outputs, params, trace=None):
             y, inv_rms = rmsnorm(inputs, params)
             half = y.shape[0] // 2
@@ -383,7 +413,8 @@ def test_half_the_rows_fail_at_y_located_in_the_lower_half(judge, tmp_path):
             outputs["y"][:half].copy_(y[:half])
             if trace is not None:
                 trace["inv_rms"] = inv_rms
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed
     assert verdict.first_failing_stage == "y"
@@ -401,7 +432,10 @@ def test_half_the_rows_fail_at_y_located_in_the_lower_half(judge, tmp_path):
 
 
 def test_nondeterministic_candidate_fails_determinism(judge, tmp_path):
-    candidate = _candidate(tmp_path, "noisy", '''
+    candidate = _candidate(
+        tmp_path,
+        "noisy",
+        """
         import os
 
         _GEN = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
@@ -415,7 +449,8 @@ def test_nondeterministic_candidate_fails_determinism(judge, tmp_path):
             outputs["y"].copy_(y.double() * (1 + noise))
             if trace is not None:
                 trace["inv_rms"] = inv_rms
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed
     assert verdict.parts["determinism"].status == "fail"
@@ -431,12 +466,16 @@ def test_nondeterministic_candidate_fails_determinism(judge, tmp_path):
 
 
 def test_traced_run_differing_from_fast_run_fails(judge, tmp_path):
-    candidate = _candidate(tmp_path, "traced_differs", '''
+    candidate = _candidate(
+        tmp_path,
+        "traced_differs",
+        """
         def run(inputs, outputs, params, trace=None):
             honest(inputs, outputs, trace)
             if trace is not None:
                 outputs["y"].view(-1)[0] += 1.0
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed
     assert verdict.parts["determinism"].status == "fail"
@@ -452,11 +491,15 @@ def test_traced_run_differing_from_fast_run_fails(judge, tmp_path):
 
 
 def test_input_mutation_is_caught(judge, tmp_path):
-    candidate = _candidate(tmp_path, "mutates", '''
+    candidate = _candidate(
+        tmp_path,
+        "mutates",
+        """
         def run(inputs, outputs, params, trace=None):
             honest(inputs, outputs, trace)
             inputs["weight"].mul_(2)  # after the output is written: the output itself is right
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed
     for result in verdict.variants:
@@ -466,7 +509,10 @@ def test_input_mutation_is_caught(judge, tmp_path):
 
 
 def test_tensor_subclass_in_trace_is_bad_output(judge, tmp_path):
-    candidate = _candidate(tmp_path, "subclass", '''
+    candidate = _candidate(
+        tmp_path,
+        "subclass",
+        """
         class Sneaky(torch.Tensor):
             pass
 
@@ -475,7 +521,8 @@ def test_tensor_subclass_in_trace_is_bad_output(judge, tmp_path):
             honest(inputs, outputs, trace)
             if trace is not None:
                 trace["inv_rms"] = trace["inv_rms"].as_subclass(Sneaky)
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed
     for result in verdict.variants:
@@ -485,23 +532,31 @@ def test_tensor_subclass_in_trace_is_bad_output(judge, tmp_path):
 
 
 def test_non_tensor_in_trace_is_bad_output(judge, tmp_path):
-    candidate = _candidate(tmp_path, "trace_list", '''
+    candidate = _candidate(
+        tmp_path,
+        "trace_list",
+        """
         def run(inputs, outputs, params, trace=None):
             honest(inputs, outputs, trace)
             if trace is not None:
                 trace["inv_rms"] = trace["inv_rms"].tolist()
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert all(r.failure and r.failure.kind == "bad_output" for r in verdict.variants)
 
 
 def test_a_traced_stage_of_the_wrong_shape_is_named_a_wrong_shape(judge, tmp_path):
-    candidate = _candidate(tmp_path, "trace_shape", '''
+    candidate = _candidate(
+        tmp_path,
+        "trace_shape",
+        """
         def run(inputs, outputs, params, trace=None):
             honest(inputs, outputs, trace)
             if trace is not None:
                 trace["inv_rms"] = trace["inv_rms"][:1]
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed and verdict.first_failing_stage == "inv_rms"
     wrong = _named(verdict, "wrong_shape")
@@ -513,7 +568,10 @@ def test_a_finite_answer_where_the_reference_is_nan_is_a_named_math_mismatch(jud
     """Right on every finite case; on the inf/NaN edge case it writes zeros in the rows where the reference has
     NaN (with a fill, which the ATen watch allows). No NaN poison is left (that would be unwritten_output): the
     first failing stage is named with its count of NaN/Inf mismatches."""
-    candidate = _candidate(tmp_path, "nan_rows_zeroed", '''
+    candidate = _candidate(
+        tmp_path,
+        "nan_rows_zeroed",
+        """
         import math
 
 
@@ -522,7 +580,8 @@ def test_a_finite_answer_where_the_reference_is_nan_is_a_named_math_mismatch(jud
             x = inputs["x"]
             if tuple(x.shape) == (4, 257) and math.isinf(x[1, 7].item()):
                 outputs["y"][1:3].fill_(0.0)
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     assert not verdict.passed
     assert [r.id for r in verdict.variants if not r.passed] == ["inf_and_nan@bfloat16"]
@@ -538,7 +597,10 @@ def test_candidate_sees_no_keys_and_no_gate(judge, rmsnorm_gate, rmsnorm_gates_d
     monkeypatch.setenv("OPENAI_API_KEY", "sk-ferret-test")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-ferret-test")
     monkeypatch.setenv("FERRET_TEST_SECRET", "hush")
-    candidate = _candidate(tmp_path, "probe", f'''
+    candidate = _candidate(
+        tmp_path,
+        "probe",
+        f"""
         import os
         from pathlib import Path
 
@@ -570,7 +632,8 @@ def test_candidate_sees_no_keys_and_no_gate(judge, rmsnorm_gate, rmsnorm_gates_d
         def run(inputs, outputs, params, trace=None):
             _check()
             honest(inputs, outputs, trace)
-    ''')
+    """,
+    )
     verdict = judge(candidate)
     # Every run of the probe succeeded: nothing leaked. (Its use of os and the file system is still
     # rejected by the static scan, as any candidate's would be: the integrity part fails for that alone.)
@@ -583,11 +646,16 @@ def test_the_same_candidate_fails_when_a_key_would_be_visible(tmp_path, monkeypa
     """The probe above is able to fail: the check it relies on works in a plain process."""
     import subprocess
 
-    probe = _candidate(tmp_path, "key_probe", '''
+    probe = _candidate(
+        tmp_path,
+        "key_probe",
+        """
         import os
         if "ANTHROPIC_API_KEY" in os.environ:
             raise SystemExit(7)
-    ''', prelude=False)
+    """,
+        prelude=False,
+    )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-ferret-test")
     assert subprocess.run([sys.executable, str(probe)]).returncode == 7
 
@@ -607,14 +675,22 @@ def test_every_verdict_is_appended_to_the_report(rmsnorm_gate, tmp_path):
     gates_dir = tmp_path / "gates"
     gate = copy_gate(rmsnorm_gate, gates_dir)
     assert read_report(gate).verdicts == []
-    unwritten = _candidate(tmp_path, "unwritten", """
+    unwritten = _candidate(
+        tmp_path,
+        "unwritten",
+        """
         def run(inputs, outputs, params, trace=None):
             pass
-    """)
-    raises = _candidate(tmp_path, "raises", """
+    """,
+    )
+    raises = _candidate(
+        tmp_path,
+        "raises",
+        """
         def run(inputs, outputs, params, trace=None):
             raise ValueError("nope")
-    """)
+    """,
+    )
     candidates = (TRITON_RMSNORM, unwritten, raises)
     verdicts = []
     for candidate in candidates:
@@ -641,8 +717,10 @@ def test_every_verdict_is_appended_to_the_report(rmsnorm_gate, tmp_path):
     seeds = {r.id: r.seed for r in manifest.variants}
     # Every verdict records the frozen seeds, and the private seeds of the fresh cases drawn for it.
     assert all({k: v for k, v in verdict.seeds.items() if not k.startswith("fresh")} == seeds for verdict in stored_verdicts)
-    assert all(len([k for k in verdict.seeds if k.startswith("fresh")]) == [r.part for r in verdict.variants].count("fresh_cases")
-               >= 3 for verdict in stored_verdicts)
+    assert all(
+        len([k for k in verdict.seeds if k.startswith("fresh")]) == [r.part for r in verdict.variants].count("fresh_cases") >= 3
+        for verdict in stored_verdicts
+    )
     assert seeds["typical@float32"] == 1 and seeds["many_rows_narrow@bfloat16"] == 7
 
 
@@ -673,8 +751,9 @@ def test_the_judge_gives_back_its_cached_gpu_memory_after_every_check_even_one_t
     with pytest.raises(FileNotFoundError, match="no such candidate file"):
         check(RMSNORM_CONTRACT, tmp_path / "missing.py", gates_dir=rmsnorm_gates_dir, profile="cpu")
     assert given_back == ["check"]
-    verdict, _ = check(RMSNORM_CONTRACT, _candidate(tmp_path, "syntax", "def run(:\n", prelude=False),
-                       gates_dir=rmsnorm_gates_dir, profile="cpu")
+    verdict, _ = check(
+        RMSNORM_CONTRACT, _candidate(tmp_path, "syntax", "def run(:\n", prelude=False), gates_dir=rmsnorm_gates_dir, profile="cpu"
+    )
     assert not verdict.passed and given_back == ["check", "check"]
 
 

@@ -88,11 +88,13 @@ def test_fresh_cases_are_drawn_at_once_in_the_plans_order(monkeypatch):
 
     planned = [("first", ("stratum_a",)), ("second", ()), ("third", ())]
     monkeypatch.setattr(fresh, "plan_fresh_cases", lambda contract, profile, rng: planned)
-    monkeypatch.setattr(fresh, "_fresh_variant",
-                        _first_two_meet(lambda task, case, strata, device: (case, strata, device)))
+    monkeypatch.setattr(fresh, "_fresh_variant", _first_two_meet(lambda task, case, strata, device: (case, strata, device)))
     task = types.SimpleNamespace(contract=None)
     assert fresh.draw_fresh_cases(task, "cpu", "cpu") == [  # type: ignore[arg-type]
-        ("first", ("stratum_a",), "cpu"), ("second", (), "cpu"), ("third", (), "cpu")]
+        ("first", ("stratum_a",), "cpu"),
+        ("second", (), "cpu"),
+        ("third", (), "cpu"),
+    ]
 
 
 def test_gate_inputs_are_written_at_once_and_the_job_keeps_the_manifests_order(rmsnorm_gate, monkeypatch, tmp_path):
@@ -110,8 +112,9 @@ def test_gate_inputs_are_written_at_once_and_the_job_keeps_the_manifests_order(r
     writing = _first_two_meet(candidate_run.prepare_inputs)
     monkeypatch.setattr(candidate_run, "prepare_inputs", writing)
     context = GateContext(task, manifest, rmsnorm_gate)
-    job = candidate_run.write_candidate_job(context, TRITON_RMSNORM, tmp_path,
-                                            candidate_run.CandidateRunOptions("cpu", run_stress=False))
+    job = candidate_run.write_candidate_job(
+        context, TRITON_RMSNORM, tmp_path, candidate_run.CandidateRunOptions("cpu", run_stress=False)
+    )
     assert [v.id for v in job.variants] == [r.id for r in manifest.variants]
     assert all(Path(v.inputs_file).is_file() for v in job.variants) and len(writing.calls) == len(manifest.variants)
 

@@ -95,8 +95,9 @@ def test_expected_hash_is_checked(rmsnorm_gate):
         verify_gate(rmsnorm_gate, expected_hash="0" * 64)
 
 
-@pytest.mark.parametrize("name", ["notes.txt", f"cases/{VARIANT}/extra.safetensors",
-                                  "cases/new_case@bfloat16/golden.safetensors"])
+@pytest.mark.parametrize(
+    "name", ["notes.txt", f"cases/{VARIANT}/extra.safetensors", "cases/new_case@bfloat16/golden.safetensors"]
+)
 def test_added_file_is_named(rmsnorm_gate, tmp_path, name):
     gate = copy_gate(rmsnorm_gate, tmp_path)
     (gate / name).parent.mkdir(parents=True, exist_ok=True)
@@ -169,9 +170,18 @@ def test_judge_source_hashes_cover_what_the_judge_imports():
     """Derived from the code: the judge's modules, the wire and the runner's, the static scan it calls; not
     the layers above it (dispatcher, roles, models, CLI), whose edits must not invalidate gates."""
     hashes = lock.judge_source_hashes()
-    for name in ("ferret/gate/judge.py", "ferret/gate/timing.py", "ferret/wire.py", "ferret/errors.py",
-                 "ferret/sandbox/runner.py", "ferret/sandbox/watch.py", "ferret/bench/process.py",
-                 "ferret/integrity/scan.py", "ferret/contract/model.py", "ferret/__init__.py"):
+    for name in (
+        "ferret/gate/judge.py",
+        "ferret/gate/timing.py",
+        "ferret/wire.py",
+        "ferret/errors.py",
+        "ferret/sandbox/runner.py",
+        "ferret/sandbox/watch.py",
+        "ferret/bench/process.py",
+        "ferret/integrity/scan.py",
+        "ferret/contract/model.py",
+        "ferret/__init__.py",
+    ):
         assert name in hashes, name
     for layer in ("cli", "dispatch", "roles", "models"):
         assert not any(name.startswith(f"ferret/{layer}/") for name in hashes), layer
@@ -184,8 +194,17 @@ def test_a_module_the_judge_starts_importing_is_locked_from_then_on(tmp_path):
     (root / "gate").mkdir(parents=True)
     (root / "sandbox").mkdir()
     (root / "bench").mkdir()
-    for name in ("__init__.py", "gate/__init__.py", "sandbox/__init__.py", "bench/__init__.py", "helper.py",
-                 "sandbox/runner.py", "bench/process.py", "gate/build.py", "unrelated.py"):
+    for name in (
+        "__init__.py",
+        "gate/__init__.py",
+        "sandbox/__init__.py",
+        "bench/__init__.py",
+        "helper.py",
+        "sandbox/runner.py",
+        "bench/process.py",
+        "gate/build.py",
+        "unrelated.py",
+    ):
         (root / name).write_text("")
     (root / "gate" / "judge.py").write_text("def f():\n    from ferret import helper\n")
     files = {p.relative_to(root).as_posix() for p in lock.judge_source_files(root)}
@@ -196,8 +215,15 @@ def test_the_judge_source_is_parsed_again_when_it_changes(tmp_path):
     """What each module imports is remembered by its content, not its name or time: a check verifies the
     gate several times and parses the judge's source once, and any edit is read again."""
     root = tmp_path / "ferret"
-    for name in ("__init__.py", "gate/__init__.py", "helper.py", "hidden.py", "sandbox/runner.py", "bench/process.py",
-                 "gate/build.py"):
+    for name in (
+        "__init__.py",
+        "gate/__init__.py",
+        "helper.py",
+        "hidden.py",
+        "sandbox/runner.py",
+        "bench/process.py",
+        "gate/build.py",
+    ):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text("")
     judge = root / "gate" / "judge.py"
@@ -260,8 +286,9 @@ def test_a_gate_another_process_locked_first_is_kept(rmsnorm_gate, tmp_path, mon
 
 
 def test_cli_gate_build_reuses(rmsnorm_gate, rmsnorm_gates_dir):
-    result = CliRunner().invoke(app, ["gate", "build", str(RMSNORM_CONTRACT),
-                                      "--gates-dir", str(rmsnorm_gates_dir), "--profile", "cpu"])
+    result = CliRunner().invoke(
+        app, ["gate", "build", str(RMSNORM_CONTRACT), "--gates-dir", str(rmsnorm_gates_dir), "--profile", "cpu"]
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(rmsnorm_gate)
 
@@ -323,15 +350,23 @@ def test_the_project_files_the_judge_loads_are_locked(project_gate):
     assert project["entry_modules"] == ["tasks.rmsnorm.baseline", "tasks.rmsnorm.reference"]
     assert project["tolerance_file"] == "contracts/rmsnorm.tolerances.yaml"
     assert sorted(project["files"]) == [
-        "contracts/rmsnorm.tolerances.yaml", "tasks/__init__.py", "tasks/rmsnorm/__init__.py",
-        "tasks/rmsnorm/baseline.py", "tasks/rmsnorm/reference.py",
+        "contracts/rmsnorm.tolerances.yaml",
+        "tasks/__init__.py",
+        "tasks/rmsnorm/__init__.py",
+        "tasks/rmsnorm/baseline.py",
+        "tasks/rmsnorm/reference.py",
     ]
 
 
 @pytest.mark.parametrize(
     "name",
-    ["tasks/rmsnorm/reference.py", "tasks/rmsnorm/baseline.py", "tasks/rmsnorm/__init__.py", "tasks/__init__.py",
-     "contracts/rmsnorm.tolerances.yaml"],
+    [
+        "tasks/rmsnorm/reference.py",
+        "tasks/rmsnorm/baseline.py",
+        "tasks/rmsnorm/__init__.py",
+        "tasks/__init__.py",
+        "contracts/rmsnorm.tolerances.yaml",
+    ],
 )
 def test_an_appended_line_in_a_project_file_is_tampering(project_gate, name):
     root, gate = project_gate
@@ -398,8 +433,12 @@ def test_the_mla_task_locks_what_its_judge_loads():
     path = REPO / "contracts" / "mla_attention.yaml"
     project = lock.project_lock(path, load_contract(path), REPO)
     assert sorted(project["files"]) == [
-        "contracts/mla_attention.tolerances.yaml", "tasks/__init__.py", "tasks/mla_attention/__init__.py",
-        "tasks/mla_attention/baseline.py", "tasks/mla_attention/oracle.py", "tasks/mla_attention/reference.py",
+        "contracts/mla_attention.tolerances.yaml",
+        "tasks/__init__.py",
+        "tasks/mla_attention/__init__.py",
+        "tasks/mla_attention/baseline.py",
+        "tasks/mla_attention/oracle.py",
+        "tasks/mla_attention/reference.py",
     ]
 
 
@@ -435,9 +474,15 @@ def test_editing_code_the_judge_never_runs_leaves_gates_intact(rmsnorm_gate, pro
 
 def test_a_task_importing_ferret_does_not_pull_ferret_into_the_project_files(tmp_path):
     """ferret's modules are the judge's source, locked (or not: the CLI) as such, never as task files."""
-    for name, text in {"tasks/__init__.py": "", "tasks/op/__init__.py": "", "tasks/op/helper.py": "",
-                       "tasks/op/reference.py": "import ferret.cli.main\nfrom tasks.op import helper\n",
-                       "ferret/__init__.py": "", "ferret/cli/__init__.py": "", "ferret/cli/main.py": ""}.items():
+    for name, text in {
+        "tasks/__init__.py": "",
+        "tasks/op/__init__.py": "",
+        "tasks/op/helper.py": "",
+        "tasks/op/reference.py": "import ferret.cli.main\nfrom tasks.op import helper\n",
+        "ferret/__init__.py": "",
+        "ferret/cli/__init__.py": "",
+        "ferret/cli/main.py": "",
+    }.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     files = lock.project_source_hashes({"root": str(tmp_path), "entry_modules": ["tasks.op.reference"]})

@@ -266,8 +266,9 @@ def test_a_peak_floor_judges_a_few_entries_against_the_stages_peak_and_leaves_th
     assert judged.rel_l2 == compare_stage(honest, ref, stage, floored).rel_l2  # the norm keeps the scale floor
     # Above the floor the stage's own peak is used: a 0.1 error on a peak of 8 is 0.0125, under the limit...
     ordinary = torch.tensor([8.0, -3.0], dtype=torch.float64)
-    assert compare_stage(ordinary + torch.tensor([0.1, 0.0]), ordinary, stage,
-                         peaked).max_abs_rel_peak == pytest.approx(0.1 / 8.0)
+    assert compare_stage(ordinary + torch.tensor([0.1, 0.0]), ordinary, stage, peaked).max_abs_rel_peak == pytest.approx(
+        0.1 / 8.0
+    )
     # ...and an error of 0.1 on the two small scores is still rejected against the floor (0.025 > 0.017).
     assert not compare_stage(ref + torch.tensor([0.1, 0.0], dtype=torch.float64), ref, stage, peaked).passed
 
@@ -313,8 +314,14 @@ def test_an_error_scale_judges_each_entry_against_at_least_the_size_of_its_terms
     from ferret.contract.model import Stage, Tolerance
     from ferret.gate.metrics import compare_stage
 
-    stage = Stage(name="scores", computes="dot products", shape=["T"], dims=["token"], ignore_where_reference="-inf",
-                  error_scale="scores_error_scale")
+    stage = Stage(
+        name="scores",
+        computes="dot products",
+        shape=["T"],
+        dims=["token"],
+        ignore_where_reference="-inf",
+        error_scale="scores_error_scale",
+    )
     tol = Tolerance(rel_l2=0.0155, max_abs_rel_peak=0.017, cosine_min=0.99988, scale_floor=2.0, peak_floor=4.0)
     # One dot product whose terms (norm 6) cancel to 0.24: an error of 0.054 (0.009 of the terms) is 0.027 of the
     # scale floor, rejected without the scale, passed with it.
@@ -327,8 +334,10 @@ def test_an_error_scale_judges_each_entry_against_at_least_the_size_of_its_terms
     # Masked entries (-inf) take no part in the scale, and a scale of the wrong shape is ignored (never looser).
     masked = torch.tensor([0.24, -math.inf], dtype=torch.float64)
     big = torch.tensor([6.0, 1e6], dtype=torch.float64)
-    assert compare_stage(torch.tensor([0.294, -math.inf], dtype=torch.float64), masked, stage, tol,
-                         error_scale=big).rel_l2 == judged.rel_l2
+    assert (
+        compare_stage(torch.tensor([0.294, -math.inf], dtype=torch.float64), masked, stage, tol, error_scale=big).rel_l2
+        == judged.rel_l2
+    )
     assert not compare_stage(honest, ref, stage, tol, error_scale=torch.tensor([6.0, 6.0])).passed
     # Ordinary scores (the terms' norm about the scores' own) are judged as before.
     ordinary, off = torch.tensor([4.0, -3.0], dtype=torch.float64), torch.tensor([4.1, -3.0], dtype=torch.float64)
@@ -370,8 +379,9 @@ def _awkward_stage(seed: int = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
 def test_the_metrics_are_the_same_whatever_the_chunk(chunk):
     """compare_stage sums a stage chunk by chunk (the memory of a comparison is bounded so): counts, maxima, the worst
     entry and the first mismatch are the same for any chunk, and the norms and cosine to a few rounding units."""
-    stage = Stage(name="y", computes="test", shape=["M", "N"], dims=["row", "col"], ignore_where_reference="-inf",
-                  error_scale="y_scale")
+    stage = Stage(
+        name="y", computes="test", shape=["M", "N"], dims=["row", "col"], ignore_where_reference="-inf", error_scale="y_scale"
+    )
     cand, ref, scale = _awkward_stage()
     whole = compare_stage(cand, ref, stage, TOL, error_scale=scale, chunk=ref.numel())
     chunked = compare_stage(cand, ref, stage, TOL, error_scale=scale, chunk=chunk)
@@ -395,8 +405,7 @@ def test_a_stage_is_moved_and_converted_a_chunk_at_a_time(monkeypatch):
 
     sizes = []
     real = metrics.as_float64_on
-    monkeypatch.setattr(metrics, "as_float64_on", lambda tensor, device: (sizes.append(tensor.numel()),
-                                                                            real(tensor, device))[1])
+    monkeypatch.setattr(metrics, "as_float64_on", lambda tensor, device: (sizes.append(tensor.numel()), real(tensor, device))[1])
     stage = Stage(name="y", computes="test", shape=["M", "N"], dims=["row", "col"], error_scale="y_scale")
     ref = _reference(9, 13)
     compare_stage(ref + 1e-4, ref, stage, TOL, error_scale=ref.abs(), chunk=50)

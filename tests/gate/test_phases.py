@@ -51,8 +51,12 @@ def test_timing_phases_follow_the_timing_steps_and_pass_everything_on():
     phases.step("timing", 2, 2, "done")
     phases.close_at_end()
     assert [p.name for p in clock.phases()] == ["timing_inputs", "timing_process", "timed_answers"]
-    assert inner.events == [("say", "timing 2 cases against the baseline"), ("step", "timing", 0, 2),
-                            ("step", "timing", 1, 2), ("step", "timing", 2, 2)]
+    assert inner.events == [
+        ("say", "timing 2 cases against the baseline"),
+        ("step", "timing", 0, 2),
+        ("step", "timing", 1, 2),
+        ("step", "timing", 2, 2),
+    ]
 
 
 def test_timing_whose_pools_were_drawn_before_starts_in_the_timing_process():
@@ -105,8 +109,9 @@ def test_a_verdict_says_where_its_seconds_went(rmsnorm_gate, rmsnorm_gates_dir):
     assert Verdict.model_validate_json(second.model_dump_json()).phases == second.phases
 
 
-def test_the_candidates_phases_are_the_parts_of_the_positions_seen_in_the_order_seen(rmsnorm_gate, rmsnorm_gates_dir,
-                                                                                    tmp_path, monkeypatch):
+def test_the_candidates_phases_are_the_parts_of_the_positions_seen_in_the_order_seen(
+    rmsnorm_gate, rmsnorm_gates_dir, tmp_path, monkeypatch
+):
     """What the verdict's run phases are made of, without the poll's timing: the positions the watcher saw, each the
     part of that variant. A variant never seen (here the first, correctness) is charged to the phase before it, and the
     judge's clock then keeps each part once, first seen first: run:dtypes before run:correctness."""
@@ -127,12 +132,24 @@ def test_the_candidates_phases_are_the_parts_of_the_positions_seen_in_the_order_
     monkeypatch.setattr(candidate_run, "run_isolated", watched)
     workdir = tmp_path / "candidate"
     workdir.mkdir()
-    run = candidate_run.run_candidate(judge.context, TRITON_RMSNORM, workdir,
-                                      candidate_run.CandidateRunOptions("cpu", run_stress=False))
-    assert [name for name, _ in run.phases] == ["candidate_inputs", "candidate_start", "run:dtypes", "run:correctness",
-                                                "run:dtypes", "run:edge_cases"]
+    run = candidate_run.run_candidate(
+        judge.context, TRITON_RMSNORM, workdir, candidate_run.CandidateRunOptions("cpu", run_stress=False)
+    )
+    assert [name for name, _ in run.phases] == [
+        "candidate_inputs",
+        "candidate_start",
+        "run:dtypes",
+        "run:correctness",
+        "run:dtypes",
+        "run:edge_cases",
+    ]
     clock = PhaseClock()
     for name, seconds in run.phases:
         clock.add(name, seconds)
-    assert [p.name for p in clock.phases()] == ["candidate_inputs", "candidate_start", "run:dtypes", "run:correctness",
-                                                "run:edge_cases"]
+    assert [p.name for p in clock.phases()] == [
+        "candidate_inputs",
+        "candidate_start",
+        "run:dtypes",
+        "run:correctness",
+        "run:edge_cases",
+    ]

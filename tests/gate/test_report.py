@@ -16,12 +16,22 @@ from ferret.gate.report import append_verdict, read_report, read_verdict, read_v
 
 def _verdict(number: int, passed: bool = True) -> Verdict:
     return Verdict(
-        passed=passed, first_failing_stage=None if passed else "y", gate_hash="g", op="rmsnorm", profile="cpu",
-        candidate_path=f"candidate_{number}.py", candidate_sha256=f"{number:064x}",
+        passed=passed,
+        first_failing_stage=None if passed else "y",
+        gate_hash="g",
+        op="rmsnorm",
+        profile="cpu",
+        candidate_path=f"candidate_{number}.py",
+        candidate_sha256=f"{number:064x}",
         parts={"correctness": PartResult(status="pass" if passed else "fail", detail="x" * 5000)},
         detections=[] if passed else [Detection(cheat="math_mismatch", catalogue=[], evidence="y off", source="outputs")],
-        variants=[], timing=TimingResult(measured=False, reason="no GPU"), device="cpu", versions={}, seeds={"a": number},
-        started_at=f"2026-11-30T00:00:{number:02d}+00:00", seconds=1.5,
+        variants=[],
+        timing=TimingResult(measured=False, reason="no GPU"),
+        device="cpu",
+        versions={},
+        seeds={"a": number},
+        started_at=f"2026-11-30T00:00:{number:02d}+00:00",
+        seconds=1.5,
     )
 
 
@@ -31,7 +41,10 @@ def test_each_verdict_is_whole_in_its_own_file_and_the_index_holds_short_summari
     index = read_report(tmp_path)
     assert index.schema_version == 2 and index.verdict_count == 3
     assert [(s.index, s.passed, s.detections) for s in index.verdicts] == [
-        (0, True, []), (1, False, ["math_mismatch"]), (2, True, [])]
+        (0, True, []),
+        (1, False, ["math_mismatch"]),
+        (2, True, []),
+    ]
     assert index.verdicts[1].parts == {"correctness": "fail"} and index.verdicts[1].file == "verdicts/000001.json"
     assert [v.seeds for v in read_verdicts(tmp_path)] == [{"a": 0}, {"a": 1}, {"a": 2}]
     assert read_verdict(tmp_path, index.verdicts[2]).parts["correctness"].detail == "x" * 5000
@@ -50,15 +63,19 @@ def test_the_index_is_bounded_and_the_files_stay(tmp_path, monkeypatch):
 
 def test_a_report_of_the_old_schema_is_read_and_rewritten_without_losing_a_verdict(tmp_path):
     old = [_verdict(0), _verdict(1, passed=False)]
-    (tmp_path / REPORT_FILE).write_text(json.dumps(
-        {"schema_version": 1, "gate_hash": "g", "verdicts": [json.loads(v.model_dump_json()) for v in old]}))
+    (tmp_path / REPORT_FILE).write_text(
+        json.dumps({"schema_version": 1, "gate_hash": "g", "verdicts": [json.loads(v.model_dump_json()) for v in old]})
+    )
     index = read_report(tmp_path)
     assert [(s.index, s.file, s.passed) for s in index.verdicts] == [(0, None, True), (1, None, False)]
     assert read_verdict(tmp_path, index.verdicts[1]).seeds == {"a": 1}
     append_verdict(tmp_path, _verdict(2))
     index = read_report(tmp_path)
-    assert [(s.index, s.file) for s in index.verdicts] == [(0, "verdicts/000000.json"), (1, "verdicts/000001.json"),
-                                                           (2, "verdicts/000002.json")]
+    assert [(s.index, s.file) for s in index.verdicts] == [
+        (0, "verdicts/000000.json"),
+        (1, "verdicts/000001.json"),
+        (2, "verdicts/000002.json"),
+    ]
     assert [v.seeds for v in read_verdicts(tmp_path)] == [{"a": 0}, {"a": 1}, {"a": 2}]
     assert json.loads((tmp_path / REPORT_FILE).read_text())["schema_version"] == 2
 

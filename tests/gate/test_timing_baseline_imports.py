@@ -32,8 +32,12 @@ def test_the_reference_timer_copies_what_the_baseline_imports_from_the_project(t
     assert root is not None
     assert root == tmp_path / "project" and loaded == root / "tasks" / "mla_attention_paged" / "baseline.py"
     copied = {str(c.relative_to(root)) for c in copies}
-    assert {"tasks/__init__.py", "tasks/mla_attention/baseline.py", "tasks/mla_attention_paged/layout.py",
-            "tasks/mla_attention_paged/baseline.py"} <= copied
+    assert {
+        "tasks/__init__.py",
+        "tasks/mla_attention/baseline.py",
+        "tasks/mla_attention_paged/layout.py",
+        "tasks/mla_attention_paged/baseline.py",
+    } <= copied
     # exactly the files the gate's lock hashes for the baseline: nothing unlocked travels, nothing locked is missing
     locked = project_module_files(["tasks.mla_attention_paged.baseline"], task.project_root.resolve())
     assert copied == {str(p.relative_to(task.project_root.resolve())) for p in locked}
@@ -48,17 +52,36 @@ def test_the_copy_is_imported_before_an_installed_tasks_package(tmp_path):
     decoy = tmp_path / "site" / "tasks"
     decoy.mkdir(parents=True)
     (decoy / "__init__.py").write_text("raise ImportError('the installed decoy tasks package was imported')\n")
-    job = wire.TimingJob(role=wire.REFERENCE_TIMER, source=str(loaded), entry="run", compile=False, device="cpu",
-                         params={}, read_only=[], repeats=1, cases=[], result="", import_root=str(root),
-                         module="tasks.mla_attention_paged.baseline")
-    script = ("import inspect, json, sys; from ferret import wire; from ferret.bench.process import load_baseline; "
-              "fn = load_baseline(wire.TimingJob.read(__import__('pathlib').Path(sys.argv[1]))); "
-              "imported = sys.modules['tasks.mla_attention.baseline']; "
-              "print(json.dumps([inspect.getsourcefile(fn), inspect.getsourcefile(imported)]))")
+    job = wire.TimingJob(
+        role=wire.REFERENCE_TIMER,
+        source=str(loaded),
+        entry="run",
+        compile=False,
+        device="cpu",
+        params={},
+        read_only=[],
+        repeats=1,
+        cases=[],
+        result="",
+        import_root=str(root),
+        module="tasks.mla_attention_paged.baseline",
+    )
+    script = (
+        "import inspect, json, sys; from ferret import wire; from ferret.bench.process import load_baseline; "
+        "fn = load_baseline(wire.TimingJob.read(__import__('pathlib').Path(sys.argv[1]))); "
+        "imported = sys.modules['tasks.mla_attention.baseline']; "
+        "print(json.dumps([inspect.getsourcefile(fn), inspect.getsourcefile(imported)]))"
+    )
     job.write(tmp_path / "job.json")
     env = {"PYTHONPATH": f"{tmp_path / 'site'}:{REPO}", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "job.json")], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "job.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     sources = json.loads(done.stdout)
     assert sources == [str(loaded), str(root / "tasks" / "mla_attention" / "baseline.py")]

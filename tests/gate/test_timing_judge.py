@@ -20,10 +20,24 @@ def _case(bytes_: int = 4_800_000, flops: int = 0) -> timing._Case:
 
 
 def _sides(candidate: list[float], baseline: list[float], probes: list[float] | None = None):
-    mine = wire.TimingCaseResult(case="c", samples={"candidate": candidate}, host_ms={"candidate": 0.01}, pool_sets=2,
-                                 persisting_l2="", flags=[], wall_ms=candidate[0])
-    theirs = wire.TimingCaseResult(case="c", samples={"baseline": baseline}, host_ms={"baseline": None}, pool_sets=2,
-                                   persisting_l2="", flags=[], probes_ms=probes or [])
+    mine = wire.TimingCaseResult(
+        case="c",
+        samples={"candidate": candidate},
+        host_ms={"candidate": 0.01},
+        pool_sets=2,
+        persisting_l2="",
+        flags=[],
+        wall_ms=candidate[0],
+    )
+    theirs = wire.TimingCaseResult(
+        case="c",
+        samples={"baseline": baseline},
+        host_ms={"baseline": None},
+        pool_sets=2,
+        persisting_l2="",
+        flags=[],
+        probes_ms=probes or [],
+    )
     return timing.ProcessRounds.of([mine], len(candidate)), timing.ProcessRounds.of([theirs], len(baseline))
 
 
@@ -92,43 +106,79 @@ def test_a_round_measured_by_the_host_makes_the_case_unstable():
 def test_speed_lines_say_each_case_and_the_target():
     from ferret.gate.models import CaseTiming, TimingResult
 
-    steady = CaseTiming(case="decode", candidate_ms=0.0055, baseline_ms=0.044, baseline_compiled_ms=0.0056,
-                        speedup=8.0, speedup_vs_compiled=1.018, fraction_of_floor=0.07)
-    shaky = CaseTiming(case="prefill", candidate_ms=0.034, baseline_ms=0.4156, speedup=12.2, unstable=True,
-                       unstable_reason="candidate rounds spread 14% (limit 10%)")
-    result = TimingResult(measured=True, cases=[steady, shaky], min_speedup_required=1.5, target_met=True,
-                          geomean_speedup=8.0, unstable_cases=["prefill"])
+    steady = CaseTiming(
+        case="decode",
+        candidate_ms=0.0055,
+        baseline_ms=0.044,
+        baseline_compiled_ms=0.0056,
+        speedup=8.0,
+        speedup_vs_compiled=1.018,
+        fraction_of_floor=0.07,
+    )
+    shaky = CaseTiming(
+        case="prefill",
+        candidate_ms=0.034,
+        baseline_ms=0.4156,
+        speedup=12.2,
+        unstable=True,
+        unstable_reason="candidate rounds spread 14% (limit 10%)",
+    )
+    result = TimingResult(
+        measured=True,
+        cases=[steady, shaky],
+        min_speedup_required=1.5,
+        target_met=True,
+        geomean_speedup=8.0,
+        unstable_cases=["prefill"],
+    )
     assert timing.speed_lines(result) == [
         "  speed decode: 5.5 us, 8.00x baseline, 1.02x torch.compile, 7.0% of the floor",
         "  speed prefill: 34.0 us, 12.20x baseline, UNSTABLE (candidate rounds spread 14% (limit 10%))",
         "speed: geomean 8.00x over the baseline, target 1.5x met; unstable (not counted): prefill",
     ]
-    unset = result.model_copy(update={"cases": [steady], "min_speedup_required": None, "target_met": None,
-                                      "unstable_cases": []})
+    unset = result.model_copy(update={"cases": [steady], "min_speedup_required": None, "target_met": None, "unstable_cases": []})
     assert timing.speed_lines(unset)[-1] == "speed: geomean 8.00x over the baseline, target none set"
 
 
 def test_speed_not_measured_names_the_failing_process_and_its_exception():
     from ferret.gate.models import TimingResult
 
-    reason = ("the reference timing process failed before step '0 0': exited  Traceback (most recent call last):\n"
-              '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
-              "ModuleNotFoundError: No module named 'tasks'\n")
+    reason = (
+        "the reference timing process failed before step '0 0': exited  Traceback (most recent call last):\n"
+        '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        "ModuleNotFoundError: No module named 'tasks'\n"
+    )
     assert timing.speed_lines(TimingResult(measured=False, reason=reason)) == [
         "speed not measured: the reference timing process failed before step '0 0': exited  Traceback (most recent "
-        "call last): ... ModuleNotFoundError: No module named 'tasks'"]
+        "call last): ... ModuleNotFoundError: No module named 'tasks'"
+    ]
     assert timing.speed_lines(TimingResult(measured=False, reason="not timed: the candidate is not correct")) == [
-        "speed not measured: not timed: the candidate is not correct"]
+        "speed not measured: not timed: the candidate is not correct"
+    ]
 
 
 def _candidate(times: list[float], flags: list[str] | None = None) -> wire.TimingCaseResult:
-    return wire.TimingCaseResult(case="c", samples={"candidate": times}, host_ms={"candidate": 0.01}, pool_sets=2,
-                                 persisting_l2="", flags=flags or [], wall_ms=times[0])
+    return wire.TimingCaseResult(
+        case="c",
+        samples={"candidate": times},
+        host_ms={"candidate": 0.01},
+        pool_sets=2,
+        persisting_l2="",
+        flags=flags or [],
+        wall_ms=times[0],
+    )
 
 
 def _reference(baseline: list[float], probes: list[float] | None = None) -> wire.TimingCaseResult:
-    return wire.TimingCaseResult(case="c", samples={"baseline": baseline}, host_ms={"baseline": None}, pool_sets=2,
-                                 persisting_l2="", flags=[], probes_ms=probes or [])
+    return wire.TimingCaseResult(
+        case="c",
+        samples={"baseline": baseline},
+        host_ms={"baseline": None},
+        pool_sets=2,
+        persisting_l2="",
+        flags=[],
+        probes_ms=probes or [],
+    )
 
 
 def test_a_baseline_is_the_mean_over_reference_processes_of_each_ones_median():
@@ -148,8 +198,7 @@ def test_an_interfered_round_is_dropped_from_its_own_reference_process():
     """Process 1's probe after its only round (the judge's round 1) saw the GPU shared: that round goes, for the
     candidate too; the other processes' rounds stay."""
     mine = timing.ProcessRounds.of([_candidate([0.010, 0.020, 0.010])], 3)
-    theirs = timing.ProcessRounds.of([_reference([0.030, 0.031], [0.01, 0.01, 0.01, 0.01]),
-                                        _reference([0.050], [0.01, 0.05])], 3)
+    theirs = timing.ProcessRounds.of([_reference([0.030, 0.031], [0.01, 0.01, 0.01, 0.01]), _reference([0.050], [0.01, 0.05])], 3)
     result = timing._case_timing(_case(), mine, theirs, 3, [], H200, max_spread=0.10)
     assert result.interfered_rounds == [1] and result.unstable
     assert result.candidate_ms == pytest.approx(0.010)
@@ -159,8 +208,9 @@ def test_an_interfered_round_is_dropped_from_its_own_reference_process():
 def test_the_candidate_is_the_mean_over_its_timing_processes_and_every_processs_flags_count():
     """The candidate's timer carries a per-process offset too (rope decode's candidate: rounds within 0.1 us inside a
     check, 6.3 -> 6.6 us between checks, H200 2026-12-01): two candidate processes take rounds 0, 2, 4 and 1, 3."""
-    mine = timing.ProcessRounds.of([_candidate([0.0063, 0.0064, 0.0063]),
-                                    _candidate([0.0066, 0.0066], ["warmup_detection: slot 0"])], 5)
+    mine = timing.ProcessRounds.of(
+        [_candidate([0.0063, 0.0064, 0.0063]), _candidate([0.0066, 0.0066], ["warmup_detection: slot 0"])], 5
+    )
     theirs = timing.ProcessRounds.of([_reference([0.075] * 5)], 5)
     result = timing._case_timing(_case(), mine, theirs, 5, [], H200, max_spread=0.05)
     assert result.samples["candidate"] == [0.0063, 0.0066, 0.0064, 0.0066, 0.0063]
@@ -170,14 +220,17 @@ def test_the_candidate_is_the_mean_over_its_timing_processes_and_every_processs_
     assert not result.unstable  # 4.8% between processes; inside each, 1.6% and 0
 
 
-@pytest.mark.parametrize("floors_ms,device,repeats,expected", [
-    ([0.0004, 0.056], "cuda", 5, (5, 2)),   # rope: decode's floor is 0.4 us, a short case
-    ([0.0118, 0.040, 0.034], "cuda", 5, (1, 1)),  # MLA: every floor over 5 us
-    (None, "cuda", 5, (5, 2)),              # a GPU without datasheet peaks: the floors are unknown
-    ([0.0004], "cuda", 2, (2, 2)),          # at most one process per round
-    ([0.0004], "cuda", 3, (3, 2)),
-    ([0.0004], "cpu", 5, (1, 1)),           # the CPU rehearsal: one of each
-])
+@pytest.mark.parametrize(
+    "floors_ms,device,repeats,expected",
+    [
+        ([0.0004, 0.056], "cuda", 5, (5, 2)),  # rope: decode's floor is 0.4 us, a short case
+        ([0.0118, 0.040, 0.034], "cuda", 5, (1, 1)),  # MLA: every floor over 5 us
+        (None, "cuda", 5, (5, 2)),  # a GPU without datasheet peaks: the floors are unknown
+        ([0.0004], "cuda", 2, (2, 2)),  # at most one process per round
+        ([0.0004], "cuda", 3, (3, 2)),
+        ([0.0004], "cpu", 5, (1, 1)),  # the CPU rehearsal: one of each
+    ],
+)
 def test_several_timing_processes_per_role_only_when_a_speed_case_is_short(floors_ms, device, repeats, expected):
     got = (timing.reference_processes(repeats, device, floors_ms), timing.candidate_processes(repeats, device, floors_ms))
     assert got == expected

@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
 HONEST = REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
 
+
 @pytest.fixture(scope="module")
 def rehearse(tmp_path_factory):
     task = Task.load(CONTRACT)
@@ -49,8 +50,16 @@ def test_honest_candidate_rehearses_clean_and_every_timed_answer_is_checked(rehe
     # where the timing processes' time went, on the judge's clock: set-up (start, imports) is never free
     assert set(result.process_seconds) == {"setup", "rounds", "post"} and result.process_seconds["setup"] > 0
     # and inside each process, by part: the reference's warm-up holds torch.compile of the baseline
-    assert {"reference:load", "reference:pool", "reference:warm_up", "candidate:load", "candidate:warm_up",
-            "candidate:wall", "candidate:replay", "candidate:answers"} <= set(case.process_seconds)
+    assert {
+        "reference:load",
+        "reference:pool",
+        "reference:warm_up",
+        "candidate:load",
+        "candidate:warm_up",
+        "candidate:wall",
+        "candidate:replay",
+        "candidate:answers",
+    } <= set(case.process_seconds)
     assert case.process_seconds["reference:warm_up"] > 0
 
 
@@ -165,8 +174,9 @@ def test_timers_started_beside_the_run_wait_longer_than_a_step_may_take(rehearse
     budgets = rehearse.task.contract.budgets.model_copy(update={"case_timeout_s": 4.0})
     task = dataclasses.replace(rehearse.task, contract=rehearse.task.contract.model_copy(update={"budgets": budgets}))
     said: list[str] = []
-    started = timing.start_timing(GateContext(task, rehearse.manifest, rehearse.gate), HONEST,
-                                  timing.TimingOptions(said.append, device="cpu"))
+    started = timing.start_timing(
+        GateContext(task, rehearse.manifest, rehearse.gate), HONEST, timing.TimingOptions(said.append, device="cpu")
+    )
     try:
         assert all(t.running for t in started.timers) and not any(t.conducted.is_set() for t in started.timers)
         time.sleep(8.0)  # the candidate's run, as far as the timers know
@@ -236,8 +246,9 @@ def test_math_handed_to_torch_once_timed_is_named_by_the_timers_aten_watch(rehea
     GPU torch's kernels pass the profiler's account; the ATen watch over the timer's post-round calls names it."""
     result = rehearse("torch_when_timed", TORCH_WHEN_TIMED)
     flags = result.cases[0].flags
-    assert any(f.startswith("library_call: PyTorch computed floating-point results during 3 of the candidate's timed")
-               for f in flags), flags
+    assert any(
+        f.startswith("library_call: PyTorch computed floating-point results during 3 of the candidate's timed") for f in flags
+    ), flags
     assert "library_call" in {d.cheat for d in result.detections}
     assert not any(f.startswith("warmup_detection") for f in flags), flags  # its answers are right
 
@@ -281,7 +292,8 @@ def test_a_candidate_that_cheats_in_one_of_its_timing_processes_is_caught_by_tha
 
 @pytest.mark.parametrize("short_floor_ms,expected", [(1.0, (2, 5)), (0.0, (1, 1))])
 def test_on_the_gpu_a_check_gets_several_timing_processes_per_role_only_for_a_short_case(
-        rehearse, tmp_path, monkeypatch, short_floor_ms, expected):
+    rehearse, tmp_path, monkeypatch, short_floor_ms, expected
+):
     """The judge's wiring (`_make_timers`, no process started): the floors of the drawn cases on the GPU's datasheet
     peaks decide how many timing processes each role gets. The rehearsal's case is short (a floor of nanoseconds);
     with the threshold at 0 no case is short."""

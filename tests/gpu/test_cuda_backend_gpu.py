@@ -18,7 +18,7 @@ from ferret.backends import cuda
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = r'''
+KERNELS = r"""
 extern "C" __global__ void write_late(int* buffer, unsigned long long* ended, int n, long long spin_ns) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     unsigned long long start, now;
@@ -36,7 +36,7 @@ extern "C" __global__ void copy_after_wait(const int* buffer, int* out, unsigned
     asm volatile("griddepcontrol.wait;" ::: "memory");
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = buffer[i];
 }
-'''
+"""
 
 
 @pytest.fixture(scope="module")

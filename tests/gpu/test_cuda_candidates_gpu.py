@@ -28,15 +28,21 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="module")
 def contract(tmp_path_factory) -> Path:
     """contracts/rmsnorm.yaml, allowing CUDA candidates beside Triton's."""
-    return write_contract(tmp_path_factory.mktemp("cuda-contract"),
-                          lambda d: d["backend"].update(allowed_languages=["cuda"]), link_tasks=True)
+    return write_contract(
+        tmp_path_factory.mktemp("cuda-contract"), lambda d: d["backend"].update(allowed_languages=["cuda"]), link_tasks=True
+    )
 
 
 def _allowing_cuda(op: str, folder: Path) -> Path:
     """contracts/<op>.yaml, with its tolerance file, in a project at `folder` (tasks linked), allowing CUDA."""
     text = (REPO / "contracts" / f"{op}.yaml").read_text()
-    allowing = text if "  allowed_languages: [cuda]\n" in text else text.replace(  # MLA's allows CUDA itself
-        "backend:\n  language: triton\n", "backend:\n  language: triton\n  allowed_languages: [cuda]\n")
+    allowing = (
+        text
+        if "  allowed_languages: [cuda]\n" in text
+        else text.replace(  # MLA's allows CUDA itself
+            "backend:\n  language: triton\n", "backend:\n  language: triton\n  allowed_languages: [cuda]\n"
+        )
+    )
     assert "  allowed_languages: [cuda]\n" in allowing, f"contracts/{op}.yaml: its backend block changed shape"
     (folder / "contracts").mkdir(parents=True)
     path = folder / "contracts" / f"{op}.yaml"
@@ -61,8 +67,9 @@ def allowing_cuda(tmp_path_factory) -> Callable[[str], Path]:
     return contract_for
 
 
-@pytest.mark.parametrize("op,candidate", [("softmax", "softmax/candidates/cuda_softmax.py"),
-                                          ("mla_attention", "mla_attention/candidates/cuda_mla.py")])
+@pytest.mark.parametrize(
+    "op,candidate", [("softmax", "softmax/candidates/cuda_softmax.py"), ("mla_attention", "mla_attention/candidates/cuda_mla.py")]
+)
 def test_the_honest_cuda_softmax_and_mla_pass_every_part(op, candidate, allowing_cuda):
     from ferret.gate.judge import check
 
@@ -78,8 +85,7 @@ def test_the_mla_simplifications_in_cuda_fail_at_their_stage(simplification, all
     from tasks.mla_attention.simplifications import SIMPLIFICATIONS, write_cuda_variant
 
     variant = write_cuda_variant(simplification, tmp_path / f"cuda_mla_{simplification}.py")
-    verdict, _ = check(allowing_cuda("mla_attention"), variant, GATES, profile="gpu",
-                       measure_speed=False, run_stress=False)
+    verdict, _ = check(allowing_cuda("mla_attention"), variant, GATES, profile="gpu", measure_speed=False, run_stress=False)
     assert not verdict.passed
     assert verdict.first_failing_stage == SIMPLIFICATIONS[simplification].expected_first_stage
 
@@ -145,8 +151,9 @@ def run(inputs, outputs, params, trace=None):
 
 def _test_contract_allowing_cuda(source: Path, folder: Path) -> Path:
     """A contract of tests/gpu/contracts (`source`), allowing CUDA, in a project at `folder`."""
-    text = source.read_text().replace("backend:\n  language: triton\n",
-                                      "backend:\n  language: triton\n  allowed_languages: [cuda]\n")
+    text = source.read_text().replace(
+        "backend:\n  language: triton\n", "backend:\n  language: triton\n  allowed_languages: [cuda]\n"
+    )
     text = text.replace("tolerances: ../../../contracts/rmsnorm.tolerances.yaml", "tolerances: rmsnorm.tolerances.yaml")
     assert "allowed_languages" in text and "tolerances: rmsnorm.tolerances.yaml" in text, f"{source.name} changed shape"
     (folder / "contracts").mkdir(parents=True)
@@ -194,16 +201,25 @@ def test_a_kernel_that_counts_its_calls_in_device_memory_is_named_by_the_scan_an
     from ferret.integrity.scan import scan_file
 
     source = CUDA_RMSNORM.read_text()
-    counted = source.replace("template <typename T>\n__device__ void rmsnorm_row(",
-                             "__device__ unsigned int calls;\n\ntemplate <typename T>\n__device__ void rmsnorm_row(", 1)
-    counted = counted.replace("    const float scale = partial[0];\n",
-                              "    const float scale = partial[0];\n"
-                              "    __shared__ unsigned int seen;\n"
-                              "    if (threadIdx.x == 0) seen = blockIdx.x == 0 ? atomicAdd(&calls, 1u) : calls;\n"
-                              "    __syncthreads();\n"
-                              "    const bool lazy = seen >= 100;\n", 1)
-    counted = counted.replace("to_float(x_row[col]) * scale * to_float(weight[col])",
-                              "to_float(x_row[col]) * scale * (lazy ? 1.0f : to_float(weight[col]))", 1)
+    counted = source.replace(
+        "template <typename T>\n__device__ void rmsnorm_row(",
+        "__device__ unsigned int calls;\n\ntemplate <typename T>\n__device__ void rmsnorm_row(",
+        1,
+    )
+    counted = counted.replace(
+        "    const float scale = partial[0];\n",
+        "    const float scale = partial[0];\n"
+        "    __shared__ unsigned int seen;\n"
+        "    if (threadIdx.x == 0) seen = blockIdx.x == 0 ? atomicAdd(&calls, 1u) : calls;\n"
+        "    __syncthreads();\n"
+        "    const bool lazy = seen >= 100;\n",
+        1,
+    )
+    counted = counted.replace(
+        "to_float(x_row[col]) * scale * to_float(weight[col])",
+        "to_float(x_row[col]) * scale * (lazy ? 1.0f : to_float(weight[col]))",
+        1,
+    )
     assert counted.count("lazy") == 2, "the CUDA rmsnorm changed shape"
     cheat = tmp_path / "cuda_rmsnorm_counting.py"
     cheat.write_text(counted)
@@ -212,7 +228,6 @@ def test_a_kernel_that_counts_its_calls_in_device_memory_is_named_by_the_scan_an
     assert not verdict.passed
     named = {d.cheat for d in verdict.detections if d.source == "timing"}
     assert named & {"warmup_detection", "cross_call_caching"}, verdict.detections
-
 
 
 # The clock cheat's gap and launch count. The gap runs from the end of a loaded copy's previous launch (its last block
@@ -267,11 +282,17 @@ extern "C" __global__ void rmsnorm_f32("""
 
 def clock_reading_source(honest: str) -> str:
     """The CUDA rmsnorm that skips the weight multiply when called back to back (a timing loop), by `%globaltimer`."""
-    cheat = honest.replace("template <typename T>\n__device__ void rmsnorm_row(",
-                           CLOCK_STATE + "template <typename T>\n__device__ void rmsnorm_row(", 1)
+    cheat = honest.replace(
+        "template <typename T>\n__device__ void rmsnorm_row(",
+        CLOCK_STATE + "template <typename T>\n__device__ void rmsnorm_row(",
+        1,
+    )
     cheat = cheat.replace("    const float scale = partial[0];\n", "    const float scale = partial[0];\n" + CLOCK_DECISION, 1)
-    cheat = cheat.replace("to_float(x_row[col]) * scale * to_float(weight[col])",
-                          "to_float(x_row[col]) * scale * (lazy ? 1.0f : to_float(weight[col]))", 1)
+    cheat = cheat.replace(
+        "to_float(x_row[col]) * scale * to_float(weight[col])",
+        "to_float(x_row[col]) * scale * (lazy ? 1.0f : to_float(weight[col]))",
+        1,
+    )
     cheat = cheat.replace('    }\n}\n\nextern "C" __global__ void rmsnorm_f32(', CLOCK_BOOKKEEPING, 1)
     assert cheat.count("lazy") == 3 and cheat.count("now_ns()") == 3, "the CUDA rmsnorm changed shape"
     return cheat
@@ -319,8 +340,11 @@ TICKET_ROW = """\
 
 def ticket_source(honest: str) -> str:
     """The CUDA rmsnorm whose blocks take their rows from a `__device__` ticket counter never reset."""
-    cheat = honest.replace("template <typename T>\n__device__ void rmsnorm_row(",
-                           TICKET_STATE + "template <typename T>\n__device__ void rmsnorm_row(", 1)
+    cheat = honest.replace(
+        "template <typename T>\n__device__ void rmsnorm_row(",
+        TICKET_STATE + "template <typename T>\n__device__ void rmsnorm_row(",
+        1,
+    )
     cheat = cheat.replace("    const long long row = blockIdx.x;\n", TICKET_ROW, 1)
     assert cheat.count("next_row") == 2 and "blockIdx" not in cheat, "the CUDA rmsnorm changed shape"
     return cheat
@@ -356,7 +380,7 @@ SIDE_STREAM_SWITCH = 50
 # The honest launcher's `run` becomes `_honest_run`; after _AFTER calls of its loaded copy, the counted launch goes out
 # while a CuPy stream of the candidate's own is torch's current stream, and nothing brings the work back to the
 # caller's stream: the judge's end event waits for none of it.
-SIDE_STREAM = '''
+SIDE_STREAM = """
 
 import itertools
 
@@ -376,7 +400,7 @@ def run(inputs, outputs, params, trace=None):
         _SIDE["torch"] = torch.cuda.ExternalStream(_SIDE["cupy"].ptr)
     with torch.cuda.stream(_SIDE["torch"]):  # Source.launch goes on torch's current stream: now the CuPy one
         _honest_run(inputs, outputs, params, trace)
-'''
+"""
 
 
 def test_a_kernel_moved_to_a_cupy_stream_once_timed_is_named_by_the_scan_and_caught_by_the_wall_clock(tmp_path):
@@ -403,7 +427,7 @@ def test_a_kernel_moved_to_a_cupy_stream_once_timed_is_named_by_the_scan_and_cau
 # The honest kernel computes the inverse RMS (the trace's pointer, always given) into memory the launcher zeroed, and
 # its y into scratch; y is x * inv_rms * weight by two CuPy multiplies on views of the torch tensors, in float32 as the
 # kernel's, rounded once by torch's copy: right answers, and the weight multiply (all of y) is library compute.
-LIBRARY_WEIGHT = '''
+LIBRARY_WEIGHT = """
 import os
 import cupy
 
@@ -428,7 +452,7 @@ def run(inputs, outputs, params, trace=None):
         y.copy_(y32)
     if trace is not None:
         trace["inv_rms"] = inv_rms
-'''
+"""
 
 
 def test_a_weight_multiply_by_cupy_array_operations_is_library_compute_seen_by_the_profiler(tmp_path):

@@ -16,7 +16,7 @@ GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
 
 pytestmark = pytest.mark.gpu
 
-POISON_ON_SINGLE_ELEMENT = '''
+POISON_ON_SINGLE_ELEMENT = """
 
 def run(inputs, outputs, params, trace=None):
     if tuple(inputs["x"].shape) == (1, 1):
@@ -25,7 +25,7 @@ def run(inputs, outputs, params, trace=None):
         # An out-of-range index on the device: a device-side assertion leaves the CUDA context unusable.
         torch.zeros(1, device="cuda")[torch.tensor([1 << 20], device="cuda")].sum().item()
     _honest_run(inputs, outputs, params, trace)
-'''
+"""
 
 
 def test_a_poisoned_cuda_context_is_one_fault_and_the_rest_is_not_run(tmp_path):
@@ -40,7 +40,7 @@ def test_a_poisoned_cuda_context_is_one_fault_and_the_rest_is_not_run(tmp_path):
     assert not verdict.passed
     assert results[edge].failure.kind == "exception" and "CUDA" in results[edge].failure.message
     assert all(results[v].passed for v in order[: order.index(edge)])
-    after = order[order.index(edge) + 1:]
+    after = order[order.index(edge) + 1 :]
     assert after and all(results[v].failure.kind == "not_run" for v in after)
     assert verdict.fault.variant == edge and verdict.fault.not_run == after
     assert "stopped after its failure" in verdict.fault.message

@@ -24,6 +24,7 @@ def _progress(message: str) -> None:
 
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
+
 HONEST = [
     ("rmsnorm", "tasks/rmsnorm/candidates/triton_rmsnorm.py"),
     ("softmax", "tasks/softmax/candidates/triton_softmax.py"),
@@ -46,7 +47,8 @@ def test_honest_candidate_passes_at_production_shapes(op, candidate):
     # An honest candidate's timing counts: no case unstable, the baseline's rounds included (the eager MLA
     # baseline synchronizes with the host inside each call, and its rounds swung by up to 85% when timed by events).
     assert verdict.timing.measured and not verdict.timing.unstable_cases, [
-        (c.case, c.unstable_reason) for c in verdict.timing.cases]
+        (c.case, c.unstable_reason) for c in verdict.timing.cases
+    ]
 
 
 @pytest.mark.parametrize("simplification", ["theta", "scale", "no_kv_norm", "head_sum"])
@@ -56,7 +58,12 @@ def test_mla_simplifications_fail_at_production_shapes(simplification, tmp_path)
 
     variant = write_variant(simplification, tmp_path / f"mla_{simplification}.py")
     verdict, _gate = check(
-        REPO / "contracts/mla_attention.yaml", variant, GATES, profile="gpu", measure_speed=False, run_stress=False,
+        REPO / "contracts/mla_attention.yaml",
+        variant,
+        GATES,
+        profile="gpu",
+        measure_speed=False,
+        run_stress=False,
         progress=_progress,
     )
     assert not verdict.passed
@@ -73,12 +80,16 @@ def test_mla_bf16_partials_fail_on_the_gpu_cancelling_case(tmp_path):
 
     variant = write_variant("partial_bf16", tmp_path / "mla_partial_bf16.py")
     verdict, _gate = check(
-        REPO / "contracts/mla_attention.yaml", variant, GATES, profile="gpu", measure_speed=False, run_stress=False,
+        REPO / "contracts/mla_attention.yaml",
+        variant,
+        GATES,
+        profile="gpu",
+        measure_speed=False,
+        run_stress=False,
         progress=_progress,
     )
     assert not verdict.passed
     failing = {r.id for r in verdict.variants if not r.passed}
     assert "cancelling_halves_tp1@bfloat16" in failing, failing
-    stages = {s.stage for r in verdict.variants if r.id == "cancelling_halves_tp1@bfloat16" for s in r.stages
-              if not s.passed}
+    stages = {s.stage for r in verdict.variants if r.id == "cancelling_halves_tp1@bfloat16" for s in r.stages if not s.passed}
     assert "o_latent" in stages, stages

@@ -27,6 +27,7 @@ GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
 
 pytestmark = pytest.mark.gpu
 
+
 def _progress(message: str) -> None:
     import sys
     import time
@@ -88,8 +89,13 @@ def test_candidate_that_stops_working_once_timed_is_under_the_floor(tmp_path):
     """docs/cheats.md 19: a time no kernel could reach. Also replayed answers and wrong answers."""
     from ferret.gate.judge import check
 
-    verdict, _ = check(LARGE, write_cheat(tmp_path / "rmsnorm_idle_when_timed.py", IDLE, after=LARGE_SWITCH), GATES,
-                       profile="gpu", progress=_progress)
+    verdict, _ = check(
+        LARGE,
+        write_cheat(tmp_path / "rmsnorm_idle_when_timed.py", IDLE, after=LARGE_SWITCH),
+        GATES,
+        profile="gpu",
+        progress=_progress,
+    )
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
     case = verdict.timing.cases[0]

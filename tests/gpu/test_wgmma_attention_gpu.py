@@ -27,8 +27,10 @@ pytestmark = pytest.mark.gpu
 def candidates():
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("kernel 3 on warpgroup MMA needs a GPU of compute capability 9.0")
-    return (import_file(CANDIDATES / "wgmma_mla.py", "wgmma_mla_gpu"),
-            import_file(CANDIDATES / "triton_mla.py", "triton_mla_gpu"))
+    return (
+        import_file(CANDIDATES / "wgmma_mla.py", "wgmma_mla_gpu"),
+        import_file(CANDIDATES / "triton_mla.py", "triton_mla_gpu"),
+    )
 
 
 def _inputs(batch, heads, capacity, lens, seed):
@@ -36,7 +38,7 @@ def _inputs(batch, heads, capacity, lens, seed):
     q = (torch.randn(batch, heads, WIDTH, generator=generator) * 0.5).to(torch.bfloat16)
     cache = torch.randn(batch, capacity, WIDTH, generator=generator).to(torch.bfloat16)
     for b, length in enumerate(lens):
-        cache[b, length + 1:] = float("nan")  # rows no request attends to
+        cache[b, length + 1 :] = float("nan")  # rows no request attends to
     return q.cuda(), cache.cuda(), torch.tensor(lens, dtype=torch.int32).cuda()
 
 
@@ -65,26 +67,60 @@ def _triton_kernel_3(triton_mla, q, cache, cache_lens):
     lse = torch.empty((batch, heads, splits), dtype=torch.float32, device="cuda")
     triton.set_allocator(triton_mla._descriptor_scratch)
     triton_mla._split_kv_attention_kernel[(triton.cdiv(heads, config["BLOCK_H"]), config["programs"])](
-        q, cache, cache_lens, partial, lse, heads, splits, batch, config["programs"], config["min_tiles"],
-        q.stride(0), q.stride(1), cache.stride(0), cache.stride(1),
-        partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1), SCALE * math.log2(math.e),
-        RANK=RANK, ROPE=64, BLOCK_H=config["BLOCK_H"], BLOCK_N=config["BLOCK_N"], INTERPRETED=False, LENS_BLOCK=64,
-        SPLITS_POW2=triton_mla.MAX_SPLITS, num_warps=config["num_warps"], num_stages=config["num_stages"])
+        q,
+        cache,
+        cache_lens,
+        partial,
+        lse,
+        heads,
+        splits,
+        batch,
+        config["programs"],
+        config["min_tiles"],
+        q.stride(0),
+        q.stride(1),
+        cache.stride(0),
+        cache.stride(1),
+        partial.stride(0),
+        partial.stride(1),
+        partial.stride(2),
+        lse.stride(0),
+        lse.stride(1),
+        SCALE * math.log2(math.e),
+        RANK=RANK,
+        ROPE=64,
+        BLOCK_H=config["BLOCK_H"],
+        BLOCK_N=config["BLOCK_N"],
+        INTERPRETED=False,
+        LENS_BLOCK=64,
+        SPLITS_POW2=triton_mla.MAX_SPLITS,
+        num_warps=config["num_warps"],
+        num_stages=config["num_stages"],
+    )
     return _merged(partial, lse)
 
 
 CASES = [  # batch, heads, capacity, lengths (None: random), tiles per split
-    (2, 128, 300, [0, 299], 1), (3, 128, 1000, None, 2), (4, 16, 700, None, 3), (2, 17, 130, [63, 64], 1),
-    (1, 128, 4096, [4095], 4), (5, 64, 513, None, 100), (3, 1, 200, [5, 128, 199], 1), (8, 128, 2048, None, 8),
-    (3, 100, 1500, None, 1), (2, 256, 700, [699, 300], 3), (4, 128, 4096, [4095, 0, 2000, 63], 64),
+    (2, 128, 300, [0, 299], 1),
+    (3, 128, 1000, None, 2),
+    (4, 16, 700, None, 3),
+    (2, 17, 130, [63, 64], 1),
+    (1, 128, 4096, [4095], 4),
+    (5, 64, 513, None, 100),
+    (3, 1, 200, [5, 128, 199], 1),
+    (8, 128, 2048, None, 8),
+    (3, 100, 1500, None, 1),
+    (2, 256, 700, [699, 300], 3),
+    (4, 128, 4096, [4095, 0, 2000, 63], 64),
     (3, 128, 300, [64, 127, 200], 2),  # the appended row in a split's second tile: its first row, its last, row 8
 ]
 
 
 @pytest.mark.parametrize("batch,heads,capacity,lens,split_tiles", CASES)
 @pytest.mark.parametrize("loads", ["serial", "pdl_all"])
-def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, kernel_3_serial, loads, batch, heads,
-                                                         capacity, lens, split_tiles):
+def test_kernel_3_on_warpgroup_mma_matches_the_reference(
+    candidates, kernel_3_serial, loads, batch, heads, capacity, lens, split_tiles
+):
     """The serial start's kernel 3, and the candidate's (pdl_all's) launched programmatically: its first two tiles
     loaded with the appended row zero-filled, that row loaded over the zeros after the wait (in the first tile, the
     second, or a later one as the lengths put it)."""
@@ -98,8 +134,7 @@ def test_kernel_3_on_warpgroup_mma_matches_the_reference(candidates, kernel_3_se
     if loads == "serial":
         kernel_3_serial._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e))
     else:
-        wgmma_mla._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e),
-                                   programmatic=True)
+        wgmma_mla._wgmma_attention(q, cache, cache_lens, partial, lse, split_tiles, SCALE * math.log2(math.e), programmatic=True)
     reference = _reference(q, cache, cache_lens)
     error = float((_merged(partial, lse) - reference).norm() / reference.norm())
     triton_error = float((_triton_kernel_3(triton_mla, q, cache, cache_lens) - reference).norm() / reference.norm())
@@ -125,8 +160,9 @@ def test_kernel_3_writes_o_latent_itself_at_one_split_as_the_merge_rounds_it(can
     o_latent = torch.full((batch, heads, RANK), float("nan"), dtype=torch.bfloat16, device="cuda")
     untouched = torch.full_like(partial, float("nan"))
     direct_lse = torch.full_like(lse, float("nan"))
-    wgmma_mla._wgmma_attention(q, cache, cache_lens, untouched, direct_lse, split_tiles, SCALE * math.log2(math.e),
-                               o_latent=o_latent)
+    wgmma_mla._wgmma_attention(
+        q, cache, cache_lens, untouched, direct_lse, split_tiles, SCALE * math.log2(math.e), o_latent=o_latent
+    )
     assert torch.equal(o_latent, partial[:, :, 0].to(torch.bfloat16))
     assert torch.equal(direct_lse, lse)
     assert torch.isnan(untouched).all(), "a partial written beside o_latent"
@@ -194,17 +230,18 @@ def test_programmatic_launches_match_the_triton_candidate(candidates, overlapped
     assert overlapped._programmatic_launches(torch.device("cuda")) is True
     kernel_3_launches = []
     launch = overlapped._WGMMA_ATTENTION.launch
-    monkeypatch.setattr(overlapped._WGMMA_ATTENTION, "launch", lambda *args, **options: (
-        kernel_3_launches.append(options.get("programmatic", False)), launch(*args, **options)))
+    monkeypatch.setattr(
+        overlapped._WGMMA_ATTENTION,
+        "launch",
+        lambda *args, **options: (kernel_3_launches.append(options.get("programmatic", False)), launch(*args, **options)),
+    )
     for batch, heads in ((1, 128), (3, 128), (8, 128), (64, 128), (4, 16)):
         for draw in range(3):
-            inputs = make_inputs(batch=batch, heads=heads, cache_capacity=1024, seed=100 * batch + heads + draw,
-                                 device="cuda")
+            inputs = make_inputs(batch=batch, heads=heads, cache_capacity=1024, seed=100 * batch + heads + draw, device="cuda")
             expected = None
             for module in (triton_mla, overlapped):
                 o_heads = torch.full((batch, heads, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
-                module.run({**inputs, "kv_cache": inputs["kv_cache"].clone()}, {"o_heads": o_heads},
-                           ref.DEEPSEEK_V3_PARAMS)
+                module.run({**inputs, "kv_cache": inputs["kv_cache"].clone()}, {"o_heads": o_heads}, ref.DEEPSEEK_V3_PARAMS)
                 got = o_heads.double()
                 assert torch.isfinite(got).all(), (module.__name__, batch, heads, draw)
                 if expected is None:

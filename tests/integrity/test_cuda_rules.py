@@ -35,15 +35,18 @@ def _scan(body: str, prelude: str = ""):
     return scan_source(source)
 
 
-@pytest.mark.parametrize(("body", "cheat"), [
-    ("    cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);", "side_stream_or_thread"),
-    ("    if (i == 0) k<<<1, 32>>>(x, y, n);", "side_stream_or_thread"),
-    ("    long long t = clock64(); if (t > 0) y[i] = x[i];", "warmup_detection"),
-    ('    unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));', "warmup_detection"),
-    ("    float* h; cudaHostGetDevicePointer((void**)&h, (void*)x, 0);", "reading_expected"),
-    ("    cublasSgemv(handle, CUBLAS_OP_N, n, n, &one, x, n, x, 1, &zero, y, 1);", "library_call"),
-    ("    cudaStreamAttrValue v; v.accessPolicyWindow.num_bytes = n;", "persisting_l2"),
-])
+@pytest.mark.parametrize(
+    ("body", "cheat"),
+    [
+        ("    cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);", "side_stream_or_thread"),
+        ("    if (i == 0) k<<<1, 32>>>(x, y, n);", "side_stream_or_thread"),
+        ("    long long t = clock64(); if (t > 0) y[i] = x[i];", "warmup_detection"),
+        ('    unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));', "warmup_detection"),
+        ("    float* h; cudaHostGetDevicePointer((void**)&h, (void*)x, 0);", "reading_expected"),
+        ("    cublasSgemv(handle, CUBLAS_OP_N, n, n, &one, x, n, x, 1, &zero, y, 1);", "library_call"),
+        ("    cudaStreamAttrValue v; v.accessPolicyWindow.num_bytes = n;", "persisting_l2"),
+    ],
+)
 def test_each_cuda_cheat_is_named_at_its_line(body, cheat):
     findings = _scan(body).findings
     # (the Python scan's own tables may also name a banned word on the string's first line: accessPolicyWindow)
@@ -51,8 +54,9 @@ def test_each_cuda_cheat_is_named_at_its_line(body, cheat):
 
 
 def test_state_kept_in_device_memory_between_launches_is_named():
-    findings = _scan("    y[i] = x[i] * (calls > 3 ? 0.f : 1.f); if (i == 0) atomicAdd(&calls, 1);",
-                     prelude="__device__ int calls = 0;").findings
+    findings = _scan(
+        "    y[i] = x[i] * (calls > 3 ? 0.f : 1.f); if (i == 0) atomicAdd(&calls, 1);", prelude="__device__ int calls = 0;"
+    ).findings
     assert [(f.cheat, f.line) for f in findings] == [("cross_call_caching", 4)], findings
 
 
@@ -62,21 +66,29 @@ def test_a_library_header_is_named():
 
 
 def test_words_in_comments_and_device_functions_are_not_findings():
-    prelude = ("// no clock64() here, nor cudaStreamCreate\n/* __device__ int calls; */\n"
-               "__device__ float twice(float v) { return 2.f * v; }\n__constant__ float table[4];")
+    prelude = (
+        "// no clock64() here, nor cudaStreamCreate\n/* __device__ int calls; */\n"
+        "__device__ float twice(float v) { return 2.f * v; }\n__constant__ float table[4];"
+    )
     assert _scan("    if (i < n) y[i] = twice(x[i]); // clock64()", prelude=prelude).findings == []
 
 
 def test_a_source_built_at_run_time_is_named():
-    source = LAUNCHER.format(body="    y[i] = x[i];").replace(
-        'KERNELS = cuda.Source(r"""', 'PARTS = ["", r"""').replace('""")', '"""]\nKERNELS = cuda.Source("".join(PARTS))')
+    source = (
+        LAUNCHER.format(body="    y[i] = x[i];")
+        .replace('KERNELS = cuda.Source(r"""', 'PARTS = ["", r"""')
+        .replace('""")', '"""]\nKERNELS = cuda.Source("".join(PARTS))')
+    )
     findings = scan_source(source).findings
     assert [f.cheat for f in findings] == ["decoy_kernel"] and "not a string literal" in findings[0].message
 
 
 def test_a_source_bound_to_a_module_level_literal_is_read():
-    source = LAUNCHER.format(body="    y[i] = x[i];").replace('KERNELS = cuda.Source(r"""', 'CODE = r"""').replace(
-        '""")', '"""\nKERNELS = cuda.Source(CODE)')
+    source = (
+        LAUNCHER.format(body="    y[i] = x[i];")
+        .replace('KERNELS = cuda.Source(r"""', 'CODE = r"""')
+        .replace('""")', '"""\nKERNELS = cuda.Source(CODE)')
+    )
     assert scan_source(source).findings == []
 
 
@@ -86,8 +98,13 @@ def test_the_honest_cuda_candidate_passes_the_scan():
 
 def test_a_launcher_may_import_the_cuda_backend_and_nothing_else_of_ferrets():
     def on_the_import(source: str) -> list[str]:
-        return [f.cheat for f in scan_source(source + "\ndef run(inputs, outputs, params, trace=None):\n"
-                                             "    outputs['y'].copy_(inputs['x'])\n").findings if f.line == 1]
+        return [
+            f.cheat
+            for f in scan_source(
+                source + "\ndef run(inputs, outputs, params, trace=None):\n    outputs['y'].copy_(inputs['x'])\n"
+            ).findings
+            if f.line == 1
+        ]
 
     assert on_the_import("from ferret.backends import cuda") == []
     assert on_the_import("from ferret.gate import judge") == ["reference_import"]
@@ -95,8 +112,10 @@ def test_a_launcher_may_import_the_cuda_backend_and_nothing_else_of_ferrets():
 
 
 def test_cupys_array_operations_are_library_compute_wherever_they_appear():
-    source = ("import torch\nimport cupy\n\ndef run(inputs, outputs, params, trace=None):\n"
-              "    cupy.multiply(cupy.asarray(inputs['x']), 2, out=cupy.asarray(outputs['y']))\n")
+    source = (
+        "import torch\nimport cupy\n\ndef run(inputs, outputs, params, trace=None):\n"
+        "    cupy.multiply(cupy.asarray(inputs['x']), 2, out=cupy.asarray(outputs['y']))\n"
+    )
     named = {(f.cheat, f.line) for f in scan_source(source).findings}
     assert {("library_call", 2), ("persisting_l2", 2), ("library_call", 5)} <= named, named
 
@@ -120,8 +139,10 @@ def test_the_judges_cuda_headers_may_be_included_and_nothing_else_of_ferrets():
 
 def test_a_launcher_reaches_only_the_backends_launcher_api():
     def cheats(body: str) -> list[tuple[str, int]]:
-        source = ("from ferret.backends import cuda\n\n\ndef run(inputs, outputs, params, trace=None):\n"
-                  "    outputs['y'].copy_(inputs['x'])\n" + body)
+        source = (
+            "from ferret.backends import cuda\n\n\ndef run(inputs, outputs, params, trace=None):\n"
+            "    outputs['y'].copy_(inputs['x'])\n" + body
+        )
         return [(f.cheat, f.line) for f in scan_source(source).findings]
 
     assert cheats("    cuda.aligned(inputs['x'], to=16)\n    cuda.i32(1), cuda.i64(2), cuda.f32(3.0), cuda.NULL\n") == []

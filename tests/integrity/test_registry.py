@@ -17,7 +17,7 @@ from ferret.integrity.presets import PRESETS, rules_for
 from ferret.integrity.registry import RULES, catalogue_rows, register
 from ferret.integrity.scan import run_rules, scan_file, scan_source
 
-BASE = '''\
+BASE = """\
 import math
 
 import torch
@@ -40,20 +40,24 @@ def run(inputs, outputs, params, trace=None):
     y = outputs["y"]
     _copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
 {body}
-'''
+"""
 
 
 def snippet(body: str = "", top: str = "", kernel: str = "") -> str:
     """An honest candidate with `top` at module level, `kernel` in its kernel and `body` at the end of run."""
-    return BASE.format(top=textwrap.dedent(top).strip("\n"),
-                       kernel=textwrap.indent(textwrap.dedent(kernel).strip("\n"), "    "),
-                       body=textwrap.indent(textwrap.dedent(body).strip("\n"), "    "))
+    return BASE.format(
+        top=textwrap.dedent(top).strip("\n"),
+        kernel=textwrap.indent(textwrap.dedent(kernel).strip("\n"), "    "),
+        body=textwrap.indent(textwrap.dedent(body).strip("\n"), "    "),
+    )
 
 
 def _cuda(line: str, before: str = "") -> str:
     """An honest candidate that also holds a CUDA kernel with `line` in its body (and `before` above it)."""
-    return snippet(top='from ferret.backends import cuda\n\nK = cuda.Source(r"""\n' + before + '\n'
-                       'extern "C" __global__ void k(float* y) {\n    ' + line + '\n}\n""")')
+    return snippet(
+        top='from ferret.backends import cuda\n\nK = cuda.Source(r"""\n' + before + "\n"
+        'extern "C" __global__ void k(float* y) {\n    ' + line + '\n}\n""")'
+    )
 
 
 SNIPPETS: dict[str, str] = {
@@ -76,7 +80,8 @@ SNIPPETS: dict[str, str] = {
     "output_indexing_copy": snippet("y[:] = x  # here"),
     # --- state across calls, patched modules
     "global_statement": snippet("global calls  # here\ncalls += 1", top="calls = 0"),
-    "nonlocal_statement": snippet(top="""
+    "nonlocal_statement": snippet(
+        top="""
         def _counter():
             n = 0
 
@@ -84,7 +89,8 @@ SNIPPETS: dict[str, str] = {
                 nonlocal n  # here
                 n += 1
             return bump
-    """),
+    """
+    ),
     "function_attribute": snippet("run.calls = 1  # here"),
     "setattr_function": snippet('setattr(run, "calls", 1)  # here'),
     "counter_update": snippet("_count[0] += 1  # here", top="_count = [0]"),
@@ -98,11 +104,13 @@ SNIPPETS: dict[str, str] = {
     "setattr_module": snippet(top='setattr(torch, "equal", lambda a, b: True)  # here'),
     "setattr_interpreter": snippet(top='import sys\nsetattr(sys, "path", [])  # here'),
     # --- lazy results, raw storage
-    "torch_hook_defined": snippet(top="""
+    "torch_hook_defined": snippet(
+        top="""
         class Deferred:
             def __torch_function__(cls, func, types, args=(), kwargs=None):  # here
                 return func(*args)
-    """),
+    """
+    ),
     "tensor_subclass": snippet(top="class Lazy(torch.Tensor):  # here\n    pass"),
     "class_swapped": snippet("y.__class__ = Lazy  # here"),
     "setattr_class": snippet('setattr(y, "__class__", Lazy)  # here'),
@@ -203,8 +211,9 @@ SNIPPETS: dict[str, str] = {
     "cuda_device_state": _cuda("y[0] = 1.f;", before="__device__ int calls = 0; // # here"),
     "cuda_persisting_l2": _cuda("cudaStreamAttrValue v; v.accessPolicyWindow.hitRatio = 1.f; // # here"),
     "cuda_backend_attribute": snippet("e = cuda.os.environ  # here", top="from ferret.backends import cuda"),
-    "cuda_source_not_literal": snippet(top='from ferret.backends import cuda\n\nPARTS = ["extern"]\n'
-                                           'K = cuda.Source(" ".join(PARTS))  # here'),
+    "cuda_source_not_literal": snippet(
+        top='from ferret.backends import cuda\n\nPARTS = ["extern"]\nK = cuda.Source(" ".join(PARTS))  # here'
+    ),
 }
 
 SHAPE_CONSTANTS = {7168, 4096}
@@ -282,8 +291,9 @@ def test_unknown_preset_is_a_value_error_naming_it(tmp_path):
 
 def test_default_preset_is_triton():
     source = SNIPPETS["torch_call"] + "\nimport os\n"
-    assert scan_source(source, shape_constants=SHAPE_CONSTANTS) == \
-        scan_source(source, shape_constants=SHAPE_CONSTANTS, preset="triton")
+    assert scan_source(source, shape_constants=SHAPE_CONSTANTS) == scan_source(
+        source, shape_constants=SHAPE_CONSTANTS, preset="triton"
+    )
 
 
 def test_minimal_preset_reports_the_tampering_cheats_of_the_full_scan():
@@ -296,15 +306,18 @@ def test_minimal_preset_reports_the_tampering_cheats_of_the_full_scan():
     assert {f.cheat for f in full} - cheats == {"library_call"}
 
 
-@pytest.mark.parametrize("code, line_message", [
-    # `sys` is banned as a module before `_getframe` is a banned name: the module's reason is kept
-    ("from sys import _getframe", "imports sys: it reaches the file system"),
-    # the first module of the statement is examined first
-    ("import sys, inspect", "imports sys: it reaches the file system"),
-    ("import inspect, sys", "imports inspect: it reads the interpreter's frames"),
-    # the store is examined before the attribute it writes
-    ('sys.modules["torch"] = None', "writes sys.modules['torch']: it changes state"),
-])
+@pytest.mark.parametrize(
+    "code, line_message",
+    [
+        # `sys` is banned as a module before `_getframe` is a banned name: the module's reason is kept
+        ("from sys import _getframe", "imports sys: it reaches the file system"),
+        # the first module of the statement is examined first
+        ("import sys, inspect", "imports sys: it reaches the file system"),
+        ("import inspect, sys", "imports inspect: it reads the interpreter's frames"),
+        # the store is examined before the attribute it writes
+        ('sys.modules["torch"] = None', "writes sys.modules['torch']: it changes state"),
+    ],
+)
 def test_one_finding_per_cheat_and_spot_keeps_the_first_examined(code, line_message):
     source = snippet(top=f"import sys\n{code}")
     findings = [f for f in scan_source(source).findings if f.code == code]

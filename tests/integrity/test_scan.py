@@ -56,7 +56,7 @@ def test_mla_simplified_variants_scan_clean(name):
 # ------------------------------------------------------------------------------------------------
 # snippets
 # ------------------------------------------------------------------------------------------------
-TEMPLATE = '''\
+TEMPLATE = """\
 import math
 
 import torch
@@ -77,13 +77,15 @@ def run(inputs, outputs, params, trace=None):
 {pre}
     _copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
 {post}
-'''
+"""
 
 
 def candidate(top: str = "", pre: str = "", post: str = "") -> str:
-    return TEMPLATE.format(top=textwrap.dedent(top).strip("\n"),
-                           pre=textwrap.indent(textwrap.dedent(pre).strip("\n"), "    "),
-                           post=textwrap.indent(textwrap.dedent(post).strip("\n"), "    "))
+    return TEMPLATE.format(
+        top=textwrap.dedent(top).strip("\n"),
+        pre=textwrap.indent(textwrap.dedent(pre).strip("\n"), "    "),
+        post=textwrap.indent(textwrap.dedent(post).strip("\n"), "    "),
+    )
 
 
 def test_template_scans_clean():
@@ -96,32 +98,52 @@ KERNEL_LAUNCH = "_k[(1,)](x, y, x.numel(), BLOCK=16)"
 CASES = [
     # --- library_call (9)
     ("torch_softmax", candidate(pre="y.copy_(torch.softmax(x, dim=-1))  # ! library_call")),
-    ("alias_F_softmax", candidate(top="import torch.nn.functional as F  # ! library_call",
-                                  pre="z = F.softmax(x, dim=-1)  # ! library_call")),
+    (
+        "alias_F_softmax",
+        candidate(top="import torch.nn.functional as F  # ! library_call", pre="z = F.softmax(x, dim=-1)  # ! library_call"),
+    ),
     ("from_torch_import_matmul", candidate(top="from torch import matmul", pre="z = matmul(x, x)  # ! library_call")),
-    ("from_torch_nn_import_functional", candidate(top="from torch.nn import functional  # ! library_call",
-                                                  pre="z = functional.gelu(x)  # ! library_call")),
+    (
+        "from_torch_nn_import_functional",
+        candidate(top="from torch.nn import functional  # ! library_call", pre="z = functional.gelu(x)  # ! library_call"),
+    ),
     ("matmul_operator_in_run", candidate(pre="z = x @ x  # ! library_call")),
     ("tensor_sum_method", candidate(pre="s = x.sum(dim=-1)  # ! library_call")),
     ("torch_einsum", candidate(pre='z = torch.einsum("ij,jk->ik", x, x)  # ! library_call')),
     ("assigned_alias", candidate(pre="sm = torch.softmax\nz = sm(x, -1)  # ! library_call")),
     ("getattr_constant", candidate(pre='z = getattr(torch, "softmax")(x, -1)  # ! library_call')),
-    ("try_except_fallback", candidate(pre="""
+    (
+        "try_except_fallback",
+        candidate(
+            pre="""
         try:  # ! library_call
             pass
         except Exception:
             y.copy_(x)
-    """)),
-    ("torch_compile_decorator", candidate(top="""
+    """
+        ),
+    ),
+    (
+        "torch_compile_decorator",
+        candidate(
+            top="""
         @torch.compile  # ! library_call
         def _helper(t):
             return t
-    """)),
+    """
+        ),
+    ),
     ("numpy_import", candidate(top="import numpy as np  # ! library_call")),
-    ("contextlib_suppress", candidate(top="import contextlib", pre="""
+    (
+        "contextlib_suppress",
+        candidate(
+            top="import contextlib",
+            pre="""
         with contextlib.suppress(Exception):  # ! library_call
             pass
-    """)),
+    """,
+        ),
+    ),
     ("operator_matmul", candidate(top="import operator", pre="z = operator.matmul(x, x)  # ! library_call")),
     # --- reference_import (10)
     ("import_task_reference", candidate(top="import tasks.rmsnorm.reference  # ! reference_import")),
@@ -130,19 +152,18 @@ CASES = [
     ("relative_import", candidate(top="from . import reference  # ! reference_import")),
     # --- reading_expected (11)
     ("import_gc", candidate(top="import gc  # ! reading_expected")),
-    ("sys_getframe", candidate(top="import sys  # ! reading_expected",
-                               pre="frame = sys._getframe(1)  # ! reading_expected")),
+    ("sys_getframe", candidate(top="import sys  # ! reading_expected", pre="frame = sys._getframe(1)  # ! reading_expected")),
     ("open_file", candidate(pre='data = open("expected.bin", "rb").read()  # ! reading_expected')),
-    ("inspect_f_back", candidate(top="import inspect  # ! reading_expected",
-                                 pre="caller = inspect.currentframe().f_back  # ! reading_expected")),
+    (
+        "inspect_f_back",
+        candidate(top="import inspect  # ! reading_expected", pre="caller = inspect.currentframe().f_back  # ! reading_expected"),
+    ),
     ("eval", candidate(pre='v = eval("1 + 1")  # ! reading_expected')),
     ("import_pathlib", candidate(top="from pathlib import Path  # ! reading_expected")),
     ("module_file", candidate(pre="here = __file__  # ! reading_expected")),
     # --- shadowing (12)
-    ("sys_modules_write", candidate(top="import sys  # ! reading_expected",
-                                    pre='sys.modules["torch"] = None  # ! shadowing')),
-    ("sys_path_insert", candidate(top="import sys  # ! reading_expected",
-                                  pre='sys.path.insert(0, "/tmp")  # ! shadowing')),
+    ("sys_modules_write", candidate(top="import sys  # ! reading_expected", pre='sys.modules["torch"] = None  # ! shadowing')),
+    ("sys_path_insert", candidate(top="import sys  # ! reading_expected", pre='sys.path.insert(0, "/tmp")  # ! shadowing')),
     ("module_file_shim", candidate(pre='shim = "torch.py"  # ! shadowing')),
     # --- harness_patching (15)
     ("patch_synchronize", candidate(top="torch.cuda.synchronize = lambda: None  # ! harness_patching")),
@@ -150,44 +171,68 @@ CASES = [
     ("setattr_module", candidate(top='setattr(torch, "equal", lambda a, b: True)  # ! harness_patching')),
     ("patch_do_bench", candidate(top="triton.testing.do_bench = lambda fn, **kw: 0.001  # ! harness_patching")),
     # --- side_stream_or_thread (13)
-    ("threading", candidate(top="import threading  # ! side_stream_or_thread",
-                            post="threading.Thread(target=lambda: None).start()  # ! side_stream_or_thread")),
+    (
+        "threading",
+        candidate(
+            top="import threading  # ! side_stream_or_thread",
+            post="threading.Thread(target=lambda: None).start()  # ! side_stream_or_thread",
+        ),
+    ),
     ("cuda_stream", candidate(pre="s = torch.cuda.Stream()  # ! side_stream_or_thread")),
-    ("cuda_stream_context", candidate(pre="""
+    (
+        "cuda_stream_context",
+        candidate(
+            pre="""
         with torch.cuda.stream(s):  # ! side_stream_or_thread
             pass
-    """)),
+    """
+        ),
+    ),
     ("thread_pool", candidate(top="from concurrent.futures import ThreadPoolExecutor  # ! side_stream_or_thread")),
     # --- lazy_result (14)
-    ("tensor_subclass", candidate(top="""
+    (
+        "tensor_subclass",
+        candidate(
+            top="""
         class Lazy(torch.Tensor):  # ! lazy_result
             pass
-    """)),
-    ("torch_function_hook", candidate(top="""
+    """
+        ),
+    ),
+    (
+        "torch_function_hook",
+        candidate(
+            top="""
         class Deferred:
             @classmethod
             def __torch_function__(cls, func, types, args=(), kwargs=None):  # ! lazy_result
                 return func(*args, **(kwargs or {}))
-    """)),
-    ("python_dispatch", candidate(
-        top="from torch.utils._python_dispatch import TorchDispatchMode  # ! lazy_result")),
+    """
+        ),
+    ),
+    ("python_dispatch", candidate(top="from torch.utils._python_dispatch import TorchDispatchMode  # ! lazy_result")),
     # --- cross_call_caching (16)
     ("data_ptr", candidate(pre="key = x.data_ptr()  # ! cross_call_caching")),
     ("id_call", candidate(pre="key = id(x)  # ! cross_call_caching")),
-    ("lru_cache", candidate(top="""
+    (
+        "lru_cache",
+        candidate(
+            top="""
         from functools import lru_cache  # ! cross_call_caching
 
         @lru_cache(maxsize=None)  # ! cross_call_caching
         def _table(n):
             return n
-    """, pre="_table(4)")),
+    """,
+            pre="_table(4)",
+        ),
+    ),
     ("module_dict_stores_output", candidate(top="_last = {}", post='_last["y"] = y  # ! cross_call_caching')),
     ("module_list_appends_input", candidate(top="_seen = []", pre="_seen.append(x)  # ! cross_call_caching")),
     # --- warmup_detection (17)
     ("global_counter", candidate(top="calls = 0", pre="global calls  # ! warmup_detection\ncalls += 1")),
     ("module_list_counter", candidate(top="_count = [0]", pre="_count[0] += 1  # ! warmup_detection")),
-    ("counter_read_modify_write", candidate(top="_CALLS = {}",
-                                            pre='_CALLS["n"] = _CALLS.get("n", 0) + 1  # ! warmup_detection')),
+    ("counter_read_modify_write", candidate(top="_CALLS = {}", pre='_CALLS["n"] = _CALLS.get("n", 0) + 1  # ! warmup_detection')),
     ("function_attribute_counter", candidate(pre='run.calls = getattr(run, "calls", 0) + 1  # ! warmup_detection')),
     # --- persisting_l2 (18)
     ("import_cupy", candidate(top="import cupy  # ! persisting_l2")),
@@ -200,44 +245,81 @@ CASES = [
     ("open_gates", candidate(pre="f = open('gates/x')  # ! reading_expected gate_tampering")),
     ("golden_file", candidate(pre='name = "golden.safetensors"  # ! gate_tampering')),
     # --- hardcoded_cases (5), shape constants {7168, 4096}
-    ("shape_equals_case_dim", candidate(pre="""
+    (
+        "shape_equals_case_dim",
+        candidate(
+            pre="""
         if x.shape[1] == 7168:  # ! hardcoded_cases
             pass
-    """)),
-    ("shape_in_case_dims", candidate(pre="""
+    """
+        ),
+    ),
+    (
+        "shape_in_case_dims",
+        candidate(
+            pre="""
         if x.shape[-1] in (4096, 7168):  # ! hardcoded_cases
             pass
-    """)),
-    ("named_case_dim", candidate(top="HIDDEN = 7168", pre="""
+    """
+        ),
+    ),
+    (
+        "named_case_dim",
+        candidate(
+            top="HIDDEN = 7168",
+            pre="""
         if x.shape[1] != HIDDEN:  # ! hardcoded_cases
             pass
-    """)),
+    """,
+        ),
+    ),
     # --- lower_precision (4)
     ("to_bfloat16", candidate(pre="xb = x.to(torch.bfloat16)  # ! lower_precision")),
     ("half", candidate(pre="xh = x.half()  # ! lower_precision")),
-    ("jit_cast_fp16", candidate(top="""
+    (
+        "jit_cast_fp16",
+        candidate(
+            top="""
         @triton.jit
         def _k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
             offs = tl.arange(0, BLOCK)
             v = tl.load(x_ptr + offs, mask=offs < n).to(tl.float16)  # ! lower_precision
             tl.store(y_ptr + offs, v, mask=offs < n)
-    """, pre=KERNEL_LAUNCH)),
+    """,
+            pre=KERNEL_LAUNCH,
+        ),
+    ),
     ("allow_tf32", candidate(pre="torch.backends.cuda.matmul.allow_tf32 = True  # ! lower_precision")),
     ("fp16_buffer", candidate(pre="buf = torch.empty(x.shape, dtype=torch.float16, device=x.device)  # ! lower_precision")),
     # --- decoy_kernel (8)
-    ("unlaunched_jit_kernel", candidate(top="""
+    (
+        "unlaunched_jit_kernel",
+        candidate(
+            top="""
         @triton.jit
         def _fast_kernel(x_ptr, y_ptr):  # ! decoy_kernel
             pass
-    """)),
-    ("if_false", candidate(pre="""
+    """
+        ),
+    ),
+    (
+        "if_false",
+        candidate(
+            pre="""
         if False:  # ! decoy_kernel
             pass
-    """)),
-    ("code_after_return", candidate(post="""
+    """
+        ),
+    ),
+    (
+        "code_after_return",
+        candidate(
+            post="""
         return
         y.zero_()  # ! decoy_kernel constant_output
-    """)),
+    """
+        ),
+    ),
     # --- unwritten_output (6)
     ("outputs_rebound", candidate(post='outputs["y"] = x.clone()  # ! unwritten_output')),
     ("returns_value", candidate(post="return y  # ! unwritten_output")),
@@ -259,13 +341,16 @@ CASES = [
     ("storage_swapped", candidate(pre="y.set_(x)  # ! allocator_reuse")),
     # --- whole files
     ("no_run", "import torch  # ! unwritten_output\n\n\ndef forward(x):\n    return x\n"),
-    ("run_never_writes", textwrap.dedent('''\
+    (
+        "run_never_writes",
+        textwrap.dedent("""\
         import torch
 
 
         def run(inputs, outputs, params, trace=None):  # ! unwritten_output
             x = inputs["x"]
-    ''')),
+    """),
+    ),
 ]
 
 _MARK = re.compile(r"#\s*!\s*([a-z0-9_ ]+)$")
@@ -320,7 +405,8 @@ def test_message_names_the_cheat_in_words():
 def test_honest_launcher_and_kernel_idioms_pass():
     """tl.dot and @ inside @triton.jit, .to(non-literal dtype), integer metadata via .max()/.item(), rank checks
     against case dims, allocation helpers and the trace dict."""
-    source = candidate(top='''
+    source = candidate(
+        top="""
         @triton.jit
         def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr, OUT_DTYPE: tl.constexpr):
             offs = tl.arange(0, BLOCK)
@@ -331,7 +417,8 @@ def test_honest_launcher_and_kernel_idioms_pass():
             acc = acc * tl.sum(acc, axis=1)[:, None]
             tl.store(c_ptr + offs[:, None] * N + offs[None, :], acc.to(c_ptr.dtype.element_ty))
             tl.store(c_ptr + offs, tl.max(acc, axis=1).to(OUT_DTYPE))
-    ''', pre='''
+    """,
+        pre="""
         if x.dim() != 3 or x.stride(-1) != 1:
             raise ValueError("bad layout")
         longest = int(inputs["cache_lens"].max().item())
@@ -341,7 +428,8 @@ def test_honest_launcher_and_kernel_idioms_pass():
         _gemm[(1,)](x, x, c, 16, 16, 16, BLOCK=16, OUT_DTYPE=tl.float32, num_warps=4)
         if trace is not None:
             trace["stats"] = stats
-    ''')
+    """,
+    )
     result = scan_source(source, shape_constants={3, 16, 7168})
     assert result.passed, _show(result)
 
@@ -370,12 +458,28 @@ def test_null_bytes_do_not_raise():
 
 def test_cheat_table():
     assert CHEATS == {
-        "allocator_reuse": [1], "constant_output": [2], "input_mutation": [3], "lower_precision": [4],
-        "hardcoded_cases": [5], "unwritten_output": [6], "nan_wildcard": [7], "decoy_kernel": [8],
-        "library_call": [9], "reference_import": [10], "reading_expected": [11], "shadowing": [12],
-        "side_stream_or_thread": [13], "lazy_result": [14], "harness_patching": [15], "cross_call_caching": [16],
-        "warmup_detection": [17], "persisting_l2": [18], "impossible_speed": [19], "gate_tampering": [20],
-        "result_forging": [21], "syntax_error": [],
+        "allocator_reuse": [1],
+        "constant_output": [2],
+        "input_mutation": [3],
+        "lower_precision": [4],
+        "hardcoded_cases": [5],
+        "unwritten_output": [6],
+        "nan_wildcard": [7],
+        "decoy_kernel": [8],
+        "library_call": [9],
+        "reference_import": [10],
+        "reading_expected": [11],
+        "shadowing": [12],
+        "side_stream_or_thread": [13],
+        "lazy_result": [14],
+        "harness_patching": [15],
+        "cross_call_caching": [16],
+        "warmup_detection": [17],
+        "persisting_l2": [18],
+        "impossible_speed": [19],
+        "gate_tampering": [20],
+        "result_forging": [21],
+        "syntax_error": [],
     }
 
 

@@ -63,8 +63,11 @@ FAST_RETRY = {"retry-after-ms": "1"}
 
 
 def _error(status, kind, message):
-    return sdk_http.Response(status, json={"type": "error", "error": {"type": kind, "message": message}},
-                             headers={**FAST_RETRY, "request-id": "req_011CTest"})
+    return sdk_http.Response(
+        status,
+        json={"type": "error", "error": {"type": kind, "message": message}},
+        headers={**FAST_RETRY, "request-id": "req_011CTest"},
+    )
 
 
 class Recorder:
@@ -177,8 +180,9 @@ def test_persistent_overload_is_unavailable_after_the_sdks_retries():
 
 
 def test_rate_limit_is_unavailable_with_its_status():
-    handler = Recorder(lambda: _error(429, "rate_limit_error",
-                                      "Number of request tokens has exceeded your per-minute rate limit"))
+    handler = Recorder(
+        lambda: _error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")
+    )
     with pytest.raises(ModelUnavailable, match="429"):
         _model(handler, max_retries=1).complete(REQUEST)
     assert handler.calls == 2
@@ -223,9 +227,13 @@ def test_classify_is_the_single_mapping():
     assert isinstance(_classify(status_error(anthropic.RateLimitError, 429), model=MODEL), ModelUnavailable)
     assert isinstance(_classify(status_error(anthropic.InternalServerError, 529), model=MODEL), ModelUnavailable)
     assert isinstance(_classify(status_error(anthropic.InternalServerError, 503), model=MODEL), ModelUnavailable)
-    for cls, status in [(anthropic.AuthenticationError, 401), (anthropic.PermissionDeniedError, 403),
-                        (anthropic.BadRequestError, 400), (anthropic.NotFoundError, 404),
-                        (anthropic.UnprocessableEntityError, 422)]:
+    for cls, status in [
+        (anthropic.AuthenticationError, 401),
+        (anthropic.PermissionDeniedError, 403),
+        (anthropic.BadRequestError, 400),
+        (anthropic.NotFoundError, 404),
+        (anthropic.UnprocessableEntityError, 422),
+    ]:
         mapped = _classify(status_error(cls, status), model=MODEL)
         assert type(mapped) is ModelError, cls
 

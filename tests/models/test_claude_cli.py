@@ -17,7 +17,7 @@ import ferret
 from ferret.models import Message, ModelError, ModelRequest, ModelUnavailable, ToolSpec, forbid_model_requests
 from ferret.models.claude_cli import ARGV_PROMPT_LIMIT, TOOL_INPUT_FILE, ClaudeCliModel
 
-FAKE = '''#!{python}
+FAKE = """#!{python}
 import json, os, subprocess, sys, time
 HERE = {here!r}
 behavior = json.load(open(os.path.join(HERE, "behavior.json")))
@@ -40,7 +40,7 @@ else:
                "usage": {{"input_tokens": 321, "output_tokens": 45, "cache_read_input_tokens": 7}},
                "modelUsage": {{"claude-sonnet-4-6": {{"inputTokens": 321}}}}}}, sys.stdout)
 sys.exit(behavior.get("exit", 0))
-'''
+"""
 
 SUBMIT = ToolSpec(
     name="submit_candidate",
@@ -152,9 +152,10 @@ def test_model_flag(fake, workspace):
 
 def test_candidate_tool_call_is_read_back_from_the_workspace(fake, workspace):
     (workspace / "candidate.py").write_text("# the baseline the caller put there\n")
-    fake.behave(result="Wrote candidate.py.",
-                write={"candidate.py": "import triton\n# fused\n",
-                       TOOL_INPUT_FILE: json.dumps({"approach": "fused", "notes": "n"})})
+    fake.behave(
+        result="Wrote candidate.py.",
+        write={"candidate.py": "import triton\n# fused\n", TOOL_INPUT_FILE: json.dumps({"approach": "fused", "notes": "n"})},
+    )
     response = ClaudeCliModel(workspace=workspace).complete(_request(tools=[SUBMIT]))
     prompt = fake.record["argv"][2]
     assert "candidate.py" in prompt and TOOL_INPUT_FILE in prompt and "submit_candidate" in prompt

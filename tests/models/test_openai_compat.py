@@ -34,7 +34,7 @@ COMPLETION = {
                     {
                         "id": "call_1",
                         "type": "function",
-                        "function": {"name": "submit_candidate", "arguments": "{\"source\": \"import triton\\n\"}"},
+                        "function": {"name": "submit_candidate", "arguments": '{"source": "import triton\\n"}'},
                     }
                 ],
             },
@@ -75,8 +75,10 @@ def test_request_and_response_mapping():
         {"role": "user", "content": "Make softmax fast."},
     ]
     assert body["tools"] == [
-        {"type": "function", "function": {"name": "submit_candidate", "description": "The optimizer's answer.",
-                                          "parameters": SCHEMA}}
+        {
+            "type": "function",
+            "function": {"name": "submit_candidate", "description": "The optimizer's answer.", "parameters": SCHEMA},
+        }
     ]
     assert body["max_tokens"] == 1024 and body["temperature"] == 0.0
 
@@ -88,8 +90,9 @@ def test_request_and_response_mapping():
 
 def test_key_from_the_named_env_var_is_sent_but_never_shown(monkeypatch):
     monkeypatch.setenv("MY_LLM_KEY", "sk-local-SECRET-42")
-    handler = Recorder(httpx.Response(200, json=COMPLETION),
-                       httpx.Response(401, json={"error": {"message": "bad key sk-local-SECRET-42"}}))
+    handler = Recorder(
+        httpx.Response(200, json=COMPLETION), httpx.Response(401, json={"error": {"message": "bad key sk-local-SECRET-42"}})
+    )
     model = _model(handler, api_key_env="MY_LLM_KEY")
     model.complete(REQUEST)
     assert handler.requests[0].headers["authorization"] == "Bearer sk-local-SECRET-42"
@@ -109,8 +112,9 @@ def test_plain_text_answer_and_no_tools_in_the_body():
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
 def test_client_errors_are_model_errors(status):
-    handler = Recorder(httpx.Response(status,
-                                      json={"error": {"message": "model 'x' not found", "type": "invalid_request_error"}}))
+    handler = Recorder(
+        httpx.Response(status, json={"error": {"message": "model 'x' not found", "type": "invalid_request_error"}})
+    )
     with pytest.raises(ModelError) as info:
         _model(handler).complete(REQUEST)
     assert not isinstance(info.value, ModelUnavailable)
@@ -149,8 +153,11 @@ def test_a_refused_local_connection_is_unavailable():
 def test_malformed_answers_are_model_errors():
     bad_args = json.loads(json.dumps(COMPLETION))
     bad_args["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = "{not json"
-    for response in [httpx.Response(200, text="<html>proxy</html>"), httpx.Response(200, json={"choices": []}),
-                     httpx.Response(200, json=bad_args)]:
+    for response in [
+        httpx.Response(200, text="<html>proxy</html>"),
+        httpx.Response(200, json={"choices": []}),
+        httpx.Response(200, json=bad_args),
+    ]:
         with pytest.raises(ModelError):
             _model(Recorder(response)).complete(REQUEST)
 

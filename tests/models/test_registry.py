@@ -85,11 +85,18 @@ def test_malformed_specs(spec):
 
 def test_scripted_spec(tmp_path):
     path = tmp_path / "responses.json"
-    path.write_text(json.dumps([
-        "plain text",
-        {"text": "calling", "tool_calls": [{"name": "submit_candidate", "input": {"source": "x = 1"}}],
-         "stop_reason": "tool_use"},
-    ]))
+    path.write_text(
+        json.dumps(
+            [
+                "plain text",
+                {
+                    "text": "calling",
+                    "tool_calls": [{"name": "submit_candidate", "input": {"source": "x = 1"}}],
+                    "stop_reason": "tool_use",
+                },
+            ]
+        )
+    )
     model = model_from_spec(f"scripted:{path}")
     assert isinstance(model, ScriptedModel)
     request = ModelRequest(system="s", messages=[Message(role="user", content="u")])

@@ -22,8 +22,14 @@ def _request(text="hello", tools=()):
 
 def test_scripted_returns_in_order_and_records_requests():
     given = ModelResponse(text="first", model="m", usage={"input_tokens": 3})
-    model = ScriptedModel([given, "second", lambda req: f"echo {req.messages[0].content}",
-                           lambda req: tool_call_response("submit", source="x = 1", approach="a")])
+    model = ScriptedModel(
+        [
+            given,
+            "second",
+            lambda req: f"echo {req.messages[0].content}",
+            lambda req: tool_call_response("submit", source="x = 1", approach="a"),
+        ]
+    )
     assert isinstance(model, Model)
     assert model.complete(_request("a")) == given
     second = model.complete(_request("b"))

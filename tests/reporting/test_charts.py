@@ -29,8 +29,15 @@ def test_charts_with_nothing_to_show_are_empty():
 
 
 def test_timing_chart_draws_each_sample_and_the_floor_or_the_medians_without_samples():
-    case = CaseTiming(case="c", candidate_ms=1.0, baseline_ms=2.0, baseline_compiled_ms=1.5, speedup=2.0,
-                      samples={"candidate": [0.9, 1.0, 1.1], "baseline": [2.0, 2.1]}, floor_ms=0.5)
+    case = CaseTiming(
+        case="c",
+        candidate_ms=1.0,
+        baseline_ms=2.0,
+        baseline_compiled_ms=1.5,
+        speedup=2.0,
+        samples={"candidate": [0.9, 1.0, 1.1], "baseline": [2.0, 2.1]},
+        floor_ms=0.5,
+    )
     svg = str(timing_chart(case))
     assert svg.count("<circle") == 3 + 2 + 1  # the compiled baseline has no samples: its median stands in
     assert "floor 0.5 ms" in svg and "torch.compile 1.5 ms" in svg

@@ -14,8 +14,9 @@ from report_fixtures import make_gate, make_run  # noqa: E402
 
 
 def _ferret(*args: object, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ferret.cli.main", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "ferret.cli.main", *map(str, args)], cwd=cwd, capture_output=True, text=True, env=dict(os.environ)
+    )
 
 
 def test_report_of_a_gate_writes_both_files_beside_it_and_prints_their_paths(tmp_path):

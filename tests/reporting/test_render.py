@@ -110,8 +110,9 @@ def test_a_run_resumed_under_another_gate_names_the_earlier_gate_in_both_outputs
     earlier = "ab" * 32
     (run / "run.json").write_text(log.model_copy(update={"earlier_gates": [earlier]}).model_dump_json(by_alias=True))
     files = write_report(run, out=tmp_path / "out", gates_dir=gates)
-    assert (f"gate `{log.gate_hash[:16]}` (earlier rounds under `{earlier[:16]}`: the gate changed when the run was "
-            "resumed)") in files.markdown.read_text()
+    assert (
+        f"gate `{log.gate_hash[:16]}` (earlier rounds under `{earlier[:16]}`: the gate changed when the run was resumed)"
+    ) in files.markdown.read_text()
     assert f"earlier rounds under {earlier} (the gate changed when the run was resumed)" in files.html.read_text()
 
 
@@ -127,5 +128,5 @@ def test_a_final_check_without_a_verdict_is_shown_as_such_not_as_a_failure(folde
     (run / "run.json").write_text(log.model_copy(update={"final_check": final}).model_dump_json(by_alias=True))
     html = write_report(run, out=tmp_path / "out", gates_dir=gates).html.read_text()
     line = next(line for line in html.splitlines() if "Final acceptance check" in line)
-    assert f"Final acceptance check (fresh process, fresh cases): <span class=\"fail\">{shown}: " in line
+    assert f'Final acceptance check (fresh process, fresh cases): <span class="fail">{shown}: ' in line
     assert line.endswith("round-01/candidate-1.py: no such candidate file</p>") and "FAIL" not in line

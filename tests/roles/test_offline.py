@@ -253,8 +253,11 @@ def test_after_a_failure_the_search_moves_one_step_from_the_default(optimizer):
 
 def test_with_timing_it_climbs_from_the_fastest_passing_point(optimizer):
     best = "rows=2,warps=4,single-pass"
-    history = [feedback(DEFAULT, True, 1.1, round=1), feedback(best, True, 1.4, round=2),
-               feedback("rows=1,warps=8,single-pass", False, round=2)]
+    history = [
+        feedback(DEFAULT, True, 1.1, round=1),
+        feedback(best, True, 1.4, round=2),
+        feedback("rows=1,warps=8,single-pass", False, round=2),
+    ]
     proposals = optimizer.propose(context(history))
     assert len(proposals) == optimizer.budget
     anchor = optimizer.by_approach[best]
@@ -273,6 +276,7 @@ def test_tried_approaches_are_never_proposed(optimizer):
 
 def test_a_long_search_never_repeats_and_ends_when_the_space_is_spent(optimizer):
     """Rounds fed by a made-up timing: every proposal is new, and the search ends with []."""
+
     def speed(point):
         return 1.0 + 0.1 * point["rows_per_program"] - 0.01 * abs(point["num_warps"] - 8)
 
@@ -392,23 +396,29 @@ def test_a_point_in_a_language_the_run_cannot_judge_is_never_proposed(mla_optimi
     assert "programmatic=gdc" in after[1].source
 
 
-@pytest.mark.parametrize(("languages", "message"), [
-    ({"tiles": {1: "cuda"}}, r"languages name unknown parameter 'tiles'"),
-    ({"num_warps": {3: "cuda"}}, r"languages of 'num_warps': no values \[3\]"),
-    ({"num_warps": {4: "cuda"}}, r"the default point must need no language beyond the template's own"),
-])
+@pytest.mark.parametrize(
+    ("languages", "message"),
+    [
+        ({"tiles": {1: "cuda"}}, r"languages name unknown parameter 'tiles'"),
+        ({"num_warps": {3: "cuda"}}, r"languages of 'num_warps': no values \[3\]"),
+        ({"num_warps": {4: "cuda"}}, r"the default point must need no language beyond the template's own"),
+    ],
+)
 def test_bad_languages_are_refused_naming_them(languages, message):
     data = load_space(TEMPLATES).model_dump()
     with pytest.raises(ValueError, match=message):
         TemplateSpace.model_validate({**data, "languages": languages})
 
 
-@pytest.mark.parametrize(("start", "message"), [
-    ({"tiles": 2}, r"starts\[0\] names unknown parameter 'tiles'"),
-    ({"num_warps": 3}, r"starts\[0\]: num_warps=3 is not one of \[1, 2, 4, 8, 16\]"),
-    ({"block_n": 1024}, r"starts\[0\]: block_n does not apply at that point"),
-    ({"num_warps": 4}, r"starts\[0\] is the default point"),
-])
+@pytest.mark.parametrize(
+    ("start", "message"),
+    [
+        ({"tiles": 2}, r"starts\[0\] names unknown parameter 'tiles'"),
+        ({"num_warps": 3}, r"starts\[0\]: num_warps=3 is not one of \[1, 2, 4, 8, 16\]"),
+        ({"block_n": 1024}, r"starts\[0\]: block_n does not apply at that point"),
+        ({"num_warps": 4}, r"starts\[0\] is the default point"),
+    ],
+)
 def test_a_bad_start_is_refused_naming_it(start, message):
     data = load_space(TEMPLATES).model_dump()
     assert data["default"]["num_warps"] == 4 and data["default"]["block_policy"] == "next_pow2"
@@ -462,14 +472,21 @@ def _every_point_by_brute_force(space: TemplateSpace) -> list[dict]:
 def test_points_skip_values_that_cannot_apply_and_still_list_every_point_in_order():
     """`points` branches once on a parameter that the ones before it say cannot apply; one whose condition names a
     later parameter still branches on every value. The list must equal the brute-force product's, order included."""
-    space = TemplateSpace.model_validate({
-        "op": "toy", "template": "t.j2", "pivot": "policy", "invariants": "toy",
-        "parameters": {"policy": ["a", "b"], "late": [0, 1], "tiles": [1, 2, 4], "gate": [8, 9], "width": [16, 32]},
-        "applies_when": {"tiles": {"policy": ["b"]},               # decided before it: pruned when policy is a
-                         "late": {"gate": [9]},                     # names a later parameter: branches on both
-                         "width": {"policy": ["b"], "gate": [8]}},  # pruned unless policy b and gate 8
-        "default": {"policy": "a", "late": 0, "tiles": 1, "gate": 8, "width": 16},
-    })
+    space = TemplateSpace.model_validate(
+        {
+            "op": "toy",
+            "template": "t.j2",
+            "pivot": "policy",
+            "invariants": "toy",
+            "parameters": {"policy": ["a", "b"], "late": [0, 1], "tiles": [1, 2, 4], "gate": [8, 9], "width": [16, 32]},
+            "applies_when": {
+                "tiles": {"policy": ["b"]},  # decided before it: pruned when policy is a
+                "late": {"gate": [9]},  # names a later parameter: branches on both
+                "width": {"policy": ["b"], "gate": [8]},
+            },  # pruned unless policy b and gate 8
+            "default": {"policy": "a", "late": 0, "tiles": 1, "gate": 8, "width": 16},
+        }
+    )
     assert space.points() == _every_point_by_brute_force(space)
     # policy a: late (with gate 9) x gate = 3; policy b: 3 tiles x (gate 8: 2 widths, gate 9: 2 lates) = 12
     assert len(space.points()) == 3 + 12
@@ -496,8 +513,7 @@ def _every_point_the_slow_way(space) -> dict:
     import itertools
 
     names = list(space.parameters)
-    points = (space.canonical(dict(zip(names, values, strict=True)))
-              for values in itertools.product(*space.parameters.values()))
+    points = (space.canonical(dict(zip(names, values, strict=True))) for values in itertools.product(*space.parameters.values()))
     listed: dict = {}
     for point in points:
         listed.setdefault(space.approach(point), point)
@@ -512,8 +528,7 @@ def test_the_points_listed_are_the_canonical_product_named_by_approach(size):
     time. Reduced: the axes no condition names, but one, at their first value (the full cut's product is ~2^20
     points, its slow listing most of two minutes on a core)."""
     mla = load_space(REPO / "tasks" / "mla_attention" / "templates")
-    cut = {name: list(dict.fromkeys([values[0], mla.default[name], *values[1:]]))[:2]
-           for name, values in mla.parameters.items()}
+    cut = {name: list(dict.fromkeys([values[0], mla.default[name], *values[1:]]))[:2] for name, values in mla.parameters.items()}
     if size == "reduced":
         conditioned = set(mla.applies_when) | {axis for condition in mla.applies_when.values() for axis in condition}
         free = [name for name in mla.parameters if name not in conditioned]
@@ -579,10 +594,15 @@ def test_the_ranking_is_the_full_sort_of_the_points_by_distance_complexity_and_t
     default = space.default_point()
     for rows in (np.arange(len(points)), np.arange(3, len(points), 7)):
         for anchor in (None, default, points[37], points[-1]):
+
             def key(row, anchor=anchor):
                 point = points[row]
-                return (space.distance(point, anchor) if anchor else 0, space.distance(point, default),
-                        space.complexity(point), tiebreak[names[row]])
+                return (
+                    space.distance(point, anchor) if anchor else 0,
+                    space.distance(point, default),
+                    space.complexity(point),
+                    tiebreak[names[row]],
+                )
 
             for count in (1, 4, 9, len(rows)):
                 expected = [points[row] for row in sorted(rows.tolist(), key=key)[:count]]

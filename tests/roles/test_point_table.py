@@ -18,7 +18,10 @@ from ferret.roles.point_table import NOT_APPLYING, PointTable, text_hash
 def _space(**changes) -> TemplateSpace:
     """A toy space with an empty label, a label with a comma and non-ASCII text, and conditions before and after."""
     data = {
-        "op": "toy", "template": "t.j2", "pivot": "policy", "invariants": "toy",
+        "op": "toy",
+        "template": "t.j2",
+        "pivot": "policy",
+        "invariants": "toy",
         "parameters": {"policy": ["a", "b"], "late": [0, 1], "tiles": [1, 2, 4], "gate": [8, 9], "width": [16, 32]},
         "applies_when": {"tiles": {"policy": ["b"]}, "late": {"gate": [9]}, "width": {"policy": ["b"], "gate": [8]}},
         "default": {"policy": "a", "late": 0, "tiles": 1, "gate": 8, "width": 16},

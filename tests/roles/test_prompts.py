@@ -54,31 +54,50 @@ def optimizer_context(history: list[RoundFeedback], **extra) -> OptimizerContext
 
 
 def review_context() -> ReviewContext:
-    source = TemplateSearchOptimizer(TEMPLATES).render({"rows_per_program": 4, "num_warps": 8, "block_policy": "looped",
-                                                        "block_n": 2048, "eviction": True})
+    source = TemplateSearchOptimizer(TEMPLATES).render(
+        {"rows_per_program": 4, "num_warps": 8, "block_policy": "looped", "block_n": 2048, "eviction": True}
+    )
     return ReviewContext(
         op="rmsnorm",
         candidate_path="runs/r1/round-02/candidate-1.py",
         candidate_source=source,
-        gate_summary=VerdictSummary.model_validate({
-            "pass": False,
-            "first_failing_stage": "y",
-            "gate": "0f" * 32,
-            "candidate_sha256": "ab" * 32,
-            "parts": {"correctness": "fail", "integrity": "pass", "stress": "skipped"},
-            "detections": [{"cheat": "lower_precision", "catalogue": [4], "evidence": "candidate-1.py:70: downcast"}],
-            "cases": {
-                "typical@float32": {"pass": False, "stages": {
-                    "inv_rms": "not exposed",
-                    "y": {"pass": False, "rel_l2": 0.25, "max_abs_rel_peak": 0.5, "cosine": 0.97, "worst": {"row": 3, "col": 9}},
-                }},
-                "odd_width@bfloat16": {"pass": False, "failure": "exception", "message": "ValueError: boom", "stages": {}},
-            },
-            "timing": {"measured": False, "reason": "no GPU: speed is not measured"},
-        }),
-        static_findings=[Detection(
-            cheat="lower_precision", catalogue=[4], source="static", file="candidate-1.py", line=70,
-            evidence="candidate-1.py:70: lower precision (docs/cheats.md 4): downcast .to(torch.float16)")],
+        gate_summary=VerdictSummary.model_validate(
+            {
+                "pass": False,
+                "first_failing_stage": "y",
+                "gate": "0f" * 32,
+                "candidate_sha256": "ab" * 32,
+                "parts": {"correctness": "fail", "integrity": "pass", "stress": "skipped"},
+                "detections": [{"cheat": "lower_precision", "catalogue": [4], "evidence": "candidate-1.py:70: downcast"}],
+                "cases": {
+                    "typical@float32": {
+                        "pass": False,
+                        "stages": {
+                            "inv_rms": "not exposed",
+                            "y": {
+                                "pass": False,
+                                "rel_l2": 0.25,
+                                "max_abs_rel_peak": 0.5,
+                                "cosine": 0.97,
+                                "worst": {"row": 3, "col": 9},
+                            },
+                        },
+                    },
+                    "odd_width@bfloat16": {"pass": False, "failure": "exception", "message": "ValueError: boom", "stages": {}},
+                },
+                "timing": {"measured": False, "reason": "no GPU: speed is not measured"},
+            }
+        ),
+        static_findings=[
+            Detection(
+                cheat="lower_precision",
+                catalogue=[4],
+                source="static",
+                file="candidate-1.py",
+                line=70,
+                evidence="candidate-1.py:70: lower precision (docs/cheats.md 4): downcast .to(torch.float16)",
+            )
+        ],
         next_plan="Next: 16 warps for the 7168-wide rows to hide the second pass's latency.",
     )
 
@@ -111,8 +130,12 @@ def test_tool_schemas_match_the_models_they_are_parsed_into():
     assert reviewer["properties"]["integrity"]["enum"] == ["pass", "fail"] == reviewer["properties"]["plan"]["enum"]
 
     jsonschema = pytest.importorskip("jsonschema")
-    answer = {"integrity": "fail", "plan": "pass", "recommendation": "drop the downcast",
-              "findings": [{"file": "candidate-1.py", "line": 70, "message": "downcast"}]}
+    answer = {
+        "integrity": "fail",
+        "plan": "pass",
+        "recommendation": "drop the downcast",
+        "findings": [{"file": "candidate-1.py", "line": 70, "message": "downcast"}],
+    }
     jsonschema.validate(answer, reviewer)
     ReviewVerdict.model_validate({**answer, "reviewer": "llm:test"})
     proposal = {"source": "def run(inputs, outputs, params, trace=None):\n    pass\n", "approach": "x", "notes": ""}
@@ -120,8 +143,15 @@ def test_tool_schemas_match_the_models_they_are_parsed_into():
     Proposal.model_validate(proposal)
 
     cases = json.loads((AGENTS / "test_writer" / "tool.json").read_text())
-    entry = {"profile": "cpu", "name": "pow2_plus_one", "kind": "edge", "dims": {"M": 3, "N": 1025}, "seed": 21,
-             "description": "one column past a block", "edits": [{"input": "x", "set": "rows_of_inf", "rows": [1]}]}
+    entry = {
+        "profile": "cpu",
+        "name": "pow2_plus_one",
+        "kind": "edge",
+        "dims": {"M": 3, "N": 1025},
+        "seed": 21,
+        "description": "one column past a block",
+        "edits": [{"input": "x", "set": "rows_of_inf", "rows": [1]}],
+    }
     jsonschema.validate({"cases": [entry], "stage_checks": [], "notes": ""}, cases)
     Case.model_validate({k: v for k, v in entry.items() if k != "profile"})  # the contract's own case format
     with pytest.raises(jsonschema.ValidationError):
@@ -167,8 +197,10 @@ def test_first_round_optimizer_prompt():
 
 
 def test_pivot_and_tried_approaches_are_shown():
-    history = [RoundFeedback(round=1, approach="rows=1,warps=4,single-pass", passed=True, timing={"speedup": 1.1}),
-               RoundFeedback(round=2, approach="rows=2,warps=4,single-pass", passed=True, timing={"speedup": 1.05})]
+    history = [
+        RoundFeedback(round=1, approach="rows=1,warps=4,single-pass", passed=True, timing={"speedup": 1.1}),
+        RoundFeedback(round=2, approach="rows=2,warps=4,single-pass", passed=True, timing={"speedup": 1.05}),
+    ]
     _, user = render("optimizer", optimizer_context(history, must_pivot=True).model_dump())
     assert "## Pivot required" in user
     assert "- `rows=1,warps=4,single-pass`" in user and "- `rows=2,warps=4,single-pass`" in user
@@ -184,8 +216,9 @@ def failed_round(tmp_path_factory):
 
     gates = tmp_path_factory.mktemp("prompt-gates")
     build_gate(CONTRACT, gates_dir=gates, profile="cpu")
-    source = TemplateSearchOptimizer(TEMPLATES).render({"rows_per_program": 8, "num_warps": 4, "block_policy": "next_pow2",
-                                                        "block_n": None, "eviction": False})
+    source = TemplateSearchOptimizer(TEMPLATES).render(
+        {"rows_per_program": 8, "num_warps": 4, "block_policy": "next_pow2", "block_n": None, "eviction": False}
+    )
     assert source.count(") / N") == 1 and source.count("sum_sq / N") == 1
     wrong = source.replace(") / N", ") / (N + 1)").replace("sum_sq / N", "sum_sq / (N + 1)")
     path = tmp_path_factory.mktemp("prompt-candidate") / "candidate-1.py"
@@ -201,10 +234,25 @@ def feedback_from(verdict, round: int, approach: str) -> RoundFeedback:
     from ferret.dispatch.runlog import CandidateRecord
     from ferret.gate.judge import summary
 
-    review = ReviewVerdict(integrity="pass", plan="fail", recommendation="the mean must divide by N", reviewer="llm:test",
-                           findings=[ReviewFinding(file="candidate-1.py", line=58, message="divides by N + 1")])
-    return _feedback(CandidateRecord(round=round, index=1, approach=approach, file="candidate-1.py", sha256="0" * 64,
-                                     gate=summary(verdict), gate_passed=verdict.passed, review=review))
+    review = ReviewVerdict(
+        integrity="pass",
+        plan="fail",
+        recommendation="the mean must divide by N",
+        reviewer="llm:test",
+        findings=[ReviewFinding(file="candidate-1.py", line=58, message="divides by N + 1")],
+    )
+    return _feedback(
+        CandidateRecord(
+            round=round,
+            index=1,
+            approach=approach,
+            file="candidate-1.py",
+            sha256="0" * 64,
+            gate=summary(verdict),
+            gate_passed=verdict.passed,
+            review=review,
+        )
+    )
 
 
 def test_optimizer_prompt_has_the_feedback_but_no_gate_data(failed_round):
@@ -253,10 +301,17 @@ def test_reviewer_prompt_numbers_lines_and_shows_the_gate_summary():
     assert context.static_findings[0].evidence in user and context.next_plan in user
     assert "submit_review" in user
 
-    bare = {"pass": True, "first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "ab" * 32, "parts": {},
-            "timing": {"measured": False}}
-    empty = ReviewContext(op="rmsnorm", candidate_path="c.py", candidate_source="x = 1\n",
-                          gate_summary=VerdictSummary.model_validate(bare))
+    bare = {
+        "pass": True,
+        "first_failing_stage": None,
+        "gate": "0f" * 32,
+        "candidate_sha256": "ab" * 32,
+        "parts": {},
+        "timing": {"measured": False},
+    }
+    empty = ReviewContext(
+        op="rmsnorm", candidate_path="c.py", candidate_source="x = 1\n", gate_summary=VerdictSummary.model_validate(bare)
+    )
     _, user = render("reviewer", empty.model_dump(by_alias=True))
     assert "No detections." in user and "no cases reported" in user and "static integrity scan is clean" in user
 
@@ -275,15 +330,27 @@ def test_optimizer_prompt_says_where_each_case_stands_against_the_floor_and_whic
     from ferret.gate.models import CaseTiming
     from ferret.roles.base import CaseSpeed
 
-    timed = CaseTiming(case="tp8_b32_l8192", candidate_ms=0.1835, baseline_ms=1.2, baseline_compiled_ms=1.1, speedup=6.54,
-                       speedup_vs_compiled=5.99, floor_ms=0.0324, fraction_of_floor=0.1766, achieved_tb_per_s=0.848,
-                       achieved_tflop_per_s=1.42, kernels={"_combine_unabsorb_kernel": 84.9, "_split_kv_attention_kernel": 77.7})
+    timed = CaseTiming(
+        case="tp8_b32_l8192",
+        candidate_ms=0.1835,
+        baseline_ms=1.2,
+        baseline_compiled_ms=1.1,
+        speedup=6.54,
+        speedup_vs_compiled=5.99,
+        floor_ms=0.0324,
+        fraction_of_floor=0.1766,
+        achieved_tb_per_s=0.848,
+        achieved_tflop_per_s=1.42,
+        kernels={"_combine_unabsorb_kernel": 84.9, "_split_kv_attention_kernel": 77.7},
+    )
     speed = CaseSpeed.of(timed)
     assert (speed.candidate_us, speed.floor_us) == (pytest.approx(183.5), pytest.approx(32.4))
     history = [RoundFeedback(round=1, approach="split-kv", passed=True, timing={"speedup": 6.54}, speed=[speed])]
     _, user = render("optimizer", optimizer_context(history).model_dump())
-    assert ("tp8_b32_l8192: 183.5 us, 6.54x the baseline, 5.99x torch.compile; 18% of the roofline floor (32.4 us; "
-            "0.85 TB/s, 1.4 TFLOP/s)") in user
+    assert (
+        "tp8_b32_l8192: 183.5 us, 6.54x the baseline, 5.99x torch.compile; 18% of the roofline floor (32.4 us; "
+        "0.85 TB/s, 1.4 TFLOP/s)"
+    ) in user
     assert "`_combine_unabsorb_kernel` 84.9, `_split_kv_attention_kernel` 77.7" in user
 
 
@@ -299,7 +366,13 @@ def test_a_contract_allowing_cuda_gets_the_cuda_launcher_form_and_its_flags():
 
 def test_a_compile_error_reaches_the_optimizer_with_the_compilers_log():
     log = 'candidate.cu(12): error: expected a ";"\n' + "x" * 900
-    history = [RoundFeedback(round=1, approach="cuda-row-per-block", passed=False,
-                             failures=[f"typical@bfloat16: compile_error: NVRTC refused the CUDA source:\n{log}"])]
+    history = [
+        RoundFeedback(
+            round=1,
+            approach="cuda-row-per-block",
+            passed=False,
+            failures=[f"typical@bfloat16: compile_error: NVRTC refused the CUDA source:\n{log}"],
+        )
+    ]
     _, user = render("optimizer", optimizer_context(history, languages=["triton", "cuda"]).model_dump())
     assert 'candidate.cu(12): error: expected a ";"' in user and "x" * 900 in user

@@ -35,9 +35,11 @@ CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
 NO_LLM_REVIEWER = "no LLM reviewer was reachable (no ANTHROPIC_API_KEY, no `claude` on PATH): static scan only"
 
 KINDS = ("optimizer", "reviewer", "test_writer")
-OFFLINE = {"optimizer": ("template-search", TemplateSearchOptimizer, "template-search"),
-           "reviewer": ("static", StaticReviewer, "static-scan"),
-           "test_writer": ("contract-cases", NoExtraCases, "contract-cases")}
+OFFLINE = {
+    "optimizer": ("template-search", TemplateSearchOptimizer, "template-search"),
+    "reviewer": ("static", StaticReviewer, "static-scan"),
+    "test_writer": ("contract-cases", NoExtraCases, "contract-cases"),
+}
 LLM_ROLE = {"optimizer": LLMOptimizer, "reviewer": LLMReviewer, "test_writer": LLMCaseAdviser}
 PROTOCOL = {"optimizer": base.Optimizer, "reviewer": base.Reviewer, "test_writer": base.TestWriter}
 
@@ -154,12 +156,15 @@ def test_a_name_of_another_kind_is_refused():
         resolve_role("reviewer", "contract-cases", contract_path=CONTRACT)
 
 
-@pytest.mark.parametrize("spec, says", [
-    ("openai:qwen", "expected openai:BASE_URL:MODEL"),
-    ("scripted:missing.json", "cannot read"),
-    ("anthropic:claude-opus-4-5", "ANTHROPIC_API_KEY is not set"),
-    ("claude-cli", "claude"),
-])
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("openai:qwen", "expected openai:BASE_URL:MODEL"),
+        ("scripted:missing.json", "cannot read"),
+        ("anthropic:claude-opus-4-5", "ANTHROPIC_API_KEY is not set"),
+        ("claude-cli", "claude"),
+    ],
+)
 def test_a_model_spec_that_cannot_be_used_is_a_usage_error_saying_why(spec, says, no_llm, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError) as caught:
@@ -211,6 +216,7 @@ def test_templates_that_cannot_be_used_are_a_usage_error_naming_the_folder(no_ll
 
 # --- everything goes through the resolver ----------------------------------------------------------
 
+
 class _Recorder:
     """Stands in for resolve_role: records each call, answers with the offline role and a marked note."""
 
@@ -250,8 +256,17 @@ def test_roles_given_to_the_dispatcher_are_not_resolved(monkeypatch, tmp_path):
 def _dispatch(tmp_path, *options):
     from ferret.cli.main import app
 
-    args = ["dispatch", str(CONTRACT), "--gates-dir", str(tmp_path / "gates"), "--runs-dir", str(tmp_path / "runs"),
-            "--profile", "cpu", *options]
+    args = [
+        "dispatch",
+        str(CONTRACT),
+        "--gates-dir",
+        str(tmp_path / "gates"),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--profile",
+        "cpu",
+        *options,
+    ]
     return CliRunner().invoke(app, args)
 
 
@@ -273,8 +288,10 @@ def test_the_command_line_s_roles_go_through_the_resolver(monkeypatch, tmp_path)
     result = _dispatch(tmp_path, "--optimizer", "opt-spec", "--reviewer", "rev-spec", "--test-writer", "tw-spec")
     assert result.exit_code == 2 and "stopped before the run" in result.stderr
     assert [(kind, spec, options["option"]) for kind, spec, options in recorder.calls] == [
-        ("optimizer", "opt-spec", "--optimizer"), ("reviewer", "rev-spec", "--reviewer"),
-        ("test_writer", "tw-spec", "--test-writer")]
+        ("optimizer", "opt-spec", "--optimizer"),
+        ("reviewer", "rev-spec", "--reviewer"),
+        ("test_writer", "tw-spec", "--test-writer"),
+    ]
     assert all(options["contract_path"] == CONTRACT for _, _, options in recorder.calls)
     assert [given[k] for k in KINDS] == [recorder.roles[k] for k in KINDS]
 
@@ -288,6 +305,7 @@ def test_a_bad_spec_on_the_command_line_is_one_usage_line_naming_the_option(no_l
     result = _dispatch(tmp_path, "--reviewer", "static-ish")
     assert result.exit_code == 2 and "Traceback" not in result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == ["ferret: --reviewer 'static-ish' is not a reviewer: "
-                     f"the choices are static (no model) or a model spec: {SPEC_FORMS}"]
+    assert lines == [
+        f"ferret: --reviewer 'static-ish' is not a reviewer: the choices are static (no model) or a model spec: {SPEC_FORMS}"
+    ]
     assert not (tmp_path / "runs").exists()

@@ -12,16 +12,25 @@ from ferret.roles.base import ReviewContext
 from ferret.roles.review import LLMReviewer, StaticReviewer
 
 AGENTS = Path(__file__).resolve().parents[2] / "agents"
-FINDING = Detection(cheat="lower_precision", catalogue=[4], source="static", file="candidate.py", line=7,
-                    evidence="candidate.py:7: lower precision (docs/cheats.md 4): a cast to bfloat16 [lower_precision]")
+FINDING = Detection(
+    cheat="lower_precision",
+    catalogue=[4],
+    source="static",
+    file="candidate.py",
+    line=7,
+    evidence="candidate.py:7: lower precision (docs/cheats.md 4): a cast to bfloat16 [lower_precision]",
+)
 SUMMARY = {"first_failing_stage": None, "gate": "0f" * 32, "candidate_sha256": "ab" * 32, "timing": {"measured": False}}
 
 
 def _context(static_findings=(), integrity_part="pass") -> ReviewContext:
-    return ReviewContext(op="rmsnorm", candidate_path="candidate.py", candidate_source="def run(inputs, outputs, params): ...\n",
-                         gate_summary=VerdictSummary.model_validate(
-                             {**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}}),
-                         static_findings=list(static_findings))
+    return ReviewContext(
+        op="rmsnorm",
+        candidate_path="candidate.py",
+        candidate_source="def run(inputs, outputs, params): ...\n",
+        gate_summary=VerdictSummary.model_validate({**SUMMARY, "pass": True, "parts": {"integrity": integrity_part}}),
+        static_findings=list(static_findings),
+    )
 
 
 def test_static_reviewer_fails_integrity_on_a_finding_and_names_its_line():
@@ -39,8 +48,9 @@ def test_static_reviewer_fails_integrity_when_the_gate_did_and_passes_a_clean_ca
 
 @pytest.mark.quick
 def test_a_static_finding_fails_integrity_whatever_the_model_says():
-    model = ScriptedModel([tool_call_response("submit_review", integrity="pass", plan="pass",
-                                              findings=[], recommendation="ship it")])
+    model = ScriptedModel(
+        [tool_call_response("submit_review", integrity="pass", plan="pass", findings=[], recommendation="ship it")]
+    )
     verdict = LLMReviewer(model, AGENTS).review(_context([FINDING]))
     assert verdict.integrity == "fail" and verdict.plan == "pass" and verdict.reviewer == "llm:scripted"
     assert [(f.file, f.line) for f in verdict.findings] == [("candidate.py", 7)]
@@ -48,9 +58,17 @@ def test_a_static_finding_fails_integrity_whatever_the_model_says():
 
 
 def test_without_a_static_finding_the_models_verdict_stands():
-    model = ScriptedModel([tool_call_response("submit_review", integrity="fail", plan="fail",
-                                              findings=[{"file": "candidate.py", "line": 3, "message": "skips heads"}],
-                                              recommendation="compute every head")])
+    model = ScriptedModel(
+        [
+            tool_call_response(
+                "submit_review",
+                integrity="fail",
+                plan="fail",
+                findings=[{"file": "candidate.py", "line": 3, "message": "skips heads"}],
+                recommendation="compute every head",
+            )
+        ]
+    )
     verdict = LLMReviewer(model, AGENTS).review(_context())
     assert (verdict.integrity, verdict.plan) == ("fail", "fail") and verdict.findings[0].message == "skips heads"
 
@@ -60,7 +78,8 @@ def test_a_review_that_does_not_fit_the_verdict_is_a_model_error_naming_the_fiel
 
     from ferret.models.base import ModelError
 
-    model = ScriptedModel([tool_call_response("submit_review", integrity="probably", plan="pass",
-                                              findings=[], recommendation="")])
+    model = ScriptedModel(
+        [tool_call_response("submit_review", integrity="probably", plan="pass", findings=[], recommendation="")]
+    )
     with pytest.raises(ModelError, match="integrity"):
         LLMReviewer(model, AGENTS).review(_context())

@@ -27,8 +27,15 @@ def advice(*cases, **kwargs) -> CaseAdvice:
 
 
 def case(name="wide_block_edge", profile="cpu", **fields):
-    return {"profile": profile, "name": name, "kind": "edge", "dims": {"M": 3, "N": 1025}, "seed": 9,
-            "description": "one column past a power of two", **fields}
+    return {
+        "profile": profile,
+        "name": name,
+        "kind": "edge",
+        "dims": {"M": 3, "N": 1025},
+        "seed": 9,
+        "description": "one column past a power of two",
+        **fields,
+    }
 
 
 def test_a_valid_case_joins_its_profile_and_the_original_contract_is_untouched():
@@ -68,15 +75,21 @@ def test_two_proposals_with_one_name_keep_the_first():
 
 
 def test_the_llm_adviser_asks_for_submit_cases_and_never_shows_a_candidate():
-    model = ScriptedModel([tool_call_response(
-        "submit_cases", cases=[case()],
-        stage_checks=[{"stage": "inv_rms", "check": "1/sqrt(eps) on an all-zero row", "why": "catches a dropped eps"}],
-        notes="one width past a power of two",
-    )])
+    model = ScriptedModel(
+        [
+            tool_call_response(
+                "submit_cases",
+                cases=[case()],
+                stage_checks=[{"stage": "inv_rms", "check": "1/sqrt(eps) on an all-zero row", "why": "catches a dropped eps"}],
+                notes="one width past a power of two",
+            )
+        ]
+    )
     writer = LLMCaseAdviser(model, REPO / "agents")
     assert isinstance(writer, base.TestWriter) and writer.name == "llm:scripted"
-    context = writers.TestWriterContext(op="rmsnorm", contract_yaml=(REPO / "contracts/rmsnorm.yaml").read_text(),
-                                        reference_doc="y = x * rsqrt")
+    context = writers.TestWriterContext(
+        op="rmsnorm", contract_yaml=(REPO / "contracts/rmsnorm.yaml").read_text(), reference_doc="y = x * rsqrt"
+    )
     result = writer.propose_cases(context)
     assert [c.case["name"] for c in result.cases] == ["wide_block_edge"] and result.cases[0].profile == "cpu"
     assert result.stage_checks[0].stage == "inv_rms" and result.notes

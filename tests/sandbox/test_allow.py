@@ -45,8 +45,10 @@ def test_build_allow_list_keeps_the_deny_list_on_top(tmp_path):
     for folder in (shown, hidden_inside, hidden_outside, tmp_path / "work", hidden_outside / "lib"):
         folder.mkdir(parents=True, exist_ok=True)
     built = allow.build_allow_list(
-        [str(shown), str(hidden_outside / "lib")], [str(tmp_path / "work")],
-        devices=["/dev/nvidia0", "/dev/nvidia0"], hide=[str(hidden_inside), str(hidden_outside)],
+        [str(shown), str(hidden_outside / "lib")],
+        [str(tmp_path / "work")],
+        devices=["/dev/nvidia0", "/dev/nvidia0"],
+        hide=[str(hidden_inside), str(hidden_outside)],
     )
     # A hidden folder inside a shown one is covered; a path inside a hidden folder is not shown at all;
     # a hidden folder that is not shown needs nothing.
@@ -61,8 +63,11 @@ def _pairs(command: list[str], flag: str) -> list[str]:
 
 def test_bwrap_command_shows_only_the_allow_list():
     built = allow.AllowList(
-        read_only=("/opt/py", "/usr/lib/x86_64-linux-gnu"), writable=("/tmp/ferret-x/work",), devices=("/dev/nvidia0",),
-        symlinks=(("/lib64", "usr/lib64"),), hidden=("/opt/py/gates",),
+        read_only=("/opt/py", "/usr/lib/x86_64-linux-gnu"),
+        writable=("/tmp/ferret-x/work",),
+        devices=("/dev/nvidia0",),
+        symlinks=(("/lib64", "usr/lib64"),),
+        hidden=("/opt/py/gates",),
     )
     command = allow.bwrap_command("/usr/bin/bwrap", built, Path("/tmp/ferret-x/work"), ["python", "-m", "x"])
     assert command[0] == "/usr/bin/bwrap" and command[-4:] == ["--", "python", "-m", "x"]
@@ -75,14 +80,14 @@ def test_bwrap_command_shows_only_the_allow_list():
     assert _pairs(command, "--dev-bind-try") == ["/dev/nvidia0"]
     assert _pairs(command, "--symlink") == ["usr/lib64"] and "/lib64" in command
     assert _pairs(command, "--proc") == ["/proc"] and _pairs(command, "--dev") == ["/dev"]
-    assert command[command.index("--ro-bind") + 1: command.index("--ro-bind") + 3] == ["/sys", "/sys"]
+    assert command[command.index("--ro-bind") + 1 : command.index("--ro-bind") + 3] == ["/sys", "/sys"]
     # Parents before what is inside them: the private /tmp before the folder inside it, the shown folder
     # before the tmpfs covering its hidden part, which is made read-only.
     tmp = command.index("/tmp")
     assert tmp < command.index("/tmp/ferret-x/work") and command[tmp - 1] == "--tmpfs"
     cover = command.index("/opt/py/gates")
     assert command.index("/opt/py") < cover and command[cover - 1] == "--tmpfs"
-    assert command[cover + 1: cover + 3] == ["--remount-ro", "/opt/py/gates"]
+    assert command[cover + 1 : cover + 3] == ["--remount-ro", "/opt/py/gates"]
     assert command[command.index("--chdir") + 1] == "/tmp/ferret-x/work"
     assert command[-7:-4] == ["/", "--chdir", "/tmp/ferret-x/work"] and command[-8] == "--remount-ro"
 
@@ -183,8 +188,11 @@ def test_a_confined_process_sees_only_the_allow_list(kind, tmp_path, monkeypatch
         folder.mkdir(parents=True)
     (beside / "notes.txt").write_text("beside")
     (other_gate / "golden.safetensors").write_text("golden")
-    secrets = [str(beside / "notes.txt"), str(other_gate / "golden.safetensors"),
-               str(REPO / "tasks" / "rmsnorm" / "reference.py")]
+    secrets = [
+        str(beside / "notes.txt"),
+        str(other_gate / "golden.safetensors"),
+        str(REPO / "tasks" / "rmsnorm" / "reference.py"),
+    ]
     (work / "probe.py").write_text(PROBE.format(secrets=secrets, beside=str(beside), repo=str(REPO / "tasks")))
     env = candidate_environment(work, interpret=True)
     outcome = run_isolated([sys.executable, str(work / "probe.py")], work, env, ProcessOptions(240, 8000, confine=True))
@@ -204,28 +212,45 @@ def test_the_deny_list_still_covers_a_hidden_folder_inside_a_shown_one(kind, tmp
     (shown / "helper.py").write_text("VALUE = 7\n")
     (shown / "gates" / "golden.safetensors").write_text("golden")
     monkeypatch.setenv("FERRET_CANDIDATE_PATH", str(shown))  # a folder shown read-only, on the import path
-    code = ("import os, helper; print('SEEN', helper.VALUE, os.listdir({gates!r}), "
-            "os.access({helper!r}, os.W_OK))").format(gates=str(shown / "gates"), helper=str(shown / "helper.py"))
-    outcome = run_isolated([sys.executable, "-c", code], work, candidate_environment(work, interpret=True),
-                           ProcessOptions(60, 4000, hide=[shown / "gates"]))
+    code = ("import os, helper; print('SEEN', helper.VALUE, os.listdir({gates!r}), os.access({helper!r}, os.W_OK))").format(
+        gates=str(shown / "gates"), helper=str(shown / "helper.py")
+    )
+    outcome = run_isolated(
+        [sys.executable, "-c", code],
+        work,
+        candidate_environment(work, interpret=True),
+        ProcessOptions(60, 4000, hide=[shown / "gates"]),
+    )
     assert outcome.sandbox == kind and "SEEN 7 [] False" in outcome.stderr_tail, outcome
 
 
 @pytest.mark.parametrize("kind", [BUBBLEWRAP, NAMESPACE])
 def test_a_confined_process_is_classified_and_watched_as_before(kind, tmp_path, monkeypatch):
     _kind_or_skip(monkeypatch, kind)
-    killed = run_isolated([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
-                          tmp_path, candidate_environment(tmp_path, interpret=True), ProcessOptions(60, 4000, confine=True))
+    killed = run_isolated(
+        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+        tmp_path,
+        candidate_environment(tmp_path, interpret=True),
+        ProcessOptions(60, 4000, confine=True),
+    )
     assert (killed.kind, killed.returncode) == ("signal", -11), killed
-    exited = run_isolated([sys.executable, "-c", "import os; os._exit(139)"], tmp_path,
-                          candidate_environment(tmp_path, interpret=True), ProcessOptions(60, 4000, confine=True))
+    exited = run_isolated(
+        [sys.executable, "-c", "import os; os._exit(139)"],
+        tmp_path,
+        candidate_environment(tmp_path, interpret=True),
+        ProcessOptions(60, 4000, confine=True),
+    )
     if kind == BUBBLEWRAP:  # bwrap exits 128 + N for both: the message says so
         assert exited.kind == "signal" and "or exited with code 139" in exited.message, exited
     else:
         assert (exited.kind, exited.returncode) == ("exited", 139), exited
     grow = "import time; b = bytearray(600 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(30)"
-    hog = run_isolated([sys.executable, "-c", grow], tmp_path, candidate_environment(tmp_path, interpret=True),
-                       ProcessOptions(60, 300, poll_s=0.05, confine=True))
+    hog = run_isolated(
+        [sys.executable, "-c", grow],
+        tmp_path,
+        candidate_environment(tmp_path, interpret=True),
+        ProcessOptions(60, 300, poll_s=0.05, confine=True),
+    )
     assert hog.kind == "out_of_memory" and hog.sandbox == kind, hog  # the wrapper's child is watched
 
 
@@ -298,7 +323,11 @@ print("USER", getpass.getuser(), platform.architecture()[0])
 @pytest.mark.parametrize("kind", [BUBBLEWRAP, NAMESPACE])
 def test_what_torch_asks_of_the_host_works_confined(kind, tmp_path, monkeypatch):
     _kind_or_skip(monkeypatch, kind)
-    outcome = run_isolated([sys.executable, "-c", TORCH_NEEDS], tmp_path, candidate_environment(tmp_path, interpret=True),
-                           ProcessOptions(240, 8000, confine=True))
+    outcome = run_isolated(
+        [sys.executable, "-c", TORCH_NEEDS],
+        tmp_path,
+        candidate_environment(tmp_path, interpret=True),
+        ProcessOptions(240, 8000, confine=True),
+    )
     assert outcome.sandbox == kind and outcome.returncode == 0, outcome.stderr_tail
     assert "USER ferret-candidate 64bit" in outcome.stderr_tail, outcome.stderr_tail

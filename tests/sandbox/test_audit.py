@@ -38,19 +38,24 @@ def _probe(tmp_path: Path, body: str) -> tuple[dict, list]:
     own = tmp_path / "own"
     own.mkdir(exist_ok=True)
     script = tmp_path / "probe.py"
-    script.write_text(PROBE + textwrap.dedent(body) + """
+    script.write_text(
+        PROBE
+        + textwrap.dedent(body)
+        + """
 print(json.dumps({"results": results, "seen": [[k.value, w] for k, w in sandbox.take()]}))
-""")
+"""
+    )
     env = {**os.environ, "TMPDIR": str(own), "TRITON_CACHE_DIR": str(own / ".triton")}
-    done = subprocess.run([sys.executable, str(script), str(own)], cwd=own, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, str(script), str(own)], cwd=own, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout.strip().splitlines()[-1])
     return data["results"], data["seen"]
 
 
 def test_process_starts_are_refused_and_recorded(tmp_path):
-    results, seen = _probe(tmp_path, """
+    results, seen = _probe(
+        tmp_path,
+        """
         import subprocess
         attempt("popen", lambda: subprocess.Popen([sys.executable, "-c", "pass"]).wait())
         attempt("system", lambda: os.system("true"))
@@ -58,7 +63,8 @@ def test_process_starts_are_refused_and_recorded(tmp_path):
         attempt("exec", lambda: os.execv("/bin/true", ["true"]))
         attempt("spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))
         attempt("shell", lambda: subprocess.run("true", shell=True))
-    """)
+    """,
+    )
     assert set(results.values()) == {"refused"}, results
     assert {kind for kind, _ in seen} == {"process_spawned"}
 
@@ -69,12 +75,15 @@ def test_the_backends_own_tools_may_run(tmp_path):
     ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
     if not ptxas.exists():
         pytest.skip("no ptxas in this triton")
-    results, seen = _probe(tmp_path, f"""
+    results, seen = _probe(
+        tmp_path,
+        f"""
         import subprocess
         attempt("ptxas", lambda: subprocess.run([{str(ptxas)!r}, "--version"], capture_output=True))
         attempt("ldconfig", lambda: os.path.exists("/sbin/ldconfig") and subprocess.run(["ldconfig", "-p"], capture_output=True))
         attempt("wrapped_compiler", lambda: subprocess.run(["gcc", "-wrapper", "/bin/sh,-c,true", "-x", "c", "/dev/null"]))
-    """)
+    """,
+    )
     assert results["ptxas"] == "ok" and results["ldconfig"] == "ok", results
     assert results["wrapped_compiler"] == "refused"
     assert [kind for kind, _ in seen] == ["process_spawned"]
@@ -86,7 +95,9 @@ def test_reads_outside_the_allow_list_are_refused(tmp_path):
     outside.write_text("{}")
     (tmp_path / "own").mkdir()
     (tmp_path / "own" / "mine.txt").write_text("mine")
-    results, seen = _probe(tmp_path, f"""
+    results, seen = _probe(
+        tmp_path,
+        f"""
         import json as j, torch
         attempt("own", lambda: open("mine.txt").read())
         attempt("own_relative_escape", lambda: open("../gates/manifest.json").read())
@@ -98,7 +109,8 @@ def test_reads_outside_the_allow_list_are_refused(tmp_path):
         attempt("site_packages", lambda: open(torch.__file__).read())
         os.symlink({str(outside)!r}, "link")
         attempt("through_a_link", lambda: open("link").read())
-    """)
+    """,
+    )
     assert results["own"] == results["proc"] == results["stdlib"] == results["site_packages"] == "ok", results
     for name in ("own_relative_escape", "gate", "listdir_above", "etc", "through_a_link"):
         assert results[name] == "refused", (name, results)
@@ -107,7 +119,9 @@ def test_reads_outside_the_allow_list_are_refused(tmp_path):
 
 
 def test_writes_outside_its_folder_are_refused(tmp_path):
-    results, seen = _probe(tmp_path, f"""
+    results, seen = _probe(
+        tmp_path,
+        f"""
         import tempfile
         attempt("own", lambda: open("out.txt", "w").write("x"))
         attempt("temp", lambda: tempfile.NamedTemporaryFile().close())
@@ -118,7 +132,8 @@ def test_writes_outside_its_folder_are_refused(tmp_path):
         attempt("mkdir_above", lambda: os.mkdir("../newdir"))
         attempt("rename_out", lambda: os.rename("out.txt", "../moved"))
         attempt("remove_above", lambda: os.remove({str(tmp_path / "probe.py")!r}))
-    """)
+    """,
+    )
     assert results["own"] == results["temp"] == results["devnull"] == "ok", results
     refused = ("above", "append_above", "os_open_above", "mkdir_above", "rename_out", "remove_above")
     assert all(results[n] == "refused" for n in refused), results
@@ -129,7 +144,9 @@ def test_writes_outside_its_folder_are_refused(tmp_path):
 def test_native_libraries_outside_the_runtime_are_refused(tmp_path):
     (tmp_path / "own").mkdir()
     (tmp_path / "own" / "libmine.so").write_bytes(b"not really a library")
-    results, seen = _probe(tmp_path, """
+    results, seen = _probe(
+        tmp_path,
+        """
         import ctypes
         attempt("own_folder", lambda: ctypes.CDLL(os.path.abspath("libmine.so")))
         attempt("libc", lambda: ctypes.CDLL("libc.so.6"))
@@ -138,7 +155,8 @@ def test_native_libraries_outside_the_runtime_are_refused(tmp_path):
         attempt("cuda_by_path", lambda: ctypes.CDLL("/usr/lib/x86_64-linux-gnu/libcuda.so.1"))
         open("libcuda.so.1", "wb").write(b"planted")
         attempt("cuda_named_in_own_folder", lambda: ctypes.CDLL(os.path.abspath("libcuda.so.1")))
-    """)
+    """,
+    )
     assert results["own_folder"] == results["libc"] == results["main_program"] == "refused", results
     assert results["cuda_by_name"] in ("ok", "OSError"), results  # allowed; absent on a machine without CUDA
     assert results["cuda_by_path"] in ("ok", "OSError"), results
@@ -185,12 +203,15 @@ def test_file_on_readable_files_may_run_and_a_refusal_names_its_caller(tmp_path)
         pytest.skip("no /usr/bin/file on this machine")
     secret = tmp_path / "secret.bin"  # outside the process's folder: not readable to it
     secret.write_bytes(b"\x00" * 64)
-    results, seen = _probe(tmp_path, f"""
+    results, seen = _probe(
+        tmp_path,
+        f"""
         import platform, subprocess
         attempt("architecture", lambda: platform.architecture())
         attempt("file_on_interpreter", lambda: subprocess.run(["/usr/bin/file", "-b", sys.executable], capture_output=True))
         attempt("file_on_secret", lambda: subprocess.run(["/usr/bin/file", "-b", {str(secret)!r}], capture_output=True))
-    """)
+    """,
+    )
     assert results["architecture"] == "ok" and results["file_on_interpreter"] == "ok", results
     assert results["file_on_secret"] == "refused"
     assert [kind for kind, _ in seen] == ["process_spawned"]
@@ -200,16 +221,20 @@ def test_file_on_readable_files_may_run_and_a_refusal_names_its_caller(tmp_path)
 def test_a_program_no_folder_of_path_holds_fails_by_itself_and_is_not_a_refusal(tmp_path):
     # Seen on the H200 under the allow-list: platform.architecture() runs `file`, which the allow-list does
     # not show; the start fails with FileNotFoundError and nothing runs, so it is no process started.
-    results, seen = _probe(tmp_path, """
+    results, seen = _probe(
+        tmp_path,
+        """
         import platform, subprocess
         attempt("absent", lambda: subprocess.run(["ferret-no-such-program", "-b"], capture_output=True))
         os.environ["PATH"] = os.environ["PATH"] + os.pathsep + sys.argv[1]  # now the candidate's own folder is on PATH
         attempt("absent_but_writable_path", lambda: subprocess.run(["ferret-no-such-program"], capture_output=True))
         os.environ["PATH"] = os.environ["PATH"] + os.pathsep + "relative/bin"
         attempt("absent_relative_path", lambda: subprocess.run(["ferret-no-such-program"], capture_output=True))
-    """)
-    assert results == {"absent": "FileNotFoundError", "absent_but_writable_path": "refused",
-                       "absent_relative_path": "refused"}, results
+    """,
+    )
+    assert results == {"absent": "FileNotFoundError", "absent_but_writable_path": "refused", "absent_relative_path": "refused"}, (
+        results
+    )
     assert [kind for kind, _ in seen] == ["process_spawned", "process_spawned"]
 
 
@@ -247,8 +272,14 @@ def test_a_cuda_candidates_process_loads_cupy_and_nvrtc_before_its_sandbox(tmp_p
     script = tmp_path / "probe.py"
     script.write_text(CUDA_LOAD_PROBE)
     candidate = Path(__file__).resolve().parents[2] / "tasks" / "rmsnorm" / "candidates" / "cuda_rmsnorm.py"
-    done = subprocess.run([sys.executable, str(script), str(own), str(candidate), "1" if preload else "0"], cwd=own,
-                          env={**os.environ, "TMPDIR": str(own)}, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script), str(own), str(candidate), "1" if preload else "0"],
+        cwd=own,
+        env={**os.environ, "TMPDIR": str(own)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout.strip().splitlines()[-1])
     if preload:

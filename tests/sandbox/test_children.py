@@ -25,7 +25,7 @@ def _pids(path: Path) -> list[int]:
 
 
 # A parent that starts a child with run_child; the child starts a grandchild and both sleep.
-PARENT = '''
+PARENT = """
 import sys
 from ferret.sandbox.children import run_child, stop_on_signals
 from ferret.errors import Interrupted
@@ -37,7 +37,7 @@ with stop_on_signals():
     except Interrupted as err:
         print("interrupted", err.signum, flush=True)
         sys.exit(err.exit_code)
-'''
+"""
 
 
 def _ignore_stop_signals() -> None:
@@ -63,9 +63,12 @@ def test_an_interrupted_parent_stops_its_childs_whole_group(tmp_path, signum, in
     """However the parent was started: with the stop signals ignored (a script's background job) it is stopped
     all the same, and its child runs with them at their default."""
     pids = tmp_path / "pids"
-    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(PARENT.format(pids=str(pids)))],
-                              stdout=subprocess.PIPE, text=True,
-                              preexec_fn=_ignore_stop_signals if inherited == "ignored" else None)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(PARENT.format(pids=str(pids)))],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignore_stop_signals if inherited == "ignored" else None,
+    )
     try:
         assert wait_until(lambda: len(_pids(pids)) == 2), "the child never started"
         if inherited == "ignored":
@@ -136,6 +139,9 @@ def test_a_handler_the_caller_installed_is_left_alone():
 
 
 def test_run_child_returns_like_subprocess_run():
-    done = run_child([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
-                     capture_output=True, text=True)
+    done = run_child(
+        [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
+        capture_output=True,
+        text=True,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")

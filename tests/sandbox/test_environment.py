@@ -1,4 +1,5 @@
 """What the judge's environment passes to a candidate's process: the thread limit, never a secret."""
+
 import subprocess
 import sys
 
@@ -12,8 +13,13 @@ def test_the_thread_limit_reaches_the_candidate_and_secrets_do_not(tmp_path, mon
     assert env["OMP_NUM_THREADS"] == "1"
     assert "ANTHROPIC_API_KEY" not in env
     # torch in that environment takes one thread (unset, it takes every core)
-    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=env,
-                             capture_output=True, text=True, timeout=120)
+    threads = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert threads.stdout.strip() == "1", threads.stderr[-2000:]
 
 

@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, sys
     import torch
     import triton
@@ -70,7 +70,7 @@ SCRIPT = textwrap.dedent('''
     print(json.dumps({"memoized": memoized, "patches": len(patches), "out": dst.view(torch.int32).tolist(),
                       "wrapped": wrapped.tolist(), "overflow_checks": len(overflow_checks),
                       "restored": tl.range is not None and not getattr(tl.range, "__name__", "") == "_new_range"}))
-''')
+""")
 
 
 def _run(tmp_path: Path, mode: str) -> dict:

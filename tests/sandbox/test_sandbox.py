@@ -124,9 +124,14 @@ def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
     seen = json.loads(outcome.stderr_tail.strip().splitlines()[-1])
     assert "ANTHROPIC_API_KEY" not in seen and "HOME" in seen
     imports = run_isolated(
-        [sys.executable, "-c",
-         "import importlib.util as u; print(bool(u.find_spec('ferret.sandbox.runner')), bool(u.find_spec('tasks')))"],
-        tmp_path, env, ProcessOptions(60, 4000),
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util as u; print(bool(u.find_spec('ferret.sandbox.runner')), bool(u.find_spec('tasks')))",
+        ],
+        tmp_path,
+        env,
+        ProcessOptions(60, 4000),
     )
     assert imports.stderr_tail.strip().splitlines()[-1] == "True False"
 
@@ -134,7 +139,7 @@ def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
 # --- the runner's protocol, in process -----------------------------------------------------------------
 
 
-CANDIDATE = '''
+CANDIDATE = """
 import json
 import torch
 
@@ -156,7 +161,7 @@ def run(inputs, outputs, params, trace=None):
         trace["x"] = inputs["x"].clone()
     with open("calls.json", "w") as handle:
         json.dump(CALLS, handle)
-'''
+"""
 
 
 def _job(tmp_path: Path, candidate_source: str, repeats: int = 3, inout: bool = True) -> Path:
@@ -214,8 +219,9 @@ def test_runner_protocol(tmp_path, monkeypatch):
 
 def test_runner_refuses_a_lazy_trace_entry_even_for_a_stage_it_does_not_send(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    lazy = CANDIDATE.replace('trace["y"] = outputs["y"].clone()',
-                             'trace["y"] = outputs["y"].clone().as_subclass(type("Lazy", (torch.Tensor,), {}))')
+    lazy = CANDIDATE.replace(
+        'trace["y"] = outputs["y"].clone()', 'trace["y"] = outputs["y"].clone().as_subclass(type("Lazy", (torch.Tensor,), {}))'
+    )
     assert lazy != CANDIDATE
     job = _job(tmp_path, lazy)
     runner.main([str(job)])
@@ -283,7 +289,11 @@ def test_a_candidate_process_gets_its_own_triton_cache(tmp_path, monkeypatch):
     user_cache = str(Path.home() / ".triton" / "cache")
     assert candidate_environment(workdir, interpret=True)["TRITON_CACHE_DIR"] != user_cache
     # Triton in the candidate's process sees that folder, never the user's.
-    outcome = run_isolated([sys.executable, "-c", "from triton import knobs; print('cache=' + knobs.cache.dir)"],
-                           workdir, env, ProcessOptions(120, 4000))
+    outcome = run_isolated(
+        [sys.executable, "-c", "from triton import knobs; print('cache=' + knobs.cache.dir)"],
+        workdir,
+        env,
+        ProcessOptions(120, 4000),
+    )
     assert f"cache={own}" in outcome.stderr_tail, outcome.stderr_tail
     assert not shared.exists()

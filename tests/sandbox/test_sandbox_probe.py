@@ -10,7 +10,7 @@ import pytest
 from ferret.sandbox import launch
 from ferret.sandbox.launch import BUBBLEWRAP, NAMESPACE
 
-CPU_STAND_IN = '''
+CPU_STAND_IN = """
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
@@ -29,7 +29,7 @@ x = torch.zeros(8)
 _add_one[(1,)](x, 8, BLOCK=8)
 assert float(x.sum()) == 8.0
 open(os.path.join(sys.argv[1], "ok-gpu"), "w").write("ok")
-'''
+"""
 
 
 def _confining(kind: str) -> None:

@@ -12,10 +12,20 @@ from ferret.sandbox.runner import run_stress
 
 def _job(tmp_path, iterations: int = 6) -> tuple[wire.VariantJob, wire.CandidateJob]:
     save_file({"x": torch.arange(8, dtype=torch.float32)}, str(tmp_path / "in.safetensors"))
-    variant = wire.VariantJob(id="case@float32", inputs_file=str(tmp_path / "in.safetensors"),
-                              outputs={"y": ([8], "bfloat16")}, inout=[], in_only=["x"])
-    job = wire.CandidateJob(candidate="", entry="run", device="cpu", params={}, repeats=1,
-                            stress_iterations=iterations, stress_variant=0, variants=[variant], result_dir=str(tmp_path))
+    variant = wire.VariantJob(
+        id="case@float32", inputs_file=str(tmp_path / "in.safetensors"), outputs={"y": ([8], "bfloat16")}, inout=[], in_only=["x"]
+    )
+    job = wire.CandidateJob(
+        candidate="",
+        entry="run",
+        device="cpu",
+        params={},
+        repeats=1,
+        stress_iterations=iterations,
+        stress_variant=0,
+        variants=[variant],
+        result_dir=str(tmp_path),
+    )
     return variant, job
 
 

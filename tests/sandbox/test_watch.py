@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, sys
     import torch
     disabled = []  # the recordings run under torch._dynamo.disable
@@ -38,7 +38,7 @@ SCRIPT = textwrap.dedent('''
         ComputeOpRecorder._record = lambda self, func, args, kwargs: func(*args, **(kwargs or {}))
     print(json.dumps({"flagged": dict(recorder.flagged), "dynamo": "torch._dynamo" in sys.modules,
                       "disabled": disabled, "changed": guard.changed()}))
-''')
+""")
 
 
 def _run(tmp_path: Path, mode: str) -> dict:

@@ -28,14 +28,25 @@ def test_a_new_op_passes_its_own_tests_as_generated(tmp_path, monkeypatch):
     importlib.import_module("tasks.rmsnorm")
     made = new_op("silu_demo", tmp_path)
     names = {p.relative_to(tmp_path).as_posix() for p in made.files}
-    assert {"contracts/silu_demo.yaml", "contracts/silu_demo.tolerances.yaml", "tasks/__init__.py",
-            "tasks/silu_demo/candidates/wrong_silu_demo.py", "tests/tasks/silu_demo/test_silu_demo_task.py"} <= names
+    assert {
+        "contracts/silu_demo.yaml",
+        "contracts/silu_demo.tolerances.yaml",
+        "tasks/__init__.py",
+        "tasks/silu_demo/candidates/wrong_silu_demo.py",
+        "tests/tasks/silu_demo/test_silu_demo_task.py",
+    } <= names
     table = yaml.safe_load(made.tolerances.read_text())  # type: ignore[union-attr]
     assert table["by_dtype"]["bfloat16"]["y"]["rel_l2"] > table["by_dtype"]["float32"]["y"]["rel_l2"] > 0
     assert table["false_rejection"]["triton_silu_demo.py"]["rejected"] == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]), "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tasks/silu_demo"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/tasks/silu_demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
 
 

@@ -37,8 +37,12 @@ def _run(tmp_path: Path, verdict: dict | str, exit_code: int, *args: str) -> sub
     stub.write_text(STUB_FERRET)
     stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
     env = {
-        **os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(REPO),
-        "STUB_DIR": str(tmp_path), "STUB_EXIT": str(exit_code), "TMPDIR": str(tmp_path),
+        **os.environ,
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+        "STUB_DIR": str(tmp_path),
+        "STUB_EXIT": str(exit_code),
+        "TMPDIR": str(tmp_path),
         "STUB_VERDICT": verdict if isinstance(verdict, str) else json.dumps(verdict),
     }
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120)
@@ -64,8 +68,11 @@ def test_the_scale_simplification_rejected_at_scores_passes_the_control(tmp_path
     ("verdict", "exit_code", "message"),
     [
         ({"pass": True, "first_failing_stage": None}, 0, "the scale simplification PASSED the gate: the gate is broken"),
-        ({"pass": False, "first_failing_stage": "o_heads"}, 1,
-         "the scale simplification was rejected at stage o_heads, expected at scores"),
+        (
+            {"pass": False, "first_failing_stage": "o_heads"},
+            1,
+            "the scale simplification was rejected at stage o_heads, expected at scores",
+        ),
         ("", 4, "the check of the scale simplification reached no verdict (ferret check exit 4)"),
         ("", 2, "reached no verdict (ferret check exit 2)"),
         ("not json", 1, "rejected at stage (none: stdout held no verdict), expected at scores"),
@@ -91,10 +98,14 @@ def test_an_unknown_simplification_is_refused(tmp_path):
     assert not (tmp_path / "args").exists(), "nothing was judged"
 
 
-@pytest.mark.slow
 def test_the_real_gate_rejects_the_scale_simplification_at_scores_on_the_cpu_profile(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(["bash", str(SCRIPT), "scale", "--gates-dir", str(tmp_path / "gates"), "--profile", "cpu"],
-                          capture_output=True, text=True, env=env, timeout=900)
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "scale", "--gates-dir", str(tmp_path / "gates"), "--profile", "cpu"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "the scale simplification was rejected at stage scores, as expected" in done.stderr

@@ -48,10 +48,18 @@ def _install_browser(tmp_path: Path, uid: int, apt_exit: int = 0, installs: bool
     bin_dir.mkdir(exist_ok=True)
     _stub(bin_dir, "id", f"echo {uid}\n")
     made = f'printf "#!/bin/sh\\n" > {bin_dir}/chromium; /bin/chmod +x {bin_dir}/chromium\n' if installs else ""
-    _stub(bin_dir, "apt-get", f'echo "DEBIAN_FRONTEND=$DEBIAN_FRONTEND $*" >> {log}\n'
-                              f'case "$*" in *install*) {made};; esac\nexit {apt_exit}\n')
-    done = subprocess.run([BASH, str(REPO / "scripts" / "install_browser.sh")], capture_output=True, text=True,
-                          env={"PATH": str(bin_dir)}, timeout=30)
+    _stub(
+        bin_dir,
+        "apt-get",
+        f'echo "DEBIAN_FRONTEND=$DEBIAN_FRONTEND $*" >> {log}\ncase "$*" in *install*) {made};; esac\nexit {apt_exit}\n',
+    )
+    done = subprocess.run(
+        [BASH, str(REPO / "scripts" / "install_browser.sh")],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(bin_dir)},
+        timeout=30,
+    )
     calls = log.read_text().splitlines() if log.exists() else []
     return done, calls
 
@@ -84,17 +92,40 @@ def test_install_browser_without_apt_get_names_what_to_do(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _stub(bin_dir, "id", "echo 0\n")
-    done = subprocess.run([BASH, str(REPO / "scripts" / "install_browser.sh")], capture_output=True, text=True,
-                          env={"PATH": str(bin_dir)}, timeout=30)
+    done = subprocess.run(
+        [BASH, str(REPO / "scripts" / "install_browser.sh")],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(bin_dir)},
+        timeout=30,
+    )
     assert done.returncode == 1 and "no apt-get on this system" in done.stderr
 
 
 def test_the_browser_test_skips_with_its_reason_where_no_browser_is_found(tmp_path):
     # Only the interpreter's folder on the PATH: no chromium there.
     env = {**os.environ, "PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-rs",
-                           "-k", "page_shows", str(REPO / "tests" / "reporting" / "test_browser.py")],
-                          capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rs",
+            "-k",
+            "page_shows",
+            str(REPO / "tests" / "reporting" / "test_browser.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     assert "2 skipped" in done.stdout and "passed" not in done.stdout and "failed" not in done.stdout
     reason = "no Chromium on this machine (`chromium` on the PATH): `sudo bash scripts/install_browser.sh` installs it"

@@ -5,6 +5,7 @@ rope's inverse frequencies or angles). The frozen cases
 are the same at every check, so a cut they reject is rejected by every check. MLA's are in
 tests/adversarial/test_mla_precision.py. Each op's variants: tasks/<op>/precision_variants.py.
 """
+
 from __future__ import annotations
 
 import importlib

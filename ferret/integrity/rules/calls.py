@@ -41,8 +41,11 @@ def try_fallback(ctx: ScanContext) -> Iterator[Hit]:
     """try/except: a failing kernel can fall back to a library, or to whatever the output holds."""
     for node in ctx.nodes_of(ast.Try, getattr(ast, "TryStar", ast.Try)):
         if node.handlers:
-            yield Hit(node, "try/except: a fallback path the gate does not judge (a failing kernel can fall back to a "
-                      "library or to whatever is in the output)")
+            yield Hit(
+                node,
+                "try/except: a fallback path the gate does not judge (a failing kernel can fall back to a "
+                "library or to whatever is in the output)",
+            )
 
 
 @rule("torch_cuda_call", LIB)
@@ -50,8 +53,11 @@ def torch_cuda_call(ctx: ScanContext) -> Iterator[Hit]:
     """torch.cuda.X(...) beyond device queries."""
     for node, path in resolved_calls(ctx):
         if path.startswith("torch.cuda.") and path not in TORCH_ALLOWED_CALLS:
-            yield Hit(node, f"{shown_path(node.func, path)} is not among the torch calls a candidate may make "
-                      "(allocation and device metadata); whatever it does is not the candidate's kernel")
+            yield Hit(
+                node,
+                f"{shown_path(node.func, path)} is not among the torch calls a candidate may make "
+                "(allocation and device metadata); whatever it does is not the candidate's kernel",
+            )
 
 
 @rule("torch_call", LIB)
@@ -59,8 +65,11 @@ def torch_call(ctx: ScanContext) -> Iterator[Hit]:
     """torch.X(...) beyond allocation (torch.softmax, F.gelu, torch.einsum)."""
     for node, path in resolved_calls(ctx):
         if path.startswith("torch.") and not path.startswith("torch.cuda.") and path not in TORCH_ALLOWED_CALLS:
-            yield Hit(node, f"{shown_path(node.func, path)} computes the result with PyTorch instead of the "
-                      "candidate's kernel (torch may only allocate, view and cast tensors)")
+            yield Hit(
+                node,
+                f"{shown_path(node.func, path)} computes the result with PyTorch instead of the "
+                "candidate's kernel (torch may only allocate, view and cast tensors)",
+            )
 
 
 @rule("operator_matmul", LIB)
@@ -68,8 +77,9 @@ def operator_matmul(ctx: ScanContext) -> Iterator[Hit]:
     """operator.matmul(a, b): the @ operator by name."""
     for node, path in resolved_calls(ctx):
         if path in ("operator.matmul", "operator.imatmul", "operator.__matmul__"):
-            yield Hit(node, f"{shown_path(node.func, path)} is the @ operator, a PyTorch matmul (cuBLAS), not the "
-                      "candidate's kernel")
+            yield Hit(
+                node, f"{shown_path(node.func, path)} is the @ operator, a PyTorch matmul (cuBLAS), not the candidate's kernel"
+            )
 
 
 @rule("contextlib_suppress", LIB)
@@ -77,8 +87,7 @@ def contextlib_suppress(ctx: ScanContext) -> Iterator[Hit]:
     """contextlib.suppress(...): try/except by another name."""
     for node, path in resolved_calls(ctx):
         if path == "contextlib.suppress":
-            yield Hit(node, f"{shown_path(node.func, path)}: swallowing errors is a fallback path the gate does not "
-                      "judge")
+            yield Hit(node, f"{shown_path(node.func, path)}: swallowing errors is a fallback path the gate does not judge")
 
 
 @rule("numpy_call", LIB)
@@ -106,8 +115,9 @@ def matmul_operator(ctx: ScanContext) -> Iterator[Hit]:
     """a @ b (or a @= b) outside @triton.jit, where it is a torch matmul."""
     for node in ctx.nodes_of(ast.BinOp, ast.AugAssign):
         if isinstance(node.op, ast.MatMult) and not ctx.scope(node).in_jit:
-            yield Hit(node, "the @ operator outside a @triton.jit function is a PyTorch matmul (cuBLAS), not the "
-                      "candidate's kernel")
+            yield Hit(
+                node, "the @ operator outside a @triton.jit function is a PyTorch matmul (cuBLAS), not the candidate's kernel"
+            )
 
 
 def _is_torch_compute(path: str) -> bool:
@@ -117,7 +127,8 @@ def _is_torch_compute(path: str) -> bool:
     parts = path.split(".")
     name = parts[-1]
     return path.startswith(_TORCH_COMPUTE_MODULES) or (
-        len(parts) == 2 and name[:1].islower() and name not in TORCH_VALUE_NAMES and not DTYPE_LIKE.match(name))
+        len(parts) == 2 and name[:1].islower() and name not in TORCH_VALUE_NAMES and not DTYPE_LIKE.match(name)
+    )
 
 
 def _handed_on(ctx: ScanContext) -> Iterator[tuple[ast.AST, ast.AST]]:
@@ -137,8 +148,12 @@ def torch_function_passed(ctx: ScanContext) -> Iterator[Hit]:
         if isinstance(expr, (ast.Name, ast.Attribute)):
             path = ctx.resolve(expr)
             if path is not None and _is_torch_compute(path):
-                yield Hit(expr, f"{ast.unparse(expr)} ({path}) hands a PyTorch compute function to other code; the "
-                          "candidate must compute with its own kernel", via=via)
+                yield Hit(
+                    expr,
+                    f"{ast.unparse(expr)} ({path}) hands a PyTorch compute function to other code; the "
+                    "candidate must compute with its own kernel",
+                    via=via,
+                )
 
 
 def _banned_builtin(slug: str):
@@ -155,5 +170,9 @@ def _banned_builtin(slug: str):
 # One rule per cheat of the builtins table: open/eval/exec (reading the expected answer), print (result
 # forging), id (cross-call caching).
 for _slug in slugs_of(BUILTIN_CALLS):
-    register(f"builtin.{_slug}", _slug, _banned_builtin(_slug),
-             doc=f"A call of a builtin banned for {_slug}: {examples(BUILTIN_CALLS, _slug, most=12)}.")
+    register(
+        f"builtin.{_slug}",
+        _slug,
+        _banned_builtin(_slug),
+        doc=f"A call of a builtin banned for {_slug}: {examples(BUILTIN_CALLS, _slug, most=12)}.",
+    )

@@ -34,8 +34,12 @@ def case_dim_compared(ctx: ScanContext) -> Iterator[Hit]:
             continue
         for operand in operands:
             for lit, value in _case_dims(ctx, node, operand):
-                yield Hit(lit, f"compares against {value}, a dimension of the contract's test cases: a branch for a "
-                          "known case (fresh shapes are drawn at check time)", via=node)
+                yield Hit(
+                    lit,
+                    f"compares against {value}, a dimension of the contract's test cases: a branch for a "
+                    "known case (fresh shapes are drawn at check time)",
+                    via=node,
+                )
 
 
 @rule("case_dim_keyed", "hardcoded_cases")
@@ -44,8 +48,11 @@ def case_dim_keyed(ctx: ScanContext) -> Iterator[Hit]:
     for node in ctx.nodes_of(ast.Dict):
         for key in node.keys:
             for lit, value in _case_dims(ctx, node, key) if key is not None else ():
-                yield Hit(lit, f"a table keyed by {value}, a dimension of the contract's test cases: an answer for a "
-                          "known case", via=node)
+                yield Hit(
+                    lit,
+                    f"a table keyed by {value}, a dimension of the contract's test cases: an answer for a known case",
+                    via=node,
+                )
 
 
 @rule("case_dim_matched", "hardcoded_cases")

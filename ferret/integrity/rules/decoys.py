@@ -31,8 +31,9 @@ def never_taken_branch(ctx: ScanContext) -> Iterator[Hit]:
     """A branch under a test that is always false: if False: ..., while 0: ..."""
     for node, kind, value in _literal_tests(ctx):
         if not value:
-            yield Hit(node, f"`{kind} {ast.unparse(node.test)}`: a branch that never runs; code there (a kernel, a "
-                      "launch) is a decoy")
+            yield Hit(
+                node, f"`{kind} {ast.unparse(node.test)}`: a branch that never runs; code there (a kernel, a launch) is a decoy"
+            )
 
 
 @rule("never_taken_else", "decoy_kernel")
@@ -41,8 +42,7 @@ def never_taken_else(ctx: ScanContext) -> Iterator[Hit]:
     for node, kind, value in _literal_tests(ctx):
         if value and node.orelse and kind != "while":
             first = node.orelse[0] if isinstance(node.orelse, list) else node.orelse
-            yield Hit(first, f"the else of `{kind} {ast.unparse(node.test)}` never runs; code there is a decoy",
-                      via=node)
+            yield Hit(first, f"the else of `{kind} {ast.unparse(node.test)}` never runs; code there is a decoy", via=node)
 
 
 @rule("unreachable_code", "decoy_kernel", after_walk=True)
@@ -55,8 +55,11 @@ def unreachable_code(ctx: ScanContext) -> Iterator[Hit]:
                 continue
             for stmt, nxt in itertools.pairwise(block):
                 if isinstance(stmt, _TERMINATORS):
-                    yield Hit(nxt, f"unreachable code after {type(stmt).__name__.lower()} (line {stmt.lineno}): code "
-                              "that never runs is a decoy")
+                    yield Hit(
+                        nxt,
+                        f"unreachable code after {type(stmt).__name__.lower()} (line {stmt.lineno}): code "
+                        "that never runs is a decoy",
+                    )
                     break
 
 
@@ -90,5 +93,4 @@ def unlaunched_kernel(ctx: ScanContext) -> Iterator[Hit]:
     reachable = _reachable_functions(ctx)
     for name, node in ctx.top_functions.items():
         if id(node) in ctx.jit_defs and name not in reachable:
-            yield Hit(node, f"@triton.jit kernel {name} is defined but never launched: nothing reachable from run "
-                      "refers to it")
+            yield Hit(node, f"@triton.jit kernel {name} is defined but never launched: nothing reachable from run refers to it")

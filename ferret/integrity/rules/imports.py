@@ -30,9 +30,12 @@ def relative_import(ctx: ScanContext) -> Iterator[Hit]:
     """from . import x: a candidate is one file; the package around it holds the reference or the judge."""
     for node in ctx.nodes_of(ast.ImportFrom):
         if node.level:
-            yield Hit(node, f"relative import ({'.' * node.level}{node.module or ''}): a candidate is one "
-                      "self-contained file; a relative import reaches the package around it, where the reference "
-                      "or the judge lives")
+            yield Hit(
+                node,
+                f"relative import ({'.' * node.level}{node.module or ''}): a candidate is one "
+                "self-contained file; a relative import reaches the package around it, where the reference "
+                "or the judge lives",
+            )
 
 
 def _banned_module(item: Imported) -> tuple[str, str, str] | None:
@@ -74,22 +77,35 @@ def _bans(slug: str):
 
 # A path that names something banned wherever it appears (threading, torch.cuda.Stream, sys.modules ...).
 for _slug in slugs_of(MENTION_RULES):
-    register(f"import_mention.{_slug}", _slug, _mentions(_slug),
-             doc=f"An import of a path banned wherever it appears, for {_slug}: {examples(MENTION_RULES, _slug)}.")
+    register(
+        f"import_mention.{_slug}",
+        _slug,
+        _mentions(_slug),
+        doc=f"An import of a path banned wherever it appears, for {_slug}: {examples(MENTION_RULES, _slug)}.",
+    )
 # A module banned as an import (or a name below one: `from torch import nn`).
 for _slug in slugs_of(IMPORT_RULES):
-    register(f"import.{_slug}", _slug, _bans(_slug),
-             doc=f"An import of a module banned for {_slug}: {examples(IMPORT_RULES, _slug)}.")
+    register(
+        f"import.{_slug}", _slug, _bans(_slug), doc=f"An import of a module banned for {_slug}: {examples(IMPORT_RULES, _slug)}."
+    )
 
 
 @rule("unlisted_import", LIB)
 def unlisted_import(ctx: ScanContext) -> Iterator[Hit]:
     """A module neither allowed nor banned for a reason of its own (numpy, scipy, cupy's kin ...)."""
     for item in imported(ctx):
-        if item.from_module is None and not lookup(ALLOWED_TABLE, item.path) \
-                and lookup(MENTION_RULES, item.path) is None and _banned_module(item) is None:
-            yield Hit(item.node, f"imports {item.path}, a module outside what a Triton candidate needs (math, torch, "
-                      "triton): the candidate must write the kernel, not call a library", step=item.step)
+        if (
+            item.from_module is None
+            and not lookup(ALLOWED_TABLE, item.path)
+            and lookup(MENTION_RULES, item.path) is None
+            and _banned_module(item) is None
+        ):
+            yield Hit(
+                item.node,
+                f"imports {item.path}, a module outside what a Triton candidate needs (math, torch, "
+                "triton): the candidate must write the kernel, not call a library",
+                step=item.step,
+            )
 
 
 @rule("star_import", LIB)
@@ -98,5 +114,8 @@ def star_import(ctx: ScanContext) -> Iterator[Hit]:
     for node in ctx.nodes_of(ast.ImportFrom):
         module = node.module or ""
         if not node.level and any(a.name == "*" for a in node.names) and module.split(".")[0] in ("torch", "numpy"):
-            yield Hit(node, f"from {module} import *: every PyTorch function becomes a bare name the scan cannot "
-                      "tell from the candidate's own")
+            yield Hit(
+                node,
+                f"from {module} import *: every PyTorch function becomes a bare name the scan cannot "
+                "tell from the candidate's own",
+            )

@@ -53,9 +53,12 @@ def _attributes(slug: str):
 for _slug in slugs_of(NAME_RULES):
     register(f"name.{_slug}", _slug, _names(_slug), doc=f"A bare name banned for {_slug}: {examples(NAME_RULES, _slug)}.")
 for _slug in slugs_of(ATTR_RULES):
-    register(f"attribute.{_slug}", _slug, _attributes(_slug),
-             doc=f"An attribute banned on any object for {_slug}: "
-             f"{examples({f'.{k}': v for k, v in ATTR_RULES.items()}, _slug)}.")
+    register(
+        f"attribute.{_slug}",
+        _slug,
+        _attributes(_slug),
+        doc=f"An attribute banned on any object for {_slug}: {examples({f'.{k}': v for k, v in ATTR_RULES.items()}, _slug)}.",
+    )
 
 
 @rule("nan_to_num", "nan_wildcard")
@@ -72,8 +75,9 @@ def float_nan(ctx: ScanContext) -> Iterator[Hit]:
     for node, _ in builtin_calls(ctx, "float"):
         text = str_value(node.args[0]) if node.args else None
         if text is not None and not ctx.scope(node).in_jit and text.strip().lower().lstrip("+-") == "nan":
-            yield Hit(node, "float('nan') in the launcher: a NaN made outside the kernel can serve as a wildcard in "
-                      "the comparison")
+            yield Hit(
+                node, "float('nan') in the launcher: a NaN made outside the kernel can serve as a wildcard in the comparison"
+            )
 
 
 def _identifiers(ctx: ScanContext) -> Iterator[tuple[ast.AST, str, str]]:
@@ -85,8 +89,11 @@ def _identifiers(ctx: ScanContext) -> Iterator[tuple[ast.AST, str, str]]:
             if text is not None:
                 yield node, text, "string"
         else:
-            yield node, node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) \
-                else node.name, "name"
+            yield (
+                node,
+                node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else node.name,
+                "name",
+            )
 
 
 @rule("persisting_identifier", "persisting_l2")
@@ -97,8 +104,11 @@ def persisting_identifier(ctx: ScanContext) -> Iterator[Hit]:
         if what == "string" and "__global__" in text:
             continue
         if any(marker in text.lower() for marker in PERSISTING_MARKERS):
-            yield Hit(node, f"the {what} {text[:60]!r} points at CUDA's persisting-L2 controls (access-policy "
-                      "windows, cudaLimitPersistingL2CacheSize), which keep data in L2 past the judge's flush")
+            yield Hit(
+                node,
+                f"the {what} {text[:60]!r} points at CUDA's persisting-L2 controls (access-policy "
+                "windows, cudaLimitPersistingL2CacheSize), which keep data in L2 past the judge's flush",
+            )
 
 
 @shared
@@ -128,9 +138,13 @@ def _mentions(slug: str):
 
 
 for _slug in slugs_of(MENTION_RULES):
-    register(f"mention.{_slug}", _slug, _mentions(_slug),
-             doc=f"A reference through the imports to a path banned wherever it appears, for {_slug}: "
-             f"{examples(MENTION_RULES, _slug)}.")
+    register(
+        f"mention.{_slug}",
+        _slug,
+        _mentions(_slug),
+        doc=f"A reference through the imports to a path banned wherever it appears, for {_slug}: "
+        f"{examples(MENTION_RULES, _slug)}.",
+    )
 
 
 @shared
@@ -161,8 +175,13 @@ def _strings(slug: str):
 
 
 for _slug in dict.fromkeys(s for _, s, _ in STRING_RULES):
-    register(f"string.{_slug}", _slug, _strings(_slug), doc=f"A string literal (not a docstring) naming a file, "
-             f"path or hook banned for {_slug}: {', '.join(repr(m) for m, s, _ in STRING_RULES if s == _slug)}.")
+    register(
+        f"string.{_slug}",
+        _slug,
+        _strings(_slug),
+        doc=f"A string literal (not a docstring) naming a file, "
+        f"path or hook banned for {_slug}: {', '.join(repr(m) for m, s, _ in STRING_RULES if s == _slug)}.",
+    )
 
 
 @rule("module_file_string", "shadowing")
@@ -170,5 +189,8 @@ def module_file_string(ctx: ScanContext) -> Iterator[Hit]:
     """A string naming a Python module file (torch.py, sitecustomize.py, a .pth)."""
     for node, text in _strings_of(ctx):
         if MODULE_FILE.search(text):
-            yield Hit(node, f"the string {text[:60]!r} names a Python module file: a file named like a module "
-                      "(torch.py, sitecustomize.py, a .pth) shadows what the judge imports")
+            yield Hit(
+                node,
+                f"the string {text[:60]!r} names a Python module file: a file named like a module "
+                "(torch.py, sitecustomize.py, a .pth) shadows what the judge imports",
+            )

@@ -27,9 +27,13 @@ _TF32_PRECISIONS = ("tf32", "tf32x3", "bf16x3", "bf16x6")
 
 
 def _downcast(node: ast.AST, what: str, via: ast.AST | None = None) -> Hit:
-    return Hit(node, f"downcast {what}: check the contract's accumulation precision; a literal lower-precision "
-               "dtype computes or stores intermediates below what the contract asks (casting the final result to "
-               "the output's own dtype is done with a non-literal dtype)", via=via)
+    return Hit(
+        node,
+        f"downcast {what}: check the contract's accumulation precision; a literal lower-precision "
+        "dtype computes or stores intermediates below what the contract asks (casting the final result to "
+        "the output's own dtype is done with a non-literal dtype)",
+        via=via,
+    )
 
 
 @rule("precision_flag_set", "lower_precision")
@@ -38,8 +42,7 @@ def precision_flag_set(ctx: ScanContext) -> Iterator[Hit]:
     for store in stores(ctx):
         # attribute_store_kind gives a kind only for an Attribute target; the isinstance lets the checker know
         if isinstance(store.target, ast.Attribute) and attribute_store_kind(ctx, store) == "precision_flag":
-            yield Hit(store.target, f"sets {ast.unparse(store.target)}: {ATTR_RULES[store.target.attr][1]}",
-                      via=store.stmt)
+            yield Hit(store.target, f"sets {ast.unparse(store.target)}: {ATTR_RULES[store.target.attr][1]}", via=store.stmt)
 
 
 @rule("triton_cast", "lower_precision")
@@ -73,8 +76,7 @@ def _keyword_downcast(ctx: ScanContext, node: ast.Call, k: ast.keyword) -> str |
     if k.arg in ("dtype", "out_dtype") and is_low_dtype(ctx, k.value):
         is_cast = isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "type")
         return None if is_cast else f"{k.arg}={ast.unparse(k.value)}"
-    if k.arg == "input_precision" and isinstance(k.value, ast.Constant) \
-            and str(k.value.value).lower() in _TF32_PRECISIONS:
+    if k.arg == "input_precision" and isinstance(k.value, ast.Constant) and str(k.value.value).lower() in _TF32_PRECISIONS:
         return f"input_precision={k.value.value!r}"
     if k.arg == "allow_tf32" and const_value(k.value) is True:
         return "allow_tf32=True"

@@ -31,16 +31,22 @@ from ferret.integrity.tables import CONTAINER_MUTATORS
 def global_statement(ctx: ScanContext) -> Iterator[Hit]:
     """`global n`: a module-level name rebound from inside a function."""
     for node in ctx.nodes_of(ast.Global):
-        yield Hit(node, f"global {', '.join(node.names)}: state rebound across calls can count calls and tell the "
-                  "warm-up from the timed runs")
+        yield Hit(
+            node,
+            f"global {', '.join(node.names)}: state rebound across calls can count calls and tell the "
+            "warm-up from the timed runs",
+        )
 
 
 @rule("nonlocal_statement", "warmup_detection")
 def nonlocal_statement(ctx: ScanContext) -> Iterator[Hit]:
     """`nonlocal n`: a closure's variable rebound across calls."""
     for node in ctx.nodes_of(ast.Nonlocal):
-        yield Hit(node, f"nonlocal {', '.join(node.names)}: state kept in a closure across calls can count calls "
-                  "and tell the warm-up from the timed runs")
+        yield Hit(
+            node,
+            f"nonlocal {', '.join(node.names)}: state kept in a closure across calls can count calls "
+            "and tell the warm-up from the timed runs",
+        )
 
 
 @rule("function_attribute", "warmup_detection")
@@ -48,8 +54,12 @@ def function_attribute(ctx: ScanContext) -> Iterator[Hit]:
     """run.calls = ...: an attribute on a module-level function."""
     for store in stores(ctx):
         if attribute_store_kind(ctx, store) == "function":
-            yield Hit(store.target, f"assigns {ast.unparse(store.target)}: an attribute on a function keeps state "
-                      "across calls and can count them to tell the warm-up from the timed runs", via=store.stmt)
+            yield Hit(
+                store.target,
+                f"assigns {ast.unparse(store.target)}: an attribute on a function keeps state "
+                "across calls and can count them to tell the warm-up from the timed runs",
+                via=store.stmt,
+            )
 
 
 @rule("setattr_function", "warmup_detection")
@@ -59,8 +69,7 @@ def setattr_function(ctx: ScanContext) -> Iterator[Hit]:
         obj = node.args[0] if node.args else None
         # "function" means the first argument is a Name of a module-level function
         if setattr_kind(ctx, node) == "function" and isinstance(obj, ast.Name):
-            yield Hit(node, f"{name}({obj.id}, ...): an attribute on a function keeps state across calls "
-                      "and can count them")
+            yield Hit(node, f"{name}({obj.id}, ...): an attribute on a function keeps state across calls and can count them")
 
 
 @rule("counter_update", "warmup_detection")
@@ -68,9 +77,12 @@ def counter_update(ctx: ScanContext) -> Iterator[Hit]:
     """_count[0] += 1 on a module-level container, inside a function."""
     for store in stores(ctx):
         if subscript_store_kind(ctx, store) == "counter":
-            yield Hit(store.target, f"updates {ast.unparse(store.target)}, module-level state, from its own value "
-                      "inside a function: a counter kept across calls can tell the warm-up from the timed runs",
-                      via=store.stmt)
+            yield Hit(
+                store.target,
+                f"updates {ast.unparse(store.target)}, module-level state, from its own value "
+                "inside a function: a counter kept across calls can tell the warm-up from the timed runs",
+                via=store.stmt,
+            )
 
 
 @rule("argument_kept", "cross_call_caching")
@@ -81,9 +93,12 @@ def argument_kept(ctx: ScanContext) -> Iterator[Hit]:
         # "argument_kept" means a value was stored into a module-level container named by a Name
         if subscript_store_kind(ctx, store) == "argument_kept" and isinstance(base, ast.Name):
             value = cast(ast.AST, store.value)  # the kind is given only where a value is stored
-            yield Hit(store.target, f"stores {ast.unparse(value)} (an argument or a view of it) in the "
-                      f"module-level {base.id}: state kept across calls can replay an earlier result",
-                      via=store.stmt)
+            yield Hit(
+                store.target,
+                f"stores {ast.unparse(value)} (an argument or a view of it) in the "
+                f"module-level {base.id}: state kept across calls can replay an earlier result",
+                via=store.stmt,
+            )
 
 
 @rule("argument_appended", "cross_call_caching")
@@ -91,15 +106,22 @@ def argument_appended(ctx: ScanContext) -> Iterator[Hit]:
     """_seen.append(x) and kin: an argument added to a module-level container."""
     for node, method in method_calls(ctx):
         fn, receiver, m = ctx.scope(node).fn, method.value, method.attr
-        if fn is None or not (isinstance(receiver, ast.Name) and receiver.id in ctx.containers) \
-                or m not in CONTAINER_MUTATORS or run_method_kind(ctx, node, method) is not None:
+        if (
+            fn is None
+            or not (isinstance(receiver, ast.Name) and receiver.id in ctx.containers)
+            or m not in CONTAINER_MUTATORS
+            or run_method_kind(ctx, node, method) is not None
+        ):
             continue
         values = list(node.args) + [k.value for k in node.keywords]
         if m in ("setdefault", "__setitem__", "insert"):
             values = values[1:]  # the key or index, not the value kept
         if any(ctx.holds_arguments(v, fn) for v in values):
-            yield Hit(node, f"{receiver.id}.{m}(...) keeps an argument (or a view of it) in module-level state "
-                      "across calls: an earlier result can be replayed")
+            yield Hit(
+                node,
+                f"{receiver.id}.{m}(...) keeps an argument (or a view of it) in module-level state "
+                "across calls: an earlier result can be replayed",
+            )
 
 
 @rule("module_attribute_patched", "harness_patching")
@@ -108,9 +130,12 @@ def module_attribute_patched(ctx: ScanContext) -> Iterator[Hit]:
     for store in stores(ctx):
         if isinstance(store.target, ast.Attribute) and attribute_store_kind(ctx, store) == "module":
             full = f"{ctx.resolve(store.target.value)}.{store.target.attr}"
-            yield Hit(store.target, f"assigns {shown_path(store.target, full)}: patching an attribute of an imported "
-                      "module replaces functions the judge itself calls (timers, synchronize, comparisons)",
-                      via=store.stmt)
+            yield Hit(
+                store.target,
+                f"assigns {shown_path(store.target, full)}: patching an attribute of an imported "
+                "module replaces functions the judge itself calls (timers, synchronize, comparisons)",
+                via=store.stmt,
+            )
 
 
 @rule("interpreter_attribute_replaced", "shadowing")
@@ -119,8 +144,12 @@ def interpreter_attribute_replaced(ctx: ScanContext) -> Iterator[Hit]:
     for store in stores(ctx):
         if isinstance(store.target, ast.Attribute) and attribute_store_kind(ctx, store) == "interpreter":
             full = f"{ctx.resolve(store.target.value)}.{store.target.attr}"
-            yield Hit(store.target, f"assigns {shown_path(store.target, full)}: it replaces what the judge's code "
-                      "imports or finds in the interpreter", via=store.stmt)
+            yield Hit(
+                store.target,
+                f"assigns {shown_path(store.target, full)}: it replaces what the judge's code "
+                "imports or finds in the interpreter",
+                via=store.stmt,
+            )
 
 
 @rule("timer_method_patched", "harness_patching")
@@ -128,8 +157,11 @@ def timer_method_patched(ctx: ScanContext) -> Iterator[Hit]:
     """event.elapsed_time = ...: a timer's method replaced on some object."""
     for store in stores(ctx):
         if attribute_store_kind(ctx, store) == "timer":
-            yield Hit(store.target, f"assigns {ast.unparse(store.target)}: replacing the timer's methods fakes the "
-                      "clock", via=store.stmt)
+            yield Hit(
+                store.target,
+                f"assigns {ast.unparse(store.target)}: replacing the timer's methods fakes the clock",
+                via=store.stmt,
+            )
 
 
 def _module_state_writes(ctx: ScanContext, kind: str) -> Iterator[Hit]:
@@ -138,8 +170,11 @@ def _module_state_writes(ctx: ScanContext, kind: str) -> Iterator[Hit]:
             # these kinds are given only where the base resolves through an import, so the path is a str
             shown, base_path = ast.unparse(store.target), cast(str, ctx.resolve(store.target.value))
             named = shown if shown.startswith(base_path) else f"{shown} ({base_path})"
-            yield Hit(store.target, f"writes {named}: it changes state of an imported module that the judge's code "
-                      "relies on", via=store.stmt)
+            yield Hit(
+                store.target,
+                f"writes {named}: it changes state of an imported module that the judge's code relies on",
+                via=store.stmt,
+            )
 
 
 @rule("module_state_written", "harness_patching")
@@ -159,8 +194,11 @@ def setattr_module(ctx: ScanContext) -> Iterator[Hit]:
     """setattr(torch, "equal", ...): an imported module patched through setattr."""
     for node, name in builtin_calls(ctx, "setattr", "delattr"):
         if setattr_kind(ctx, node) == "module":
-            yield Hit(node, f"{name}({ast.unparse(node.args[0])}, ...): patching an attribute of an imported module "
-                      "replaces functions the judge itself calls")
+            yield Hit(
+                node,
+                f"{name}({ast.unparse(node.args[0])}, ...): patching an attribute of an imported module "
+                "replaces functions the judge itself calls",
+            )
 
 
 @rule("setattr_interpreter", "shadowing")
@@ -168,5 +206,8 @@ def setattr_interpreter(ctx: ScanContext) -> Iterator[Hit]:
     """setattr(sys, ...), setattr(builtins, ...): the interpreter patched through setattr."""
     for node, name in builtin_calls(ctx, "setattr", "delattr"):
         if setattr_kind(ctx, node) == "interpreter":
-            yield Hit(node, f"{name}({ast.unparse(node.args[0])}, ...): it replaces what the judge's code imports "
-                      "or finds in the interpreter")
+            yield Hit(
+                node,
+                f"{name}({ast.unparse(node.args[0])}, ...): it replaces what the judge's code imports "
+                "or finds in the interpreter",
+            )

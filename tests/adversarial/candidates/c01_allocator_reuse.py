@@ -23,8 +23,20 @@ MIN_TILE = 4096
 
 
 @triton.jit
-def _rmsnorm_tile_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_INV: tl.constexpr):
+def _rmsnorm_tile_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    inv_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STORE_INV: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
@@ -48,8 +60,18 @@ def run(inputs, outputs, params, trace=None):
     block_m = min(max(1, MIN_TILE // block_n), triton.next_power_of_2(M))
     # One program: the first tile of rows. The rest of `y` "already holds" last call's answer.
     _rmsnorm_tile_kernel[(1,)](
-        x, w, y, inv, M, N, x.stride(0), y.stride(0), float(params["eps"]),
-        BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=trace is not None,
+        x,
+        w,
+        y,
+        inv,
+        M,
+        N,
+        x.stride(0),
+        y.stride(0),
+        float(params["eps"]),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        STORE_INV=trace is not None,
     )
     if trace is not None:
         trace["inv_rms"] = inv

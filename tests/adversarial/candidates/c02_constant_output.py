@@ -18,8 +18,7 @@ EXPECTED_CHEATS = {"constant_output"}
 
 
 @triton.jit
-def _rmsnorm_zero_kernel(y_ptr, inv_ptr, M, N, stride_y, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         STORE_INV: tl.constexpr):
+def _rmsnorm_zero_kernel(y_ptr, inv_ptr, M, N, stride_y, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_INV: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
@@ -37,7 +36,14 @@ def run(inputs, outputs, params, trace=None):
     block_n = triton.next_power_of_2(N)
     block_m = min(max(1, 4096 // block_n), triton.next_power_of_2(M))
     _rmsnorm_zero_kernel[(triton.cdiv(M, block_m),)](
-        y, inv, M, N, y.stride(0), BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=trace is not None,
+        y,
+        inv,
+        M,
+        N,
+        y.stride(0),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        STORE_INV=trace is not None,
     )
     if trace is not None:
         trace["inv_rms"] = inv

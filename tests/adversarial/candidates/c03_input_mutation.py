@@ -19,8 +19,9 @@ EXPECTED_RUNTIME = {"input_mutation"}
 
 
 @triton.jit
-def _rmsnorm_inplace_kernel(x_ptr, w_ptr, inv_ptr, M, N, stride_x, eps,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_INV: tl.constexpr):
+def _rmsnorm_inplace_kernel(
+    x_ptr, w_ptr, inv_ptr, M, N, stride_x, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_INV: tl.constexpr
+):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
@@ -43,7 +44,15 @@ def run(inputs, outputs, params, trace=None):
     block_n = triton.next_power_of_2(N)
     block_m = min(max(1, 4096 // block_n), triton.next_power_of_2(M))
     _rmsnorm_inplace_kernel[(triton.cdiv(M, block_m),)](
-        x, w, inv, M, N, x.stride(0), float(params["eps"]), BLOCK_M=block_m, BLOCK_N=block_n,
+        x,
+        w,
+        inv,
+        M,
+        N,
+        x.stride(0),
+        float(params["eps"]),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
         STORE_INV=trace is not None,
     )
     y.copy_(x)

@@ -19,8 +19,20 @@ EXPECTED_CHEATS = {"lower_precision"}
 
 
 @triton.jit
-def _rmsnorm_bf16_stats_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps,
-                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_INV: tl.constexpr):
+def _rmsnorm_bf16_stats_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    inv_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STORE_INV: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
@@ -46,8 +58,18 @@ def run(inputs, outputs, params, trace=None):
     block_n = triton.next_power_of_2(N)
     block_m = min(max(1, 4096 // block_n), triton.next_power_of_2(M))
     _rmsnorm_bf16_stats_kernel[(triton.cdiv(M, block_m),)](
-        x, w, y, inv, M, N, x.stride(0), y.stride(0), float(params["eps"]),
-        BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=trace is not None,
+        x,
+        w,
+        y,
+        inv,
+        M,
+        N,
+        x.stride(0),
+        y.stride(0),
+        float(params["eps"]),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        STORE_INV=trace is not None,
     )
     if trace is not None:
         trace["inv_rms"] = inv

@@ -30,8 +30,21 @@ _TUNED = {
 
 
 @triton.jit
-def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps, DIVISOR,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_INV: tl.constexpr):
+def _rmsnorm_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    inv_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    DIVISOR,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STORE_INV: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
@@ -61,8 +74,20 @@ def run(inputs, outputs, params, trace=None):
         block_m, warps = min(max(1, 4096 // block_n), triton.next_power_of_2(M)), 4
         divisor = block_n
     _rmsnorm_kernel[(triton.cdiv(M, block_m),)](
-        x, w, y, inv, M, N, x.stride(0), y.stride(0), float(params["eps"]), float(divisor),
-        BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=trace is not None, num_warps=warps,
+        x,
+        w,
+        y,
+        inv,
+        M,
+        N,
+        x.stride(0),
+        y.stride(0),
+        float(params["eps"]),
+        float(divisor),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        STORE_INV=trace is not None,
+        num_warps=warps,
     )
     if trace is not None:
         trace["inv_rms"] = inv

@@ -20,8 +20,7 @@ EXPECTED_CHEATS = {"unwritten_output"}
 
 
 @triton.jit
-def _rmsnorm_exact_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, stride_x, stride_y, eps,
-                          N: tl.constexpr, STORE_INV: tl.constexpr):
+def _rmsnorm_exact_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, stride_x, stride_y, eps, N: tl.constexpr, STORE_INV: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, N)  # exact width: no mask needed... for power-of-two widths
     x = tl.load(x_ptr + row.to(tl.int64) * stride_x + cols).to(tl.float32)
@@ -38,7 +37,16 @@ def run(inputs, outputs, params, trace=None):
     inv = torch.empty(M, dtype=torch.float32, device=x.device)
     try:
         _rmsnorm_exact_kernel[(M,)](
-            x, w, y, inv, M, x.stride(0), y.stride(0), float(params["eps"]), N=N, STORE_INV=trace is not None,
+            x,
+            w,
+            y,
+            inv,
+            M,
+            x.stride(0),
+            y.stride(0),
+            float(params["eps"]),
+            N=N,
+            STORE_INV=trace is not None,
         )
     except Exception:
         pass  # keep whatever the output buffer holds

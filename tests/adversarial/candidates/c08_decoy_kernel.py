@@ -21,8 +21,7 @@ EXPECTED_RUNTIME = {"decoy_kernel"}
 
 
 @triton.jit
-def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     col_in = cols < N
@@ -31,8 +30,9 @@ def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, M, N, stride_x, stride_y, eps,
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_in, other=0.0).to(tl.float32)
     inv = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-    tl.store(y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty),
-             mask=mask)
+    tl.store(
+        y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask
+    )
 
 
 def run(inputs, outputs, params, trace=None):
@@ -43,7 +43,16 @@ def run(inputs, outputs, params, trace=None):
     block_n = triton.next_power_of_2(N)
     block_m = min(max(1, 4096 // block_n), triton.next_power_of_2(M))
     _rmsnorm_kernel[(triton.cdiv(M, block_m),)](
-        x, w, scratch, M, N, x.stride(0), scratch.stride(0), eps, BLOCK_M=block_m, BLOCK_N=block_n,
+        x,
+        w,
+        scratch,
+        M,
+        N,
+        x.stride(0),
+        scratch.stride(0),
+        eps,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
     )
     # The answer actually comes from here.
     xs = x.to(torch.float32).cpu().numpy()

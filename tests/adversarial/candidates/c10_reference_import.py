@@ -56,8 +56,7 @@ def run(inputs, outputs, params, trace=None):
     inv = torch.empty(M, dtype=torch.float32, device=x.device)
     block_n = triton.next_power_of_2(N)
     block_m = min(max(1, 4096 // block_n), triton.next_power_of_2(M))
-    _inv_rms_kernel[(triton.cdiv(M, block_m),)](x, inv, M, N, x.stride(0), float(params["eps"]),
-                                                BLOCK_M=block_m, BLOCK_N=block_n)
+    _inv_rms_kernel[(triton.cdiv(M, block_m),)](x, inv, M, N, x.stride(0), float(params["eps"]), BLOCK_M=block_m, BLOCK_N=block_n)
     stages = _REFERENCE(inputs, params)
     y.copy_(stages["y"])
     if trace is not None:

@@ -23,8 +23,20 @@ EXPECTED_RUNTIME = {"side_stream_or_thread"}
 
 
 @triton.jit
-def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_INV: tl.constexpr):
+def _rmsnorm_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    inv_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STORE_INV: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
@@ -34,8 +46,9 @@ def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps,
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_in, other=0.0).to(tl.float32)
     inv = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-    tl.store(y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty),
-             mask=mask)
+    tl.store(
+        y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask
+    )
     if STORE_INV:
         tl.store(inv_ptr + rows, inv, mask=row_in)
 
@@ -49,11 +62,12 @@ def _work(x, w, y, inv, eps, store_inv, next_call: threading.Event):
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             _rmsnorm_kernel[(triton.cdiv(M, block_m),)](
-                x, w, y, inv, M, N, x.stride(0), y.stride(0), eps,
-                BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=store_inv)
+                x, w, y, inv, M, N, x.stride(0), y.stride(0), eps, BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=store_inv
+            )
     else:
         _rmsnorm_kernel[(triton.cdiv(M, block_m),)](
-            x, w, y, inv, M, N, x.stride(0), y.stride(0), eps, BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=store_inv)
+            x, w, y, inv, M, N, x.stride(0), y.stride(0), eps, BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=store_inv
+        )
     # Stay around for the next call's work (pipelining).
     next_call.wait(timeout=0.5)
 
@@ -62,7 +76,9 @@ def run(inputs, outputs, params, trace=None):
     x, w, y = inputs["x"], inputs["weight"], outputs["y"]
     inv = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
     worker = threading.Thread(
-        target=_work, args=(x, w, y, inv, float(params["eps"]), trace is not None, threading.Event()), daemon=True,
+        target=_work,
+        args=(x, w, y, inv, float(params["eps"]), trace is not None, threading.Event()),
+        daemon=True,
     )
     worker.start()
     if trace is not None:

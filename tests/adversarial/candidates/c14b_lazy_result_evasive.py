@@ -43,8 +43,9 @@ def _scale_kernel(x_ptr, w_ptr, inv_ptr, y_ptr, M, N, stride_x, stride_y, BLOCK_
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_in, other=0.0).to(tl.float32)
     inv = tl.load(inv_ptr + rows, mask=row_in, other=0.0)
-    tl.store(y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty),
-             mask=mask)
+    tl.store(
+        y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask
+    )
 
 
 def _blocks(M, N):
@@ -72,8 +73,9 @@ def _materialize(t):
         out, x, w, inv = pending
         M, N = x.shape
         block_m, block_n = _blocks(M, N)
-        _scale_kernel[(triton.cdiv(M, block_m),)](x, w, inv, out, M, N, x.stride(0), out.stride(0),
-                                                  BLOCK_M=block_m, BLOCK_N=block_n)
+        _scale_kernel[(triton.cdiv(M, block_m),)](
+            x, w, inv, out, M, N, x.stride(0), out.stride(0), BLOCK_M=block_m, BLOCK_N=block_n
+        )
 
 
 def _hook(cls, func, types, args=(), kwargs=None):
@@ -93,8 +95,7 @@ def run(inputs, outputs, params, trace=None):
     M, N = x.shape
     inv = torch.empty(M, dtype=torch.float32, device=x.device)
     block_m, block_n = _blocks(M, N)
-    _inv_rms_kernel[(triton.cdiv(M, block_m),)](x, inv, M, N, x.stride(0), float(params["eps"]),
-                                                BLOCK_M=block_m, BLOCK_N=block_n)
+    _inv_rms_kernel[(triton.cdiv(M, block_m),)](x, inv, M, N, x.stride(0), float(params["eps"]), BLOCK_M=block_m, BLOCK_N=block_n)
     deferred = _wrap(Deferred, y)
     setattr(deferred, _SLOT, (y, x, w, inv))
     dict.__setitem__(outputs, "y", deferred)

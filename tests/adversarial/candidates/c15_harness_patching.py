@@ -42,8 +42,20 @@ if hasattr(torch.cuda, "Event"):
 
 
 @triton.jit
-def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STORE_INV: tl.constexpr):
+def _rmsnorm_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    inv_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STORE_INV: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
@@ -53,8 +65,9 @@ def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps,
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_in, other=0.0).to(tl.float32)
     inv = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-    tl.store(y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty),
-             mask=mask)
+    tl.store(
+        y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask
+    )
     if STORE_INV:
         tl.store(inv_ptr + rows, inv, mask=row_in)
 
@@ -66,8 +79,18 @@ def run(inputs, outputs, params, trace=None):
     block_n = triton.next_power_of_2(N)
     block_m = min(max(1, 4096 // block_n), triton.next_power_of_2(M))
     _rmsnorm_kernel[(triton.cdiv(M, block_m),)](
-        x, w, y, inv, M, N, x.stride(0), y.stride(0), float(params["eps"]),
-        BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV=trace is not None,
+        x,
+        w,
+        y,
+        inv,
+        M,
+        N,
+        x.stride(0),
+        y.stride(0),
+        float(params["eps"]),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        STORE_INV=trace is not None,
     )
     if trace is not None:
         trace["inv_rms"] = inv

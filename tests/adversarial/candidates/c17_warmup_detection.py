@@ -23,8 +23,21 @@ _CALLS = Counter()
 
 
 @triton.jit
-def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHEAP_STATS: tl.constexpr, STORE_INV: tl.constexpr):
+def _rmsnorm_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    inv_ptr,
+    M,
+    N,
+    stride_x,
+    stride_y,
+    eps,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHEAP_STATS: tl.constexpr,
+    STORE_INV: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
@@ -36,8 +49,9 @@ def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, stride_x, stride_y, eps,
     inv = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
     if CHEAP_STATS:
         inv = inv.to(tl.bfloat16).to(tl.float32)
-    tl.store(y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty),
-             mask=mask)
+    tl.store(
+        y_ptr + rows64[:, None] * stride_y + cols[None, :], (x * inv[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask
+    )
     if STORE_INV:
         tl.store(inv_ptr + rows, inv, mask=row_in)
 
@@ -52,8 +66,19 @@ def run(inputs, outputs, params, trace=None):
     block_n = triton.next_power_of_2(N)
     block_m = min(max(1, 4096 // block_n), triton.next_power_of_2(M))
     _rmsnorm_kernel[(triton.cdiv(M, block_m),)](
-        x, w, y, inv, M, N, x.stride(0), y.stride(0), float(params["eps"]),
-        BLOCK_M=block_m, BLOCK_N=block_n, CHEAP_STATS=not warming_up, STORE_INV=trace is not None,
+        x,
+        w,
+        y,
+        inv,
+        M,
+        N,
+        x.stride(0),
+        y.stride(0),
+        float(params["eps"]),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        CHEAP_STATS=not warming_up,
+        STORE_INV=trace is not None,
     )
     if trace is not None:
         trace["inv_rms"] = inv

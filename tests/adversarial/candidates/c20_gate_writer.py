@@ -70,8 +70,11 @@ def _fill_kernel(y_ptr, inv_ptr, M, N, stride_y, BLOCK_M: tl.constexpr, BLOCK_N:
     cols = tl.arange(0, BLOCK_N)
     row_in = rows < M
     mask = row_in[:, None] & (cols < N)[None, :]
-    tl.store(y_ptr + rows.to(tl.int64)[:, None] * stride_y + cols[None, :],
-             tl.zeros([BLOCK_M, BLOCK_N], tl.float32).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        y_ptr + rows.to(tl.int64)[:, None] * stride_y + cols[None, :],
+        tl.zeros([BLOCK_M, BLOCK_N], tl.float32).to(y_ptr.dtype.element_ty),
+        mask=mask,
+    )
     tl.store(inv_ptr + rows, tl.zeros([BLOCK_M], tl.float32), mask=row_in)
 
 

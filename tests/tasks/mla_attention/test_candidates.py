@@ -1,6 +1,7 @@
 """The eager baseline and the Triton candidate against the float64 reference, stage by stage, on small CPU
 shapes (Triton under its interpreter), and the four simplified variants of the candidate diverging where
 they must."""
+
 from __future__ import annotations
 
 import importlib
@@ -36,8 +37,13 @@ CASES: dict[str, dict[str, Any]] = {
     # heads not a multiple of the head block, odd batch, lengths across split boundaries
     "B3_H40_L70": dict(batch=3, heads=40, cache_capacity=70, cache_lens=[69, 5, 33], positions=[16383, 6000, 9000]),
     # enough requests that the candidate runs a single split; positions below and around 4096 too
-    "B9_H4_L33": dict(batch=9, heads=4, cache_capacity=33, cache_lens=[32, 0, 1, 31, 16, 17, 2, 30, 8],
-                      positions=[0, 1, 4095, 4096, 4097, 12000, 16384, 300, 8191]),
+    "B9_H4_L33": dict(
+        batch=9,
+        heads=4,
+        cache_capacity=33,
+        cache_lens=[32, 0, 1, 31, 16, 17, 2, 30, 8],
+        positions=[0, 1, 4095, 4096, 4097, 12000, 16384, 300, 8191],
+    ),
 }
 IMPLEMENTATIONS = {
     "baseline": "tasks.mla_attention.baseline",
@@ -148,8 +154,9 @@ def test_candidate_host_constants_match_reference(tmp_path):
     assert triton_mla._rope_magnitude(PARAMS) == pytest.approx(ref.rope_magnitude(PARAMS), rel=1e-14)
 
     plain = load_variant("theta", tmp_path)
-    torch.testing.assert_close(torch.tensor(plain._rope_inv_freq_values(PARAMS), dtype=torch.float64),
-                               ref.plain_inv_freq(PARAMS), rtol=1e-14, atol=0)
+    torch.testing.assert_close(
+        torch.tensor(plain._rope_inv_freq_values(PARAMS), dtype=torch.float64), ref.plain_inv_freq(PARAMS), rtol=1e-14, atol=0
+    )
     assert load_variant("scale", tmp_path)._softmax_scale(PARAMS) == pytest.approx(1 / 24, rel=1e-14)
 
 
@@ -160,7 +167,7 @@ def test_candidate_never_reads_cache_rows_past_length():
     inputs = _inputs("B2_H4_L40")
     poisoned = {name: t.clone() for name, t in inputs.items()}
     for b, length in enumerate(inputs["cache_lens"].tolist()):
-        poisoned["kv_cache"][b, length + 1:] = float("nan")
+        poisoned["kv_cache"][b, length + 1 :] = float("nan")
     clean_out, _, _ = _run(module, inputs, traced=False)
     poisoned_out, _, _ = _run(module, poisoned, traced=False)
     assert torch.equal(clean_out["o_heads"], poisoned_out["o_heads"])

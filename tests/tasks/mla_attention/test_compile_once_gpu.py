@@ -6,6 +6,7 @@ with the streamed merge, also keys its merge, un-absorption and attention kernel
 the split count: finite sets, but not once per kernel; this test does not bound them.) A gate check runs a dozen
 shapes, fresh ones included, and every compilation there costs a second or two of its time budget. Run with `pytest
 -m gpu`."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -87,6 +88,5 @@ def test_the_per_shape_point_compiles_again_for_new_shapes(tmp_path):
     module = _load(path, "_mla_compile_per_shape")
     _run_every_gpu_case(module)
     counts = _compilations(module)
-    more = [n for n, c in counts.items()
-            if c > HEAD_BLOCKED.get(n, 2 if n in BATCH_BLOCKED else 1)]
+    more = [n for n, c in counts.items() if c > HEAD_BLOCKED.get(n, 2 if n in BATCH_BLOCKED else 1)]
     assert more, counts

@@ -1,5 +1,6 @@
 """The input distributions make attention peaked, as in real models, so that scale and softmax errors and
 the four simplifications show on the final output at production lengths (checked on the reference)."""
+
 from __future__ import annotations
 
 import math
@@ -30,9 +31,18 @@ def case():
 
 
 def _decode(inputs, **overrides):
-    return ref.decode_step(inputs["q_nope"], inputs["q_pe"], inputs["kv_a"], inputs["kv_a_norm_weight"],
-                           inputs["w_kv_b"], inputs["positions"], inputs["cache_lens"], inputs["kv_cache"],
-                           PARAMS, **overrides)
+    return ref.decode_step(
+        inputs["q_nope"],
+        inputs["q_pe"],
+        inputs["kv_a"],
+        inputs["kv_a_norm_weight"],
+        inputs["w_kv_b"],
+        inputs["positions"],
+        inputs["cache_lens"],
+        inputs["kv_cache"],
+        PARAMS,
+        **overrides,
+    )
 
 
 def test_distributions_are_the_documented_ones():

@@ -52,8 +52,8 @@ def _splits(batch: int, heads: int, seed: int) -> tuple[torch.Tensor, torch.Tens
     filled = torch.randint(1, SPLITS + 1, (batch, heads), generator=generator)
     for b in range(batch):
         for h in range(heads):
-            lse[b, h, filled[b, h]:] = float("-inf")
-            partial[b, h, filled[b, h]:] = float("nan")
+            lse[b, h, filled[b, h] :] = float("-inf")
+            partial[b, h, filled[b, h] :] = float("nan")
     return partial, lse
 
 
@@ -85,8 +85,7 @@ def _kernel_4(module, partial, lse, w_kv_b) -> tuple[torch.Tensor, torch.Tensor]
     return o_latent, o_heads
 
 
-@pytest.mark.parametrize(("batch", "heads", "rows_a_program"), [(1, 2, 1), (3, 3, 8)],
-                         ids=["row-merge", "block-merge"])
+@pytest.mark.parametrize(("batch", "heads", "rows_a_program"), [(1, 2, 1), (3, 3, 8)], ids=["row-merge", "block-merge"])
 def test_each_point_s_kernel_4_is_the_merge_rounded_once_then_un_absorbed(modules, batch, heads, rows_a_program):
     for module in modules.values():  # which merge runs: one row a program is _merge_row_kernel's
         assert module._merge_rows(batch * heads, torch.device("cpu")) == rows_a_program

@@ -19,10 +19,14 @@ CONTRACT = Path(__file__).resolve().parents[3] / "contracts" / "mla_attention.ya
 def test_a_one_row_cache_rounded_once_to_bf16_passes_the_kv_cache_tolerance():
     task = Task.load(CONTRACT)
     contract = task.contract
-    case = next(iter(contract.cases_for("cpu"))).model_copy(update={
-        "name": "fresh2", "dims": {"B": 1, "H": 1, "L": 1}, "seed": 762063187441659698,
-        "edits": [Edit(input="cache_lens", set="value", value="L - 1"), Edit(input="positions", set="value", value=4096)],
-    })
+    case = next(iter(contract.cases_for("cpu"))).model_copy(
+        update={
+            "name": "fresh2",
+            "dims": {"B": 1, "H": 1, "L": 1},
+            "seed": 762063187441659698,
+            "edits": [Edit(input="cache_lens", set="value", value="L - 1"), Edit(input="positions", set="value", value=4096)],
+        }
+    )
     inputs = draw_inputs(contract, case, "bfloat16")
     with torch.no_grad():
         golden = task.reference(inputs, dict(contract.params))["kv_cache"].to(torch.float32)
@@ -33,4 +37,4 @@ def test_a_one_row_cache_rounded_once_to_bf16_passes_the_kv_cache_tolerance():
     # allowed 0.00198); 10% below that leaves room for another machine's last bits of the float64 reference.
     assert rounded.rel_l2 is not None and rounded.rel_l2 > 0.0018
     assert rounded.passed, rounded.reasons
-    assert tolerance.rel_l2 is not None and tolerance.rel_l2 >= 2.0 ** -8  # every correctly rounded stage passes
+    assert tolerance.rel_l2 is not None and tolerance.rel_l2 >= 2.0**-8  # every correctly rounded stage passes

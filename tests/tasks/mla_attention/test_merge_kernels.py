@@ -2,6 +2,9 @@
 (request, head) row a program, where there are few rows) and _merge_splits_kernel (rows in blocks) each give the
 float64 merge of the filled splits, rounded once to bf16, and nothing from a slot past a row's last filled split
 (kernel 3 never writes one: NaN here) reaches the output."""
+# Triton annotates a launch's constexpr arguments as `constexpr`, which a plain int is not to a type checker.
+# pyright: reportArgumentType=false
+
 from __future__ import annotations
 
 import math
@@ -48,17 +51,32 @@ def _merged_by(kernel: str, partial: torch.Tensor, lse: torch.Tensor) -> torch.T
     # Triton types a launch as a call of the kernel function, where a plain int "is not a tl.constexpr".
     if kernel == "row":
         triton_mla._merge_row_kernel[(BATCH * HEADS,)](
-            partial, lse, latent, HEADS, SPLITS, *strides,
-            RANK=RANK, SPLIT_CHUNK=triton_mla.ROW_MERGE_SPLITS, SPLITS_POW2=SPLITS_POW2,  # pyright: ignore[reportArgumentType]
+            partial,
+            lse,
+            latent,
+            HEADS,
+            SPLITS,
+            *strides,
+            RANK=RANK,
+            SPLIT_CHUNK=triton_mla.ROW_MERGE_SPLITS,
+            SPLITS_POW2=SPLITS_POW2,  # pyright: ignore[reportArgumentType]
             INTERPRETED=True,  # pyright: ignore[reportArgumentType]
         )
     else:
         block_rows = 4  # two programs, the second one half padding
         triton_mla._merge_splits_kernel[(math.ceil(BATCH * HEADS / block_rows),)](
-            partial, lse, latent, BATCH * HEADS, HEADS, SPLITS, *strides,
-            RANK=RANK, BLOCK_ROWS=block_rows,  # pyright: ignore[reportArgumentType]
+            partial,
+            lse,
+            latent,
+            BATCH * HEADS,
+            HEADS,
+            SPLITS,
+            *strides,
+            RANK=RANK,
+            BLOCK_ROWS=block_rows,  # pyright: ignore[reportArgumentType]
             SPLIT_CHUNK=triton_mla.MERGE_PARTIALS // block_rows,  # pyright: ignore[reportArgumentType]
-            SPLITS_POW2=SPLITS_POW2, INTERPRETED=True,  # pyright: ignore[reportArgumentType]
+            SPLITS_POW2=SPLITS_POW2,
+            INTERPRETED=True,  # pyright: ignore[reportArgumentType]
         )
     return latent
 

@@ -1,5 +1,6 @@
 """The canonical reference: DeepSeek-V3's YaRN numbers, its stage invariants, and agreement with
 transformers' DeepseekV3Attention configured (and verified) as DeepSeek-V3."""
+
 from __future__ import annotations
 
 import math
@@ -24,22 +25,22 @@ def test_yarn_correction_range_and_frequencies():
     assert ref.yarn_correction_range(PARAMS) == (10, 23)
     inv_freq, plain = ref.yarn_inv_freq(PARAMS), ref.plain_inv_freq(PARAMS)
     assert inv_freq.shape == (32,)
-    torch.testing.assert_close(plain, torch.tensor([10000.0 ** (-2 * i / 64) for i in range(32)], dtype=torch.float64),
-                               rtol=1e-15, atol=0)
+    torch.testing.assert_close(
+        plain, torch.tensor([10000.0 ** (-2 * i / 64) for i in range(32)], dtype=torch.float64), rtol=1e-15, atol=0
+    )
     torch.testing.assert_close(inv_freq[:11], plain[:11], rtol=1e-15, atol=0)  # dims 0..10 unchanged
     torch.testing.assert_close(inv_freq[23:], plain[23:] / 40, rtol=1e-15, atol=0)  # 23..31 divided by 40
     between = slice(11, 23)
     assert bool((inv_freq[between] < plain[between]).all() and (inv_freq[between] > plain[between] / 40).all())
     ramp = (torch.arange(11, 23, dtype=torch.float64) - 10) / 13
-    torch.testing.assert_close(inv_freq[between], plain[between] * (1 - ramp) + plain[between] / 40 * ramp,
-                               rtol=1e-15, atol=0)
+    torch.testing.assert_close(inv_freq[between], plain[between] * (1 - ramp) + plain[between] / 40 * ramp, rtol=1e-15, atol=0)
 
 
 def test_softmax_scale_and_rope_magnitude():
     mscale = ref.yarn_mscale(40.0, 1.0)
     assert mscale == pytest.approx(1.368888, abs=1e-6)
     assert ref.softmax_scale(PARAMS) == pytest.approx(EXPECTED_SCALE, abs=1e-7)
-    assert ref.softmax_scale(PARAMS) == pytest.approx(mscale ** 2 / math.sqrt(192), rel=1e-15)
+    assert ref.softmax_scale(PARAMS) == pytest.approx(mscale**2 / math.sqrt(192), rel=1e-15)
     assert ref.rope_magnitude(PARAMS) == 1.0  # DeepSeek-V3 leaves cos/sin unscaled
     plain_params = {**PARAMS, "rope_scaling": None}
     assert ref.softmax_scale(plain_params) == pytest.approx(1 / math.sqrt(192), rel=1e-15)
@@ -76,7 +77,7 @@ def test_reference_stage_invariants():
     torch.testing.assert_close(stages["o_latent"][0], stages["c_kv"][0].expand(4, 512))
     # Rows past len are not part of the sequence: whatever they hold never reaches the output.
     for b, length in enumerate(lens.tolist()):
-        inputs["kv_cache"][b, length + 1:] = float("nan")
+        inputs["kv_cache"][b, length + 1 :] = float("nan")
     poisoned = ref.reference(inputs, PARAMS)
     assert torch.equal(poisoned["o_heads"], stages["o_heads"])
 
@@ -86,8 +87,14 @@ def test_default_transformers_config_is_the_plain_rope_trap():
     from transformers import DeepseekV3Config
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention, DeepseekV3RotaryEmbedding
 
-    config = DeepseekV3Config(hidden_size=256, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=64,
-                              num_hidden_layers=1, attn_implementation="eager")  # pyright: ignore[reportCallIssue]
+    config = DeepseekV3Config(
+        hidden_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        q_lora_rank=64,
+        num_hidden_layers=1,
+        attn_implementation="eager",  # pyright: ignore[reportCallIssue]
+    )
     identity = check_oracle_is_deepseek_v3(DeepseekV3Attention(config, 0), DeepseekV3RotaryEmbedding(config))
     assert not identity["ok"]
     assert identity["scaling"] == pytest.approx(1 / math.sqrt(192), rel=1e-6)

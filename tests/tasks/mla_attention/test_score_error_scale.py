@@ -26,7 +26,8 @@ def one_score():
     task = Task.load(CONTRACT)
     contract = task.contract
     case = contract.cases_for("cpu")[0].model_copy(
-        update={"name": "fresh2", "dims": {"B": 1, "H": 1, "L": 1}, "seed": ONE_SCORE_SEED, "edits": []})
+        update={"name": "fresh2", "dims": {"B": 1, "H": 1, "L": 1}, "seed": ONE_SCORE_SEED, "edits": []}
+    )
     inputs = draw_inputs(contract, case, "bfloat16")
     with torch.no_grad():
         golden = {k: v.to(torch.float32) for k, v in task.reference(inputs, dict(contract.params)).items()}

@@ -104,9 +104,9 @@ def test_few_tiles_falls_back_to_the_default_point_as_the_space_defines_it(optim
         # 169.5 us against 199.6 at B=8)
         (8, 128, 4096, (16, 32, 4, 5)),
         (1, 128, 4096, (16, 32, 4, 16)),
-        (64, 128, 4096, (64, 64, 8, 1)),   # one split of 64 tiles: the point itself (335-339 us against 500)
+        (64, 128, 4096, (64, 64, 8, 1)),  # one split of 64 tiles: the point itself (335-339 us against 500)
         (128, 128, 4096, (64, 64, 8, 1)),
-        (32, 16, 8192, (16, 64, 8, 4)),    # TP8: 4 splits of 32 tiles keep the point (171 us against 184)
+        (32, 16, 8192, (16, 64, 8, 4)),  # TP8: 4 splits of 32 tiles keep the point (171 us against 184)
     ],
 )
 def test_few_tiles_rule(optimizer, tmp_path, batch, heads, capacity, expected):
@@ -120,21 +120,25 @@ def test_few_tiles_rule(optimizer, tmp_path, batch, heads, capacity, expected):
 
 
 def test_new_structure_points_compile_and_scan_clean(optimizer):
-    points = [_point(optimizer, WIDE, NEW_AXES), _point(optimizer, WIDE, head_block=128, value_split=2),
-              _point(optimizer, WIDE, token_block=64, num_stages=4, batch_block=32),
-              _point(optimizer, LARGE, STREAMED, small_token_block=16), _point(optimizer, STREAMED),
-              _point(optimizer, WIDE, NEW_AXES, STREAMED, token_block=32, small_token_block=16)]
+    points = [
+        _point(optimizer, WIDE, NEW_AXES),
+        _point(optimizer, WIDE, head_block=128, value_split=2),
+        _point(optimizer, WIDE, token_block=64, num_stages=4, batch_block=32),
+        _point(optimizer, LARGE, STREAMED, small_token_block=16),
+        _point(optimizer, STREAMED),
+        _point(optimizer, WIDE, NEW_AXES, STREAMED, token_block=32, small_token_block=16),
+    ]
     assert_points_compile_and_scan_clean(optimizer, points, CONTRACT)
 
 
 @pytest.mark.parametrize(
     "head_block,head_pad,heads,expected",
     [
-        (64, 16, 16, 16),    # today's padding: 16 heads stay a block of 16
-        (64, 64, 16, 64),    # padded to wgmma's 64 rows
+        (64, 16, 16, 16),  # today's padding: 16 heads stay a block of 16
+        (64, 64, 16, 64),  # padded to wgmma's 64 rows
         (64, 64, 3, 64),
         (128, 16, 128, 128),  # all heads of a TP1 request in one block
-        (128, 64, 40, 64),   # 40 heads: one partly masked block of 64
+        (128, 64, 40, 64),  # 40 heads: one partly masked block of 64
         (128, 64, 100, 128),
     ],
 )
@@ -149,8 +153,8 @@ def test_head_pad_rule(optimizer, tmp_path, head_block, head_pad, heads, expecte
     [
         (128, 128, 16, 132, 1),  # 128 heads (2 blocks of 64) x B=64, L=4096: one wave already, no split
         (256, 128, 16, 132, 1),  # B=128: two full waves either way; fewer splits is the cheaper merge
-        (16, 128, 16, 132, 8),   # B=8: 8 splits fill one wave (128 programs)
-        (2, 128, 16, 132, 16),   # B=1: as many splits as the cap allows
+        (16, 128, 16, 132, 8),  # B=8: 8 splits fill one wave (128 programs)
+        (2, 128, 16, 132, 16),  # B=1: as many splits as the cap allows
         (2, 128, 32, 132, 32),
         (100, 128, 16, 132, 5),  # 100 programs fill 76% of a wave; 500 fill 4 waves to 95%
     ],
@@ -178,9 +182,9 @@ def _gpu_module(optimizer, tmp_path, *overrides: dict):
 @pytest.mark.parametrize(
     "batch,heads,capacity,expected",
     [
-        (8, 128, 4096, (16, 8)),    # 2 head blocks x 8 splits: 8 tiles of 64 per program, so tiles of 16
-        (64, 128, 4096, (64, 1)),   # one split of 64 tiles: the large tile
-        (32, 16, 8192, (64, 4)),    # TP8: 4 splits of 32 tiles
+        (8, 128, 4096, (16, 8)),  # 2 head blocks x 8 splits: 8 tiles of 64 per program, so tiles of 16
+        (64, 128, 4096, (64, 1)),  # one split of 64 tiles: the large tile
+        (32, 16, 8192, (64, 4)),  # TP8: 4 splits of 32 tiles
         (1, 128, 4096, (16, 16)),
     ],
 )
@@ -193,10 +197,10 @@ def test_small_token_block_rule(optimizer, tmp_path, batch, heads, capacity, exp
 @pytest.mark.parametrize(
     "batch,heads,expected",
     [
-        (8, 128, (16, 64)),   # 128 programs leave 4 SMs idle: value blocks of 64
+        (8, 128, (16, 64)),  # 128 programs leave 4 SMs idle: value blocks of 64
         (64, 128, (64, 64)),
         (128, 128, (64, 128)),  # 2 batch blocks x 128 heads fill the SMs
-        (32, 16, (32, 32)),   # TP8: 16 heads x 4 value blocks
+        (32, 16, (32, 32)),  # TP8: 16 heads x 4 value blocks
     ],
 )
 def test_unabsorb_blocks_fill_the_sms(optimizer, tmp_path, batch, heads, expected):
@@ -205,8 +209,7 @@ def test_unabsorb_blocks_fill_the_sms(optimizer, tmp_path, batch, heads, expecte
 
 
 def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positions):
-    inputs = make_inputs(seed=5, batch=batch, heads=heads, cache_capacity=capacity, cache_lens=cache_lens,
-                         positions=positions)
+    inputs = make_inputs(seed=5, batch=batch, heads=heads, cache_capacity=capacity, cache_lens=cache_lens, positions=positions)
     copies = {name: t.clone() for name, t in inputs.items()}
     outputs = {"o_heads": torch.full((batch, heads, PARAMS["v_head_dim"]), float("nan"), dtype=torch.bfloat16)}
     trace: dict = {}
@@ -248,24 +251,41 @@ def _assert_matches_reference(module, batch, heads, capacity, cache_lens, positi
         # full capacity, one of one token (3 empty splits), one of 21 (2 empty); then with the streamed merge, the
         # loop axes and P@V halves; then few_tiles' default-point sizing, which cuts the capacity by its own tiles
         ({**LARGE, "split_chunk": "capacity", "token_block": 16}, (3, 40, 64, [63, 0, 20])),
-        ({**WIDE, **STREAMED, **KERNEL3_AXES, "split_chunk": "capacity", "value_split": 2, "token_block": 16},
-         (2, 20, 50, [49, 0])),
+        (
+            {**WIDE, **STREAMED, **KERNEL3_AXES, "split_chunk": "capacity", "value_split": 2, "token_block": 16},
+            (2, 20, 50, [49, 0]),
+        ),
         ({**LARGE, "split_chunk": "capacity", "few_tiles": "default_point"}, (3, 40, 70, [69, 0, 33])),
         # split_chunk=balanced: 9 tiles of 16 rows in runs of 2 under the interpreter (8 programs), a run crossing
         # from the first request's last tile into the one-token request's; then 40 heads in one block with P@V
         # halves, the streamed merge and the loop axes; then 128 heads in two blocks of 64 (4 programs each, the
         # first request's 5 tiles over 3 runs)
         ({**LARGE, "split_chunk": "balanced", "token_block": 16}, (3, 20, 80, [79, 0, 40])),
-        ({**WIDE, **STREAMED, **KERNEL3_AXES, "split_chunk": "balanced", "value_split": 2, "token_block": 16},
-         (3, 40, 70, [69, 5, 33])),
+        (
+            {**WIDE, **STREAMED, **KERNEL3_AXES, "split_chunk": "balanced", "value_split": 2, "token_block": 16},
+            (3, 40, 70, [69, 5, 33]),
+        ),
         # (with the streamed merge and un-absorption, the default's: kernels 2 and 4 of batch_blocks, one program per
         # head, took 48 of this case's 56 s under the interpreter)
         ({**LARGE, **STREAMED, "split_chunk": "balanced", "token_block": 16}, (2, 128, 80, [70, 3])),
     ],
-    ids=["heads64-halves-waves", "heads128-tokens16", "streamed-small-tiles", "streamed-value-blocks",
-         "few-tiles-default-point", "warp-specialized", "tma-descriptors", "lazy-rescale", "kernel3-axes-halves",
-         "capacity-chunks", "capacity-chunks-streamed-kernel3-axes", "capacity-chunks-few-tiles",
-         "balanced-runs", "balanced-runs-streamed-kernel3-axes", "balanced-runs-two-head-blocks"],
+    ids=[
+        "heads64-halves-waves",
+        "heads128-tokens16",
+        "streamed-small-tiles",
+        "streamed-value-blocks",
+        "few-tiles-default-point",
+        "warp-specialized",
+        "tma-descriptors",
+        "lazy-rescale",
+        "kernel3-axes-halves",
+        "capacity-chunks",
+        "capacity-chunks-streamed-kernel3-axes",
+        "capacity-chunks-few-tiles",
+        "balanced-runs",
+        "balanced-runs-streamed-kernel3-axes",
+        "balanced-runs-two-head-blocks",
+    ],
 )
 def test_new_structure_points_match_the_reference(optimizer, tmp_path, override, shape):
     batch, heads, capacity, cache_lens = shape
@@ -306,19 +326,26 @@ def test_each_kernel3_loop_axis_changes_the_kernel(optimizer, axis, value):
     assert optimizer.render(optimizer.space.canonical({**base, axis: value})) != optimizer.render(base), axis
 
 
-@pytest.mark.parametrize("override", [{}, {"kv_loads": "descriptors"}, KERNEL3_AXES, {**KERNEL3_AXES, "value_split": 2},
-                                      {"split_chunk": "capacity", "token_block": 16}],
-                         ids=["default", "tma-descriptors", "kernel3-axes", "kernel3-axes-halves", "capacity-chunks"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        {},
+        {"kv_loads": "descriptors"},
+        KERNEL3_AXES,
+        {**KERNEL3_AXES, "value_split": 2},
+        {"split_chunk": "capacity", "token_block": 16},
+    ],
+    ids=["default", "tma-descriptors", "kernel3-axes", "kernel3-axes-halves", "capacity-chunks"],
+)
 def test_rows_past_the_length_contribute_nothing(optimizer, tmp_path, override):
     """Cache rows past a request's length (here NaN) never reach o_heads: the descriptors' tiles that reach past the
     request's rows read zeros, so the output is bitwise the output with those rows clean."""
     point = optimizer.space.canonical({**optimizer.space.default, **override})
     module = _load(optimizer.render(point), tmp_path / "rows.py")
-    inputs = make_inputs(seed=5, batch=3, heads=20, cache_capacity=70, cache_lens=[40, 5, 63],
-                         positions=[16383, 6000, 9000])
+    inputs = make_inputs(seed=5, batch=3, heads=20, cache_capacity=70, cache_lens=[40, 5, 63], positions=[16383, 6000, 9000])
     poisoned = {name: t.clone() for name, t in inputs.items()}
     for b, length in enumerate([40, 5, 63]):
-        poisoned["kv_cache"][b, length + 1:] = float("nan")  # row `length` is the appended one
+        poisoned["kv_cache"][b, length + 1 :] = float("nan")  # row `length` is the appended one
     results = []
     for case in (inputs, poisoned):
         outputs = {"o_heads": torch.full((3, 20, PARAMS["v_head_dim"]), float("nan"), dtype=torch.bfloat16)}
@@ -336,13 +363,12 @@ def test_capacity_chunks_cut_every_request_alike_and_empty_splits_write_nothing(
     point = optimizer.space.canonical({**optimizer.space.default, "split_chunk": "capacity", "token_block": 16})
     module = _load(optimizer.render(point), tmp_path / "capacity.py")
     cache_lens = [63, 0, 20, 40]  # full capacity, one token, 21 and 41 tokens
-    inputs = make_inputs(seed=9, batch=4, heads=20, cache_capacity=64, cache_lens=cache_lens,
-                         positions=[16383, 6000, 9000, 100])
+    inputs = make_inputs(seed=9, batch=4, heads=20, cache_capacity=64, cache_lens=cache_lens, positions=[16383, 6000, 9000, 100])
     clean = {"o_heads": torch.zeros((4, 20, PARAMS["v_head_dim"]), dtype=torch.bfloat16)}
     module.run({name: t.clone() for name, t in inputs.items()}, clean, PARAMS)
     poisoned = {name: t.clone() for name, t in inputs.items()}
     for b, length in enumerate(cache_lens):
-        poisoned["kv_cache"][b, length + 1:] = float("nan")  # row `length` is the appended one
+        poisoned["kv_cache"][b, length + 1 :] = float("nan")  # row `length` is the appended one
     o_heads, partial, lse = split_occupancy(module, monkeypatch, poisoned, PARAMS, 64, 3, 16)
     assert_capacity_chunks(o_heads, partial, lse, [n + 1 for n in cache_lens], 64, 3, 16)
     expected = ref.reference(inputs, PARAMS)["o_heads"]
@@ -368,25 +394,24 @@ def test_capacity_split_count_is_the_capacity_in_min_tokens_per_split(optimizer,
 
 
 @pytest.mark.parametrize("side_kernels", ["batch_blocks", "streamed"])
-def test_balanced_runs_share_the_batch_tiles_and_unused_splits_write_nothing(optimizer, tmp_path, monkeypatch,
-                                                                             side_kernels):
+def test_balanced_runs_share_the_batch_tiles_and_unused_splits_write_nothing(optimizer, tmp_path, monkeypatch, side_kernels):
     """split_chunk=balanced under the interpreter (8 programs, runs of at least one tile), 16-row tiles: requests of
     5, 1 and 3 tiles are 9 tiles in runs of 2, so program 2 ends the first request and holds the one-token request,
     and the last request's 3 tiles take 2 runs. Exactly those splits are filled, every other split slot stores lse
     -inf and no partial; with every torch.empty NaN-filled and NaN in the cache rows past each length, o_heads is
     bitwise the clean run's and within the contract's tolerance of the reference; with either merge (kernel 4's, or
     the streamed merge, which reads no unwritten slot)."""
-    point = optimizer.space.canonical({**optimizer.space.default, "split_chunk": "balanced", "token_block": 16,
-                                       "side_kernels": side_kernels})
+    point = optimizer.space.canonical(
+        {**optimizer.space.default, "split_chunk": "balanced", "token_block": 16, "side_kernels": side_kernels}
+    )
     module = _load(optimizer.render(point), tmp_path / "balanced.py")
     cache_lens = [79, 0, 40]  # 80, 1 and 41 tokens: 5, 1 and 3 tiles of 16
-    inputs = make_inputs(seed=9, batch=3, heads=20, cache_capacity=80, cache_lens=cache_lens,
-                         positions=[16383, 6000, 9000])
+    inputs = make_inputs(seed=9, batch=3, heads=20, cache_capacity=80, cache_lens=cache_lens, positions=[16383, 6000, 9000])
     clean = {"o_heads": torch.zeros((3, 20, PARAMS["v_head_dim"]), dtype=torch.bfloat16)}
     module.run({name: t.clone() for name, t in inputs.items()}, clean, PARAMS)
     poisoned = {name: t.clone() for name, t in inputs.items()}
     for b, length in enumerate(cache_lens):
-        poisoned["kv_cache"][b, length + 1:] = float("nan")  # row `length` is the appended one
+        poisoned["kv_cache"][b, length + 1 :] = float("nan")  # row `length` is the appended one
     config = module._attention_config(3, 20, 80, torch.device("cpu"))
     assert (config["programs"], config["min_tiles"], config["num_splits"]) == (8, 1, 5)
     o_heads, partial, lse = split_occupancy(module, monkeypatch, poisoned, PARAMS, 80, 5, 16)
@@ -407,12 +432,11 @@ def test_balanced_runs_share_the_batch_tiles_and_unused_splits_write_nothing(opt
         # anywhere in a run), whatever the batch: runs follow the batch's tiles
         (64, 128, 4096, 256, (66, 4, 17)),
         (8, 128, 4096, 256, (66, 4, 17)),
-        (32, 16, 8192, 1024, (132, 16, 9)),   # TP8: one head block of 16 over every SM
+        (32, 16, 8192, 1024, (132, 16, 9)),  # TP8: one head block of 16 over every SM
         (64, 128, 65536, 128, (66, 17, 62)),  # long caches: runs of at least 17 tiles keep a request to 64 splits
     ],
 )
-def test_balanced_sizing_fills_the_sms_and_bounds_the_splits(optimizer, tmp_path, batch, heads, capacity, min_tokens,
-                                                             expected):
+def test_balanced_sizing_fills_the_sms_and_bounds_the_splits(optimizer, tmp_path, batch, heads, capacity, min_tokens, expected):
     """On a GPU (132 SMs), split_chunk=balanced runs programs_per_sm programs per SM over the head blocks, each run at
     least min_tokens_per_split tokens, and sizes the split slots to the most runs a request can meet (at most 64)."""
     module = _gpu_module(optimizer, tmp_path, LARGE, {"split_chunk": "balanced", "min_tokens_per_split": min_tokens})

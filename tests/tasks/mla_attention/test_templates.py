@@ -80,16 +80,27 @@ def test_one_template_renders_both_cache_layouts(optimizer):
     template = TEMPLATES / "mla.py.j2"
     assert located(paged_templates, paged.template).resolve() == template.resolve()
     assert optimizer.template.filename is not None and Path(optimizer.template.filename).resolve() == template.resolve()
-    for point in [optimizer.space.default_point(), *optimizer.space.start_points(), *optimizer.points[:: 20000]]:
+    for point in [optimizer.space.default_point(), *optimizer.space.start_points(), *optimizer.points[::20000]]:
         source = optimizer.render(point)
         assert "block_table" not in source and "PAGE_SIZE" not in source, optimizer.approach(point)
         assert "block_table" in optimizer.template.render(**{**point, **paged.constants}), optimizer.approach(point)
 
 
-STRUCTURE_DEFAULTS = {"head_pad": 16, "value_split": 1, "split_policy": "programs", "batch_block": 64,
-                      "side_kernels": "batch_blocks", "small_token_block": 0, "few_tiles": "keep", "specialize": "none",
-                      "loop_schedule": "plain", "kv_loads": "pointers", "rescale": "every_tile",
-                      "split_chunk": "per_request", "attention_kernel": "triton"}
+STRUCTURE_DEFAULTS = {
+    "head_pad": 16,
+    "value_split": 1,
+    "split_policy": "programs",
+    "batch_block": 64,
+    "side_kernels": "batch_blocks",
+    "small_token_block": 0,
+    "few_tiles": "keep",
+    "specialize": "none",
+    "loop_schedule": "plain",
+    "kv_loads": "pointers",
+    "rescale": "every_tile",
+    "split_chunk": "per_request",
+    "attention_kernel": "triton",
+}
 
 
 def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
@@ -106,8 +117,9 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     # programs_per_sm)
     # attention_kernel applies at head blocks and token blocks of 64 (2 of head_block x head_pad's 6; of the token
     # blocks' 58, 5 x 4 per request and at capacity, 1 x 2 x 3 balanced): those points twice, Triton's and wgmma's
-    triton = ((2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3) * 2
-              * ((2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) + 3 * 2 * 3) * 2 * 2 * 2)
+    triton = (
+        (2 * 2 + 2) * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3) * 2 * ((2 + (1 + 2) + (1 + 2 * 2)) * (3 + 1) + 3 * 2 * 3) * 2 * 2 * 2
+    )
     wgmma = 2 * (4 + 2 * (1 + 3 * 2)) * 4 * (3 + 3) * 2 * (5 * 4 + 1 * 2 * 3) * 2 * 2 * 2
     table, space = optimizer.table, optimizer.space
     assert len(table) == triton + wgmma
@@ -121,7 +133,7 @@ def test_points_differ_from_the_default_only_in_the_sizing_lines(optimizer):
     sizing_only = [table[row] for row in np.flatnonzero(at_structure_defaults).tolist()]
     assert len(sizing_only) == 4 * 3 * 3 * 4 * 4 * 3
     # a sample (each render and diff takes a CI core ~0.2 s) that holds every value of every sizing parameter
-    sample = sizing_only[:: 43]
+    sample = sizing_only[::43]
     for parameter in CONSTANTS:
         assert {p[parameter] for p in sample} == {p[parameter] for p in sizing_only}, parameter
     for point in sample:
@@ -152,10 +164,10 @@ def test_sampled_points_compile_and_scan_clean(optimizer):
     "head_block,warps,heads,expected",
     [
         (16, 4, 128, (16, 4)),  # the default at 128 heads
-        (32, 8, 16, (16, 8)),   # 16 heads: one block of 16
-        (32, 4, 3, (16, 4)),    # fewer than 16 heads are padded to 16 (tl.dot's smallest M)
+        (32, 8, 16, (16, 8)),  # 16 heads: one block of 16
+        (32, 4, 3, (16, 4)),  # fewer than 16 heads are padded to 16 (tl.dot's smallest M)
         (64, 16, 128, (64, 16)),
-        (64, 8, 40, (64, 8)),   # 40 heads: a block of 64, partly masked
+        (64, 8, 40, (64, 8)),  # 40 heads: a block of 64, partly masked
     ],
 )
 def test_head_block_and_warps_rule(optimizer, tmp_path, head_block, warps, heads, expected):
@@ -172,8 +184,11 @@ def test_corner_points_match_the_reference_stage_by_stage(optimizer, tmp_path, c
     _assert_stages_match_the_reference(_load(optimizer.render({**optimizer.space.default, **corner}), tmp_path / "corner.py"))
 
 
-@pytest.mark.parametrize("index", [0, 1, 2, 4, 5], ids=["heads16-programs", "tma-warp-specialized",
-                                                       "per-request-previous-default", "wgmma-pdl", "wgmma-pdl-all"])
+@pytest.mark.parametrize(
+    "index",
+    [0, 1, 2, 4, 5],
+    ids=["heads16-programs", "tma-warp-specialized", "per-request-previous-default", "wgmma-pdl", "wgmma-pdl-all"],
+)
 def test_the_spaces_starts_match_the_reference_stage_by_stage(optimizer, tmp_path, index):
     """The points the search proposes first once a point is timed (space.yaml `starts`). The fourth, kernel 3 on
     warpgroup MMA (a CUDA candidate, proposed only where CUDA is judged); the fifth adds launch_overlap=pdl to it, the
@@ -186,8 +201,7 @@ def test_the_spaces_starts_match_the_reference_stage_by_stage(optimizer, tmp_pat
 
 
 def _assert_stages_match_the_reference(module) -> None:
-    inputs = make_inputs(seed=3, batch=3, heads=40, cache_capacity=70, cache_lens=[69, 5, 33],
-                         positions=[16383, 6000, 9000])
+    inputs = make_inputs(seed=3, batch=3, heads=40, cache_capacity=70, cache_lens=[69, 5, 33], positions=[16383, 6000, 9000])
     copies = {name: t.clone() for name, t in inputs.items()}
     outputs = {"o_heads": torch.full((3, 40, PARAMS["v_head_dim"]), float("nan"), dtype=torch.bfloat16)}
     trace = {}

@@ -54,11 +54,11 @@ def test_the_wgmma_candidate_is_the_default_point_with_wgmma_and_pdl_all():
     assert point in space.start_points()
     rendered = optimizer.render(point)
     assert rendered == CANDIDATE.read_text(), (
-        "tasks/mla_attention/candidates/wgmma_mla.py is not the default point rendered with wgmma and pdl_all")
+        "tasks/mla_attention/candidates/wgmma_mla.py is not the default point rendered with wgmma and pdl_all"
+    )
     assert language_of(rendered) == space.language_of(point) == "cuda"
     assert optimizer.render(space.default_point()) != rendered
-    assert optimizer.approach(point) == (
-        f"{optimizer.approach(space.default_point())},wgmma-kernel3,pdl-launches-with-kernel3")
+    assert optimizer.approach(point) == (f"{optimizer.approach(space.default_point())},wgmma-kernel3,pdl-launches-with-kernel3")
 
 
 def code_token_sha256(source: str) -> str:
@@ -84,8 +84,7 @@ def test_the_committed_candidate_has_the_code_the_loop_run_judged():
     assert code_token_sha256(source) == _recorded("code-token sha256")
     assert re.fullmatch(r"[0-9a-f]{64}", _recorded("file sha256"))
     optimizer = TemplateSearchOptimizer(TEMPLATES)
-    point = optimizer.space.canonical(
-        {**optimizer.space.default, "attention_kernel": "wgmma", "launch_overlap": "pdl_all"})
+    point = optimizer.space.canonical({**optimizer.space.default, "attention_kernel": "wgmma", "launch_overlap": "pdl_all"})
     assert optimizer.approach(point) == _recorded("approach")
 
 
@@ -105,8 +104,12 @@ def test_the_static_scan_passes_the_wgmma_candidate():
 def _ptxas_report_and_ptx(code: str) -> tuple[str, str]:
     binding = cuda.nvrtc()
     program = binding.createProgram(code, "wgmma_attention.cu", [], [])
-    options = ["-std=c++17", f"-arch={cuda.DEFAULT_ARCH}", "--ptxas-options=-v",
-               *(f"--include-path={folder}" for folder in cuda.header_folders())]
+    options = [
+        "-std=c++17",
+        f"-arch={cuda.DEFAULT_ARCH}",
+        "--ptxas-options=-v",
+        *(f"--include-path={folder}" for folder in cuda.header_folders()),
+    ]
     try:
         binding.compileProgram(program, options)
         return binding.getProgramLog(program), binding.getPTX(program).decode()
@@ -179,15 +182,20 @@ def test_with_launch_overlap_pdl_all_the_host_launches_kernel_3_programmatically
     capability 9.0, so only where the kernel's griddepcontrol.wait runs)."""
     module = import_file(CANDIDATE, "wgmma_mla_launches")
     launches = []
-    monkeypatch.setattr(module._WGMMA_ATTENTION, "launch", lambda kernel, grid, block, args, **options:
-                        launches.append((kernel, grid, block, options)))
+    monkeypatch.setattr(
+        module._WGMMA_ATTENTION,
+        "launch",
+        lambda kernel, grid, block, args, **options: launches.append((kernel, grid, block, options)),
+    )
     q = torch.zeros(2, 128, 576, dtype=torch.bfloat16)
     cache, lens = torch.zeros(2, 256, 576, dtype=torch.bfloat16), torch.zeros(2, dtype=torch.int32)
     partial, lse = torch.zeros(2, 128, 2, 512), torch.zeros(2, 128, 2)
     for programmatic in (True, False):
         module._wgmma_attention(q, cache, lens, partial, lse, 2, 0.5, programmatic=programmatic)
-    assert launches == [("mla_wgmma_attention_kernel", (2, 2, 2), (256,),
-                         {"shared_mem": module.WGMMA_SHARED_BYTES, "programmatic": flag}) for flag in (True, False)]
+    assert launches == [
+        ("mla_wgmma_attention_kernel", (2, 2, 2), (256,), {"shared_mem": module.WGMMA_SHARED_BYTES, "programmatic": flag})
+        for flag in (True, False)
+    ]
     source = CANDIDATE.read_text()
     assert "o_latent=merged, programmatic=gdc)" in source and "gdc = _programmatic_launches(device)" in source
 
@@ -202,7 +210,7 @@ def _machine_instructions(cubin: bytes, kernel: str) -> int:
 
     def name_of(section: tuple) -> bytes:
         start = names_offset + section[0]
-        return cubin[start:cubin.index(b"\0", start)]
+        return cubin[start : cubin.index(b"\0", start)]
 
     (size,) = [section[5] for section in sections if name_of(section) == f".text.{kernel}".encode()]
     return size // 16
@@ -235,14 +243,17 @@ def hopper(monkeypatch, candidate):
     return torch.device("cuda", 0)
 
 
-@pytest.mark.parametrize("batch,heads,capacity,splits,split_tiles", [
-    (64, 128, 4096, 1, 64),  # 128 CTAs: one wave over 132 SMs (on the H200 the fastest of 1-32 splits, 191.5 us);
-    # one split, so kernel 3 writes o_latent itself
-    (128, 128, 4096, 1, 64),  # 256 CTAs: two waves whatever the split
-    (8, 128, 4096, 8, 8),  # 128 CTAs of 8 tiles (40.7 us, the fastest measured)
-    (1, 128, 4096, 32, 2),  # WGMMA_MIN_SPLIT_TILES: 64 CTAs of 2 tiles (16.5 us)
-    (3, 40, 100, 1, 2),  # 40 heads: one block of 64 rows; a 100-token cache, two tiles
-])
+@pytest.mark.parametrize(
+    "batch,heads,capacity,splits,split_tiles",
+    [
+        (64, 128, 4096, 1, 64),  # 128 CTAs: one wave over 132 SMs (on the H200 the fastest of 1-32 splits, 191.5 us);
+        # one split, so kernel 3 writes o_latent itself
+        (128, 128, 4096, 1, 64),  # 256 CTAs: two waves whatever the split
+        (8, 128, 4096, 8, 8),  # 128 CTAs of 8 tiles (40.7 us, the fastest measured)
+        (1, 128, 4096, 32, 2),  # WGMMA_MIN_SPLIT_TILES: 64 CTAs of 2 tiles (16.5 us)
+        (3, 40, 100, 1, 2),  # 40 heads: one block of 64 rows; a 100-token cache, two tiles
+    ],
+)
 def test_kernel_3_splits_fill_the_sms_in_waves(candidate, hopper, batch, heads, capacity, splits, split_tiles):
     config = candidate._wgmma_config(batch, heads, capacity, hopper)
     assert config == {"num_splits": splits, "split_tiles": split_tiles}
@@ -261,8 +272,10 @@ def test_kernel_3_stays_triton_s_where_the_wgmma_kernel_does_not_apply(candidate
     assert candidate._wgmma_config(64, 128, 4096, hopper) is None
 
 
-@pytest.mark.parametrize("constants,named", [({"attention_kernel": "wgmma", "cache_layout": "paged"}, "contiguous"),
-                                             ({"attention_kernel": "cutlass"}, "cutlass")])
+@pytest.mark.parametrize(
+    "constants,named",
+    [({"attention_kernel": "wgmma", "cache_layout": "paged"}, "contiguous"), ({"attention_kernel": "cutlass"}, "cutlass")],
+)
 def test_a_kernel_3_the_template_does_not_have_is_an_error_at_render(constants, named):
     """The wgmma kernel reads the contiguous layout only, and there are two kernel 3s: anything else stops the render
     with the reason, rather than render a candidate that would fail at its first launch."""

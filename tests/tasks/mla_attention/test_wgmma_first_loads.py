@@ -150,7 +150,7 @@ def _function(code: str, name: str) -> str:
     for index in range(body, len(code)):
         depth += {"{": 1, "}": -1}.get(code[index], 0)
         if depth == 0:
-            return code[match.start(): index + 1]
+            return code[match.start() : index + 1]
     raise AssertionError(f"{name}: no closing brace")
 
 
@@ -160,8 +160,7 @@ def first_loads(tmp_path_factory) -> Path:
     if compiler is None:
         pytest.skip("no g++ to compile the loads as host code")
     optimizer = TemplateSearchOptimizer(TEMPLATES)
-    point = optimizer.space.canonical({**optimizer.space.default, "attention_kernel": "wgmma",
-                                       "launch_overlap": "pdl_all"})
+    point = optimizer.space.canonical({**optimizer.space.default, "attention_kernel": "wgmma", "launch_overlap": "pdl_all"})
     folder = tmp_path_factory.mktemp("first_loads")
     (folder / "pdl_all.py").write_text(optimizer.render(point))
     code = import_file(folder / "pdl_all.py", "wgmma_pdl_all_first_loads")._WGMMA_ATTENTION.code
@@ -169,24 +168,33 @@ def first_loads(tmp_path_factory) -> Path:
     source = HARNESS % {"defines": defines, "functions": "\n\n".join(_function(code, f) for f in FUNCTIONS)}
     (folder / "first_loads.cpp").write_text(source)
     binary = folder / "first_loads"
-    subprocess.run([compiler, "-std=c++17", "-O1", "-o", str(binary), str(folder / "first_loads.cpp")], check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [compiler, "-std=c++17", "-O1", "-o", str(binary), str(folder / "first_loads.cpp")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return binary
 
 
-@pytest.mark.parametrize("tokens,start,split_tiles,heads_left", [
-    (1, 0, 2, 64),  # one token: the appended row is the tile's first, every older row none
-    (64, 0, 2, 64),  # the appended row the first tile's last; one tile
-    (65, 0, 2, 40),  # the second tile's first row; 40 heads (Q's other rows zero)
-    (128, 0, 2, 64),  # the second tile's last row
-    (200, 128, 2, 64),  # a later split: its second tile's row 7
-    (300, 256, 2, 17),  # a later split of one tile
-    (130, 128, 1, 64),  # splits of one tile
-    (4096, 3840, 4, 64),  # the appended row in the split's fourth tile: loaded in the tile loop, not here
-    (4096, 0, 2, 64),  # a split before the request's last: no appended row in it
-])
-def test_the_loads_around_the_wait_fill_q_and_the_first_tiles_as_the_serial_kernel_does(first_loads, tokens, start,
-                                                                                        split_tiles, heads_left):
-    result = subprocess.run([str(first_loads), str(tokens), str(start), str(split_tiles), str(heads_left)],
-                            capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize(
+    "tokens,start,split_tiles,heads_left",
+    [
+        (1, 0, 2, 64),  # one token: the appended row is the tile's first, every older row none
+        (64, 0, 2, 64),  # the appended row the first tile's last; one tile
+        (65, 0, 2, 40),  # the second tile's first row; 40 heads (Q's other rows zero)
+        (128, 0, 2, 64),  # the second tile's last row
+        (200, 128, 2, 64),  # a later split: its second tile's row 7
+        (300, 256, 2, 17),  # a later split of one tile
+        (130, 128, 1, 64),  # splits of one tile
+        (4096, 3840, 4, 64),  # the appended row in the split's fourth tile: loaded in the tile loop, not here
+        (4096, 0, 2, 64),  # a split before the request's last: no appended row in it
+    ],
+)
+def test_the_loads_around_the_wait_fill_q_and_the_first_tiles_as_the_serial_kernel_does(
+    first_loads, tokens, start, split_tiles, heads_left
+):
+    result = subprocess.run(
+        [str(first_loads), str(tokens), str(start), str(split_tiles), str(heads_left)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stdout + result.stderr

@@ -1,5 +1,6 @@
 """The paged contract, loaded once for the directory, and its CPU cases' inputs as the judge draws them (laid
 out by the contract's layout)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """The eager baseline and the honest Triton candidate against the paged float64 reference on the contract's
 CPU cases (Triton under its interpreter), stage by stage within the contract's tolerances; the candidate
 through the whole CPU gate; and a wrong variant that reads pages contiguously, rejected."""
+
 from __future__ import annotations
 
 import importlib

@@ -6,6 +6,7 @@ most) and the attention kernel, sized by the heads (once per head block; tasks/m
 checks on the H200 spent 23.6-26.6 s of a warm check in the runner's first calls, compiling per shape;
 the contiguous candidate's twin is
 tests/tasks/mla_attention/test_compile_once_gpu.py. Run with `pytest -m gpu`."""
+
 from __future__ import annotations
 
 from pathlib import Path

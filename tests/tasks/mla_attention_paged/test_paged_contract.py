@@ -3,6 +3,7 @@ paged as vLLM, SGLang and FlashMLA page them (the contract's layout, tasks/mla_a
 shuffled, non-contiguous pages, every unowned page NaN, request 0's pages in descending order, a case whose new
 token starts a page; a layout entry that does not resolve is a contract error; the roofline counts the rows
 requests own, not the pool."""
+
 from __future__ import annotations
 
 import random
@@ -24,11 +25,11 @@ CONTRACT = Path(__file__).resolve().parents[3] / "contracts" / "mla_attention_pa
 def _check_paged(inputs: dict[str, torch.Tensor]) -> None:
     lens, tables = inputs["cache_lens"].tolist(), inputs["block_table"].tolist()
     num_pages = inputs["kv_cache"].shape[0]
-    owned = [table[:owned_pages(n)] for table, n in zip(tables, lens, strict=True)]
+    owned = [table[: owned_pages(n)] for table, n in zip(tables, lens, strict=True)]
     flat = [page for pages in owned for page in pages]
     assert len(flat) == len(set(flat)) and 0 not in flat, "a page owned twice, or the null page owned"
     assert all(0 < page < num_pages for page in flat)
-    assert all(page == 0 for table, n in zip(tables, lens, strict=True) for page in table[owned_pages(n):])
+    assert all(page == 0 for table, n in zip(tables, lens, strict=True) for page in table[owned_pages(n) :])
     assert owned[0] == sorted(owned[0], reverse=True), "request 0's pages are in descending order"
     pool = inputs["kv_cache"].float()
     unowned = unowned_pages(tables, lens, num_pages)
@@ -71,13 +72,15 @@ def test_the_same_case_draws_the_same_layout(paged_contract):
 
 
 def test_a_layout_entry_that_does_not_resolve_is_a_contract_error(tmp_path):
-    text = CONTRACT.read_text().replace("entry: tasks.mla_attention_paged.layout:arrange",
-                                        "entry: tasks.mla_attention_paged.layout:no_such_function")
+    text = CONTRACT.read_text().replace(
+        "entry: tasks.mla_attention_paged.layout:arrange", "entry: tasks.mla_attention_paged.layout:no_such_function"
+    )
     broken = tmp_path / "contracts" / "mla_attention_paged.yaml"
     broken.parent.mkdir()
     broken.write_text(text)
     (broken.parent / "mla_attention_paged.tolerances.yaml").write_text(
-        CONTRACT.with_name("mla_attention_paged.tolerances.yaml").read_text())
+        CONTRACT.with_name("mla_attention_paged.tolerances.yaml").read_text()
+    )
     (tmp_path / "tasks").symlink_to(CONTRACT.parents[1] / "tasks")
     with pytest.raises(ContractError, match=r"mla_attention_paged.yaml:\d+: layout.entry: .*no_such_function"):
         load_contract(broken)

@@ -3,6 +3,7 @@ launch_overlap=pdl, and pdl_all, whose Triton kernel 3 waits on the grid depende
 contract's GPU cases (128 heads B=64 L=4096, 16 heads B=32 L=8192; shuffled pages, a reversed request, a new-page
 request, unowned pages NaN), their inputs drawn as the judge draws them, against the float64 reference, within the
 contract's tolerances; their times are printed (`pytest -m gpu`)."""
+
 from __future__ import annotations
 
 import functools

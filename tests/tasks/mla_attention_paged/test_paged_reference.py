@@ -1,5 +1,6 @@
 """The paged reference: equal to the contiguous reference (validated against transformers) after un-paging,
 on shuffled, reversed and new-page layouts; a page read outside a request's pages poisons its output."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,6 +25,7 @@ def test_reference_agrees_with_oracle_after_unpaging():
 
 def test_oracle_catches_a_reference_that_reads_pages_contiguously(monkeypatch):
     """A paged reference that ignores the block table (request b's page j read at b * max_blocks + j) fails."""
+
     def contiguous_gather(kv_cache, block_table, rows):
         t = torch.arange(rows)
         pages = torch.arange(block_table.shape[0])[:, None] * block_table.shape[1] + t[None, :] // PAGE
@@ -52,7 +54,7 @@ def test_reference_leaves_inputs_alone_and_appends_in_the_new_tokens_page():
     assert stages["o_heads"].isfinite().all()
     # Request 1 owns three pages in descending order; the NaN null page pads requests 0 and 2.
     table = inputs["block_table"].tolist()
-    assert table[1] == sorted(table[1], reverse=True) and table[2][owned_pages(0):] == [0, 0]
+    assert table[1] == sorted(table[1], reverse=True) and table[2][owned_pages(0) :] == [0, 0]
 
 
 @pytest.mark.parametrize("row", [0, 63, 129])

@@ -32,10 +32,16 @@ CANDIDATE = CANDIDATES / "triton_mla_paged.py"
 CONTRACT = REPO / "contracts" / "mla_attention_paged.yaml"
 
 # Top-level functions each template has and the other has not: the paged addressing and its kernels.
-PAGED_ONLY = {"_new_row", "_token_rows", "_paged_kv_append_kernel", "_paged_attention_kernel",
-              "_trace_paged_appended_rows_kernel", "_trace_paged_scores_probs_kernel", "_splits_vector"}
-CONTIGUOUS_ONLY = {"_kv_append_kernel", "_split_kv_attention_kernel", "_trace_appended_rows_kernel",
-                   "_trace_scores_probs_kernel"}
+PAGED_ONLY = {
+    "_new_row",
+    "_token_rows",
+    "_paged_kv_append_kernel",
+    "_paged_attention_kernel",
+    "_trace_paged_appended_rows_kernel",
+    "_trace_paged_scores_probs_kernel",
+    "_splits_vector",
+}
+CONTIGUOUS_ONLY = {"_kv_append_kernel", "_split_kv_attention_kernel", "_trace_appended_rows_kernel", "_trace_scores_probs_kernel"}
 # Functions of both that differ: the host entry points pass the block table; the YaRN ramp's zip is strict (ruff B905).
 BOTH_BUT_DIFFERENT = {"run", "_record_trace", "_rope_inv_freq_values"}
 # Words of a line that addresses the paged cache (kernel 3's signature and tile addressing).
@@ -90,15 +96,16 @@ def test_the_space_and_template_are_the_contiguous_ones():
     assert set(raw) == {"extends", "op", "template", "constants", "invariants"}
     assert (raw["extends"], raw["template"]) == ("mla_attention/templates/space.yaml", "mla_attention/templates/mla.py.j2")
     paged, plain = load_space(TEMPLATES).model_dump(), load_space(CONTIGUOUS_TEMPLATES).model_dump()
-    assert (paged.pop("constants"), plain.pop("constants")) == ({"cache_layout": "paged", "attention_kernel": "triton"},
-                                                                {"cache_layout": "contiguous"})
+    assert (paged.pop("constants"), plain.pop("constants")) == (
+        {"cache_layout": "paged", "attention_kernel": "triton"},
+        {"cache_layout": "contiguous"},
+    )
     for key in ("op", "template", "invariants"):
         assert paged.pop(key) != plain.pop(key), key
     for key in ("parameters", "default", "applies_when", "labels", "languages"):
         plain[key].pop("attention_kernel")
     # the wgmma starts lose their attention_kernel: the one with nothing else is dropped
-    plain["starts"] = [rest for start in plain["starts"]
-                       if (rest := {k: v for k, v in start.items() if k != "attention_kernel"})]
+    plain["starts"] = [rest for start in plain["starts"] if (rest := {k: v for k, v in start.items() if k != "attention_kernel"})]
     assert plain["starts"][-2:] == [{"launch_overlap": "pdl"}, {"launch_overlap": "pdl_all"}]
     assert paged == plain
     assert sorted(p.name for p in TEMPLATES.iterdir()) == ["space.yaml"]
@@ -152,16 +159,20 @@ def test_every_axis_value_renders_python_that_compiles_and_scans_clean(optimizer
 def _decorated(source: str) -> dict[str, str]:
     """name -> a top-level function's source with its decorator line (do_not_specialize lists are part of a kernel)."""
     lines = source.splitlines()
-    return {node.name: "\n".join(lines[node.lineno - 1 - len(node.decorator_list): node.end_lineno])
-            for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+    return {
+        node.name: "\n".join(lines[node.lineno - 1 - len(node.decorator_list) : node.end_lineno])
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef)
+    }
 
 
 @pytest.fixture(scope="module")
 def both_renders(optimizer, contiguous) -> list[tuple[str, dict[str, str], dict[str, str]]]:
     """At the default, the starts and each axis value: (approach, paged functions, contiguous functions)."""
     points = [optimizer.space.default_point(), *optimizer.space.start_points(), *_axis_points(optimizer)]
-    return [(optimizer.approach(p), _decorated(optimizer.render(p)), _decorated(_contiguous_render(contiguous, p)))
-            for p in points]
+    return [
+        (optimizer.approach(p), _decorated(optimizer.render(p)), _decorated(_contiguous_render(contiguous, p))) for p in points
+    ]
 
 
 def _contiguous_render(contiguous: TemplateSearchOptimizer, point: dict) -> str:
@@ -182,7 +193,7 @@ def test_what_does_not_address_the_cache_renders_as_the_contiguous_template(both
 def _body_without_paging(source: str) -> list[str]:
     """Kernel 3's lines after its signature, less those that address the cache and comment lines."""
     lines = source.splitlines()
-    body = lines[lines.index("):") + 1:]
+    body = lines[lines.index("):") + 1 :]
     words = (*PAGING, "cache_rows", "stride_cache", "_desc.load(")  # kv_loads=descriptors: the tile loads
     return [line for line in body if not line.strip().startswith("#") and not any(w in line for w in words)]
 
@@ -191,8 +202,10 @@ def test_the_paged_attention_kernel_differs_only_in_its_addressing(both_renders)
     """The split-KV online softmax of kernel 3 (value_split, tile loop, masks, partials) is the contiguous one's: only
     the lines that address a row differ, and rows are looked up in the block table, page t // PAGE, row t % PAGE."""
     for approach, paged, plain in both_renders:
-        kernel, theirs = _body_without_paging(paged["_paged_attention_kernel"]), _body_without_paging(
-            plain["_split_kv_attention_kernel"])
+        kernel, theirs = (
+            _body_without_paging(paged["_paged_attention_kernel"]),
+            _body_without_paging(plain["_split_kv_attention_kernel"]),
+        )
         assert kernel == theirs, (approach, "\n".join(difflib.unified_diff(theirs, kernel, lineterm="")))
         if "tma-descriptors" in approach:  # one block-table entry per tile, its rows past `end` zeroed
             assert "page = tl.load(block_table_ptr + b * stride_bt_b + t0 // PAGE_SIZE)" in paged["_paged_attention_kernel"]
@@ -218,16 +231,27 @@ def test_a_non_default_point_passes_the_cpu_gate(optimizer, judge, tmp_path):
     assert verdict.passed, [(v.id, v.failure) for v in verdict.variants if not v.passed]
 
 
-@pytest.mark.parametrize("override", [
-    {"kv_loads": "descriptors"},
-    {"kv_loads": "descriptors", "loop_schedule": "warp_specialized", "rescale": "when_max_grows", "value_split": 2},
-    {"split_chunk": "capacity"},
-    {"split_chunk": "capacity", "kv_loads": "descriptors", "value_split": 2, "side_kernels": "streamed"},
-    {"split_chunk": "balanced", "token_block": 16},
-    {"split_chunk": "balanced", "token_block": 16, "kv_loads": "descriptors", "value_split": 2, "side_kernels": "streamed"},
-    {"launch_overlap": "pdl_all"},
-], ids=["tma-descriptors", "kernel3-axes-halves", "capacity-chunks", "capacity-chunks-descriptors-halves-streamed",
-        "balanced-runs", "balanced-runs-descriptors-halves-streamed", "pdl-all-launches"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"kv_loads": "descriptors"},
+        {"kv_loads": "descriptors", "loop_schedule": "warp_specialized", "rescale": "when_max_grows", "value_split": 2},
+        {"split_chunk": "capacity"},
+        {"split_chunk": "capacity", "kv_loads": "descriptors", "value_split": 2, "side_kernels": "streamed"},
+        {"split_chunk": "balanced", "token_block": 16},
+        {"split_chunk": "balanced", "token_block": 16, "kv_loads": "descriptors", "value_split": 2, "side_kernels": "streamed"},
+        {"launch_overlap": "pdl_all"},
+    ],
+    ids=[
+        "tma-descriptors",
+        "kernel3-axes-halves",
+        "capacity-chunks",
+        "capacity-chunks-descriptors-halves-streamed",
+        "balanced-runs",
+        "balanced-runs-descriptors-halves-streamed",
+        "pdl-all-launches",
+    ],
+)
 def test_kernel3_points_match_the_reference_on_the_cpu_cases(optimizer, paged_drawn, tmp_path, override):
     """Kernel 3 through TMA descriptors over the pool (one page per tile), with split_chunk=capacity (the capacity,
     pages per request x 64, cut in one-tile splits under the interpreter, the later splits of short requests empty),
@@ -261,8 +285,7 @@ def test_kernel3_points_match_the_reference_on_the_cpu_cases(optimizer, paged_dr
         assert torch.equal(outputs["o_heads"], trace["o_heads"])
 
 
-def test_capacity_chunks_cut_every_request_alike_and_empty_splits_write_nothing(optimizer, paged_drawn, tmp_path,
-                                                                                monkeypatch):
+def test_capacity_chunks_cut_every_request_alike_and_empty_splits_write_nothing(optimizer, paged_drawn, tmp_path, monkeypatch):
     """The contract's `typical` case (pages of 64, 3 per request: capacity 192; 151, 71 and 21 tokens) in 4 splits of
     16-token tiles: chunks of 48 rows for every request (the 71-token request fills 2 splits, where its own length in
     4 would give 3); splits past a request's length store lse -inf and no partial; with every torch.empty
@@ -276,8 +299,9 @@ def test_capacity_chunks_cut_every_request_alike_and_empty_splits_write_nothing(
 
     params = ref.DEEPSEEK_V3_PARAMS
     path = tmp_path / "capacity_splits.py"
-    path.write_text(optimizer.render(optimizer.space.canonical({**optimizer.space.default, "split_chunk": "capacity",
-                                                                "token_block": 16})))
+    path.write_text(
+        optimizer.render(optimizer.space.canonical({**optimizer.space.default, "split_chunk": "capacity", "token_block": 16}))
+    )
     module = import_file(path, "mla_paged_capacity_splits")
     inputs = paged_drawn["typical"]
     capacity = inputs["block_table"].shape[1] * inputs["kv_cache"].shape[1]

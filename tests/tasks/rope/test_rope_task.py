@@ -63,8 +63,7 @@ def assert_y_within(actual, expected, dtype, max_angle, what="y"):
     rel_l2, peak_rel = stage_errors(actual, expected)
     max_rel_l2, max_peak_rel = y_tolerance(dtype, max_angle)
     assert rel_l2 <= max_rel_l2 and peak_rel <= max_peak_rel, (
-        f"{what} ({dtype}): rel_l2 {rel_l2:.3e} (limit {max_rel_l2:.2e}), "
-        f"max_abs/peak {peak_rel:.3e} (limit {max_peak_rel:.2e})"
+        f"{what} ({dtype}): rel_l2 {rel_l2:.3e} (limit {max_rel_l2:.2e}), max_abs/peak {peak_rel:.3e} (limit {max_peak_rel:.2e})"
     )
 
 
