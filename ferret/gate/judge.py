@@ -237,17 +237,11 @@ class Judge:
             finally:
                 return_cached_gpu_memory()
 
-    def _check(
-        self,
-        candidate: Path,
-        measure_speed: bool,
-        run_stress: bool,
-        compare_compiled: bool,
-        static: list[Detection] | None,
-        progress: Reporter,
-    ) -> Verdict:
-        started_wall = time.perf_counter()
-        started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    def _open_check(
+        self, candidate: Path, static: list[Detection] | None, progress: Reporter
+    ) -> tuple[PhaseClock, list[Detection], float]:
+        """Before the candidate runs: its file and language, the gate's lock verified, the static scan (unless
+        given), and the check's deadline. Returns (the check's clock, the static findings, the deadline)."""
         if not candidate.is_file():
             raise FileNotFoundError(f"{candidate}: no such candidate file")
         self._require_its_language(candidate)
@@ -263,6 +257,20 @@ class Judge:
             static = scan_candidate(candidate, self.contract) if static is None else static
         for finding in static:
             progress(f"static scan: {finding.evidence}")
+        return clock, static, deadline
+
+    def _check(
+        self,
+        candidate: Path,
+        measure_speed: bool,
+        run_stress: bool,
+        compare_compiled: bool,
+        static: list[Detection] | None,
+        progress: Reporter,
+    ) -> Verdict:
+        started_wall = time.perf_counter()
+        started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        clock, static, deadline = self._open_check(candidate, static, progress)
         # The timed inputs are drawn and the timing processes started in a thread beside the fresh draw and the
         # candidate's run (`_TimingStart`): on a warm MLA gate drawing them was 3-4 s of a check's serial path. The
         # gate variants' inputs checked against the lock on the way are shared with the candidate's folder.
@@ -295,15 +303,7 @@ class Judge:
         finally:
             gpu_quiet.set()  # a start still waiting for it must not hold up its own stop
             starting.stop()  # killed and deleted, timed or not (finish_timing stopped them already)
-        parts, detections, passed = judged
-        if timing.detections:
-            # A time the guards call impossible or replayed rejects the candidate, however correct it was.
-            detections = detect.unique(detections + timing.detections)
-            parts["integrity"] = PartResult(
-                status="fail",
-                detail="; ".join(f"{d.cheat} (docs/cheats.md {d.catalogue}): {d.evidence[:200]}" for d in timing.detections),
-            )
-            passed = False
+        parts, detections, passed = _with_timing_detections(judged, timing)
         if not passed and not detections:
             detections = detect.unnamed(parts)  # never expected: every rejection path names what it saw
         verdict = Verdict(
@@ -555,3 +555,18 @@ def summary(verdict: Verdict) -> VerdictSummary:
             "timing": verdict.timing.model_dump(exclude={"cases": {"__all__": {"samples"}}}),
         }
     )
+
+
+def _with_timing_detections(
+    judged: tuple[dict[str, PartResult], list[Detection], bool], timing: TimingResult
+) -> tuple[dict[str, PartResult], list[Detection], bool]:
+    """The verdict's parts, detections and pass after timing: a time the guards call impossible or replayed rejects
+    the candidate, however correct it was."""
+    parts, detections, passed = judged
+    if not timing.detections:
+        return parts, detections, passed
+    parts["integrity"] = PartResult(
+        status="fail",
+        detail="; ".join(f"{d.cheat} (docs/cheats.md {d.catalogue}): {d.evidence[:200]}" for d in timing.detections),
+    )
+    return parts, detect.unique(detections + timing.detections), False

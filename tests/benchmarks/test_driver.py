@@ -34,6 +34,7 @@ def test_at_most_five_benchmarks_each_a_module_with_a_main():
         assert callable(module.main) and benchmarks.summary(name), name
 
 
+@pytest.mark.quick
 def test_the_driver_lists_every_benchmark_and_refuses_an_unknown_name():
     listed = _run()
     assert listed.returncode == 0, listed.stderr

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 BASH = "/bin/bash"
 
@@ -21,6 +23,7 @@ def _commands(script: Path) -> list[str]:
     return [line for line in lines if line]
 
 
+@pytest.mark.quick
 def test_setup_needs_no_root_and_installs_nothing_outside_the_venv():
     commands = " ".join(_commands(REPO / "scripts" / "setup.sh"))
     for word in ("apt-get", "apt ", "dpkg", "sudo", "id -u", "chromium", "playwright install"):
