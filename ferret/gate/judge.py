@@ -286,7 +286,7 @@ class Judge:
                     candidate, progress, run_stress, fresh, batch, deadline, clock, folder
                 )
             gpu_quiet.set()
-            judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
+            judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress, fresh)
             started = starting.result(clock)  # the roofline shown wrong on the timed inputs: ContractError, here
             checked.clear()  # both of its users are done: its hundreds of MB are not held through the timing
             timing = self._timing(started, progress, judged[2], measure_speed, deadline, clock)
@@ -342,14 +342,16 @@ class Judge:
         batch_part: PartResult,
         batch_found: list[Detection],
         run_stress: bool,
+        fresh: list[FreshVariant],
     ) -> tuple[dict[str, PartResult], list[Detection], bool]:
-        """Every part's status from the judged variants, what was detected, and whether the candidate is correct."""
+        """Every part's status from the judged variants, what was detected, and whether the candidate is correct.
+        Each variant's dims tell a fresh case with a gate case's own shape (`detect.hardcoded_cases`)."""
+        dims = {r.id: r.dims for r in self.manifest.variants} | {f.id: f.case.dims for f in fresh}
+        found = static + batch_found + [d for r in results for d in r.detections]
         detections = detect.unique(
-            static
-            + batch_found
-            + [d for r in results for d in r.detections]
+            found
             + detect.hardcoded_cases(
-                [r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"]
+                [r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"], dims, found
             )
         )
         parts = parts_of(results, run.stress, self.device, run_stress, detections, batch_part)
