@@ -43,6 +43,7 @@ from ferret.gate.gpu_turns import GpuTurns
 from ferret.gate.inputs import CheckedInputs
 from ferret.gate.isolation import isolation_summary, sandbox_record
 from ferret.gate.lock import sha256_file, verify_gate
+from ferret.gate.machine import evidence_of, machine_fault_in, machine_faults, require_disk
 from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
 from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
@@ -224,8 +225,10 @@ class Judge:
     ) -> Verdict:
         """Judge one candidate and append the verdict to the gate's report. `static` is the static scan's
         findings if the caller already has them (the dispatcher scans each candidate once)."""
-        with stop_on_signals():
+        with stop_on_signals(), machine_faults(self.device):  # a fault of the machine is no verdict (exit 5)
             try:
+                # Said before the check writes anything: the folders it writes cannot hold what it will write.
+                require_disk(self.context, self.device, timed=self.device == "cuda" and measure_speed)
                 return self._check(
                     Path(candidate),
                     measure_speed,
@@ -396,6 +399,10 @@ class Judge:
                     on_moved=comparisons.candidate_moved_to if self.judge_early else None,
                 )
                 run = run_candidate(self.context, candidate, workdir, options)
+                # A full disk or a lost GPU that the judge confirms is the machine's: no verdict (exit 5).
+                fault = machine_fault_in(evidence_of(run.statuses, run.stress, workdir, self.device))
+                if fault is not None:
+                    raise fault
                 for name, seconds in run.phases:
                     clock.add(name, seconds)
                 # The gate is verified again before the verdict: nothing may have changed while the candidate ran.
