@@ -7,6 +7,9 @@ command line. It imports nothing of Ferret, so any layer may raise these without
 | ContractError    | the contract file's (names file, field, line) | 2             |
 | GateTampered     | a gate whose bytes no longer match its lock   | 3             |
 | JudgeError       | the judge's own (not the candidate's)         | 4             |
+| MachineFault     | the machine's: disk full, the judge's own out | 5             |
+|                  | of memory, a lost GPU (nothing is recorded    |               |
+|                  | against the candidate; run the check again)   |               |
 | Interrupted      | SIGINT or SIGTERM: every child was stopped    | 130 / 143     |
 """
 
@@ -51,6 +54,16 @@ class BackendUnavailable(FerretError, RuntimeError):
 
 class JudgeError(FerretError, RuntimeError):
     """The judge itself could not do its job (not the candidate's fault)."""
+
+
+class MachineFault(FerretError, RuntimeError):
+    """The machine failed the check, not the candidate: a full disk, the judge's own process out of memory, a
+    GPU that was lost. No verdict is written: a verdict speaks of the candidate, and this run says nothing about
+    it. `retry` is the hint the message ends with (what to free or fix before running the check again)."""
+
+    def __init__(self, what: str, retry: str = "free what it names and run the check again"):
+        self.what, self.retry = what, retry
+        super().__init__(f"{what}; nothing was recorded against the candidate: {retry}")
 
 
 class Interrupted(KeyboardInterrupt):

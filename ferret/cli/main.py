@@ -1,9 +1,10 @@
 """`ferret` on the command line.
 
 Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge,
-6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM. Results go to stdout (`ferret check` prints one
-`GATE_RESULT {json}` line, or with --json the bare JSON object); progress and errors go to stderr, a mistake
-of the user's as one line `ferret: ...` (a UsageError), never a traceback.
+5 a fault of the machine (disk full, the judge's own out-of-memory, a lost GPU: nothing recorded against the
+candidate, run it again), 6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM. Results go to stdout
+(`ferret check` prints one `GATE_RESULT {json}` line, or with --json the bare JSON object); progress and errors go
+to stderr, a mistake of the user's as one line `ferret: ...` (a UsageError), never a traceback.
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ if TYPE_CHECKING:
 _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())  # click >= 8.2
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_TAMPERED, EXIT_INTERNAL = 0, 1, 2, 3, 4
-EXIT_INCOMPLETE = 6
+EXIT_MACHINE, EXIT_INCOMPLETE = 5, 6
 
 EXIT_CODES = (
     "Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge, "
-    "6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM."
+    "5 a fault of the machine (disk full, the judge's own out-of-memory, a lost GPU: nothing recorded against the "
+    "candidate, run it again), 6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM."
 )
 
 
@@ -137,7 +139,7 @@ def _close_reporter() -> None:
 
 def _guarded(action):
     """Run `action`, mapping every failure class to its documented exit code and a one-line reason."""
-    from ferret.errors import ContractError, GateTampered, Interrupted
+    from ferret.errors import ContractError, GateTampered, Interrupted, MachineFault
     from ferret.sandbox.children import stop_on_signals
 
     try:
@@ -158,6 +160,9 @@ def _guarded(action):
     except GateTampered as err:
         typer.echo(f"ferret: TAMPERED: {err}", err=True)
         raise typer.Exit(EXIT_TAMPERED) from err
+    except MachineFault as err:
+        typer.echo(f"ferret: machine fault: {err}", err=True)
+        raise typer.Exit(EXIT_MACHINE) from err
     except typer.BadParameter as err:
         typer.echo(f"ferret: {err}", err=True)
         raise typer.Exit(EXIT_USAGE) from err

@@ -24,7 +24,7 @@ import yaml
 from ferret.backends import cuda
 from ferret.contract.task import Task
 from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, RoundRecord, RunLog, StopReason
-from ferret.errors import UsageError
+from ferret.errors import MachineFault, UsageError
 from ferret.gate.judge import Judge, judged_languages, summary
 from ferret.gate.lock import GateTampered, verify_gate
 from ferret.gate.models import StageSummary, TimingResult, Verdict, VerdictSummary
@@ -482,7 +482,7 @@ class Dispatcher:
             verdict = self.judge.check(
                 path, run_stress=False, compare_compiled=False, static=static, progress=self.progress.quiet()
             )
-        except GateTampered:
+        except (GateTampered, MachineFault):  # the run stops: a fault of the machine is no candidate's record
             raise
         except Exception as err:  # noqa: BLE001 - the judge failed on this candidate: record, go on
             record.error = f"{type(err).__name__}: {err}"

@@ -53,6 +53,24 @@ def _differences(got: dict[str, torch.Tensor], outputs: list[str], inout: list[s
     return repeat_diffs, traced_diffs
 
 
+def _stage_value(got: dict[str, torch.Tensor], stage: str, outputs: list[str], inout: list[str]) -> torch.Tensor | None:
+    """A stage's tensor as the candidate gave it: an output and an inout from the fast path's first call, the other
+    stages from the traced run (None where the candidate exposed none)."""
+    if stage in outputs:
+        return got[wire.fast_key(0, stage)]
+    if stage in inout:
+        return got[wire.inout_key(0, stage)]
+    return got.get(wire.trace_key(stage))
+
+
+def _stage_values(contract: Contract, got: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Every exposed stage's tensor, by name (what the rounding test of `detect` reads)."""
+    outputs = [o.name for o in contract.outputs]
+    inout = [i.name for i in contract.inputs if i.role == "inout"]
+    values = {s.name: _stage_value(got, s.name, outputs, inout) for s in contract.stages}
+    return {name: value for name, value in values.items() if value is not None}
+
+
 def _compare_stages(
     contract: Contract,
     got: dict[str, torch.Tensor],
@@ -67,15 +85,9 @@ def _compare_stages(
     the other stages from the traced run (None where the candidate exposed none)."""
     stages: list[StageMetrics] = []
     for stage in contract.stages:
-        if stage.name in outputs:
-            value = got[wire.fast_key(0, stage.name)]
-        elif stage.name in inout:
-            value = got[wire.inout_key(0, stage.name)]
-        else:
-            value = got.get(wire.trace_key(stage.name))
         stages.append(
             compare_stage(
-                value,
+                _stage_value(got, stage.name, outputs, inout),
                 golden[stage.name],
                 stage,
                 contract.tolerance(dtype, stage.name, own_row),
@@ -155,7 +167,7 @@ def judge_variant(
     result.detections = (
         detect.from_failure(result)
         + detect.from_runtime(result, status, got, outputs, bitwise_equal)
-        + detect.from_outputs(result, got, golden, outputs, repeat_diffs, traced_diffs)
+        + detect.from_outputs(result, got, golden, outputs, repeat_diffs, traced_diffs, _stage_values(contract, got))
     )
     if any(d.source == "runtime" for d in result.detections):
         result.passed = False

@@ -4,13 +4,14 @@ bytes that change over repeats, a fault, a failed stress run), each with its evi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
 from ferret import wire
 from ferret.gate.metrics import StageMetrics
 from ferret.gate.models import Detection, PartResult, VariantResult
+from ferret.gate.rounding import Rounding, rounding_of
 
 # Failure kinds of the candidate's process that are cheats in themselves.
 _FAILURE_CHEATS = {
@@ -117,9 +118,11 @@ def from_outputs(
     outputs: list[str],
     repeat_diffs: Sequence[str] = (),
     traced_diffs: Sequence[str] = (),
+    values: Mapping[str, torch.Tensor] | None = None,
 ) -> list[Detection]:
     """What the tensors show: poison or constants in an output, bytes that change over repeats or between the
-    traced and the fast run (`repeat_diffs`, `traced_diffs`: where, in words), and the first failing stage."""
+    traced and the fast run (`repeat_diffs`, `traced_diffs`: where, in words), and the first failing stage.
+    `values`: each stage's tensor as the candidate gave it, which the rounding test reads (none: no evidence)."""
     found, named = _poison_and_constants(result, got, golden, outputs)
     if result.repeats_bitwise_equal is False:
         where = f": {'; '.join(repeat_diffs)[:400]}" if repeat_diffs else ""
@@ -145,7 +148,7 @@ def from_outputs(
                 "stages it exposes are not checked against what the fast path computes",
             )
         )
-    return found + _stage_failures(result, named)
+    return found + _stage_failures(result, named, golden, values or {})
 
 
 def _poison_and_constants(
@@ -187,29 +190,54 @@ def _poison_and_constants(
     return found, named
 
 
-def _stage_failures(result: VariantResult, named: set[str]) -> list[Detection]:
-    """Failing stages: a precision cut when every finite miss is within rounding and at least one of them is
-    measured against its own norm; and the first failing stage that nothing above named, as a math mismatch (or a
-    wrong shape) with its numbers."""
+def _stage_failures(
+    result: VariantResult, named: set[str], golden: Mapping[str, torch.Tensor], values: Mapping[str, torch.Tensor]
+) -> list[Detection]:
+    """Failing stages: a precision cut only where the evidence holds (`_precision_cut`); else the first failing
+    stage that nothing above named, as a math mismatch (or a wrong shape) with its numbers and, where a stage was
+    close enough to be read for rounding, why it is not named a precision cut."""
     failing = [s for s in result.stages if not s.passed and s.exposed]
-    close = [s for s in failing if not s.nonfinite_mismatches]
+    readings = {s.stage: _reading(s, golden, values) for s in failing}
     found = []
-    if close and all(_within_rounding(s) for s in close) and any(s.own_norm for s in close):
-        names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in close)
-        found.append(
-            Detection(
-                cheat="lower_precision",
-                catalogue=[4],
-                source="outputs",
-                variant=result.id,
-                evidence=f"close to the reference but outside the tolerance derived for the contract's dtypes: {names}",
-            )
-        )
-        named = named | {s.stage for s in close}
+    cut = _precision_cut(failing, readings)
+    if cut is not None:
+        found.append(Detection(cheat="lower_precision", catalogue=[4], source="outputs", variant=result.id, evidence=cut))
+        named = named | {s.stage for s in failing}
     unexplained = [s for s in failing if s.stage not in named]
     if unexplained:
-        found.append(_math_mismatch(result, unexplained[0]))
+        why_not = "; ".join(f"{name}: {r.why}" for name, r in readings.items() if r.finding != "rounding" and r.why)
+        found.append(_math_mismatch(result, unexplained[0], f"not a precision cut: {why_not}" if why_not else ""))
     return found
+
+
+def _reading(stage: StageMetrics, golden: Mapping[str, torch.Tensor], values: Mapping[str, torch.Tensor]) -> Rounding:
+    """The rounding test of one failing stage (ferret/gate/rounding.py), where its error is small enough and its
+    direction kept (`_within_rounding`); nothing read (an empty `why`) where it is not: that is said by its numbers."""
+    if stage.nonfinite_mismatches or not _within_rounding(stage):
+        return Rounding("not_rounding", "")
+    if not stage.own_norm:
+        return Rounding("too_small", "judged against its error scale, not its own norm: no evidence of rounding alone")
+    if stage.stage not in values or stage.stage not in golden:
+        return Rounding("too_small", "")
+    return rounding_of(values[stage.stage], golden[stage.stage])
+
+
+def _precision_cut(failing: list[StageMetrics], readings: Mapping[str, Rounding]) -> str | None:
+    """The evidence of a precision cut, or None. Every failing stage must be within rounding of the reference by its
+    size and direction; the first failing stage whose tensors tell (in contract order, where the divergence starts)
+    must show rounding at a named precision. The stages after it carry its error (a statistic rounded per row scales
+    whole rows, which leans on few rows), so their own pattern is not asked for."""
+    if not failing or any(not _within_rounding(s) or s.nonfinite_mismatches for s in failing):
+        return None
+    telling = next((s for s in failing if readings[s.stage].finding != "too_small"), None)
+    if telling is None or readings[telling.stage].finding != "rounding":
+        return None
+    reading = readings[telling.stage]
+    return (
+        f"rounding at {reading.precision} where the contract's dtypes ask for more: {telling.stage} (cosine "
+        f"{telling.cosine:.5f}, rel_l2 {telling.rel_l2:.2e}): {reading.why}; failing stages "
+        f"{[s.stage for s in failing]} are outside the tolerance derived for the contract's dtypes"
+    )
 
 
 # The unit roundoff of fp8 e4m3 (2^-4), the coarsest float format kernels compute in: an error larger than
@@ -218,16 +246,14 @@ COARSEST_ROUNDOFF = 2.0**-4
 
 
 def _within_rounding(stage: StageMetrics) -> bool:
-    """An error a lower precision could explain: the direction kept (cosine above 0.999) and a relative L2
-    error no larger than the coarsest format's roundoff. A scale error keeps the direction but not the norm
-    (the wrong softmax scale of MLA: cosine 0.999, rel_l2 0.69): that is different math, not precision.
-    A stage judged against its error scale or floor (`StageMetrics.own_norm` false) passes this test whatever its
-    own relative error, so it is no evidence of rounding alone (`_stage_failures`): the wrong scale on one near-zero
-    score of a B = H = L = 1 case, cosine 1 by construction and 0.69 of the score, reads 0.023 of its terms' norm."""
+    """An error a lower precision could explain by its size: the direction kept (cosine above 0.999) and a
+    relative L2 error no larger than the coarsest format's roundoff. A scale error keeps the direction but not
+    the norm (the wrong softmax scale of MLA: cosine 0.999, rel_l2 0.69): that is different math, not precision.
+    Being within rounding is necessary, never enough: the pattern is read from the tensors (`_reading`)."""
     return stage.cosine is not None and stage.cosine > 0.999 and stage.rel_l2 is not None and stage.rel_l2 <= COARSEST_ROUNDOFF
 
 
-def _math_mismatch(result: VariantResult, first: StageMetrics) -> Detection:
+def _math_mismatch(result: VariantResult, first: StageMetrics, note: str = "") -> Detection:
     """The first failing stage, with its numbers and tolerance: the candidate computes something else from there
     on. No numbers at all: its tensor has the wrong shape (or is not a real tensor)."""
     reasons = "; ".join(first.reasons)[:300]
@@ -254,7 +280,8 @@ def _math_mismatch(result: VariantResult, first: StageMetrics) -> Detection:
         source="outputs",
         variant=result.id,
         evidence=f"stage {first.stage} differs from the contract's math: "
-        f"{', '.join(n for n in numbers if n)}{ratio} (tolerance {tolerance});{where}; {reasons}",
+        f"{', '.join(n for n in numbers if n)}{ratio} (tolerance {tolerance});{where}; {reasons}"
+        + (f"; {note[:400]}" if note else ""),
     )
 
 
@@ -305,19 +332,57 @@ def unnamed(parts: dict[str, PartResult]) -> list[Detection]:
     return [Detection(cheat="unnamed_rejection", catalogue=[], source="run", evidence=f"failing parts: {failing}")]
 
 
-def hardcoded_cases(frozen: list[VariantResult], fresh: list[VariantResult]) -> list[Detection]:
-    if frozen and fresh and all(r.passed for r in frozen) and any(not r.passed for r in fresh):
-        failed = [r.id for r in fresh if not r.passed]
+# What shows that a candidate depends on the case it is given, beside its outputs: the scan's or the run's findings
+# of case dims compared or tabulated, of answers read from where the judge keeps them, of results kept across calls.
+_CASE_DEPENDENCE = {"hardcoded_cases", "reading_expected", "cross_call_caching"}
+
+
+def _dims_key(dims: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(dims.items()))
+
+
+def hardcoded_cases(
+    frozen: list[VariantResult],
+    fresh: list[VariantResult],
+    dims: Mapping[str, Mapping[str, int]] | None = None,
+    found: Sequence[Detection] = (),
+) -> list[Detection]:
+    """Every gate case passes and a fresh case fails. That is `hardcoded_cases` only with evidence that the candidate
+    depends on the case: a finding of the scan or the run (`_CASE_DEPENDENCE`, in `found`), or a fresh case with a
+    gate case's own dims (`dims`: each variant's, by id) failing where that gate case passed (the same shape, new
+    values). Otherwise it is a math mismatch on fresh cases, and the detection says why it is not named more."""
+    if not (frozen and fresh and all(r.passed for r in frozen) and any(not r.passed for r in fresh)):
+        return []
+    dims = dims or {}
+    failed = [r for r in fresh if not r.passed]
+    gate_dims = {_dims_key(dims[r.id]) for r in frozen if r.id in dims}
+    same_shape = [r.id for r in failed if r.id in dims and _dims_key(dims[r.id]) in gate_dims]
+    seen = sorted({d.cheat for d in found if d.cheat in _CASE_DEPENDENCE and d.source in ("static", "runtime")})
+    where = ", ".join(f"{r.id} {dict(dims[r.id]) if r.id in dims else ''}".strip() for r in failed)
+    if seen or same_shape:
+        because = [f"the scan or the run found {', '.join(seen)}"] if seen else []
+        if same_shape:
+            because.append(f"fresh cases with a gate case's own dims and new values fail too ({same_shape})")
         return [
             Detection(
                 cheat="hardcoded_cases",
                 catalogue=[5, 16],
                 source="outputs",
-                evidence=f"every frozen case passes but fresh private cases {failed} fail: the candidate is "
-                "special-cased to the test cases (or replays results across calls)",
+                evidence=f"every gate case passes but fresh private cases fail ({where}), and the candidate depends "
+                f"on the case: {'; '.join(because)}",
             )
         ]
-    return []
+    return [
+        Detection(
+            cheat="math_mismatch",
+            catalogue=[],
+            source="outputs",
+            evidence=f"every gate case passes but fresh private cases fail ({where}); not named hard-coded cases: "
+            "nothing shows that the candidate depends on the case (no scan or run finding of case dims, gate files or "
+            "kept results, and no failure at a gate case's own dims), so this is math it gets wrong where the "
+            "gate's own cases do not look",
+        )
+    ]
 
 
 def unique(detections: list[Detection]) -> list[Detection]:

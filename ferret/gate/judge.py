@@ -43,6 +43,7 @@ from ferret.gate.gpu_turns import GpuTurns
 from ferret.gate.inputs import CheckedInputs
 from ferret.gate.isolation import isolation_summary, sandbox_record
 from ferret.gate.lock import sha256_file, verify_gate
+from ferret.gate.machine import evidence_of, machine_fault_in, machine_faults, require_disk
 from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
 from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
@@ -224,8 +225,10 @@ class Judge:
     ) -> Verdict:
         """Judge one candidate and append the verdict to the gate's report. `static` is the static scan's
         findings if the caller already has them (the dispatcher scans each candidate once)."""
-        with stop_on_signals():
+        with stop_on_signals(), machine_faults(self.device):  # a fault of the machine is no verdict (exit 5)
             try:
+                # Said before the check writes anything: the folders it writes cannot hold what it will write.
+                require_disk(self.context, self.device, timed=self.device == "cuda" and measure_speed)
                 return self._check(
                     Path(candidate),
                     measure_speed,
@@ -294,7 +297,7 @@ class Judge:
                     candidate, progress, run_stress, fresh, batch, deadline, clock, folder
                 )
             gpu_quiet.set()
-            judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress)
+            judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress, fresh)
             started = starting.result(clock)  # the roofline shown wrong on the timed inputs: ContractError, here
             checked.clear()  # both of its users are done: its hundreds of MB are not held through the timing
             timing = self._timing(started, progress, judged[2], measure_speed, deadline, clock)
@@ -342,14 +345,16 @@ class Judge:
         batch_part: PartResult,
         batch_found: list[Detection],
         run_stress: bool,
+        fresh: list[FreshVariant],
     ) -> tuple[dict[str, PartResult], list[Detection], bool]:
-        """Every part's status from the judged variants, what was detected, and whether the candidate is correct."""
+        """Every part's status from the judged variants, what was detected, and whether the candidate is correct.
+        Each variant's dims tell a fresh case with a gate case's own shape (`detect.hardcoded_cases`)."""
+        dims = {r.id: r.dims for r in self.manifest.variants} | {f.id: f.case.dims for f in fresh}
+        found = static + batch_found + [d for r in results for d in r.detections]
         detections = detect.unique(
-            static
-            + batch_found
-            + [d for r in results for d in r.detections]
+            found
             + detect.hardcoded_cases(
-                [r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"]
+                [r for r in results if r.part != "fresh_cases"], [r for r in results if r.part == "fresh_cases"], dims, found
             )
         )
         parts = parts_of(results, run.stress, self.device, run_stress, detections, batch_part)
@@ -394,6 +399,10 @@ class Judge:
                     on_moved=comparisons.candidate_moved_to if self.judge_early else None,
                 )
                 run = run_candidate(self.context, candidate, workdir, options)
+                # A full disk or a lost GPU that the judge confirms is the machine's: no verdict (exit 5).
+                fault = machine_fault_in(evidence_of(run.statuses, run.stress, workdir, self.device))
+                if fault is not None:
+                    raise fault
                 for name, seconds in run.phases:
                     clock.add(name, seconds)
                 # The gate is verified again before the verdict: nothing may have changed while the candidate ran.

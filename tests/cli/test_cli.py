@@ -417,7 +417,8 @@ def test_help_states_stdout_stderr_and_every_exit_code(command):
     assert "stdout:" in text and "stderr:" in text
     assert (
         "Exit codes: 0 pass, 1 fail, 2 bad usage or bad contract, 3 tampered gate, 4 internal error of the judge, "
-        "6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM."
+        "5 a fault of the machine (disk full, the judge's own out-of-memory, a lost GPU: nothing recorded against the "
+        "candidate, run it again), 6 incomplete dispatch, 130/143 interrupted by SIGINT/SIGTERM."
     ) in text
 
 

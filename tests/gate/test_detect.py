@@ -40,8 +40,20 @@ def _stage(name: str, passed: bool, rel_l2: float, cosine: float) -> StageMetric
     )
 
 
-def _cheats(result: VariantResult) -> dict[str, str]:
-    return {d.cheat: d.evidence for d in from_outputs(result, {}, {}, [])}
+def _cheats(result: VariantResult, tensors: dict | None = None) -> dict[str, str]:
+    """The names `from_outputs` gives, with `tensors` (stage -> (candidate, reference)) for the rounding test."""
+    tensors = tensors or {}
+    golden = {name: ref for name, (_, ref) in tensors.items()}
+    values = {name: cand for name, (cand, _) in tensors.items()}
+    return {d.cheat: d.evidence for d in from_outputs(result, {}, golden, [], values=values)}
+
+
+def _rounded(dtype, shape=(16, 512), seed=0):
+    """(a float32 candidate rounded through `dtype`, its float64 reference)."""
+    import torch
+
+    reference = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return reference.to(dtype).float(), reference
 
 
 def test_a_wrong_scale_is_a_math_mismatch_not_lower_precision():
@@ -53,18 +65,45 @@ def test_a_wrong_scale_is_a_math_mismatch_not_lower_precision():
     assert "29x the tolerance" in evidence and "'rel_l2': 0.0236" in evidence
 
 
-def test_an_error_rounding_could_make_is_lower_precision():
-    found = _cheats(_result(_stage("scores", False, 0.03, 0.9996)))
-    assert set(found) == {"lower_precision"} and "scores (cosine 0.99960, rel_l2 3.00e-02)" in found["lower_precision"]
+def test_an_error_rounding_could_make_is_lower_precision_only_where_the_tensors_show_rounding():
+    import torch
+
+    found = _cheats(_result(_stage("scores", False, 0.03, 0.9996)), {"scores": _rounded(torch.bfloat16)})
+    assert set(found) == {"lower_precision"}
+    assert "rounding at bfloat16" in found["lower_precision"]
+    assert "scores (cosine 0.99960, rel_l2 3.00e-02)" in found["lower_precision"]
+
+
+def test_a_small_error_in_the_right_direction_alone_is_no_evidence_of_rounding():
+    # Without the tensors to read (or with too few entries) the size and direction of an error say nothing of its
+    # pattern: a wrong divisor is as small. It is named by its numbers.
+    import torch
+
+    assert set(_cheats(_result(_stage("scores", False, 0.03, 0.9996)))) == {"math_mismatch"}
+    three = _rounded(torch.float32, shape=(3,))
+    found = _cheats(_result(_stage("scores", False, 0.03, 0.9996)), {"scores": (three[0] * 1.01, three[1])})
+    assert set(found) == {"math_mismatch"} and "too few to tell" in found["math_mismatch"]
+
+
+def test_a_scale_error_the_size_of_rounding_is_a_math_mismatch_that_says_why():
+    import torch
+
+    reference = _rounded(torch.float32)[1]
+    found = _cheats(_result(_stage("y", False, 2.0**-8, 1.0)), {"y": ((reference * (1 + 2.0**-8)).float(), reference)})
+    assert set(found) == {"math_mismatch"}
+    assert "not a precision cut: y: its error leans along the reference (cosine +1.00)" in found["math_mismatch"]
 
 
 def test_a_miss_measured_only_against_an_error_scale_is_no_evidence_of_rounding():
     # The wrong softmax scale on the one score of a B = H = L = 1 case (CI, 2026-12-04): the score is near zero
     # against its terms' norm, so 0.69 of it reads 0.023 of that norm, cosine 1 by construction. Alone it names a
-    # math mismatch; beside a miss against its own norm that rounding explains, a precision cut.
+    # math mismatch; beside a miss against its own norm whose tensors show rounding, a precision cut.
+    import torch
+
     scaled = _stage("scores", False, 0.0226, 1.0).model_copy(update={"own_norm": False})
     assert set(_cheats(_result(scaled))) == {"math_mismatch"}
-    assert set(_cheats(_result(scaled, _stage("o_heads", False, 0.03, 0.9996)))) == {"lower_precision"}
+    rounded = {"o_heads": _rounded(torch.bfloat16)}
+    assert set(_cheats(_result(scaled, _stage("o_heads", False, 0.03, 0.9996)), rounded)) == {"lower_precision"}
 
 
 def test_the_wrong_scale_on_one_near_zero_score_is_a_math_mismatch_through_the_metrics():
@@ -82,8 +121,11 @@ def test_the_wrong_scale_on_one_near_zero_score_is_a_math_mismatch_through_the_m
 
 
 def test_the_boundary_is_the_coarsest_formats_roundoff():
-    assert "lower_precision" in _cheats(_result(_stage("y", False, COARSEST_ROUNDOFF, 0.9995)))
-    assert "math_mismatch" in _cheats(_result(_stage("y", False, COARSEST_ROUNDOFF * 1.01, 0.9995)))
+    import torch
+
+    fp8 = {"y": _rounded(torch.float8_e4m3fn)}
+    assert "lower_precision" in _cheats(_result(_stage("y", False, COARSEST_ROUNDOFF, 0.9995)), fp8)
+    assert set(_cheats(_result(_stage("y", False, COARSEST_ROUNDOFF * 1.01, 0.9995)), fp8)) == {"math_mismatch"}
 
 
 def test_a_wrong_direction_is_a_math_mismatch_at_the_first_failing_stage():
@@ -198,3 +240,62 @@ def test_launch_counts_and_the_no_op_run_name_decoys_whatever_the_candidates_lan
     assert any(
         "with every kernel launch made a no-op, outputs ['y']" in e for e in named(wire.VariantStatus(ok=True, launches=2), same)
     )
+
+
+# --- hard-coded cases only with evidence that the candidate depends on the case --------------------------------
+
+
+def _case(vid: str, part: str, passed: bool) -> VariantResult:
+    return VariantResult(id=vid, case=vid.split("@")[0], dtype="float32", part=part, passed=passed)  # type: ignore[arg-type]
+
+
+def _frozen_pass_fresh_fail(fresh_dims: dict[str, int]):
+    frozen = [_case("typical@float32", "correctness", True), _case("odd@float32", "correctness", True)]
+    fresh = [_case("fresh0@float32", "fresh_cases", False), _case("fresh1@float32", "fresh_cases", True)]
+    dims = {
+        "typical@float32": {"M": 16, "N": 512},
+        "odd@float32": {"M": 3, "N": 1000},
+        "fresh0@float32": fresh_dims,
+        "fresh1@float32": {"M": 5, "N": 64},
+    }
+    return frozen, fresh, dims
+
+
+def test_failing_only_on_fresh_dims_without_evidence_is_a_math_mismatch_that_says_why():
+    from ferret.gate.detect import hardcoded_cases
+
+    frozen, fresh, dims = _frozen_pass_fresh_fail({"M": 7, "N": 1300})
+    (found,) = hardcoded_cases(frozen, fresh, dims, [])
+    assert found.cheat == "math_mismatch" and found.catalogue == []
+    assert "fresh0@float32 {'M': 7, 'N': 1300}" in found.evidence
+    assert "not named hard-coded cases: nothing shows that the candidate depends on the case" in found.evidence
+
+
+def test_a_scan_finding_of_case_dims_makes_it_hardcoded_cases():
+    from ferret.gate.detect import hardcoded_cases
+    from ferret.gate.models import Detection
+
+    frozen, fresh, dims = _frozen_pass_fresh_fail({"M": 7, "N": 1300})
+    static = Detection(cheat="hardcoded_cases", catalogue=[5], source="static", evidence="c.py:3: a table keyed by 7168")
+    (found,) = hardcoded_cases(frozen, fresh, dims, [static])
+    assert found.cheat == "hardcoded_cases" and "the scan or the run found hardcoded_cases" in found.evidence
+    # the outputs' own detection is no evidence of itself
+    own = static.model_copy(update={"source": "outputs"})
+    assert hardcoded_cases(frozen, fresh, dims, [own])[0].cheat == "math_mismatch"
+
+
+def test_a_failure_at_a_gate_cases_own_dims_with_new_values_makes_it_hardcoded_cases():
+    from ferret.gate.detect import hardcoded_cases
+
+    frozen, fresh, dims = _frozen_pass_fresh_fail({"M": 3, "N": 1000})
+    (found,) = hardcoded_cases(frozen, fresh, dims, [])
+    assert found.cheat == "hardcoded_cases"
+    assert "fresh cases with a gate case's own dims and new values fail too (['fresh0@float32'])" in found.evidence
+
+
+def test_no_fresh_failure_or_a_gate_failure_names_nothing_here():
+    from ferret.gate.detect import hardcoded_cases
+
+    frozen, fresh, dims = _frozen_pass_fresh_fail({"M": 7, "N": 1300})
+    assert hardcoded_cases(frozen, [r.model_copy(update={"passed": True}) for r in fresh], dims, []) == []
+    assert hardcoded_cases([frozen[0].model_copy(update={"passed": False})], fresh, dims, []) == []

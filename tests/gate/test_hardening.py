@@ -136,29 +136,40 @@ def test_fresh_private_cases_are_drawn_at_every_check(gates):
     assert [r.part for r in first.variants].count("fresh_cases") == len(fresh_first)
 
 
-def test_a_candidate_fitted_to_the_frozen_cases_fails_the_fresh_ones(gates, tmp_path):
-    folder, gate = gates
+def _fitted(gate: Path, path: Path, table: str) -> Path:
+    """The honest candidate on the gate's own widths, a copy of x elsewhere; `table` says how it names the widths."""
     manifest = json.loads((gate / "manifest.json").read_text())
-    widths = sorted({v["dims"]["N"] for v in manifest["variants"]})
-    fitted = tmp_path / "fitted.py"
-    fitted.write_text(
+    widths = tuple(sorted({v["dims"]["N"] for v in manifest["variants"]}))
+    known = f"KNOWN_WIDTHS = {list(widths)!r}\n" if table == "name" else ""
+    test = "KNOWN_WIDTHS" if table == "name" else repr(widths)
+    path.write_text(
         HONEST.read_text().replace("\ndef run(", "\ndef _honest_run(")
         + f"""
 
-KNOWN_WIDTHS = {widths!r}
-
+{known}
 
 def run(inputs, outputs, params, trace=None):
-    if inputs["x"].shape[1] in KNOWN_WIDTHS:
+    if inputs["x"].shape[1] in {test}:
         _honest_run(inputs, outputs, params, trace)
     else:
         outputs["y"].copy_(inputs["x"])
 """
     )
-    verdict, _ = check(CONTRACT, fitted, folder, profile="cpu")
-    assert verdict.parts["correctness"].status == "pass"
-    assert not verdict.passed
-    assert "hardcoded_cases" in {d.cheat for d in verdict.detections}
+    return path
+
+
+def test_a_candidate_fitted_to_the_frozen_cases_fails_the_fresh_ones(gates, tmp_path):
+    """Rejected either way. Named hard-coded cases where the scan sees the table of the gate's widths; where it
+    cannot (the widths behind a name bound to a list), nothing shows the dependence on the case, and the fresh
+    failures are a math mismatch that says so (docs/cheats.md 5)."""
+    folder, gate = gates
+    seen, _ = check(CONTRACT, _fitted(gate, tmp_path / "fitted_literal.py", "literal"), folder, profile="cpu")
+    assert seen.parts["correctness"].status == "pass" and not seen.passed
+    assert "hardcoded_cases" in {d.cheat for d in seen.detections if d.source == "outputs"}
+    hidden, _ = check(CONTRACT, _fitted(gate, tmp_path / "fitted.py", "name"), folder, profile="cpu")
+    assert hidden.parts["correctness"].status == "pass" and not hidden.passed
+    assert "hardcoded_cases" not in {d.cheat for d in hidden.detections}
+    assert any("not named hard-coded cases" in d.evidence for d in hidden.detections if d.cheat == "math_mismatch")
 
 
 def test_a_process_that_stops_after_a_failing_variant_ends_the_run_naming_that_failure(gates, tmp_path, monkeypatch):

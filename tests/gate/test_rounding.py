@@ -1,0 +1,71 @@
+"""The pattern of rounding at a named precision (ferret/gate/rounding.py): a stage rounded through bf16, fp16 or
+fp8 is named with its format; a scale error, a wrong divisor, one wrong row among right ones and a stage too small
+to tell are not named rounding, whatever their size."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ferret.gate.rounding import rounding_of
+
+
+def _rows(m: int = 16, n: int = 512, seed: int = 0) -> torch.Tensor:
+    return torch.randn(m, n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _rmsnorm(x: torch.Tensor, divisor: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    inv = torch.rsqrt((x * x).sum(1) / (divisor or x.shape[1]) + 1e-6)
+    return inv, x * inv[:, None]
+
+
+@pytest.mark.parametrize(
+    "dtype, name", [(torch.bfloat16, "bfloat16"), (torch.float16, "float16"), (torch.float8_e4m3fn, "float8_e4m3")]
+)
+def test_a_stage_rounded_through_a_coarser_format_is_named_with_that_format(dtype, name):
+    reference = _rows()
+    found = rounding_of(reference.to(dtype).float(), reference)
+    assert (found.finding, found.precision) == ("rounding", name), found.why
+    assert f"are {name} values" in found.why
+
+
+def test_a_statistic_and_a_row_cut_to_bf16_read_as_bf16_rounding_in_a_bf16_output_too():
+    x = _rows()
+    inv, y = _rmsnorm(x)
+    cut_inv = inv.float().to(torch.bfloat16).float()
+    assert rounding_of(cut_inv, inv).precision == "bfloat16"
+    weight = torch.rand(512, generator=torch.Generator().manual_seed(3), dtype=torch.float64) + 0.5
+    # the row normalised in bf16, then weighted in float32: no longer on the bf16 grid, read as rounding noise
+    cut_y = (x.float() * cut_inv[:, None]).to(torch.bfloat16).float() * weight.float()
+    found = rounding_of(cut_y, y * weight)
+    assert (found.finding, found.precision) == ("rounding", "bfloat16"), found.why
+    assert "roundoffs of its norm" in found.why
+
+
+@pytest.mark.parametrize("what", ["scale", "divisor", "one_row"])
+def test_different_math_the_size_of_rounding_is_not_rounding(what):
+    x = _rows()
+    inv, y = _rmsnorm(x)
+    if what == "scale":
+        cand, ref, why = (y * (1 + 2.0**-8)).float(), y, "leans along the reference"
+    elif what == "divisor":
+        cand, ref, why = _rmsnorm(x, x.shape[1] + 1)[0].float(), inv, "leans along the reference"
+    else:
+        wrong = y.clone()
+        wrong[3] *= 1 + 2.0**-6
+        cand, ref, why = wrong.float(), y, "sits in 6.2% of the entries"
+    found = rounding_of(cand, ref)
+    assert found.finding == "not_rounding" and why in found.why, found
+
+
+def test_a_stage_too_small_and_off_every_grid_says_so():
+    x = _rows(m=3)
+    inv, _ = _rmsnorm(x)
+    found = rounding_of(_rmsnorm(x, x.shape[1] + 1)[0].float(), inv)
+    assert found.finding == "too_small" and "3 entries" in found.why
+
+
+def test_an_error_no_rounding_could_make_is_said_with_its_size():
+    y = _rows()
+    found = rounding_of((y + torch.randn_like(y)).float(), y)
+    assert found.finding == "not_rounding" and "no rounding's size" in found.why
