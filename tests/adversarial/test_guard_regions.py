@@ -103,3 +103,28 @@ def test_guards_on_the_gpu_stay_aligned_and_see_a_write():
     torch.cuda.synchronize()
     (seen,) = buffers.writes_outside()
     assert seen.endswith("guard bytes after output y") and 0 < int(seen.split()[0]) <= 16, seen
+
+
+@pytest.mark.quick
+def test_the_timer_flags_its_slots_written_around_or_relabelled():
+    from types import SimpleNamespace
+
+    from ferret.bench.process import buffer_flags
+
+    slot = CallBuffers("cpu")
+    outputs = {"y": slot.output("y", [2, 8], "float32", "random")}
+    state = SimpleNamespace(buffers=[(slot, outputs)])
+    assert buffer_flags(state) == []  # pyright: ignore[reportArgumentType]  (a stand-in for the case state)
+    slot.guarded[0].buffer[-1] ^= 0xFF
+    outputs["y"].resize_(16)
+    flags = buffer_flags(state)  # pyright: ignore[reportArgumentType]
+    assert [flag.split(":")[0] for flag in flags] == ["output_relabelled", "write_outside_outputs"], flags
+
+
+@pytest.mark.quick
+def test_replacing_a_check_of_the_buffers_is_named(monkeypatch):
+    from ferret.sandbox import buffers
+
+    assert buffers.harness_changed() == []
+    monkeypatch.setattr(CallBuffers, "writes_outside", lambda self: [])
+    assert buffers.harness_changed() == ["buffers.CallBuffers.writes_outside"]
