@@ -200,8 +200,9 @@ def fill(tensor: torch.Tensor, how: str, stale: torch.Tensor | None = None) -> t
     elif how == STALE and stale is not None and stale.numel() == tensor.numel():
         tensor.copy_(stale.reshape(tensor.shape).to(tensor.dtype))
     elif tensor.is_floating_point():
-        generator = torch.Generator().manual_seed(secrets.randbits(63))
-        tensor.copy_(torch.randn(tuple(tensor.shape), generator=generator, dtype=torch.float32).to(tensor.dtype))
+        # Drawn where the tensor lives: drawing rmsnorm's 4096 x 7168 output on this host alone took 0.29 s.
+        generator = torch.Generator(tensor.device).manual_seed(secrets.randbits(63))
+        tensor.copy_(torch.randn(tuple(tensor.shape), generator=generator, dtype=torch.float32, device=tensor.device))
     else:
         tensor.fill_(-1)
     return tensor.clone()

@@ -75,3 +75,15 @@ def test_each_fill_is_what_it_says_and_counted_when_left(how):
     assert call.left_as_filled({"y": y}) == {"y": 32}
     y.copy_(answer)
     assert call.left_as_filled({"y": y})["y"] < 32 or how == buffers.STALE
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("how", buffers.PREFILLS)
+def test_each_fill_on_the_gpu_stays_on_the_gpu(how):
+    call = buffers.CallBuffers("cuda")
+    answer = torch.randn(64, 7168, device="cuda").to(torch.bfloat16)
+    y = call.output("y", [64, 7168], "bfloat16", how, buffers.stale_answer(answer))
+    assert y.device.type == "cuda" and y.data_ptr() % 512 == 0
+    assert call.left_as_filled({"y": y}) == {"y": y.numel()}
+    assert call.writes_outside() == [] and call.relabelled({}, {"y": y}) == []
