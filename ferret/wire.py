@@ -53,6 +53,9 @@ class FailureKind(str, Enum):
     READ_REFUSED = "file_read_refused"
     WRITE_REFUSED = "file_write_refused"
     NATIVE_LOAD_REFUSED = "native_load_refused"
+    # The runner's checks of the buffers it handed out (`ferret.sandbox.buffers`).
+    OUTPUT_RELABELLED = "output_relabelled"
+    WRITE_OUTSIDE_OUTPUTS = "write_outside_outputs"
 
 
 # --- judge -> candidate runner ---------------------------------------------------------------------
@@ -109,6 +112,10 @@ class VariantStatus:
     aten_compute: dict[str, int] = field(default_factory=dict)
     watch_evasion: dict[str, int] = field(default_factory=dict)
     noop_error: str | None = None
+    # Per call ("fast0", "fast1", ..., "traced"): the pre-fill its outputs got (`ferret.sandbox.buffers.PREFILLS`),
+    # and per output how many entries still held it bitwise after the call.
+    prefills: dict[str, str] = field(default_factory=dict)
+    left_as_filled: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @staticmethod
     def failed(kind: FailureKind, message: str, traceback: str | None = None) -> VariantStatus:

@@ -41,7 +41,7 @@ from ferret import wire
 from ferret.bench import guards
 from ferret.bench.warmup_turn import WarmUpTurn, timing_job_key
 from ferret.sandbox import audit
-from ferret.sandbox.runner import fresh_outputs as runner_outputs
+from ferret.sandbox.buffers import NAN, RANDOM, ZEROS, CallBuffers
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
 
 
@@ -560,6 +560,7 @@ class _CaseState:
     number: int
     slots: dict[str, Slots]
     fresh_outputs: Callable[[], dict]
+    buffers: list[tuple[CallBuffers, dict]]  # every output set handed out, guarded, with the dict holding it
     float_read_only: list[str]
     host_ms: dict[str, float | None]
     result: wire.TimingCaseResult
@@ -581,8 +582,16 @@ def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, imp
     seconds: dict[str, float] = {}
     pool = _timed(seconds, "pool", lambda: load_pool(case, device))
 
+    made: list[tuple[CallBuffers, dict]] = []
+
     def fresh_outputs() -> dict:
-        return runner_outputs(case.outputs, device)
+        """A guarded output set, pre-filled in turn with NaN, random values and zeros (then with the stale answer
+        of another input set, once the slots have gone round)."""
+        buffers = CallBuffers(device)
+        how = SLOT_PREFILLS[len(made) % len(SLOT_PREFILLS)]
+        outputs = {name: buffers.output(name, shape, dtype, how) for name, (shape, dtype) in case.outputs.items()}
+        made.append((buffers, outputs))
+        return outputs
 
     slots = {name: Slots(fn, pool, fresh_outputs, job.params) for name, fn in implementations.items()}
     compile_error = _timed(seconds, "warm_up", lambda: warm_up(slots))
@@ -598,7 +607,23 @@ def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, imp
         seconds=seconds,
     )
     float_read_only = [n for n in job.read_only if pool[0][n].is_floating_point()]
-    return _CaseState(case, number, slots, fresh_outputs, float_read_only, result.host_ms, result)
+    return _CaseState(case, number, slots, fresh_outputs, made, float_read_only, result.host_ms, result)
+
+
+SLOT_PREFILLS = (NAN, RANDOM, ZEROS)
+
+
+def buffer_flags(state: _CaseState) -> list[str]:
+    """`output_relabelled` for an output slot re-pointed or re-labelled in place, `write_outside_outputs` for guard
+    bytes around a slot that changed, over every call the candidate made in this process on this case."""
+    relabelled = [change for buffers, outputs in state.buffers for change in buffers.relabelled({}, outputs)]
+    outside = [change for buffers, _ in state.buffers for change in buffers.writes_outside()]
+    flags = []
+    if relabelled:
+        flags.append(f"output_relabelled: output slots re-pointed or re-labelled in place: {'; '.join(relabelled)[:500]}")
+    if outside:
+        flags.append(f"write_outside_outputs: guard bytes around output slots changed: {'; '.join(outside)[:500]}")
+    return flags
 
 
 def warm_up_ahead(job: wire.TimingJob, implementations: dict, clock: Clock) -> None:
@@ -649,6 +674,7 @@ def check_candidate_calls(
         seconds, "wall", lambda: wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"])
     )
     candidate.end_away_from_first_inputs()
+    flags += _timed(seconds, "buffers", lambda: buffer_flags(state))
     flags += _timed(seconds, "replay", lambda: replay_flags(candidate, state.fresh_outputs, clock))
     answers = Path(job.result).parent / wire.answers_file(state.number)
     _timed(seconds, "answers", lambda: save_answers(candidate, state.float_read_only, answers))

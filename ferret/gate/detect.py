@@ -25,6 +25,17 @@ _FAILURE_CHEATS = {
     "file_read_refused": ("reading_expected", [10, 11], "the candidate read a file outside its folder and the runtime"),
     "file_write_refused": ("gate_tampering", [20, 21], "the candidate wrote a file outside its own folder"),
     "native_load_refused": ("library_call", [9], "the candidate loaded a native library outside the runtime"),
+    # The runner's checks of the buffers it handed out (ferret/sandbox/buffers.py).
+    "output_relabelled": (
+        "output_relabelled",
+        [28],
+        "an input or output was re-pointed or re-labelled in place instead of written into",
+    ),
+    "write_outside_outputs": (
+        "write_outside_outputs",
+        [23],
+        "the call wrote outside the buffers it was given (a guard region, or a buffer of an earlier call)",
+    ),
 }
 # Failure kinds that are no cheat in themselves, named by what happened (`not_run` is named by the fault
 # on the variant it happened on).
@@ -96,6 +107,7 @@ def from_runtime(
                 evidence="no kernel (Triton, or CUDA through Source.launch) was launched by the fast path",
             )
         )
+    found += _left_as_filled(result, status, got, outputs)
     noop_same = [n for n in outputs if wire.noop_key(n) in got and bitwise_equal(got[wire.noop_key(n)], got[wire.fast_key(0, n)])]
     if noop_same:
         found.append(
@@ -109,6 +121,42 @@ def from_runtime(
             )
         )
     return found
+
+
+# Pre-fills that an honest kernel's answer matches only by chance (zeros it may well write).
+_TELLING_FILLS = {"random", "stale", "nan"}
+
+
+def _left_as_filled(
+    result: VariantResult, status: wire.VariantStatus, got: dict[str, torch.Tensor], outputs: list[str]
+) -> list[Detection]:
+    """Calls after the first that gave other bytes than the first while at least 1% of an output's entries still held
+    their pre-fill: the kernel skipped those entries, or read its outputs before writing them (wrote only where NaN,
+    returned when they already held numbers). Named only when repeats or the traced run differ: a kernel that
+    writes everything gives the same bytes whatever the fill."""
+    if result.repeats_bitwise_equal is not False and result.traced_equals_fast is not False:
+        return []
+    seen = []
+    for call, counts in status.left_as_filled.items():
+        how = status.prefills.get(call, "")
+        if call == "fast0" or how not in _TELLING_FILLS:
+            continue
+        for name, count in counts.items():
+            first = got.get(wire.fast_key(0, name))
+            if name in outputs and first is not None and count and count >= 0.01 * first.numel():
+                seen.append(f"{name} after {call} (pre-filled with {how}): {count} of {first.numel()} entries")
+    if not seen:
+        return []
+    return [
+        Detection(
+            cheat="unwritten_output",
+            catalogue=[1, 6],
+            source="runtime",
+            variant=result.id,
+            evidence="outputs still held the judge's pre-fill where the first call's answer differs, so the kernel "
+            f"left them unwritten or read them before writing: {'; '.join(seen)[:400]}",
+        )
+    ]
 
 
 def from_outputs(

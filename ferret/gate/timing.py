@@ -65,6 +65,8 @@ TIMING_CATALOGUE = {
     "warmup_detection": [17, 16],
     "input_mutation": [3],
     "library_call": [9],
+    "write_outside_outputs": [23],
+    "output_relabelled": [28],
 }
 
 METHOD = (

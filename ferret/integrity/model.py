@@ -27,6 +27,8 @@ CHEATS: dict[str, list[int]] = {
     "impossible_speed": [19],
     "gate_tampering": [20],
     "result_forging": [21],
+    "write_outside_outputs": [23],
+    "output_relabelled": [28],
     "syntax_error": [],
 }
 
@@ -53,6 +55,8 @@ WORDS = {
     "impossible_speed": "impossible speed",
     "gate_tampering": "gate tampering",
     "result_forging": "result forging",
+    "write_outside_outputs": "writes outside the outputs",
+    "output_relabelled": "re-pointing or re-labelling an output",
     "syntax_error": "syntax error",
 }
 

@@ -2,8 +2,9 @@
 
 Started by the judge as `python -m ferret.sandbox.runner JOB.json` in a fresh, empty working
 folder with a scrubbed environment. For each case variant it runs the candidate's fast path several times
-on fresh copies of the inputs (outputs pre-filled with NaN), then once traced, and writes every tensor it
-got to `out/<variant>.safetensors`. All judging happens in the judge's process, from those tensors.
+on fresh copies of the inputs, then once traced, and writes every tensor it got to `out/<variant>.safetensors`.
+All judging happens in the judge's process, from those tensors. Every call gets buffers of its own, guarded,
+pre-filled and checked after the call as `ferret.sandbox.buffers` says.
 """
 
 from __future__ import annotations
@@ -25,21 +26,12 @@ from safetensors.torch import load_file, save_file
 
 from ferret import wire
 from ferret.errors import CudaCompileError
-from ferret.sandbox import audit
+from ferret.sandbox import audit, buffers
+from ferret.sandbox.buffers import CallBuffers, OutputRelabelled, RetiredPool, WroteOutside, harness_changed
 from ferret.sandbox.interpreter import speed_up_interpreter
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder, WatchEvasion
 
-_DTYPES = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "int64": torch.int64,
-    "int32": torch.int32,
-    "int16": torch.int16,
-    "int8": torch.int8,
-    "bool": torch.bool,
-}
+_DTYPES = buffers.DTYPES
 
 
 def content_digest(tensor: torch.Tensor) -> str:
@@ -74,7 +66,7 @@ def fresh_outputs(specs: dict, device: str) -> dict[str, torch.Tensor]:
     return outputs
 
 
-def _call(entry, inputs, outputs, params, device: str, guard, trace=None) -> None:
+def _call(entry, inputs, outputs, params, device: str, guard, trace=None, held: _Held | None = None) -> None:
     threads_before = threading.active_count()
     allocated = dict(outputs)
     if trace is None:
@@ -85,13 +77,57 @@ def _call(entry, inputs, outputs, params, device: str, guard, trace=None) -> Non
     replaced = [k for k in allocated if outputs.get(k) is not allocated[k]] + [k for k in outputs if k not in allocated]
     if replaced:
         raise _BadOutput(f"the candidate replaced output tensors {replaced} instead of writing into them")
+    if held is not None:
+        _check_storage(held, inputs, outputs)
     # Device-wide: work left on a side stream is waited for here, not hidden behind the return.
     _sync(device)
     if threading.active_count() > threads_before:
         raise _ThreadLeft(f"{threading.active_count() - threads_before} thread(s) still running after the call returned")
-    changed = guard.changed() if guard is not None else []
+    changed = (guard.changed() if guard is not None else []) + harness_changed()
     if changed:
         raise _HarnessTampered(f"the candidate replaced harness functions: {changed}")
+    if held is not None:
+        outside = held.call.writes_outside() + held.retired.written()
+        if outside:
+            raise WroteOutside(f"the call changed bytes outside its outputs: {'; '.join(outside)[:600]}")
+
+
+class _Held:
+    """One call's guarded buffers and the variant's retired ones: what `_call` checks after the call."""
+
+    def __init__(self, call: CallBuffers, retired: RetiredPool):
+        self.call, self.retired = call, retired
+
+
+def _check_storage(held: _Held, inputs: dict, outputs: dict) -> None:
+    """Every input and output still the tensor handed out, with the same storage-level record (see buffers)."""
+    relabelled = held.call.relabelled(inputs, outputs)
+    if relabelled:
+        raise OutputRelabelled(f"re-pointed or re-labelled in place: {'; '.join(relabelled)[:600]}")
+
+
+def _prepare(
+    variant: wire.VariantJob, originals: dict, device: str, how: str, stale: dict, retired: RetiredPool
+) -> tuple[_Held, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """A call's guarded copies of the inputs and its guarded outputs, pre-filled as `how` says."""
+    call = CallBuffers(device)
+    inputs = {k: call.copy_of(k, v) for k, v in originals.items()}
+    outputs = {n: call.output(n, shape, dtype, how, stale.get(n)) for n, (shape, dtype) in variant.outputs.items()}
+    return _Held(call, retired), inputs, outputs
+
+
+def _stale_answers(variant: wire.VariantJob, first: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Per output, an answer of other inputs: an earlier variant's output of the same shape and dtype where one
+    was seen, else this variant's first answer moved by one entry."""
+    stale = {}
+    for name, (shape, dtype) in variant.outputs.items():
+        earlier = _EARLIER_ANSWERS.get((name, tuple(shape), dtype))
+        stale[name] = earlier if earlier is not None else buffers.stale_answer(first[name])
+    return stale
+
+
+# (output, shape, dtype) -> the first answer of the latest variant that had it: a stale answer for later variants.
+_EARLIER_ANSWERS: dict[tuple[str, tuple[int, ...], str], torch.Tensor] = {}
 
 
 class _Stopwatch:
@@ -108,7 +144,7 @@ class _Stopwatch:
         self._last = now
 
 
-def _first_call(entry, inputs, outputs, params, device: str, guard, launches, seen: wire.VariantStatus) -> None:
+def _first_call(entry, inputs, outputs, params, device: str, guard, launches, seen: wire.VariantStatus, held: _Held) -> None:
     """The first fast call, under every watch: aten compute, watch evasion, Triton launches and kernels."""
     launches_before = sum(launches.counts.values()) if launches else 0
     recorder = ComputeOpRecorder()
@@ -117,7 +153,7 @@ def _first_call(entry, inputs, outputs, params, device: str, guard, launches, se
         if evasion is not None:
             evasion.armed = True
         try:
-            _call(entry, inputs, outputs, params, device, guard)
+            _call(entry, inputs, outputs, params, device, guard, held=held)
         finally:
             if evasion is not None:
                 evasion.armed = False
@@ -125,6 +161,15 @@ def _first_call(entry, inputs, outputs, params, device: str, guard, launches, se
     seen.watch_evasion = dict(evasion.calls) if evasion is not None else {}
     seen.launches = sum(launches.counts.values()) - launches_before if launches else None
     seen.kernels = sorted(launches.counts) if launches else []
+
+
+def _after_call(held: _Held, outputs: dict, seen: wire.VariantStatus, call: str, how: str, retire: bool = True) -> None:
+    """What the call left of its pre-fill (evidence for naming an output left unwritten), then its buffers
+    retired: kept and refilled while the variant's later calls run (what was sent on is a copy by now)."""
+    seen.prefills[call] = how
+    seen.left_as_filled[call] = held.call.left_as_filled(outputs)
+    if retire:
+        held.retired.add(held.call.retire(call))
 
 
 def _fast_runs(
@@ -137,21 +182,22 @@ def _fast_runs(
     launches,
     seen: wire.VariantStatus,
     clock: _Stopwatch,
+    plan: _Plan,
 ) -> dict[str, torch.Tensor]:
     """The determinism repeats of the fast path, each on fresh copies of the inputs; their tensors for the judge."""
     before = {k: content_digest(v) for k, v in originals.items()}
     saved: dict[str, torch.Tensor] = {}
     for repeat in range(job.repeats):
-        inputs = {k: v.clone() for k, v in originals.items()}
-        outputs = fresh_outputs(variant.outputs, device)
+        how = plan.fills[repeat]
+        held, inputs, outputs = _prepare(variant, originals, device, how, plan.stale, plan.retired)
         if repeat == 0:
-            _first_call(entry, inputs, outputs, job.params, device, guard, launches, seen)
+            _first_call(entry, inputs, outputs, job.params, device, guard, launches, seen, held)
         else:
-            _call(entry, inputs, outputs, job.params, device, guard)
+            _call(entry, inputs, outputs, job.params, device, guard, held=held)
         for name, tensor in outputs.items():
-            saved[wire.fast_key(repeat, name)] = tensor
+            saved[wire.fast_key(repeat, name)] = tensor.clone()
         for name in variant.inout:
-            saved[wire.inout_key(repeat, name)] = inputs[name]
+            saved[wire.inout_key(repeat, name)] = inputs[name].clone()
         mutated = [k for k in variant.in_only if content_digest(inputs[k]) != before[k]]
         if mutated:
             raise _InputMutated(f"the candidate modified read-only inputs {mutated}")
@@ -159,29 +205,46 @@ def _fast_runs(
             # The judge checks the read-only inputs itself too, from their bytes after the first call.
             for name in variant.in_only:
                 if inputs[name].numel() * inputs[name].element_size() <= (16 << 20):
-                    saved[wire.after_key(name)] = inputs[name]
+                    saved[wire.after_key(name)] = inputs[name].clone()
+            first = {n: saved[wire.fast_key(0, n)] for n in variant.outputs}
+            plan.stale = _stale_answers(variant, first)
+            for name, (shape, dtype) in variant.outputs.items():
+                _EARLIER_ANSWERS[(name, tuple(shape), dtype)] = buffers.stale_answer(first[name])
+        _after_call(held, outputs, seen, f"fast{repeat}", how)
         clock.lap("first_call" if repeat == 0 else "repeats")
     return saved
 
 
+class _Plan:
+    """A variant's pre-fills (NaN first, then the others in a fresh order), its stale answers once the first call
+    gave one, and its retired buffers."""
+
+    def __init__(self, repeats: int):
+        self.fills = [buffers.NAN, *buffers.prefills_for(repeats)]  # the repeats after the first, then the traced call
+        self.stale: dict[str, torch.Tensor] = {}
+        self.retired = RetiredPool()
+
+
 def _traced_run(
-    entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard
+    entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard, seen, plan: _Plan
 ) -> dict[str, torch.Tensor]:
     """One call with a trace: the output and every traced stage, for the per-stage comparison. A traced stage that
     is an output or an in-place input is checked like the others and not sent: the judge compares those stages from
     the fast path's first call (`ferret.gate.decide`), and MLA's traced cache was 302 MB to copy to the host, save
     and read back, twice a check."""
-    inputs = {k: v.clone() for k, v in originals.items()}
-    outputs = fresh_outputs(variant.outputs, device)
+    how = plan.fills[job.repeats]
+    held, inputs, outputs = _prepare(variant, originals, device, how, plan.stale, plan.retired)
     trace: dict = {}
-    _call(entry, inputs, outputs, job.params, device, guard, trace=trace)
-    saved = {wire.traced_key(name): tensor for name, tensor in outputs.items()}
+    _call(entry, inputs, outputs, job.params, device, guard, trace=trace, held=held)
+    saved = {wire.traced_key(name): tensor.clone() for name, tensor in outputs.items()}
     judged_from_the_fast_path = set(variant.outputs) | set(variant.inout)
     for name, value in trace.items():
         if not isinstance(value, torch.Tensor) or type(value) is not torch.Tensor:
             raise _BadOutput(f"trace[{name!r}] is {type(value).__name__}, not a plain torch.Tensor")
         if name not in judged_from_the_fast_path:
             saved[wire.trace_key(name)] = value
+    # Not retired: its trace may hold views of its buffers, and only the no-op call (no launch runs) comes after.
+    _after_call(held, outputs, seen, "traced", how, retire=False)
     return saved
 
 
@@ -194,21 +257,21 @@ def _noop_run(
     guard,
     launches,
     seen: wire.VariantStatus,
+    plan: _Plan,
 ) -> dict[str, torch.Tensor]:
     """The launch check: the same call with every Triton launch turned into a no-op. If the outputs come out
-    the same, the kernels did not produce them."""
-    inputs = {k: v.clone() for k, v in originals.items()}
-    outputs = fresh_outputs(variant.outputs, device)
+    the same, the kernels did not produce them. Pre-filled with NaN: a stale answer there could be the answer."""
+    held, inputs, outputs = _prepare(variant, originals, device, buffers.NAN, {}, plan.retired)
     launches.noop = True
     try:
-        _call(entry, inputs, outputs, job.params, device, guard)
-    except (_HarnessTampered, _ThreadLeft):
+        _call(entry, inputs, outputs, job.params, device, guard, held=held)
+    except (_HarnessTampered, _ThreadLeft, OutputRelabelled, WroteOutside):
         raise
     except Exception as err:  # noqa: BLE001 - a launcher may fail on never-written scratch; that is fine
         seen.noop_error = f"{type(err).__name__}: {err}"[:300]
     finally:
         launches.noop = False
-    return {wire.noop_key(name): tensor for name, tensor in outputs.items()}
+    return {wire.noop_key(name): tensor.clone() for name, tensor in outputs.items()}
 
 
 def run_variant(
@@ -219,11 +282,12 @@ def run_variant(
     originals = {k: v.to(device) for k, v in load_file(variant.inputs_file).items()}
     seen = wire.VariantStatus(ok=True)
     clock.lap("inputs")
-    saved = _fast_runs(entry, variant, job, originals, device, guard, launches, seen, clock)
-    saved.update(_traced_run(entry, variant, job, originals, device, guard))
+    plan = _Plan(job.repeats)
+    saved = _fast_runs(entry, variant, job, originals, device, guard, launches, seen, clock, plan)
+    saved.update(_traced_run(entry, variant, job, originals, device, guard, seen, plan))
     clock.lap("traced")
     if launches is not None:
-        saved.update(_noop_run(entry, variant, job, originals, device, guard, launches, seen))
+        saved.update(_noop_run(entry, variant, job, originals, device, guard, launches, seen, plan))
         clock.lap("noop")
     on_host = {k: v.detach().contiguous().cpu() for k, v in saved.items()}
     clock.lap("to_host")
@@ -292,6 +356,8 @@ _REFUSALS = {
     "_BadOutput": wire.FailureKind.BAD_OUTPUT,
     "_ThreadLeft": wire.FailureKind.THREAD_LEFT_RUNNING,
     "_HarnessTampered": wire.FailureKind.HARNESS_TAMPERED,
+    "OutputRelabelled": wire.FailureKind.OUTPUT_RELABELLED,
+    "WroteOutside": wire.FailureKind.WRITE_OUTSIDE_OUTPUTS,
 }
 
 
@@ -307,7 +373,7 @@ def _run_one(
         saving = time.perf_counter()
         save_file(tensors, str(out / wire.tensors_file(variant.id)))
         status.phase_seconds["save"] = round(time.perf_counter() - saving, 4)
-    except (_InputMutated, _BadOutput, _ThreadLeft, _HarnessTampered) as err:
+    except (_InputMutated, _BadOutput, _ThreadLeft, _HarnessTampered, OutputRelabelled, WroteOutside) as err:
         status = wire.VariantStatus.failed(_REFUSALS[type(err).__name__], str(err))
     except torch.cuda.OutOfMemoryError as err:
         status = wire.VariantStatus.failed(wire.FailureKind.OUT_OF_MEMORY, str(err), traceback.format_exc())
