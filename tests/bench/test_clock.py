@@ -4,6 +4,8 @@ settling time (`SETTLE_MS`, 0.1 ms) more."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ferret.bench.process import SETTLE_MS, spin_before_call_ms
@@ -111,11 +113,17 @@ def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path):
         cases=[],
         result=str(tmp_path / "result.json"),
     )
-    copies = process.load_implementations(job)["candidate"]
+    loaded = process.load_implementations(job)["candidate"]
+    copies = loaded.entries
     assert len(copies) == process.CODE_COPIES >= 2
-    assert len({fn.__globals__["__name__"] for fn in copies}) == process.CODE_COPIES, "one module per copy"
+    assert len({id(fn.__globals__) for fn in copies}) == process.CODE_COPIES, "one module per copy"
+    # each under the name `import` gives the file, and `sys.modules` names the copy about to run
+    assert {fn.__globals__["__name__"] for fn in copies} == {"candidate"}
+    loaded.enter(1)
+    assert sys.modules["candidate"] is loaded.modules[1]
     copies[0]({}, {}, {})
     assert copies[0].__globals__["STATE"] == [1] and copies[1].__globals__["STATE"] == []
+    del sys.modules["candidate"]
 
 
 @pytest.mark.parametrize("calls", range(1, 13))
