@@ -104,11 +104,11 @@ def check_sampled_answers(
     """(answers checked, flags) for the timed calls the timing process kept at random (`AnswerSample`), each on its
     set with a few elements moved: the judge moves the same elements of its own copy, after checking that the
     move is one (the values written are the values that were there, in another order, at as many positions as the
-    timing process must move) and runs the reference on it. An answer replayed from a cache keyed on the content
-    is the unchanged set's, and wrong where the elements moved: `content_replay`."""
+    timing process must move) and runs the reference on it. A wrong answer that is the unchanged set's (within the
+    stage's tolerance) was replayed from a cache keyed on the content: `content_replay`; any other wrong answer is
+    math done differently once timed: `warmup_detection`."""
     contract = task.contract
     outputs = {o.name for o in contract.outputs}
-    stages = {s.name: s for s in contract.stages}
     flags: list[str] = []
     checked = 0
     for number, (set_index, entries) in sorted(samples.items()):
@@ -117,15 +117,28 @@ def check_sampled_answers(
             flags.append(f"content_replay: sampled timed call {number}: {why or 'an output is missing'}")
             continue
         golden = reference_outputs(task, changed, outputs, device)
+        unchanged: dict[str, torch.Tensor] = {}
         for name in sorted(outputs):
-            metrics = compare_stage(entries[name], golden[name], stages[name], contract.tolerance(dtype, name), device=device)
             checked += 1
-            if not metrics.passed:
-                flags.append(
-                    f"content_replay: the answer of a sampled timed call (input set {set_index} with a few elements "
-                    f"moved) fails stage {name}: {'; '.join(metrics.reasons)[:300]}"
-                )
+            failed = _fails(task, entries[name], golden[name], name, dtype, device)
+            if failed is None:
+                continue
+            unchanged = unchanged or reference_outputs(task, pool[set_index], outputs, device)
+            replayed = _fails(task, entries[name], unchanged[name], name, dtype, device) is None
+            what = "the unchanged set's answer, replayed" if replayed else "not the reference's"
+            flags.append(
+                f"{'content_replay' if replayed else 'warmup_detection'}: the answer of a sampled timed call (input set "
+                f"{set_index} with a few elements moved) fails stage {name}, {what}: {failed[:300]}"
+            )
     return checked, flags
+
+
+def _fails(task: Task, answer: torch.Tensor, golden: torch.Tensor, name: str, dtype: str, device: str) -> str | None:
+    """Why `answer` fails output stage `name` against `golden`, or None where it passes."""
+    contract = task.contract
+    stage = next(s for s in contract.stages if s.name == name)
+    metrics = compare_stage(answer, golden, stage, contract.tolerance(dtype, name), device=device)
+    return None if metrics.passed else "; ".join(metrics.reasons)
 
 
 def _changed_set(

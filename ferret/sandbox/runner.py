@@ -48,11 +48,13 @@ def content_digest(tensor: torch.Tensor) -> str:
     return xxhash.xxh3_128_hexdigest(flat.cpu().view(torch.uint8).numpy().tobytes())
 
 
-def load_candidate(path: str, name: str | None = None):
+def load_candidate(path: str, name: str | None = None, replace: bool = False):
     """The candidate's module, loaded as `import <its file's stem>` would load it: under that name, once in
-    `sys.modules`. A name the judge gives (`ferret_candidate`, say) would tell a candidate that it is judged."""
+    `sys.modules`. A name the judge gives (`ferret_candidate`, say) would tell a candidate that it is judged. A name
+    already taken is refused (the judge names the file so that it is free), unless `replace` (a caller loading
+    candidates one after another in its own process)."""
     name = name or Path(path).stem
-    if name in sys.modules:
+    if name in sys.modules and not replace:
         raise ImportError(f"cannot load candidate {path}: the module name {name!r} is taken")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -359,9 +361,9 @@ def _run_one(
     return status
 
 
-def _load(job: wire.CandidateJob, guard):
+def _load(job: wire.CandidateJob, guard, isolated: bool = True):
     """The candidate's entry point; any failure to load is the candidate's, reported as the load status."""
-    module = load_candidate(job.candidate)
+    module = load_candidate(job.candidate, replace=not isolated)
     entry = getattr(module, job.entry)
     changed = guard.changed()
     if changed:
@@ -369,11 +371,11 @@ def _load(job: wire.CandidateJob, guard):
     return entry
 
 
-def _load_or_status(job: wire.CandidateJob, guard, sandbox: audit.Sandbox | None):
+def _load_or_status(job: wire.CandidateJob, guard, sandbox: audit.Sandbox | None, isolated: bool = True):
     """(the entry point, None), or (None, the load's failure status): any failure to load is the candidate's,
     and anything the sandbox refused while loading is named by its kind."""
     try:
-        entry, failed = _load(job, guard), None
+        entry, failed = _load(job, guard, isolated), None
     except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
         kind = wire.FailureKind.HARNESS_TAMPERED if isinstance(err, _HarnessTampered) else wire.FailureKind.EXCEPTION
         entry, failed = None, wire.VariantStatus.failed(kind, f"cannot load the candidate: {err!r}", traceback.format_exc())
@@ -400,7 +402,10 @@ def _stress(entry, job: wire.CandidateJob, out: Path, sandbox: audit.Sandbox | N
     (out / wire.STRESS_FILE).write_text(json.dumps(asdict(result)))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, isolated: bool = False) -> int:
+    """The runner's work on the job `argv` names. `isolated`: this is the candidate's process of its own (`python -m
+    ferret.sandbox.runner`), whose argv and module table are made to read as a production process's before the
+    candidate loads; a test calling this in its own process keeps both."""
     parser = argparse.ArgumentParser(prog="python -m ferret.sandbox.runner")
     parser.add_argument("job")
     args = parser.parse_args(argv)
@@ -417,9 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     # allow-lists, no foreign native library (ferret/sandbox/audit.py). The harness has loaded what it needs.
     audit.load_language_runtime(Path(job.candidate), job.device == "cuda")
     sandbox = audit.install_if_asked(Path.cwd(), job.settings)
-    neutral_argv()
-    hide_harness_modules(Path(job.candidate))
-    entry, failed = _load_or_status(job, guard, sandbox)
+    if isolated:
+        neutral_argv()
+        hide_harness_modules(Path(job.candidate))
+    entry, failed = _load_or_status(job, guard, sandbox, isolated)
     if failed is not None:
         (out / wire.LOAD_FILE).write_text(failed.to_json())
         return 0
@@ -446,4 +452,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(isolated=True))

@@ -95,7 +95,7 @@ def test_slots_call_the_loaded_copies_in_turn_and_say_which_ran():
     assert sorted(ran) == ["copy0", "copy1", "copy2"], "every copy warmed up (each compiles or loads its kernels)"
 
 
-def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path):
+def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path, monkeypatch):
     from ferret import wire
     from ferret.bench import process
 
@@ -113,6 +113,7 @@ def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path):
         cases=[],
         result=str(tmp_path / "result.json"),
     )
+    monkeypatch.delitem(sys.modules, "candidate", raising=False)  # another test's candidate, loaded in this process
     loaded = process.load_implementations(job)["candidate"]
     copies = loaded.entries
     assert len(copies) == process.CODE_COPIES >= 2
@@ -123,7 +124,7 @@ def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path):
     assert sys.modules["candidate"] is loaded.modules[1]
     copies[0]({}, {}, {})
     assert copies[0].__globals__["STATE"] == [1] and copies[1].__globals__["STATE"] == []
-    del sys.modules["candidate"]
+    monkeypatch.delitem(sys.modules, "candidate")
 
 
 @pytest.mark.parametrize("calls", range(1, 13))
