@@ -27,7 +27,6 @@ CHEATS: dict[str, list[int]] = {
     "impossible_speed": [19],
     "gate_tampering": [20],
     "result_forging": [21],
-    "content_replay": [22],
     "syntax_error": [],
 }
 
@@ -54,7 +53,6 @@ WORDS = {
     "impossible_speed": "impossible speed",
     "gate_tampering": "gate tampering",
     "result_forging": "result forging",
-    "content_replay": "content replay",
     "syntax_error": "syntax error",
 }
 
