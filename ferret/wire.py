@@ -18,7 +18,8 @@ in its own folder:
     job.json                  TimingJob
     ready, go, finished       the step protocol (`timing_steps`): one process on the GPU at a time
     timing.json               TimingResults
-    answers-<k>.safetensors   case k's input sets and the answers left in its output slots (`pool_key`, `slot_key`)
+    answers-<k>.safetensors   case k's input sets, the answers left in its output slots and the timed calls kept at
+                              random with the elements moved for them (`pool_key`, `slot_key`, `sample_key`)
     done                      written last; then the process waits to be killed
 """
 
@@ -83,6 +84,9 @@ class CandidateJob:
     stress_variant: int | None
     variants: list[VariantJob]
     result_dir: str
+    # The judge's settings for the process (`SETTING_*` below, and each backend's, `Backend.configure`): carried here,
+    # not in the environment, where the candidate's code could read that it is being judged.
+    settings: dict[str, str] = field(default_factory=dict)
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))
@@ -92,6 +96,14 @@ class CandidateJob:
         data = json.loads(path.read_text())
         variants = [VariantJob(**v) for v in data.pop("variants")]
         return CandidateJob(variants=variants, **data)
+
+
+# Settings of the harness itself in `CandidateJob.settings` and `TimingJob.settings`.
+SETTING_WAIT_FOR_KILL = "wait_for_kill"  # "1": after its last result the process waits to be killed by the judge
+SETTING_AUDIT = "audit"  # "1": the process installs the sandbox's audit hooks before loading candidate code
+# What `sys.argv` says while candidate code runs (and `sys.orig_argv`, with the interpreter first): a process the
+# judge starts is named on its command line, and a candidate must not learn from it that it is being judged.
+NEUTRAL_ARGV = ("-c",)
 
 
 # --- candidate runner -> judge ---------------------------------------------------------------------
@@ -216,6 +228,7 @@ class TimingJob:
     # on the path (a copy of the project's files it needs). Empty: `source` is one self-contained file.
     import_root: str = ""
     module: str = ""
+    settings: dict[str, str] = field(default_factory=dict)  # as `CandidateJob.settings`
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))
@@ -306,5 +319,29 @@ def parse_slot_key(key: str) -> tuple[int, int, str] | None:
     return (int(match[1]), int(match[2]), match[3]) if match else None
 
 
+# The candidate's timed calls kept at random for the judge, per case and process (`ferret.bench.process.AnswerSample`).
+SAMPLED_ANSWERS = 4
+CHANGED_AT, CHANGED_TO = "at.", "to."  # prefixes of a sampled call's changed inputs: flat positions, values written
+
+
+def changed_count(numel: int) -> int:
+    """How many elements of a floating-point read-only input trade places before a sampled timed call: one in 1024,
+    at least 2 (none in an input of fewer than 2), at most 65536."""
+    return 0 if numel < 2 else min(max(2, numel // 1024), 1 << 16)
+
+
+def sample_key(sample: int, set_index: int, name: str) -> str:
+    """Output `name` of sampled timed call `sample`, which answered set `set_index` changed as its
+    `CHANGED_AT + input` / `CHANGED_TO + input` entries say (flat positions, the values written there)."""
+    return f"sample{sample}.set{set_index}.{name}"
+
+
+def parse_sample_key(key: str) -> tuple[int, int, str] | None:
+    """(sample, set index, name) of a `sample_key`, or None for any other key."""
+    match = _SAMPLE_KEY.match(key)
+    return (int(match[1]), int(match[2]), match[3]) if match else None
+
+
+_SAMPLE_KEY = re.compile(r"^sample(\d+)\.set(\d+)\.(.+)$")
 _POOL_KEY = re.compile(r"^set(\d+)\.(.+)$")
 _SLOT_KEY = re.compile(r"^slot(\d+)\.set(\d+)\.(.+)$")

@@ -60,9 +60,13 @@ class Backend(Protocol):
         """The entry points its kernels launch through (none that cannot be imported here)."""
         ...
 
-    def environment(self, workdir: Path, compile_flags: Mapping[str, Any]) -> dict[str, str]:
-        """Variables a process that runs candidate code in `workdir` needs for this language, given the
-        contract's `backend.compile_flags`."""
+    def settings(self, workdir: Path, compile_flags: Mapping[str, Any]) -> dict[str, str]:
+        """Settings a process that runs candidate code in `workdir` needs for this language, given the
+        contract's `backend.compile_flags`: carried in its job (`CandidateJob.settings`), not its environment."""
+        ...
+
+    def configure(self, settings: Mapping[str, str]) -> None:
+        """In the process that runs candidate code, before it is loaded: take this language's `settings` from the job."""
         ...
 
 

@@ -41,6 +41,15 @@ LAUNCHER_API = ("Source", "i32", "i64", "f32", "NULL", "aligned")
 
 FLAGS_ENV = "FERRET_CUDA_FLAGS"  # the contract's compile flags (a JSON list), set by the judge for the candidate
 CACHE_ENV = "FERRET_CUDA_CACHE"  # the folder for compiled code, set by the judge: the candidate's own
+# The two above as the judge set them for this process (`CudaBackend.configure`, from the job, not the environment:
+# a variable that names the judge would tell a candidate it is judged); the environment only where it set none.
+SETTINGS: dict[str, str] = {}
+
+
+def _setting(name: str) -> str | None:
+    return SETTINGS.get(name) or os.environ.get(name)
+
+
 DEFAULT_FLAGS = ("-std=c++17",)
 # Where no GPU says otherwise (compiling on the CPU): the H200's, with Hopper's arch-specific instructions (warpgroup
 # MMA, setmaxnreg), which a plain sm_90 target refuses; such machine code runs on compute capability 9.0 alone.
@@ -129,7 +138,7 @@ def driver_binding() -> Any:
 
 def contract_flags() -> list[str]:
     """The flags the judge set for this process (the contract's), else the defaults."""
-    raw = os.environ.get(FLAGS_ENV)
+    raw = _setting(FLAGS_ENV)
     return list(json.loads(raw)) if raw else list(DEFAULT_FLAGS)
 
 
@@ -328,7 +337,7 @@ class Source:
         return f'#line {self.line} "{self.file}"\n{self.code}'
 
     def cubin(self, arch: str = DEFAULT_ARCH) -> bytes:
-        cache = os.environ.get(CACHE_ENV)
+        cache = _setting(CACHE_ENV)
         return cached_cubin(self.compiled_code, contract_flags(), arch, Path(cache) if cache else None)
 
     def launch(
@@ -423,9 +432,12 @@ class CudaBackend:
     def launch_points(self) -> list[LaunchPoint]:
         return [LaunchPoint(Source, "launch", "cuda.Source.launch", _kernel_name)]
 
-    def environment(self, workdir: Path, compile_flags: Mapping[str, Any]) -> dict[str, str]:
+    def settings(self, workdir: Path, compile_flags: Mapping[str, Any]) -> dict[str, str]:
         """The folder compiled code is cached in (the candidate's own) and the contract's flags."""
         return {CACHE_ENV: str(workdir / ".cuda"), FLAGS_ENV: json.dumps(flags_from_contract(dict(compile_flags)))}
+
+    def configure(self, settings: Mapping[str, str]) -> None:
+        SETTINGS.update({k: v for k, v in settings.items() if k in (CACHE_ENV, FLAGS_ENV)})
 
 
 BACKEND = CudaBackend()

@@ -48,8 +48,11 @@ class TritonBackend:
             pass
         return points
 
-    def environment(self, workdir: Path, compile_flags: Mapping[str, Any]) -> dict[str, str]:
-        return {}  # its cache and interpreter switch are set for every process the judge starts (ferret.sandbox.launch)
+    def settings(self, workdir: Path, compile_flags: Mapping[str, Any]) -> dict[str, str]:
+        return {}  # its cache and interpreter switch are Triton's own variables (ferret.sandbox.launch)
+
+    def configure(self, settings: Mapping[str, str]) -> None:
+        return None
 
 
 BACKEND = TritonBackend()

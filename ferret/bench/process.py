@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import itertools
 import json
-import os
+import random
 import statistics
 import sys
 import time
@@ -42,18 +41,41 @@ from ferret.bench import guards
 from ferret.bench.warmup_turn import WarmUpTurn, timing_job_key
 from ferret.sandbox import audit
 from ferret.sandbox.buffers import NAN, RANDOM, ZEROS, CallBuffers
+from ferret.sandbox.runner import hide_harness_modules, neutral_argv, take_settings
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
 
 
 def load_function(path: str, attr: str, module_name: str) -> Callable[..., Any]:
     """`attr` of the Python file at `path`, loaded as `module_name` (no import path involved)."""
+    return getattr(load_module(path, module_name), attr)
+
+
+def load_module(path: str, module_name: str) -> Any:
+    """The Python file at `path`, loaded as `module_name`; `sys.modules` names it while it runs its body."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
-    return getattr(module, attr)
+    return module
+
+
+class CandidateCopies:
+    """The candidate's `CODE_COPIES` loaded copies, each under the name `import` would give it (its file's stem, as
+    the runner loads it), and `sys.modules` naming the copy that is about to run (`enter`): in production one module
+    has that name, so a copy that asked `sys.modules` for itself would otherwise learn it is judged."""
+
+    def __init__(self, path: str, attr: str, copies: int):
+        self.name = Path(path).stem
+        if self.name in sys.modules:
+            raise ImportError(f"cannot load candidate {path}: the module name {self.name!r} is taken")
+        self.modules = [load_module(path, self.name) for _ in range(copies)]
+        self.entries = [getattr(module, attr) for module in self.modules]
+        self.enter(0)
+
+    def enter(self, copy: int) -> None:
+        sys.modules[self.name] = self.modules[copy]
 
 
 def digest(tensors: dict) -> str:
@@ -231,23 +253,28 @@ class Clock:
         self.sync()
         return launch_time_ms(per_call, self.HOLD_MS)
 
-    def bench(self, fn: Callable[[], object], host_ms: float | None) -> float:
+    def bench(self, fn: Callable[[], object], host_ms: float | None, sample: AnswerSample | None = None) -> float:
+        """One round's time of `fn`; with `sample`, some of its timed calls are kept for the judge (`AnswerSample`)."""
         if not self.on_gpu:
             times = []
             for _ in range(3):
+                if sample is not None:
+                    sample.before()
                 started = time.perf_counter()
                 fn()
                 times.append((time.perf_counter() - started) * 1e3)
+                if sample is not None:
+                    sample.after()
             return statistics.median(times)
         spin_ms = spin_before_call_ms(host_ms, self.flush_ms, self.MAX_SPIN_MS)
-        estimate = self._timed_calls(fn, spin_ms, 3).kept_ms()
+        estimate = self._timed_calls(fn, spin_ms, 3, sample).kept_ms()
         calls = max(10, min(self.MAX_CALLS, int(self.measure_ms / max(statistics.median(estimate), 1e-3))))
-        timed = self._timed_calls(fn, spin_ms, calls)
+        timed = self._timed_calls(fn, spin_ms, calls, sample)
         for _ in range(self.SPIN_RETRIES):
             if host_ms is None or timed.late <= MAX_LATE_FRACTION * calls or spin_ms >= self.MAX_SPIN_MS:
                 break
             spin_ms = longer_spin_ms(spin_ms, timed, self.flush_ms, self.MAX_SPIN_MS)
-            timed = self._timed_calls(fn, spin_ms, calls)
+            timed = self._timed_calls(fn, spin_ms, calls, sample)
         self.spins_ms.append(spin_ms)
         if host_ms is None:  # a call that waits for the GPU: no spin, nothing can be queued ahead of it
             self.late_fractions.append(0.0)
@@ -276,15 +303,20 @@ class Clock:
         total_ms = sum(device_us_per_kernel(flush_then_call, self, calls).values()) / 1e3
         return max(total_ms - self._flush_device_ms, 0.0)
 
-    def _timed_calls(self, fn: Callable[[], object], spin_ms: float, calls: int) -> TimedCalls:
+    def _timed_calls(
+        self, fn: Callable[[], object], spin_ms: float, calls: int, sample: AnswerSample | None = None
+    ) -> TimedCalls:
         """Each call between two events behind the flush and the spin. Right after its end event is queued, the
         start event is asked whether it has run: if it has, the GPU reached the call before the host had queued
-        all of it, and the events measured the host (a late call)."""
+        all of it, and the events measured the host (a late call). `sample`'s work goes before the flush and after
+        the end event: outside the events."""
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
         queued_ahead, enqueue_ms, copies = [], [], []
         self.sync()
         for start, end in zip(starts, ends, strict=True):
+            if sample is not None:
+                sample.before()
             self.flush_buffer.zero_()
             self.spin(spin_ms)
             started = time.perf_counter()
@@ -294,6 +326,8 @@ class Clock:
             enqueue_ms.append((time.perf_counter() - started) * 1e3)
             queued_ahead.append(not start.query())
             copies.append(copy if isinstance(copy, int) else 0)  # Slots.call says which copy ran; anything else: one
+            if sample is not None:
+                sample.after()
         self.sync()
         return TimedCalls(
             [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)], queued_ahead, enqueue_ms, copies
@@ -314,17 +348,24 @@ class Slots:
         pool: list[dict],
         fresh_outputs: Callable[[], dict],
         params: dict,
+        enter: Callable[[int], None] | None = None,
     ):
+        self.enter = enter  # called with the copy about to run (`CandidateCopies.enter`)
         self.copies = list(fn) if isinstance(fn, Sequence) else [fn]
         self.fn, self.pool, self.params = self.copies[0], pool, params
         self.outputs = [fresh_outputs() for _ in range(len(pool) + 1)]
         self.last_input: list[int | None] = [None] * len(self.outputs)
         self.first_input: list[int | None] = [None] * len(self.outputs)
-        self.counter = itertools.count()
+        self.calls = 0
+
+    def upcoming(self) -> tuple[int, int]:
+        """(output slot, input set) of the next `call`."""
+        return self.calls % len(self.outputs), self.calls % len(self.pool)
 
     def call(self) -> int:
         """One call; returns which copy ran it (`TimedCalls.round_ms` takes each copy's median)."""
-        k = next(self.counter)
+        k = self.calls
+        self.calls += 1
         i, j, copy = k % len(self.pool), k % len(self.outputs), k % len(self.copies)
         self._call_into(j, i, copy)
         return copy
@@ -333,6 +374,8 @@ class Slots:
         self.last_input[j] = i
         if self.first_input[j] is None:
             self.first_input[j] = i
+        if self.enter is not None:
+            self.enter(copy)
         self.copies[copy](self.pool[i], self.outputs[j], self.params)
 
     def end_away_from_first_inputs(self) -> None:
@@ -345,6 +388,102 @@ class Slots:
         for j, (first, last) in enumerate(zip(self.first_input, self.last_input, strict=True)):
             if first is not None and last == first:
                 self._call_into(j, (first + 1) % len(self.pool), j % len(self.copies))
+
+
+@dataclass
+class _Kept:
+    """One sampled timed call: the input set it answered, the inputs changed for it (input -> flat positions, the
+    values written there) and its answer, copied as the call left it."""
+
+    set_index: int
+    changed: dict[str, tuple[torch.Tensor, torch.Tensor]]
+    answer: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+class AnswerSample:
+    """The candidate's timed calls, each on content it has never seen, and a random sample of them kept for the judge.
+
+    Before every call timed between events (ahead of the flush), a few elements of each floating-point read-only input
+    of its set (`wire.changed_count` of them, at random positions) trade places, and after its end event they are put
+    back: no timed call presents content an earlier one did, yet each is equal to a seen set almost everywhere, so a
+    cache keyed on the content never hits, and one keyed on less (a sampled fingerprint, an address, a sum) replays
+    the unchanged set's answer, wrong where the elements moved. `SAMPLED_ANSWERS` calls are kept (reservoir sampling
+    over every timed call), with their changes; the choice and the positions come from the OS's randomness here, so
+    nothing the candidate can read or predict says which calls are kept. The judge checks every kept answer against
+    its reference on its own copy of the set, changed the same way (`ferret.gate.answers`)."""
+
+    def __init__(self, slots: Slots, float_read_only: list[str], size: int = wire.SAMPLED_ANSWERS):
+        self.slots, self.names, self.size = slots, float_read_only, size
+        self.kept: list[_Kept] = []
+        self.seen = 0
+        self.stale: set[int] = set()  # output slots whose last answer is for changed content (`refresh`)
+        self._random = random.SystemRandom()
+        self._generators: dict[str, torch.Generator] = {}
+        # (reservoir place, output slot, input set, changes, values to put back) of the call under way
+        self._now: tuple[int, int, int, dict[str, tuple[torch.Tensor, torch.Tensor]], dict[str, torch.Tensor]] | None = None
+
+    def before(self) -> None:
+        """Called before each timed call: its set changed, and whether it is kept decided."""
+        self.seen += 1
+        place = len(self.kept) if len(self.kept) < self.size else self._random.randrange(self.seen)
+        j, i = self.slots.upcoming()
+        inputs = self.slots.pool[i]
+        changed, put_back = {}, {}
+        for name in self.names:
+            if inputs[name].is_contiguous() and wire.changed_count(inputs[name].numel()):
+                changed[name], put_back[name] = self._change(inputs[name])
+        self._now = (place, j, i, changed, put_back)
+
+    def _change(self, tensor: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+        flat = tensor.view(-1)
+        device = str(flat.device)
+        if device not in self._generators:
+            self._generators[device] = torch.Generator(device=flat.device)
+            self._generators[device].manual_seed(self._random.getrandbits(63))
+        # Distinct positions at random gaps, drawn on the device: no host synchronization between timed calls (a
+        # `unique` would wait for the GPU). Gaps of 1 to numel // count wrap around the input at most once.
+        numel, count = flat.numel(), wire.changed_count(flat.numel())
+        gaps = torch.randint(1, numel // count + 1, (count,), generator=self._generators[device], device=flat.device)
+        at = (gaps.cumsum(0) + self._random.randrange(numel)) % numel
+        before = flat[at]
+        moved = before.roll(1)  # every picked element takes the value of the one before it
+        flat[at] = moved
+        return (at, moved), before
+
+    def after(self) -> None:
+        """Called after each timed call's end event: its set put back, its answer copied if it is kept."""
+        if self._now is None:
+            return
+        place, j, i, changed, put_back = self._now
+        self._now = None
+        if place < self.size:
+            kept = _Kept(i, {n: (at.cpu(), moved.cpu()) for n, (at, moved) in changed.items()})
+            kept.answer = {n: t.clone() for n, t in self.slots.outputs[j].items()}
+            self.kept[place : place + 1] = [kept]
+        for name, (at, _) in changed.items():
+            self.slots.pool[i][name].view(-1)[at] = put_back[name]
+        self.stale.add(j)
+
+    def refresh(self) -> None:
+        """One more call, on content put back, into every output slot whose last answer was for changed content:
+        the checks after the rounds (`replay_flags`, the answers left in the slots) compare with the sets as the
+        judge made them."""
+        for j in sorted(self.stale):
+            last = self.slots.last_input[j]
+            if last is not None:
+                self.slots._call_into(j, last, j % len(self.slots.copies))
+        self.stale.clear()
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The kept calls for the answers file (`wire.sample_key`)."""
+        found = {}
+        for m, kept in enumerate(self.kept):
+            for name, tensor in kept.answer.items():
+                found[wire.sample_key(m, kept.set_index, name)] = tensor.contiguous().cpu()
+            for name, (at, moved) in kept.changed.items():
+                found[wire.sample_key(m, kept.set_index, wire.CHANGED_AT + name)] = at
+                found[wire.sample_key(m, kept.set_index, wire.CHANGED_TO + name)] = moved
+        return found
 
 
 def load_pool(case: wire.TimingCaseJob, device: str) -> list[dict]:
@@ -447,6 +586,8 @@ def replay_flags(candidate: Slots, fresh_outputs: Callable[[], dict], clock: Clo
             continue
         seen = digest(candidate.outputs[j])
         check = fresh_outputs()
+        if candidate.enter is not None:
+            candidate.enter(0)
         candidate.fn(candidate.pool[i], check, candidate.params)
         clock.sync()
         if digest(check) != seen:
@@ -459,14 +600,17 @@ def replay_flags(candidate: Slots, fresh_outputs: Callable[[], dict], clock: Clo
     return []
 
 
-def save_answers(candidate: Slots, float_read_only: list[str], path: Path) -> None:
+def save_answers(candidate: Slots, float_read_only: list[str], path: Path, sample: AnswerSample | None = None) -> None:
     """Nothing here knows the right answers (the candidate shares this process): every timed call's answer, as
-    it was left in its output buffer, goes to the judge with the input set it answered."""
+    it was left in its output buffer, goes to the judge with the input set it answered, and so do the answers of
+    the sampled timed calls (`AnswerSample`) with the inputs changed for them."""
     pool = candidate.pool
     answers = {wire.pool_key(i, n): pool[i][n].contiguous().cpu() for i in range(len(pool)) for n in float_read_only}
     for j, i in enumerate(candidate.last_input):
         if i is not None:
             answers.update({wire.slot_key(j, i, n): t.contiguous().cpu() for n, t in candidate.outputs[j].items()})
+    if sample is not None:
+        answers.update(sample.tensors())
     save_file(answers, str(path))
 
 
@@ -564,6 +708,7 @@ class _CaseState:
     float_read_only: list[str]
     host_ms: dict[str, float | None]
     result: wire.TimingCaseResult
+    sample: AnswerSample | None = None  # the candidate's timed calls kept for the judge
 
 
 def _timed(seconds: dict[str, float], part: str, work: Callable[[], Any]) -> Any:
@@ -573,6 +718,12 @@ def _timed(seconds: dict[str, float], part: str, work: Callable[[], Any]) -> Any
         return work()
     finally:
         seconds[part] = round(seconds.get(part, 0.0) + time.perf_counter() - started, 4)
+
+
+def _slots(fn: Any, pool: list[dict], fresh_outputs: Callable[[], dict], params: dict) -> Slots:
+    if isinstance(fn, CandidateCopies):
+        return Slots(fn.entries, pool, fresh_outputs, params, enter=fn.enter)
+    return Slots(fn, pool, fresh_outputs, params)
 
 
 def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, implementations: dict, clock: Clock) -> _CaseState:
@@ -593,7 +744,7 @@ def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, imp
         made.append((buffers, outputs))
         return outputs
 
-    slots = {name: Slots(fn, pool, fresh_outputs, job.params) for name, fn in implementations.items()}
+    slots = {name: _slots(fn, pool, fresh_outputs, job.params) for name, fn in implementations.items()}
     compile_error = _timed(seconds, "warm_up", lambda: warm_up(slots))
     l2_state = guards.reset_persisting_l2() if clock.on_gpu else "not applicable on the CPU"
     result = wire.TimingCaseResult(
@@ -607,7 +758,8 @@ def prepare_case(job: wire.TimingJob, case: wire.TimingCaseJob, number: int, imp
         seconds=seconds,
     )
     float_read_only = [n for n in job.read_only if pool[0][n].is_floating_point()]
-    return _CaseState(case, number, slots, fresh_outputs, made, float_read_only, result.host_ms, result)
+    sample = AnswerSample(slots["candidate"], float_read_only) if "candidate" in slots else None
+    return _CaseState(case, number, slots, fresh_outputs, made, float_read_only, result.host_ms, result, sample)
 
 
 SLOT_PREFILLS = (NAN, RANDOM, ZEROS)
@@ -655,7 +807,8 @@ def time_round(state: _CaseState, clock: Clock, probe: Callable[[], float] | Non
         if reference and clock.on_gpu and state.host_ms[name] is None:
             state.result.samples[name].append(clock.device_ms(slot.call))
         else:
-            state.result.samples[name].append(clock.bench(slot.call, state.host_ms[name]))
+            kept = state.sample if name == "candidate" else None
+            state.result.samples[name].append(clock.bench(slot.call, state.host_ms[name], kept))
             if clock.on_gpu:
                 state.result.late_fraction.setdefault(name, []).append(round(clock.late_fractions[-1], 4))
                 state.result.spin_ms.setdefault(name, []).append(round(clock.spins_ms[-1], 4))
@@ -673,11 +826,13 @@ def check_candidate_calls(
     state.result.wall_ms, flags = _timed(
         seconds, "wall", lambda: wall_clock_flag(candidate, clock, event_ms, state.host_ms["candidate"])
     )
+    if state.sample is not None:
+        state.sample.refresh()
     candidate.end_away_from_first_inputs()
     flags += _timed(seconds, "buffers", lambda: buffer_flags(state))
     flags += _timed(seconds, "replay", lambda: replay_flags(candidate, state.fresh_outputs, clock))
     answers = Path(job.result).parent / wire.answers_file(state.number)
-    _timed(seconds, "answers", lambda: save_answers(candidate, state.float_read_only, answers))
+    _timed(seconds, "answers", lambda: save_answers(candidate, state.float_read_only, answers, state.sample))
     state.result.answers_file = str(answers)
     flags += _timed(seconds, "torch_compute", lambda: torch_compute_flags(candidate.call))
     if clock.on_gpu:
@@ -701,13 +856,13 @@ def load_baseline(job: wire.TimingJob) -> Callable[..., Any]:
     return getattr(importlib.import_module(job.module), job.entry)
 
 
-def load_implementations(job: wire.TimingJob) -> dict[str, list[Callable[..., Any]]]:
-    """Each implementation this process times, as its loaded copies (`CODE_COPIES` of the candidate; torch's
-    kernels load once per process, so the baselines are one copy each)."""
+def load_implementations(job: wire.TimingJob) -> dict[str, Any]:
+    """Each implementation this process times, as its loaded copies (`CODE_COPIES` of the candidate, `CandidateCopies`;
+    torch's kernels load once per process, so the baselines are one copy each)."""
     if job.role == wire.CANDIDATE_TIMER:
-        return {"candidate": [load_function(job.source, job.entry, f"ferret_candidate_{k}") for k in range(CODE_COPIES)]}
+        return {"candidate": CandidateCopies(job.source, job.entry, CODE_COPIES)}
     baseline = load_baseline(job)
-    implementations = {"baseline": [baseline]}
+    implementations: dict[str, Any] = {"baseline": [baseline]}
     if job.compile:
         implementations["baseline_compiled"] = [torch.compile(baseline)]
     return implementations
@@ -764,12 +919,16 @@ def main(job_path: str) -> int:
     job = wire.TimingJob.read(Path(job_path))
     on_gpu = job.device == "cuda"
     # The harness's functions are remembered before the candidate's code runs, and checked after.
+    take_settings(job.settings)
     harness = HarnessGuard(sys.modules[__name__], LaunchRecorder())
     # The candidate's timer runs candidate code: the sandbox's audit hook first (ferret/sandbox/audit.py). The
     # reference timer runs only the baseline and torch.compile, which starts compiler processes of its own.
     if job.role == wire.CANDIDATE_TIMER:
         audit.load_language_runtime(Path(job.source), on_gpu)
-    sandbox = audit.install_if_asked(Path(job.result).parent) if job.role == wire.CANDIDATE_TIMER else None
+    sandbox = audit.install_if_asked(Path(job.result).parent, job.settings) if job.role == wire.CANDIDATE_TIMER else None
+    neutral_argv()
+    if job.role == wire.CANDIDATE_TIMER:
+        hide_harness_modules(Path(job.source))
     # Reference timers load, compile and warm up one at a time (ferret/bench/warmup_turn.py says why).
     turn = WarmUpTurn.for_compile_cache(timing_job_key(job)) if job.role == wire.REFERENCE_TIMER else WarmUpTurn(None)
     waiting = time.perf_counter()
@@ -790,7 +949,7 @@ def main(job_path: str) -> int:
     folder = Path(job.result).parent
     Path(job.result).write_text(json.dumps(asdict(wire.TimingResults(device=device_name, cases=results))))
     (folder / wire.DONE_FILE).write_text("ok")
-    if os.environ.get("FERRET_RUNNER_WAIT_FOR_KILL") == "1":
+    if job.settings.get(wire.SETTING_WAIT_FOR_KILL) == "1":
         while True:  # killed by the judge: no exit hook of the candidate runs after the result is written
             time.sleep(60)
     return 0

@@ -10,7 +10,10 @@ process:
 - the canonical reference is run on the judge's copy of each set, and every answer is compared with the
   contract's tolerance for its output stage. A candidate that is honest in the correctness runs and cuts
   work once timed (docs/cheats.md 17, and 16 when it replays) fails here even where the timing process's own
-  fingerprint re-check agrees with it.
+  fingerprint re-check agrees with it;
+- a random sample of the timed calls was kept, each on its set with a few elements moved (content the candidate
+  never saw, equal to a seen set almost everywhere): the reference is run on the judge's copy moved the same way,
+  so a replay keyed on the content (docs/cheats.md 22) is the unchanged set's answer, and wrong.
 
 Answers file layout (safetensors, keys from `ferret.wire`): `pool_key(i, input)` for the floating-point
 read-only inputs of pool set `i` after timing, and `slot_key(j, i, output)` for the answer left in output
@@ -31,10 +34,11 @@ from ferret.gate.metrics import bitwise_equal, compare_stage
 
 
 def check_timed_answers(
-    task: Task, pool: list[dict[str, torch.Tensor]], answers_file: Path, dtype: str, read_only: list[str]
+    task: Task, pool: list[dict[str, torch.Tensor]], answers_file: Path, dtype: str, read_only: list[str], sampled: int = 0
 ) -> tuple[int, list[str]]:
     """(answers checked, flags naming each wrong one) for the timed calls on `pool`, the judge's own copy of
-    the input sets. A missing or unreadable answers file is itself a flag."""
+    the input sets: each output slot's last answer, and the timed calls kept at random (at least `sampled` of them,
+    `SAMPLED_AT_LEAST` from a timing process). A missing or unreadable answers file is itself a flag."""
     contract = task.contract
     try:
         answers = load_file(str(answers_file))
@@ -42,9 +46,13 @@ def check_timed_answers(
         return 0, [f"warmup_detection: the timing process's answers are missing or unreadable ({type(err).__name__})"]
     flags = []
     slots: list[tuple[int, int, str, torch.Tensor]] = []
+    samples: dict[int, tuple[int, dict[str, torch.Tensor]]] = {}
     for key, tensor in answers.items():
         if slot := wire.parse_slot_key(key):
             slots.append((*slot, tensor))
+        elif sample := wire.parse_sample_key(key):
+            number, set_index, name = sample
+            samples.setdefault(number, (set_index, {}))[1][name] = tensor
         elif pooled := wire.parse_pool_key(key):
             index, name = pooled
             if index >= len(pool) or name not in read_only:
@@ -74,7 +82,91 @@ def check_timed_answers(
                 f"warmup_detection: the answer a timed call left in output slot {slot} (input set {set_index}) fails "
                 f"stage {name}: {'; '.join(metrics.reasons)[:300]}"
             )
+    if len(samples) < sampled:
+        return checked, flags + [f"content_replay: the timing process kept {len(samples)} sampled timed calls, not {sampled}"]
+    got, wrong = check_sampled_answers(task, pool, samples, dtype, read_only, device)
+    return checked + got, flags + wrong
+
+
+# The timed calls a timing process keeps at least: `wire.SAMPLED_ANSWERS`, or every one where a round times fewer (a
+# round times at least 3 calls; the CPU rehearsal's, exactly 3).
+SAMPLED_AT_LEAST = min(wire.SAMPLED_ANSWERS, 3)
+
+
+def check_sampled_answers(
+    task: Task,
+    pool: list[dict[str, torch.Tensor]],
+    samples: dict[int, tuple[int, dict[str, torch.Tensor]]],
+    dtype: str,
+    read_only: list[str],
+    device: str,
+) -> tuple[int, list[str]]:
+    """(answers checked, flags) for the timed calls the timing process kept at random (`AnswerSample`), each on its
+    set with a few elements moved: the judge moves the same elements of its own copy, after checking that the
+    move is one (the values written are the values that were there, in another order, at as many positions as the
+    timing process must move) and runs the reference on it. A wrong answer that is the unchanged set's (within the
+    stage's tolerance) was replayed from a cache keyed on the content: `content_replay`; any other wrong answer is
+    math done differently once timed: `warmup_detection`."""
+    contract = task.contract
+    outputs = {o.name for o in contract.outputs}
+    flags: list[str] = []
+    checked = 0
+    for number, (set_index, entries) in sorted(samples.items()):
+        changed, why = _changed_set(pool, set_index, entries, read_only)
+        if changed is None or set(entries) & outputs != outputs:
+            flags.append(f"content_replay: sampled timed call {number}: {why or 'an output is missing'}")
+            continue
+        golden = reference_outputs(task, changed, outputs, device)
+        unchanged: dict[str, torch.Tensor] = {}
+        for name in sorted(outputs):
+            checked += 1
+            failed = _fails(task, entries[name], golden[name], name, dtype, device)
+            if failed is None:
+                continue
+            unchanged = unchanged or reference_outputs(task, pool[set_index], outputs, device)
+            replayed = _fails(task, entries[name], unchanged[name], name, dtype, device) is None
+            what = "the unchanged set's answer, replayed" if replayed else "not the reference's"
+            flags.append(
+                f"{'content_replay' if replayed else 'warmup_detection'}: the answer of a sampled timed call (input set "
+                f"{set_index} with a few elements moved) fails stage {name}, {what}: {failed[:300]}"
+            )
     return checked, flags
+
+
+def _fails(task: Task, answer: torch.Tensor, golden: torch.Tensor, name: str, dtype: str, device: str) -> str | None:
+    """Why `answer` fails output stage `name` against `golden`, or None where it passes."""
+    contract = task.contract
+    stage = next(s for s in contract.stages if s.name == name)
+    metrics = compare_stage(answer, golden, stage, contract.tolerance(dtype, name), device=device)
+    return None if metrics.passed else "; ".join(metrics.reasons)
+
+
+def _changed_set(
+    pool: list[dict[str, torch.Tensor]], set_index: int, entries: dict[str, torch.Tensor], read_only: list[str]
+) -> tuple[dict[str, torch.Tensor] | None, str]:
+    """The judge's copy of input set `set_index` with the elements a sampled call moved moved the same way; None and
+    why where the record is not such a move."""
+    if set_index >= len(pool):
+        return None, f"it claims an input set ({set_index}) the judge never made"
+    changed = dict(pool[set_index])
+    for name in read_only:
+        original = pool[set_index][name]
+        count = wire.changed_count(original.numel())
+        if not original.is_floating_point() or count == 0:
+            continue
+        at, to = entries.get(wire.CHANGED_AT + name), entries.get(wire.CHANGED_TO + name)
+        if at is None or to is None or at.dtype != torch.int64 or at.dim() != 1 or to.shape != at.shape:
+            return None, f"its record of the moved elements of {name} is missing"
+        if at.numel() != count:
+            return None, f"it moved {at.numel()} elements of {name}, not {count}"
+        if int(at.min()) < 0 or int(at.max()) >= original.numel() or at.unique().numel() != at.numel():
+            return None, f"its moved positions of {name} are not distinct positions of the input"
+        flat, at, to = original.reshape(-1).clone(), at.to(original.device), to.to(original.device)
+        if to.dtype != flat.dtype or not torch.equal(to.sort().values, flat[at].sort().values):
+            return None, f"the values it wrote into {name} are not the ones that were there"
+        flat[at] = to
+        changed[name] = flat.view(original.shape)
+    return changed, ""
 
 
 def reference_outputs(task: Task, inputs: dict[str, torch.Tensor], outputs: set[str], device: str) -> dict[str, torch.Tensor]:

@@ -25,7 +25,14 @@ from ferret.gate.inputs import CheckedInputs, output_specs, prepare_inputs
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.models import FaultKind, RunFault
 from ferret.progress import ProgressLike, as_reporter
-from ferret.sandbox.launch import ProcessOptions, ProcessOutcome, candidate_environment, run_isolated
+from ferret.sandbox.launch import (
+    ProcessOptions,
+    ProcessOutcome,
+    candidate_environment,
+    candidate_file_name,
+    candidate_settings,
+    run_isolated,
+)
 
 _STATUS = TypeAdapter(wire.VariantStatus)
 # Gate variants whose inputs are written at once (`write_candidate_job`).
@@ -103,7 +110,8 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
         write_gate_inputs(context, workdir)
     else:
         options.gate_inputs.result()
-    shutil.copyfile(candidate, workdir / "candidate.py")
+    loaded = workdir / candidate_file_name(candidate)
+    shutil.copyfile(candidate, loaded)
     targets = [gate_inputs_file(workdir, record.id) for record in manifest.variants]
     variants = []
     for record, target in zip(manifest.variants, targets, strict=True):
@@ -118,7 +126,7 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
         sizes = [r.inputs.nbytes for r in manifest.variants]
         stress_index = max(range(len(sizes)), key=sizes.__getitem__)
     job = wire.CandidateJob(
-        candidate=str(workdir / "candidate.py"),
+        candidate=str(loaded),
         entry=contract.candidate_abi.entry,
         device=options.device,
         params=dict(contract.params),
@@ -127,6 +135,7 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
         stress_variant=stress_index,
         variants=variants,
         result_dir=str(workdir / "out"),
+        settings=candidate_settings(workdir, compile_flags=contract.backend.compile_flags),
     )
     job.write(workdir / "job.json")
     return job

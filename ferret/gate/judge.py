@@ -147,7 +147,7 @@ class _CandidateFolder:
     Leaving the block waits for the thread and removes the folder."""
 
     def __init__(self, judge: Judge, checked: CheckedInputs):
-        self.path = Path(tempfile.mkdtemp(prefix="ferret-candidate-"))
+        self.path = Path(tempfile.mkdtemp())  # a plain name: the candidate sees its folder's path
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferret-candidate-inputs")
         self.gate_inputs: Future[None] = self._pool.submit(write_gate_inputs, judge.context, self.path, checked)
 

@@ -30,7 +30,7 @@ from ferret.bench.warmup_turn import timing_job_key
 from ferret.contract.roofline import RooflineCount, count_roofline
 from ferret.contract.task import Task
 from ferret.errors import ContractError
-from ferret.gate.answers import check_timed_answers
+from ferret.gate.answers import SAMPLED_AT_LEAST, check_timed_answers
 from ferret.gate.compile_choice import (
     COMPILE_TRIALS,
     CompileChoice,
@@ -55,7 +55,7 @@ from ferret.gate.lock import project_module_files
 from ferret.gate.models import CaseTiming, Detection, RooflineWork, TimingResult
 from ferret.gate.sm_clock import RoundClocks
 from ferret.progress import ProgressLike, Reporter, as_reporter
-from ferret.sandbox.launch import candidate_environment
+from ferret.sandbox.launch import candidate_environment, candidate_file_name, candidate_settings
 
 TIMING_CATALOGUE = {
     "side_stream_or_thread": [13],
@@ -67,6 +67,7 @@ TIMING_CATALOGUE = {
     "library_call": [9],
     "write_outside_outputs": [23],
     "output_relabelled": [28],
+    "content_replay": [22, 16],
 }
 
 METHOD = (
@@ -137,7 +138,7 @@ def start_timing(context: GateContext, candidate: Path, options: TimingOptions =
     shown wrong on the drawn inputs. A compile choice (`ferret.gate.compile_choice`) times its trials only once
     `options.gpu_quiet` is set, so the returns wait for it where the gate's compile cache holds no choice yet."""
     task, gate, device, deadline = context.task, context.gate, options.device, options.deadline
-    workdir = Path(tempfile.mkdtemp(prefix="ferret-timing-"))
+    workdir = Path(tempfile.mkdtemp())  # a plain name: the candidate's timers see their folder's path
     timers: list[TimerProcess] = []
     try:
         cases = _prepare_cases(context, workdir, device, options.checked)
@@ -372,6 +373,9 @@ def _timing_job(task: Task, spec: _TimerJob) -> None:
         result=str(spec.folder / wire.TIMING_RESULT_FILE),
         import_root=spec.import_root,
         module=spec.module,
+        settings=candidate_settings(
+            spec.folder, runs_candidate=spec.role == wire.CANDIDATE_TIMER, compile_flags=contract.backend.compile_flags
+        ),
     )
     job.write(spec.folder / "job.json")
 
@@ -393,7 +397,7 @@ def _candidate_timer(
     judge checks its own), `repeats` rounds of its own. It sees neither the gates (nor the compile cache beside
     them) nor the other timers' folders."""
     folder.mkdir(parents=True)
-    loaded = folder / "source.py"
+    loaded = folder / candidate_file_name(candidate)
     shutil.copyfile(candidate, loaded)
     case_jobs = []
     for case in cases:
@@ -635,7 +639,9 @@ def _judge_timings(
             if result.answers_file is None:
                 wrong.append("cross_call_caching: a candidate's timer sent back no answers of its timed calls")
                 continue
-            got, flags = check_timed_answers(task, case.pool, Path(result.answers_file), contract.primary_dtype, read_only)
+            got, flags = check_timed_answers(
+                task, case.pool, Path(result.answers_file), contract.primary_dtype, read_only, SAMPLED_AT_LEAST
+            )
             checked, wrong = checked + got, wrong + flags
         timing = _case_timing(case, mine, theirs, checked, wrong, peaks, contract.speed.max_round_spread)
         if clocks is not None:

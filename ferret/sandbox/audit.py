@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -264,7 +265,7 @@ def make_hook(policy: Policy, sandbox: Sandbox):
     return hook
 
 
-ENABLE = "FERRET_SANDBOX_AUDIT"  # set by `candidate_environment` for a process that runs candidate code
+ENABLE = "FERRET_SANDBOX_AUDIT"  # read in the judge's environment only (`wanted`); never set for a candidate
 
 
 def wanted() -> bool:
@@ -275,10 +276,10 @@ def wanted() -> bool:
     return os.environ.get(ENABLE, "1") != "0"
 
 
-def install_if_asked(own: Path) -> Sandbox | None:
-    """The hook, in a process the judge started to run candidate code (its environment says so); None
-    elsewhere (a test calling the runner's main in its own process)."""
-    return install(own) if os.environ.get(ENABLE) == "1" else None
+def install_if_asked(own: Path, settings: Mapping[str, str]) -> Sandbox | None:
+    """The hook, in a process the judge started to run candidate code (its job's settings say so,
+    `ferret.sandbox.launch.candidate_settings`); None elsewhere (a test calling the runner's main in its own process)."""
+    return install(own) if settings.get(wire.SETTING_AUDIT) == "1" else None
 
 
 def install(own: Path, policy: Policy | None = None) -> Sandbox:

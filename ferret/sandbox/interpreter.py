@@ -24,6 +24,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ferret.sandbox.watch import disguised
+
+_INSTALLED: list[bool] = []  # memoize_language_patch has installed its memo in this process
+
 
 def memoize_language_patch() -> bool:
     """Install the memo in `triton.runtime.interpreter`; True if installed (now or before)."""
@@ -37,7 +41,7 @@ def memoize_language_patch() -> bool:
     tl = getattr(interpreter, "tl", None)
     if patch is None or grid is None or scope is None or tl is None or not hasattr(tl, "core"):
         return False
-    if getattr(patch, "ferret_memo", False):
+    if _INSTALLED:
         return True
     language, core = tl, tl.core
     patched: list[set[int]] = []  # per grid being run (innermost last): ids of the language modules patched
@@ -55,7 +59,6 @@ def memoize_language_patch() -> bool:
             patched[-1] |= seen
         return result
 
-    memo_patch_lang.ferret_memo = True  # type: ignore[attr-defined]
     run_grid = grid.__call__
 
     def call(self, *args, **kwargs):
@@ -65,8 +68,11 @@ def memoize_language_patch() -> bool:
         finally:
             patched.pop()
 
-    interpreter._patch_lang = memo_patch_lang
-    grid.__call__ = call
+    # Read as the interpreter's own functions (`disguised`): the CPU profile's interpreter is a tell anyway, but no
+    # attribute or name of these says "judge".
+    interpreter._patch_lang = disguised(memo_patch_lang, patch)
+    grid.__call__ = disguised(call, run_grid)
+    _INSTALLED.append(True)
     return True
 
 

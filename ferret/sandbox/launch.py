@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ferret import wire
 from ferret.backends.registry import backends
 from ferret.sandbox import allow, audit
 from ferret.sandbox.children import kill_group, start_group
@@ -44,6 +45,7 @@ _PASSED_THROUGH = (
 SANDBOX_CHOICE = "FERRET_SANDBOX"
 BUBBLEWRAP, NAMESPACE, DENY_LIST, NO_SANDBOX = "bubblewrap", "mount_namespace", "mount_namespace_deny_list", "none"
 _ALLOW_LIST_KINDS = (BUBBLEWRAP, NAMESPACE)
+NEUTRAL_USER = "user"  # USER and LOGNAME of a process that runs candidate code
 
 
 @dataclass
@@ -103,10 +105,9 @@ def candidate_environment(
     """The environment of a process the judge starts in `workdir`. A process that runs candidate code
     (`runs_candidate`: the runner, the candidate's timer) gets a Triton cache of its own inside `workdir`,
     discarded with it: what a candidate compiles (or plants) is never read by a later check or by the
-    baseline; likewise what each language's backend asks for it (`Backend.environment`: CUDA's compiled code, its
-    cache in `workdir`, compiled with the contract's `compile_flags`);
-    and it is told to install the sandbox's audit hooks (`ferret.sandbox.audit`). A process that runs
-    no candidate code (the reference timer) keeps the judge's cache and has no hooks."""
+    baseline. A process that runs no candidate code (the reference timer) keeps the judge's cache. Only what
+    third-party libraries read is here (Triton's and torch's caches, the interpreter switch): the judge's own
+    settings travel in the job (`candidate_settings`), so that nothing in the environment says "judged"."""
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
     # The import path is fixed by the judge: a folder holding only a copy of the ferret modules the
     # candidate's process runs, then the installed-package folders of the judge's sys.path. Project folders
@@ -134,14 +135,14 @@ def candidate_environment(
             "PYTHONPATH": os.pathsep.join(paths),
             "PYTHONNOUSERSITE": "1",
             "PYTHONSAFEPATH": "1",  # no current folder on sys.path: a torch.py written there is never imported
-            "FERRET_RUNNER_WAIT_FOR_KILL": "1",
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
             # Asked by getpass.getuser() (torch._dynamo's import, torch.profiler): a confined process has no
-            # /etc/passwd to look its user up in, and the host's user name is none of its business.
-            "USER": "ferret-candidate",
-            "LOGNAME": "ferret-candidate",
+            # /etc/passwd to look its user up in, and the host's user name is none of its business; a plain name
+            # that says nothing of a judge.
+            "USER": NEUTRAL_USER,
+            "LOGNAME": NEUTRAL_USER,
         }
     )
     if runs_candidate:
@@ -149,10 +150,6 @@ def candidate_environment(
         cache.mkdir(parents=True, exist_ok=True)
         env["TRITON_CACHE_DIR"] = str(cache)
         env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / ".inductor")  # its own too, discarded with the folder
-        for backend in backends():
-            env.update(backend.environment(workdir, compile_flags or {}))
-        if audit.wanted():
-            env[audit.ENABLE] = "1"  # the runner and the candidate's timer install the audit hooks
     else:
         env["TRITON_CACHE_DIR"] = os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
     libcuda = allow.libcuda_folder() if runs_candidate and not interpret else None
@@ -163,6 +160,45 @@ def candidate_environment(
     else:
         env.pop("TRITON_INTERPRET", None)
     return env
+
+
+def candidate_settings(
+    workdir: Path, runs_candidate: bool = True, compile_flags: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The judge's settings for a process it starts in `workdir`, carried in its job (`CandidateJob.settings`,
+    `TimingJob.settings`), never in its environment: it waits to be killed after its last result; a process that
+    runs candidate code installs the sandbox's audit hooks (`ferret.sandbox.audit`) and gets what each language's
+    backend asks for it (`Backend.settings`: CUDA's compiled code cached in `workdir`, compiled with the contract's
+    `compile_flags`)."""
+    settings = {wire.SETTING_WAIT_FOR_KILL: "1"}
+    if runs_candidate:
+        for backend in backends():
+            settings.update(backend.settings(workdir, compile_flags or {}))
+        if audit.wanted():
+            settings[wire.SETTING_AUDIT] = "1"
+    return settings
+
+
+FALLBACK_FILE_NAME = "candidate.py"
+
+
+def candidate_file_name(candidate: Path) -> str:
+    """The name of the candidate's copy in its process's folder: its own, so that it is loaded under the name
+    `import` gives it (`ferret.sandbox.runner.load_candidate`); FALLBACK_FILE_NAME where its own could not be
+    imported as itself (not an identifier) or is another module's (the standard library's, an installed package's)."""
+    import importlib.util
+    import keyword
+
+    stem = candidate.stem
+    if candidate.suffix != ".py" or not stem.isidentifier() or keyword.iskeyword(stem):
+        return FALLBACK_FILE_NAME
+    if stem in sys.modules or stem in sys.stdlib_module_names:
+        return FALLBACK_FILE_NAME
+    try:
+        taken = importlib.util.find_spec(stem) is not None
+    except (ImportError, ValueError):
+        taken = True
+    return FALLBACK_FILE_NAME if taken else candidate.name
 
 
 _HIDING: bool | None = None
@@ -285,7 +321,6 @@ def _runs_a_gpu_kernel(kind: str, base: Path) -> bool:
     args, root = confined_command(kind, [sys.executable, str(own / "probe.py"), str(own)], own, [])
     try:
         env = candidate_environment(own, interpret=False, runs_candidate=True)
-        env.pop(audit.ENABLE, None)  # the probe is not the runner: it installs no hooks
         done = subprocess.run(args, capture_output=True, timeout=300, cwd=own, env=env, text=True)
     finally:
         if root is not None:

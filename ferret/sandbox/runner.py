@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import sys
 import threading
 import time
@@ -41,14 +40,54 @@ def content_digest(tensor: torch.Tensor) -> str:
     return xxhash.xxh3_128_hexdigest(flat.cpu().view(torch.uint8).numpy().tobytes())
 
 
-def load_candidate(path: str):
-    spec = importlib.util.spec_from_file_location("ferret_candidate", path)
+def load_candidate(path: str, name: str | None = None, replace: bool = False):
+    """The candidate's module, loaded as `import <its file's stem>` would load it: under that name, once in
+    `sys.modules`. A name the judge gives (`ferret_candidate`, say) would tell a candidate that it is judged. A name
+    already taken is refused (the judge names the file so that it is free), unless `replace` (a caller loading
+    candidates one after another in its own process)."""
+    name = name or Path(path).stem
+    if name in sys.modules and not replace:
+        raise ImportError(f"cannot load candidate {path}: the module name {name!r} is taken")
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load candidate {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["ferret_candidate"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def neutral_argv() -> None:
+    """`sys.argv` and `sys.orig_argv` as a plain `python -c` gives them, set before candidate code is loaded: the
+    judge's command line names the harness and its job (`/proc/self/cmdline` still does: SECURITY.md)."""
+    sys.argv[:] = list(wire.NEUTRAL_ARGV)
+    sys.orig_argv[:] = [sys.orig_argv[0] if sys.orig_argv else "python", *wire.NEUTRAL_ARGV]
+
+
+def hide_harness_modules(candidate: Path) -> list[str]:
+    """Take the harness's own modules out of `sys.modules` before candidate code is loaded (they stay loaded: the
+    harness holds them), but those the candidate's language has it import (`ferret.backends.cuda` and what importing
+    it loads): a `ferret.sandbox` module in the table would tell a candidate that it is judged. Returns the names
+    taken out. `__main__` stays the harness's (SECURITY.md)."""
+    from ferret.backends.registry import backend_for
+
+    try:
+        module = backend_for(candidate.read_text()).module
+    except (OSError, UnicodeDecodeError):
+        module = None  # not loadable either: its load fails and says why
+    kept = {"ferret", "ferret.errors"} | {k for k in sys.modules if k.startswith("ferret.backends")} if module else set()
+    hidden = [k for k in sys.modules if (k == "ferret" or k.startswith("ferret.")) and k not in kept]
+    for name in hidden:
+        del sys.modules[name]
+    return hidden
+
+
+def take_settings(settings: dict[str, str]) -> None:
+    """The job's settings for each language's backend (`Backend.configure`), before candidate code is loaded."""
+    from ferret.backends.registry import backends
+
+    for backend in backends():
+        backend.configure(settings)
 
 
 def _sync(device: str) -> None:
@@ -388,9 +427,9 @@ def _run_one(
     return status
 
 
-def _load(job: wire.CandidateJob, guard):
+def _load(job: wire.CandidateJob, guard, isolated: bool = True):
     """The candidate's entry point; any failure to load is the candidate's, reported as the load status."""
-    module = load_candidate(job.candidate)
+    module = load_candidate(job.candidate, replace=not isolated)
     entry = getattr(module, job.entry)
     changed = guard.changed()
     if changed:
@@ -398,11 +437,11 @@ def _load(job: wire.CandidateJob, guard):
     return entry
 
 
-def _load_or_status(job: wire.CandidateJob, guard, sandbox: audit.Sandbox | None):
+def _load_or_status(job: wire.CandidateJob, guard, sandbox: audit.Sandbox | None, isolated: bool = True):
     """(the entry point, None), or (None, the load's failure status): any failure to load is the candidate's,
     and anything the sandbox refused while loading is named by its kind."""
     try:
-        entry, failed = _load(job, guard), None
+        entry, failed = _load(job, guard, isolated), None
     except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
         kind = wire.FailureKind.HARNESS_TAMPERED if isinstance(err, _HarnessTampered) else wire.FailureKind.EXCEPTION
         entry, failed = None, wire.VariantStatus.failed(kind, f"cannot load the candidate: {err!r}", traceback.format_exc())
@@ -429,7 +468,10 @@ def _stress(entry, job: wire.CandidateJob, out: Path, sandbox: audit.Sandbox | N
     (out / wire.STRESS_FILE).write_text(json.dumps(asdict(result)))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, isolated: bool = False) -> int:
+    """The runner's work on the job `argv` names. `isolated`: this is the candidate's process of its own (`python -m
+    ferret.sandbox.runner`), whose argv and module table are made to read as a production process's before the
+    candidate loads; a test calling this in its own process keeps both."""
     parser = argparse.ArgumentParser(prog="python -m ferret.sandbox.runner")
     parser.add_argument("job")
     args = parser.parse_args(argv)
@@ -438,14 +480,18 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(exist_ok=True)
     if job.device == "cpu":
         speed_up_interpreter()  # the interpreter without its repeated set-up work and dead checks: same bits, faster
+    take_settings(job.settings)
     launches = LaunchRecorder()
     evasion = WatchEvasion()
     guard = HarnessGuard(sys.modules[__name__], launches, evasion)
     # From here on, for the life of the process: no process started, no file read or written outside the
     # allow-lists, no foreign native library (ferret/sandbox/audit.py). The harness has loaded what it needs.
     audit.load_language_runtime(Path(job.candidate), job.device == "cuda")
-    sandbox = audit.install_if_asked(Path.cwd())
-    entry, failed = _load_or_status(job, guard, sandbox)
+    sandbox = audit.install_if_asked(Path.cwd(), job.settings)
+    if isolated:
+        neutral_argv()
+        hide_harness_modules(Path(job.candidate))
+    entry, failed = _load_or_status(job, guard, sandbox, isolated)
     if failed is not None:
         (out / wire.LOAD_FILE).write_text(failed.to_json())
         return 0
@@ -462,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 3
     _stress(entry, job, out, sandbox)
     (out / wire.DONE_FILE).write_text("ok")
-    if os.environ.get("FERRET_RUNNER_WAIT_FOR_KILL") == "1":
+    if job.settings.get(wire.SETTING_WAIT_FOR_KILL) == "1":
         # The judge takes the results and kills this process (SIGKILL, the whole group): the process never
         # exits by itself, so no exit hook, finalizer or __del__ of the candidate's runs after the files
         # were written.
@@ -472,4 +518,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(isolated=True))

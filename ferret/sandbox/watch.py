@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import functools
 import json
 import sys
 import threading
@@ -64,6 +65,27 @@ class ComputeOpRecorder(TorchDispatchMode):
         return result
 
 
+def disguised(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """`wrapper`, standing in for `original`, made to read as it does: its name, qualified name, module, docstring
+    and attributes, and (for a Python function) its code's name, file and first line. No `__wrapped__` leads to the
+    original (only the original's own, where it has one). A candidate that asked a launch entry point who it is (a
+    judge's wrapper, or the library's own) would otherwise learn that it is being judged. What still differs: the
+    signature (`*args, **kwargs`) and the closure, reached only through `__code__`, `__closure__` and `inspect`, which
+    the static scan names (SECURITY.md)."""
+    # A class stood in for (a context manager of torch._C) keeps its attributes to itself: they are its methods.
+    functools.update_wrapper(wrapper, original, updated=() if isinstance(original, type) else functools.WRAPPER_UPDATES)
+    if hasattr(original, "__wrapped__"):  # a decorated original (contextlib.contextmanager) has its own
+        wrapper.__wrapped__ = original.__wrapped__  # type: ignore[attr-defined]
+    else:
+        del wrapper.__wrapped__  # type: ignore[attr-defined]
+    code, own = getattr(original, "__code__", None), getattr(wrapper, "__code__", None)
+    if code is not None and own is not None:
+        wrapper.__code__ = own.replace(  # type: ignore[attr-defined]
+            co_name=code.co_name, co_qualname=code.co_qualname, co_filename=code.co_filename, co_firstlineno=code.co_firstlineno
+        )
+    return wrapper
+
+
 class LaunchRecorder:
     """Wraps the launch entry points of every language's kernels (each backend's `launch_points`: Triton's compiled
     and interpreted `run`, `ferret.backends.cuda.Source.launch`) to count launches by kernel name; with `noop` set,
@@ -83,17 +105,18 @@ class LaunchRecorder:
         original = getattr(point.owner, point.attribute)
         recorder = self
 
-        def run(fn_self, *args, **kwargs):
-            name = point.kernel_name(fn_self, args, kwargs)
+        def run(self, *args, **kwargs):
+            name = point.kernel_name(self, args, kwargs)
             if recorder.noop:
                 recorder.counts[name] += 1
                 return None
-            result = original(fn_self, *args, **kwargs)
+            result = original(self, *args, **kwargs)
             # Counted once it launched: a launch that raised (and was caught) launched nothing, and must not stand
             # in for a kernel that ran without a counted launch (`guards.foreign_kernels`).
             recorder.counts[name] += 1
             return result
 
+        run = disguised(run, original)
         setattr(point.owner, point.attribute, run)
         self.patched[point.label] = (point.owner, run, point.attribute)
 
@@ -141,7 +164,7 @@ class WatchEvasion:
                 evasion.calls[label] += 1
             return original(*args, **kwargs)
 
-        return wrapper
+        return disguised(wrapper, original)
 
     def intact(self) -> list[str]:
         return [label for label, (module, attr, wrapper) in self.patched.items() if getattr(module, attr, None) is not wrapper]

@@ -59,8 +59,11 @@ def test_compiled_code_is_cached_by_source_flags_and_arch(tmp_path, monkeypatch)
 
 def test_the_source_compiles_with_the_flags_and_cache_the_judge_set(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setenv(cuda.FLAGS_ENV, '["-std=c++17", "-maxrregcount=64"]')
-    monkeypatch.setenv(cuda.CACHE_ENV, str(tmp_path))
+    # From the job (`Backend.configure`), not the environment, where a candidate would read that it is judged.
+    monkeypatch.delenv(cuda.FLAGS_ENV, raising=False)
+    monkeypatch.delenv(cuda.CACHE_ENV, raising=False)
+    monkeypatch.setattr(cuda, "SETTINGS", {})
+    cuda.BACKEND.configure({cuda.FLAGS_ENV: '["-std=c++17", "-maxrregcount=64"]', cuda.CACHE_ENV: str(tmp_path)})
     monkeypatch.setattr(cuda, "cached_cubin", lambda *args: seen.append(args) or b"")
     source = cuda.Source(SCALE)
     source.cubin()
@@ -415,10 +418,10 @@ def test_the_cuda_backend_is_judged_on_a_gpu_with_nvrtc_only(monkeypatch):
 def test_the_cuda_backend_gives_a_candidates_process_its_cache_and_the_contracts_flags(tmp_path):
     import json
 
-    env = cuda.BACKEND.environment(tmp_path, {"use_fast_math": True, "std": "c++17"})
+    env = cuda.BACKEND.settings(tmp_path, {"use_fast_math": True, "std": "c++17"})
     assert env[cuda.CACHE_ENV] == str(tmp_path / ".cuda")
     assert json.loads(env[cuda.FLAGS_ENV]) == ["--std=c++17", "--use_fast_math"]
-    assert json.loads(cuda.BACKEND.environment(tmp_path, {})[cuda.FLAGS_ENV]) == list(cuda.DEFAULT_FLAGS)
+    assert json.loads(cuda.BACKEND.settings(tmp_path, {})[cuda.FLAGS_ENV]) == list(cuda.DEFAULT_FLAGS)
 
 
 def test_the_cuda_backend_launches_through_source_launch_named_by_its_first_argument():

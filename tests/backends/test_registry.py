@@ -77,6 +77,7 @@ class ToyBackend:
 
     def __init__(self, why_not: str | None = None):
         self.why_not, self.loaded = why_not, []
+        self.configured: dict[str, str] = {}
 
     def claims(self, tree):
         return imports_module(tree, "toy.lang")
@@ -90,8 +91,11 @@ class ToyBackend:
     def launch_points(self):
         return [LaunchPoint(_Launcher, "go", "toy.Launcher.go", lambda self, args, kwargs: str(args[0]))]
 
-    def environment(self, workdir, compile_flags):
+    def settings(self, workdir, compile_flags):
         return {"TOY_FLAGS": ",".join(sorted(compile_flags)), "TOY_CACHE": str(workdir / ".toy")}
+
+    def configure(self, settings):
+        self.configured = dict(settings)
 
 
 @pytest.fixture
@@ -131,7 +135,8 @@ def test_the_judge_asks_a_registered_languages_backend_whether_it_can_judge_it(t
 def test_a_registered_languages_scan_preset_loader_launches_and_environment_are_used(toy, tmp_path, monkeypatch):
     from ferret.gate.scan import scan_preset
     from ferret.sandbox import audit
-    from ferret.sandbox.launch import candidate_environment
+    from ferret.sandbox.launch import candidate_environment, candidate_settings
+    from ferret.sandbox.runner import take_settings
     from ferret.sandbox.watch import LaunchRecorder
 
     candidate = tmp_path / "toy_candidate.py"
@@ -139,8 +144,12 @@ def test_a_registered_languages_scan_preset_loader_launches_and_environment_are_
     assert scan_preset(candidate) == "minimal"
     audit.load_language_runtime(candidate, on_gpu=True)
     assert toy.loaded == [True]
-    env = candidate_environment(tmp_path, interpret=True, compile_flags={"fast": True})
-    assert env["TOY_FLAGS"] == "fast" and env["TOY_CACHE"] == str(tmp_path / ".toy")
+    # The language's settings travel in the job (not the environment) and reach it in the candidate's process.
+    settings = candidate_settings(tmp_path, compile_flags={"fast": True})
+    assert settings["TOY_FLAGS"] == "fast" and settings["TOY_CACHE"] == str(tmp_path / ".toy")
+    assert "TOY_FLAGS" not in candidate_environment(tmp_path, interpret=True, compile_flags={"fast": True})
+    take_settings(settings)
+    assert toy.configured == settings
 
     monkeypatch.setattr(_Launcher, "go", _Launcher.go)  # put back at teardown
     for point in (p for b in backends() if b is not toy for p in b.launch_points()):

@@ -31,7 +31,7 @@ def test_it_can_be_judged_on_every_profile(device, profile):
 
 def test_it_loads_nothing_before_the_sandbox_and_adds_no_environment(tmp_path):
     assert BACKEND.load_before_sandbox(on_gpu=False) is None
-    assert BACKEND.environment(tmp_path, {"std": "c++17"}) == {}
+    assert BACKEND.settings(tmp_path, {"std": "c++17"}) == {}
 
 
 def test_a_candidate_may_import_tritons_modules():

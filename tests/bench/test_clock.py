@@ -4,6 +4,8 @@ settling time (`SETTLE_MS`, 0.1 ms) more."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ferret.bench.process import SETTLE_MS, spin_before_call_ms
@@ -93,7 +95,7 @@ def test_slots_call_the_loaded_copies_in_turn_and_say_which_ran():
     assert sorted(ran) == ["copy0", "copy1", "copy2"], "every copy warmed up (each compiles or loads its kernels)"
 
 
-def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path):
+def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path, monkeypatch):
     from ferret import wire
     from ferret.bench import process
 
@@ -111,11 +113,18 @@ def test_the_candidate_timer_loads_separate_copies_of_the_candidate(tmp_path):
         cases=[],
         result=str(tmp_path / "result.json"),
     )
-    copies = process.load_implementations(job)["candidate"]
+    monkeypatch.delitem(sys.modules, "candidate", raising=False)  # another test's candidate, loaded in this process
+    loaded = process.load_implementations(job)["candidate"]
+    copies = loaded.entries
     assert len(copies) == process.CODE_COPIES >= 2
-    assert len({fn.__globals__["__name__"] for fn in copies}) == process.CODE_COPIES, "one module per copy"
+    assert len({id(fn.__globals__) for fn in copies}) == process.CODE_COPIES, "one module per copy"
+    # each under the name `import` gives the file, and `sys.modules` names the copy about to run
+    assert {fn.__globals__["__name__"] for fn in copies} == {"candidate"}
+    loaded.enter(1)
+    assert sys.modules["candidate"] is loaded.modules[1]
     copies[0]({}, {}, {})
     assert copies[0].__globals__["STATE"] == [1] and copies[1].__globals__["STATE"] == []
+    monkeypatch.delitem(sys.modules, "candidate")
 
 
 @pytest.mark.parametrize("calls", range(1, 13))

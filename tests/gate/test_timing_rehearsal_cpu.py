@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from timing_cheats import LAZY, REWRITES_INPUTS, SIMPLIFIED, TORCH_WHEN_TIMED, write_cheat
 
+from ferret import wire
 from ferret.contract.task import Task
 from ferret.gate.context import GateContext
 from ferret.gate.judge import locate_gate
@@ -44,7 +45,8 @@ def test_honest_candidate_rehearses_clean_and_every_timed_answer_is_checked(rehe
     assert not result.measured and "not speedups" in result.reason
     assert len(result.cases) == 1 and result.cases[0].case == "typical"
     case = result.cases[0]
-    assert case.pool_sets == 2 and case.answers_checked == case.pool_sets + 1
+    # the answer each slot was left with, and the timed calls kept at random (`AnswerSample`)
+    assert case.pool_sets == 2 and case.answers_checked >= case.pool_sets + 1 + min(wire.SAMPLED_ANSWERS, 3)
     assert case.flags == [] and result.detections == []
     assert case.floor_ms is None  # no datasheet floor on the CPU
     # where the timing processes' time went, on the judge's clock: set-up (start, imports) is never free
@@ -227,7 +229,7 @@ def test_a_timer_started_before_another_fails_to_start_is_stopped(rehearse, monk
 
     def folder_in_tmp_path(*args, **kwargs):  # the module's own tempfile: every caller's mkdtemp comes here
         folder = real_mkdtemp(*args, **kwargs)
-        if kwargs.get("prefix") == "ferret-timing-":
+        if not args and not kwargs:  # the timing's folder has a plain temporary name: it says nothing of a judge
             folders.append(folder)
         return folder
 
@@ -238,7 +240,7 @@ def test_a_timer_started_before_another_fails_to_start_is_stopped(rehearse, monk
         timing.start_timing(rehearse.context, HONEST, timing.TimingOptions(device="cpu"))
     assert len(started) == 1 and started[0] in stopped
     assert started[0].thread is not None and not started[0].thread.is_alive()  # its process killed, its thread done
-    assert folders and not Path(folders[0]).exists()
+    assert folders and not any(Path(folder).exists() for folder in folders)
 
 
 def test_math_handed_to_torch_once_timed_is_named_by_the_timers_aten_watch(rehearse):
@@ -280,7 +282,8 @@ def test_two_candidate_and_two_reference_processes_rehearse_clean(rehearse, two_
     case = rehearse("honest", None).cases[0]
     assert len(case.process_ms["candidate"]) == 2 and len(case.process_ms["baseline"]) == 2
     assert case.flags == []
-    assert case.answers_checked == 2 * (case.pool_sets + 1)  # each process's timed answers, checked by the judge
+    # each process's timed answers (each slot's last, and the timed calls it kept at random), checked by the judge
+    assert case.answers_checked >= 2 * (case.pool_sets + 1 + min(wire.SAMPLED_ANSWERS, 3))
     assert {"candidate:wall", "candidate1:wall", "reference:warm_up", "reference1:warm_up"} <= set(case.process_seconds)
 
 

@@ -330,4 +330,4 @@ def test_what_torch_asks_of_the_host_works_confined(kind, tmp_path, monkeypatch)
         ProcessOptions(240, 8000, confine=True),
     )
     assert outcome.sandbox == kind and outcome.returncode == 0, outcome.stderr_tail
-    assert "USER ferret-candidate 64bit" in outcome.stderr_tail, outcome.stderr_tail
+    assert "USER user 64bit" in outcome.stderr_tail, outcome.stderr_tail

@@ -185,16 +185,19 @@ def test_each_refusal_is_named_the_same_by_the_judge_and_the_timing_process():
 
 
 def test_the_hooks_are_on_unless_the_judges_environment_turns_them_off_and_the_verdict_says_which(tmp_path, monkeypatch):
+    from ferret import wire
     from ferret.gate.isolation import isolation_summary
     from ferret.sandbox import audit
-    from ferret.sandbox.launch import candidate_environment
+    from ferret.sandbox.launch import candidate_environment, candidate_settings
 
     monkeypatch.delenv(audit.ENABLE, raising=False)
-    assert candidate_environment(tmp_path / "a", interpret=True)[audit.ENABLE] == "1"
-    assert audit.ENABLE not in candidate_environment(tmp_path / "b", interpret=True, runs_candidate=False)
+    # Asked for in the job, never in the candidate's environment (which would say that it is judged).
+    assert candidate_settings(tmp_path / "a")[wire.SETTING_AUDIT] == "1"
+    assert audit.ENABLE not in candidate_environment(tmp_path / "a", interpret=True)
+    assert wire.SETTING_AUDIT not in candidate_settings(tmp_path / "b", runs_candidate=False)
     assert "audit hooks refusing process creation" in isolation_summary()
     monkeypatch.setenv(audit.ENABLE, "0")
-    assert audit.ENABLE not in candidate_environment(tmp_path / "c", interpret=True)
+    assert wire.SETTING_AUDIT not in candidate_settings(tmp_path / "c")
     assert "audit hooks OFF (FERRET_SANDBOX_AUDIT=0" in isolation_summary()
 
 

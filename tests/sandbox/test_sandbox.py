@@ -14,8 +14,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from ferret import wire
 from ferret.sandbox import runner
-from ferret.sandbox.launch import ProcessOptions, candidate_environment, run_isolated
+from ferret.sandbox.launch import ProcessOptions, candidate_environment, candidate_settings, run_isolated
 
 
 def _python(tmp_path: Path, code: str, timeout_s: float = 30, memory_mb: int = 4000):
@@ -282,9 +283,10 @@ def test_a_candidate_process_gets_its_own_triton_cache(tmp_path, monkeypatch):
     env = candidate_environment(workdir, interpret=True)
     own = Path(env["TRITON_CACHE_DIR"])
     assert own.is_dir() and own.resolve().is_relative_to(workdir.resolve())
-    assert env["FERRET_SANDBOX_AUDIT"] == "1"  # and it installs the audit hooks (ferret/sandbox/audit.py)
+    # and it installs the audit hooks (ferret/sandbox/audit.py), told so by its job, not its environment
+    assert candidate_settings(workdir)[wire.SETTING_AUDIT] == "1" and "FERRET_SANDBOX_AUDIT" not in env
     reference = candidate_environment(tmp_path, interpret=True, runs_candidate=False)
-    assert reference["TRITON_CACHE_DIR"] == str(shared) and "FERRET_SANDBOX_AUDIT" not in reference
+    assert reference["TRITON_CACHE_DIR"] == str(shared) and wire.SETTING_AUDIT not in candidate_settings(tmp_path, False)
     monkeypatch.delenv("TRITON_CACHE_DIR")
     user_cache = str(Path.home() / ".triton" / "cache")
     assert candidate_environment(workdir, interpret=True)["TRITON_CACHE_DIR"] != user_cache

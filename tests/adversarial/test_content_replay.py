@@ -1,0 +1,126 @@
+"""Input fingerprinting and output replay (docs/cheats.md 22).
+
+A candidate that keys its answers on the content of its inputs (a sampled fingerprint, a hash of every bit) and
+replays them with a real copy kernel passes every correctness run: it is honest on first sight, and the no-op launch
+check sees its copy work. It gains where inputs repeat: the timed loop. There, no timed call presents content an
+earlier one did (a few elements of each set trade places before it, and are put back after), and a random sample of
+the timed calls is checked by the judge on the changed content (`ferret.bench.process.AnswerSample`,
+`ferret.gate.answers.check_sampled_answers`). Rehearsed here on the CPU with the real timing processes; on a GPU the
+same code runs between the events (`tests/gpu/`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import xxhash
+
+from ferret import wire
+from ferret.bench.process import AnswerSample, Slots
+from ferret.contract.task import Task
+from ferret.gate.answers import _changed_set
+from ferret.gate.context import GateContext
+from ferret.gate.judge import locate_gate
+from ferret.gate.lock import verify_gate
+from ferret.gate.models import GateManifest
+from ferret.gate.timing import TimingOptions, time_candidate
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
+HONEST = REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
+CANDIDATES = Path(__file__).resolve().parent / "candidates"
+REPLAYS = ["u6_fingerprint_replay", "u6_sum_replay"]
+
+
+def _digest(inputs: dict[str, torch.Tensor]) -> str:
+    return xxhash.xxh3_128_hexdigest(b"".join(inputs[n].contiguous().view(torch.uint8).numpy().tobytes() for n in sorted(inputs)))
+
+
+def test_every_timed_call_sees_content_no_call_saw_and_the_sets_are_put_back():
+    generator = torch.Generator().manual_seed(0)
+    pool = [{"x": torch.randn(16, 512, generator=generator), "weight": torch.randn(512, generator=generator)} for _ in range(2)]
+    originals = [{n: t.clone() for n, t in inputs.items()} for inputs in pool]
+    seen: list[str] = []
+
+    def fn(inputs, outputs, params):
+        seen.append(_digest(inputs))
+        outputs["y"].copy_(inputs["x"] * 2)
+
+    slots = Slots(fn, pool, lambda: {"y": torch.full((16, 512), float("nan"))}, {})
+    sample = AnswerSample(slots, ["x", "weight"])
+    for _ in range(40):
+        sample.before()
+        slots.call()
+        sample.after()
+    assert len(set(seen)) == 40, "a timed call saw content an earlier one saw"
+    assert all(torch.equal(pool[i][n], originals[i][n]) for i in range(2) for n in ("x", "weight")), "a set not put back"
+    assert len(sample.kept) == wire.SAMPLED_ANSWERS
+    for kept in sample.kept:  # the record says how the judge rebuilds the content the call saw
+        changed, why = _changed_set(
+            originals,
+            kept.set_index,
+            {wire.CHANGED_AT + n: at for n, (at, _) in kept.changed.items()}
+            | {wire.CHANGED_TO + n: to for n, (_, to) in kept.changed.items()},
+            ["x", "weight"],
+        )
+        assert changed is not None, why
+        assert torch.equal(kept.answer["y"], changed["x"] * 2)
+        assert _digest(changed) in seen
+
+
+def test_the_judge_refuses_a_sample_record_that_is_not_a_move():
+    original = [{"x": torch.arange(4096, dtype=torch.float32).reshape(8, 512)}]
+    at = torch.tensor([1, 5, 9, 13], dtype=torch.int64)
+    honest = {wire.CHANGED_AT + "x": at, wire.CHANGED_TO + "x": original[0]["x"].reshape(-1)[at].roll(1)}
+    assert _changed_set(original, 0, honest, ["x"])[0] is not None
+    invented = {wire.CHANGED_AT + "x": at, wire.CHANGED_TO + "x": torch.zeros(4)}
+    assert _changed_set(original, 0, invented, ["x"])[0] is None
+    nothing = {wire.CHANGED_AT + "x": at[:0], wire.CHANGED_TO + "x": torch.zeros(0)}
+    assert _changed_set(original, 0, nothing, ["x"])[0] is None
+    assert _changed_set(original, 3, honest, ["x"])[0] is None
+
+
+@pytest.fixture(scope="module")
+def rehearse(tmp_path_factory):
+    task = Task.load(CONTRACT)
+    gate = locate_gate(CONTRACT, task.contract, tmp_path_factory.mktemp("gates"), "cpu", lambda m: None)
+    context = GateContext(task, GateManifest.model_validate(verify_gate(gate)), gate)
+    return lambda path: time_candidate(context, path, TimingOptions(lambda m: None, device="cpu"))
+
+
+@pytest.mark.parametrize("name", REPLAYS)
+def test_a_candidate_that_replays_answers_keyed_on_content_is_named(name, rehearse):
+    result = rehearse(CANDIDATES / f"{name}.py")
+    cheats = {d.cheat for d in result.detections}
+    assert "content_replay" in cheats, [c.flags for c in result.cases]
+    assert all(22 in d.catalogue for d in result.detections if d.cheat == "content_replay")
+
+
+def test_the_honest_candidate_passes_every_sampled_timed_answer(rehearse):
+    result = rehearse(HONEST)
+    case = result.cases[0]
+    assert case.flags == [] and result.detections == []
+    assert case.answers_checked >= case.pool_sets + 1 + min(wire.SAMPLED_ANSWERS, 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", REPLAYS)
+def test_on_the_gpu_a_candidate_that_replays_answers_keyed_on_content_is_rejected(name, tmp_path):
+    """The same candidates through `--profile gpu`: honest in every correctness run, named by the timed calls' check."""
+    from ferret.gate.judge import check
+
+    small = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_small.yaml"
+    verdict, _ = check(small, CANDIDATES / f"{name}.py", tmp_path, profile="gpu")
+    cheats = {d.cheat for d in verdict.detections}
+    assert not verdict.passed and "content_replay" in cheats, (cheats, verdict.timing)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_an_honest_candidate_passes_its_sampled_timed_answers(tmp_path):
+    from ferret.gate.judge import check
+
+    small = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_small.yaml"
+    verdict, _ = check(small, HONEST, tmp_path, profile="gpu")
+    assert verdict.passed and not verdict.timing.detections, verdict.timing
