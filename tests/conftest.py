@@ -34,7 +34,7 @@ os.environ["FERRET_FORBID_MODEL_REQUESTS"] = "1"
 def pytest_collection_modifyitems(config, items):
     if _HAS_CUDA:
         return
-    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on a CUDA machine with `pytest -m gpu`)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)

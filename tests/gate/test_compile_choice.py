@@ -123,7 +123,9 @@ def test_trials_where_nothing_compiled_keep_no_choice_and_say_so(trials_setup, t
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
+@pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (run on a CUDA machine with `pytest -m gpu`)"
+)
 def test_on_the_gpu_a_cold_gate_chooses_among_compiles_once_and_later_checks_reuse_the_choice(tmp_path):
     from ferret.gate.judge import check
 

@@ -297,7 +297,7 @@ def test_a_stage_goes_to_the_compare_device_in_its_own_dtype_then_becomes_float6
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a CUDA machine with `pytest -m gpu`)")
 def test_metrics_on_the_gpu_equal_those_on_the_cpu():
     """The same verdict wherever the judge compares. Maxima and counts are order-free, so equal; the norms and the
     cosine are float64 sums whose order the GPU's reduction sets, so equal to a few float64 rounding units."""
