@@ -27,6 +27,8 @@ CHEATS: dict[str, list[int]] = {
     "impossible_speed": [19],
     "gate_tampering": [20],
     "result_forging": [21],
+    "dynamic_access": [29],
+    "host_numerics": [31],
     "syntax_error": [],
 }
 
@@ -53,6 +55,8 @@ WORDS = {
     "impossible_speed": "impossible speed",
     "gate_tampering": "gate tampering",
     "result_forging": "result forging",
+    "dynamic_access": "access by a computed name",
+    "host_numerics": "numeric work on the host",
     "syntax_error": "syntax error",
 }
 
