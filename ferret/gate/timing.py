@@ -65,6 +65,7 @@ TIMING_CATALOGUE = {
     "warmup_detection": [17, 16],
     "input_mutation": [3],
     "library_call": [9],
+    "host_numerics": [31],
 }
 
 METHOD = (

@@ -26,6 +26,7 @@ from safetensors.torch import load_file, save_file
 from ferret import wire
 from ferret.errors import CudaCompileError
 from ferret.sandbox import audit
+from ferret.sandbox.host_watch import FunctionModeEvasion, HostDataWatch
 from ferret.sandbox.interpreter import speed_up_interpreter
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder, WatchEvasion
 
@@ -108,23 +109,40 @@ class _Stopwatch:
         self._last = now
 
 
-def _first_call(entry, inputs, outputs, params, device: str, guard, launches, seen: wire.VariantStatus) -> None:
-    """The first fast call, under every watch: aten compute, watch evasion, Triton launches and kernels."""
+def _first_call(entry, inputs, outputs, params, device: str, guard, launches, seen: wire.VariantStatus, candidate: str) -> None:
+    """The first fast call, under every watch: aten compute, data taken to the host by the candidate's code, watch
+    evasion, Triton launches and kernels."""
     launches_before = sum(launches.counts.values()) if launches else 0
     recorder = ComputeOpRecorder()
+    host = HostDataWatch(candidate, on_gpu=device == "cuda")
     evasion = guard.evasion if guard is not None else None
-    with recorder:
-        if evasion is not None:
-            evasion.armed = True
+    host_evasion = guard.host_evasion if guard is not None else None
+    with recorder, host:
+        _arm(evasion, host_evasion, True)
         try:
             _call(entry, inputs, outputs, params, device, guard)
         finally:
-            if evasion is not None:
-                evasion.armed = False
+            _arm(evasion, host_evasion, False)
     seen.aten_compute = dict(recorder.flagged)
     seen.watch_evasion = dict(evasion.calls) if evasion is not None else {}
+    seen.host_numerics = dict(host.seen)
+    if host_evasion is not None:
+        seen.host_numerics.update({f"the watch switched off through {k}": v for k, v in host_evasion.calls.items()})
     seen.launches = sum(launches.counts.values()) - launches_before if launches else None
     seen.kernels = sorted(launches.counts) if launches else []
+
+
+def _arm(evasion, host_evasion, armed: bool) -> None:
+    for watch in (evasion, host_evasion):
+        if watch is not None:
+            watch.armed = armed
+
+
+def _host_cpu(seen: wire.VariantStatus, seconds: float) -> None:
+    """The least CPU time the process spent in one call (kernels compiled by the first): a witness of work done on
+    the host, reported in the verdict (`VariantResult.host_cpu_seconds`)."""
+    seconds = round(seconds, 6)
+    seen.host_cpu_seconds = seconds if seen.host_cpu_seconds is None else min(seen.host_cpu_seconds, seconds)
 
 
 def _fast_runs(
@@ -145,9 +163,11 @@ def _fast_runs(
         inputs = {k: v.clone() for k, v in originals.items()}
         outputs = fresh_outputs(variant.outputs, device)
         if repeat == 0:
-            _first_call(entry, inputs, outputs, job.params, device, guard, launches, seen)
+            _first_call(entry, inputs, outputs, job.params, device, guard, launches, seen, job.candidate)
         else:
+            cpu_before = time.process_time()
             _call(entry, inputs, outputs, job.params, device, guard)
+            _host_cpu(seen, time.process_time() - cpu_before)
         for name, tensor in outputs.items():
             saved[wire.fast_key(repeat, name)] = tensor
         for name in variant.inout:
@@ -374,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         speed_up_interpreter()  # the interpreter without its repeated set-up work and dead checks: same bits, faster
     launches = LaunchRecorder()
     evasion = WatchEvasion()
-    guard = HarnessGuard(sys.modules[__name__], launches, evasion)
+    guard = HarnessGuard(sys.modules[__name__], launches, evasion, FunctionModeEvasion())
     # From here on, for the life of the process: no process started, no file read or written outside the
     # allow-lists, no foreign native library (ferret/sandbox/audit.py). The harness has loaded what it needs.
     audit.load_language_runtime(Path(job.candidate), job.device == "cuda")
