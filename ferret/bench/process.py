@@ -533,7 +533,9 @@ def host_numerics_flags(call: Callable[[], object], candidate: str, on_gpu: bool
     if not watch.seen:
         return []
     where = ", ".join(f"{what} x{count}" for what, count in sorted(watch.seen.items())[:8])
-    return [f"host_numerics: the candidate's code took floating-point data to the host during {calls} of its timed calls: {where}"]
+    return [
+        f"host_numerics: the candidate's code took floating-point data to the host during {calls} of its timed calls: {where}"
+    ]
 
 
 def foreign_kernel_flags(call: Callable[[], object], clock: Clock, launches: LaunchRecorder, calls: int = 5) -> list[str]:

@@ -140,7 +140,8 @@ def _moved_to_host(floating: list[torch.Tensor], result) -> bool:
 
 class FunctionModeEvasion:
     """Wraps the functions that take a torch-function mode off its stack; while `armed`, a call of them made from
-    outside torch's own code is recorded: switching off the host-numerics watch is itself the evidence. torch pops a
+    outside torch's own code is recorded with the caller's `file:line`: switching off the host-numerics watch is
+    itself the evidence. torch pops a
     mode itself around a mode's handler (`torch.overrides.handle_torch_function`); those calls come from torch's
     files and are not counted."""
 
@@ -173,8 +174,9 @@ class FunctionModeEvasion:
         evasion = self
 
         def wrapper(*args, **kwargs):
-            if evasion.armed and not os.path.realpath(sys._getframe(1).f_code.co_filename).startswith(evasion._torch_dir):
-                evasion.calls[label] += 1
+            caller = sys._getframe(1)
+            if evasion.armed and not os.path.realpath(caller.f_code.co_filename).startswith(evasion._torch_dir):
+                evasion.calls[f"{label} at {os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"] += 1
             return original(*args, **kwargs)
 
         return wrapper

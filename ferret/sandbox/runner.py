@@ -9,6 +9,7 @@ got to `out/<variant>.safetensors`. All judging happens in the judge's process, 
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib.util
 import json
 import os
@@ -117,6 +118,7 @@ def _first_call(entry, inputs, outputs, params, device: str, guard, launches, se
     host = HostDataWatch(candidate, on_gpu=device == "cuda")
     evasion = guard.evasion if guard is not None else None
     host_evasion = guard.host_evasion if guard is not None else None
+    pops_before = collections.Counter(host_evasion.calls) if host_evasion is not None else collections.Counter()
     with recorder, host:
         _arm(evasion, host_evasion, True)
         try:
@@ -127,7 +129,8 @@ def _first_call(entry, inputs, outputs, params, device: str, guard, launches, se
     seen.watch_evasion = dict(evasion.calls) if evasion is not None else {}
     seen.host_numerics = dict(host.seen)
     if host_evasion is not None:
-        seen.host_numerics.update({f"the watch switched off through {k}": v for k, v in host_evasion.calls.items()})
+        pops = collections.Counter(host_evasion.calls) - pops_before  # this call's, not the process's
+        seen.host_numerics.update({f"the watch switched off through {k}": v for k, v in pops.items()})
     seen.launches = sum(launches.counts.values()) - launches_before if launches else None
     seen.kernels = sorted(launches.counts) if launches else []
 

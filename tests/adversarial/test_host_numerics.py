@@ -22,7 +22,7 @@ from ferret_testkit import REPO, RMSNORM_CONTRACT  # noqa: E402
 
 from ferret.gate.build import build_gate  # noqa: E402
 from ferret.gate.judge import check  # noqa: E402
-from ferret.sandbox.host_watch import HostDataWatch  # noqa: E402
+from ferret.sandbox.host_watch import FunctionModeEvasion, HostDataWatch  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 U7 = sorted((HERE / "candidates").glob("u7_*.py"))
@@ -147,3 +147,31 @@ def test_a_copy_off_the_device_is_named_on_the_gpu(tmp_path):
     body = "def f(x, n):\n    return x.cuda().cpu()\n"
     seen = _watched(tmp_path, body, on_gpu=True)
     assert any("to the host at cand.py:2" in key for key in seen), seen
+
+
+@pytest.mark.quick
+def test_taking_the_watch_off_its_stack_is_recorded(tmp_path, monkeypatch):
+    """A pop of the torch-function mode stack from the candidate's code is recorded; torch's own pops around a
+    mode's handler (here for `__array__`, a Python-level method) are not."""
+    import importlib
+
+    for module_name, attr in FunctionModeEvasion.TARGETS:
+        module = importlib.import_module(module_name)
+        if hasattr(module, attr):
+            monkeypatch.setattr(module, attr, getattr(module, attr))  # restored after the test
+    evasion = FunctionModeEvasion()
+    path = tmp_path / "cand.py"
+    body = "import torch\ndef f(x):\n    with torch.overrides._pop_mode_temporarily():\n        return x.tolist()\n"
+    namespace: dict = {}
+    exec(compile(body, str(path), "exec"), namespace)
+    watch = HostDataWatch(path, on_gpu=False)
+    x = torch.ones(2)
+    with watch:
+        evasion.armed = True
+        x.__array__()  # torch's handler pops the mode itself: not counted
+        assert not evasion.calls
+        namespace["f"](x)
+        evasion.armed = False
+    assert evasion.calls == {"torch.overrides._pop_mode_temporarily at cand.py:3": 1}
+    assert watch.seen == {}  # the watch was off: the record of the pop is the evidence
+    assert evasion.intact() == []
