@@ -41,8 +41,8 @@ from ferret import wire
 from ferret.bench import guards
 from ferret.bench.warmup_turn import WarmUpTurn, timing_job_key
 from ferret.sandbox import audit
-from ferret.sandbox.runner import fresh_outputs as runner_outputs
 from ferret.sandbox.host_watch import HostDataWatch
+from ferret.sandbox.runner import fresh_outputs as runner_outputs
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
 
 

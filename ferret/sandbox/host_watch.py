@@ -8,8 +8,9 @@ A call counts where the innermost frame that is either the candidate's file or a
 the Triton interpreter copies tensors to NumPy inside its launch, and what library code the candidate calls (the
 standard library, NumPy, torch's own Python) is transparent, so `statistics.fmean(t)` counts at the candidate's
 line. Integer tensors stay readable (launchers read lengths and offsets on the host) unless their data came from a
-floating-point tensor (`x.view(torch.int32)`, `x.argmax()`): every result of an op with a floating-point input is
-remembered as float-derived for the life of the watch."""
+floating-point tensor (`x.view(torch.int32)`, `x.argmax()`) or a kernel may have written it: every result of an op
+with a floating-point input, and every integer tensor but the call's inputs that a launch reached, is remembered as
+float-derived for the life of the watch."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import collections
 import os
 import sys
 import weakref
+from collections.abc import Iterable
 from types import FrameType
 
 import torch
@@ -33,6 +35,8 @@ EXTRACTIONS = frozenset(
 # `InterpretedFunction.run` and its `GridExecutor.__call__`, the CUDA backend's `Source.launch`) is a launch: the
 # Triton interpreter reads its arguments' storage there, and that is not the candidate's own code.
 _LAUNCH_NAMES = frozenset({"run", "launch", "__call__"})
+# How a launch reaches a tensor's memory: an integer tensor reached so inside a launch may hold what a kernel wrote.
+_RAW_ACCESS = frozenset({"data_ptr", "untyped_storage"})
 
 
 def _package_dir(module) -> str:
@@ -57,8 +61,10 @@ class HostDataWatch(TorchFunctionMode):
     """Counts floating-point data taken to the host by the candidate's own code: `seen` maps
     "Tensor.<method> at <file>:<line>" to a count."""
 
-    def __init__(self, candidate: str | os.PathLike, on_gpu: bool):
+    def __init__(self, candidate: str | os.PathLike, on_gpu: bool, inputs: Iterable[torch.Tensor] = ()):
         super().__init__()
+        # The call's own input tensors: a kernel may read an integer input, never write it (inputs are hashed).
+        self._inputs = {id(t) for t in inputs}
         self.candidate = os.path.realpath(candidate)
         self.on_gpu = on_gpu
         self.seen: collections.Counter[str] = collections.Counter()
@@ -77,6 +83,9 @@ class HostDataWatch(TorchFunctionMode):
             for r in _flat([result]):
                 if isinstance(r, torch.Tensor) and not _is_float(r):
                     self._remember(r)
+        if name in _RAW_ACCESS and args and isinstance(args[0], torch.Tensor) and id(args[0]) not in self._inputs:
+            if not _is_float(args[0]) and self._nearest(sys._getframe(1))[0] == "launch":
+                self._remember(args[0])  # an integer buffer a kernel may have filled with a float's bits
         what = None
         if name == "unbind" and sys._getframe(1).f_code.co_name == "__iter__":
             name = "__iter__"  # torch hands modes no `__iter__`: iterating a tensor is the `unbind` inside it
@@ -106,14 +115,20 @@ class HostDataWatch(TorchFunctionMode):
     def _candidate_line(self, frame: FrameType | None) -> str | None:
         """`file:line` of the candidate's frame that made the call, or None where a launch (or no candidate frame)
         is nearer."""
+        kind, where = self._nearest(frame)
+        return where if kind == "candidate" else None
+
+    def _nearest(self, frame: FrameType | None) -> tuple[str | None, str | None]:
+        """("candidate", its `file:line`) or ("launch", None) for the innermost frame that is either; (None, None)
+        where neither is on the stack."""
         while frame is not None:
             path = self._real(frame.f_code.co_filename)
             if path == self.candidate:
-                return f"{os.path.basename(path)}:{frame.f_lineno}"
+                return "candidate", f"{os.path.basename(path)}:{frame.f_lineno}"
             if frame.f_code.co_name in _LAUNCH_NAMES and path in self._launch_files:
-                return None
+                return "launch", None
             frame = frame.f_back
-        return None
+        return None, None
 
 
 def _is_float(t: torch.Tensor) -> bool:

@@ -115,7 +115,7 @@ def _first_call(entry, inputs, outputs, params, device: str, guard, launches, se
     evasion, Triton launches and kernels."""
     launches_before = sum(launches.counts.values()) if launches else 0
     recorder = ComputeOpRecorder()
-    host = HostDataWatch(candidate, on_gpu=device == "cuda")
+    host = HostDataWatch(candidate, on_gpu=device == "cuda", inputs=inputs.values())
     evasion = guard.evasion if guard is not None else None
     host_evasion = guard.host_evasion if guard is not None else None
     pops_before = collections.Counter(host_evasion.calls) if host_evasion is not None else collections.Counter()

@@ -175,3 +175,20 @@ def test_taking_the_watch_off_its_stack_is_recorded(tmp_path, monkeypatch):
     assert evasion.calls == {"torch.overrides._pop_mode_temporarily at cand.py:3": 1}
     assert watch.seen == {}  # the watch was off: the record of the pop is the evidence
     assert evasion.intact() == []
+
+
+@pytest.mark.quick
+def test_an_integer_buffer_a_launch_reached_is_float_data_but_the_inputs_are_not(tmp_path):
+    """A kernel may have filled an integer buffer with a float's bits: once a launch reached it (`data_ptr` inside a
+    launch entry point's frame), reading it on the host counts. The call's integer inputs stay readable."""
+    path = tmp_path / "cand.py"
+    body = "def f(launch, buffer, lengths):\n    launch(buffer, lengths)\n    return buffer.tolist(), lengths.tolist()\n"
+    namespace: dict = {}
+    exec(compile(body, str(path), "exec"), namespace)
+    lengths, buffer = torch.tensor([3, 4]), torch.zeros(4, dtype=torch.int32)
+    watch = HostDataWatch(path, on_gpu=False, inputs=[lengths])
+    launcher: dict = {}  # a function named like a launch entry point, in a launch entry point's file
+    exec(compile("def run(*tensors):\n    [t.data_ptr() for t in tensors]\n", sorted(watch._launch_files)[0], "exec"), launcher)
+    with watch:
+        namespace["f"](launcher["run"], buffer, lengths)
+    assert dict(watch.seen) == {"Tensor.tolist at cand.py:3": 1}
