@@ -123,6 +123,9 @@ class VariantStatus:
     kernels: list[str] = field(default_factory=list)
     aten_compute: dict[str, int] = field(default_factory=dict)
     watch_evasion: dict[str, int] = field(default_factory=dict)
+    # floating-point data the candidate's own code took to the host, by what and where (ferret/sandbox/host_watch.py)
+    host_numerics: dict[str, int] = field(default_factory=dict)
+    host_cpu_seconds: float | None = None  # the least CPU time of the process in one call after the first
     noop_error: str | None = None
     # Per call ("fast0", "fast1", ..., "traced"): the pre-fill its outputs got (`ferret.sandbox.buffers.PREFILLS`),
     # and per output how many entries still held it bitwise after the call.

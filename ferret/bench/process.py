@@ -41,6 +41,7 @@ from ferret.bench import guards
 from ferret.bench.warmup_turn import WarmUpTurn, timing_job_key
 from ferret.sandbox import audit
 from ferret.sandbox.buffers import NAN, RANDOM, ZEROS, CallBuffers
+from ferret.sandbox.host_watch import HostDataWatch
 from ferret.sandbox.runner import hide_harness_modules, neutral_argv, take_settings
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
 
@@ -666,6 +667,21 @@ def torch_compute_flags(call: Callable[[], object], calls: int = 3) -> list[str]
     return [f"library_call: PyTorch computed floating-point results during {calls} of the candidate's timed calls: {ops}"]
 
 
+def host_numerics_flags(call: Callable[[], object], candidate: str, on_gpu: bool, calls: int = 3) -> list[str]:
+    """`host_numerics` when the candidate's own code took floating-point data to the host during `calls` of its calls
+    in the timer (the runner's watch, `HostDataWatch`, sees only each variant's first call)."""
+    watch = HostDataWatch(candidate, on_gpu=on_gpu)
+    with watch:
+        for _ in range(calls):
+            call()
+    if not watch.seen:
+        return []
+    where = ", ".join(f"{what} x{count}" for what, count in sorted(watch.seen.items())[:8])
+    return [
+        f"host_numerics: the candidate's code took floating-point data to the host during {calls} of its timed calls: {where}"
+    ]
+
+
 def foreign_kernel_flags(call: Callable[[], object], clock: Clock, launches: LaunchRecorder, calls: int = 5) -> list[str]:
     """`library_call` when kernels ran during the candidate's calls that its counted launches and torch's own kernels
     do not account for (`guards.foreign_kernels`): compute by a library reached around the launch counter."""
@@ -835,6 +851,7 @@ def check_candidate_calls(
     _timed(seconds, "answers", lambda: save_answers(candidate, state.float_read_only, answers, state.sample))
     state.result.answers_file = str(answers)
     flags += _timed(seconds, "torch_compute", lambda: torch_compute_flags(candidate.call))
+    flags += _timed(seconds, "host_numerics", lambda: host_numerics_flags(candidate.call, job.source, clock.on_gpu))
     if clock.on_gpu:
         state.result.kernels = _timed(seconds, "kernels", lambda: kernel_breakdown(candidate.call, clock))
         flags += _timed(seconds, "foreign_kernels", lambda: foreign_kernel_flags(candidate.call, clock, harness.launches))

@@ -149,6 +149,8 @@ def judge_variant(
         triton_launches=status.launches,
         kernels=status.kernels,
         aten_compute=status.aten_compute,
+        host_numerics=status.host_numerics,
+        host_cpu_seconds=status.host_cpu_seconds,
         seconds=status.seconds,
         phase_seconds=status.phase_seconds,
     )

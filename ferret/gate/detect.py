@@ -97,6 +97,18 @@ def from_runtime(
                 evidence=f"the candidate took the ATen watch off the dispatch stack while it ran: {calls}",
             )
         )
+    if status.host_numerics:
+        where = ", ".join(f"{k} x{v}" for k, v in sorted(status.host_numerics.items()))
+        found.append(
+            Detection(
+                cheat="host_numerics",
+                catalogue=[31],
+                source="runtime",
+                variant=result.id,
+                evidence=f"the candidate's own code took floating-point data out of its tensors to the host, where "
+                f"Python or NumPy can do the kernel's math: {where[:400]}",
+            )
+        )
     if status.launches == 0:
         found.append(
             Detection(

@@ -129,6 +129,16 @@ class VariantResult(BaseModel):
     triton_launches: int | None = None
     kernels: list[str] = []
     aten_compute: dict[str, int] = {}
+    host_numerics: dict[str, int] = Field(
+        default={},
+        description="Floating-point data the candidate's own code took out of its tensors to the host (`.tolist()`, "
+        "`.item()`, `.numpy()`, iteration, a copy off the device), by what and `file:line`, with counts.",
+    )
+    host_cpu_seconds: float | None = Field(
+        default=None,
+        description="The least CPU time the candidate's process spent in one fast call after the first (all its "
+        "threads): a witness of work done on the host, which a kernel's launcher barely needs.",
+    )
     detections: list[Detection] = []
     seconds: float | None = None
     phase_seconds: dict[str, float] = Field(

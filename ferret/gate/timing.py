@@ -68,6 +68,7 @@ TIMING_CATALOGUE = {
     "write_outside_outputs": [23],
     "output_relabelled": [28],
     "content_replay": [22, 16],
+    "host_numerics": [31],
 }
 
 METHOD = (

@@ -29,6 +29,8 @@ CHEATS: dict[str, list[int]] = {
     "result_forging": [21],
     "write_outside_outputs": [23],
     "output_relabelled": [28],
+    "dynamic_access": [29],
+    "host_numerics": [31],
     "syntax_error": [],
 }
 
@@ -57,6 +59,8 @@ WORDS = {
     "result_forging": "result forging",
     "write_outside_outputs": "writes outside the outputs",
     "output_relabelled": "re-pointing or re-labelling an output",
+    "dynamic_access": "access by a computed name",
+    "host_numerics": "numeric work on the host",
     "syntax_error": "syntax error",
 }
 

@@ -10,6 +10,7 @@ pre-filled and checked after the call as `ferret.sandbox.buffers` says.
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib.util
 import json
 import sys
@@ -27,6 +28,7 @@ from ferret import wire
 from ferret.errors import CudaCompileError
 from ferret.sandbox import audit, buffers
 from ferret.sandbox.buffers import CallBuffers, OutputRelabelled, RetiredPool, WroteOutside, harness_changed
+from ferret.sandbox.host_watch import FunctionModeEvasion, HostDataWatch
 from ferret.sandbox.interpreter import speed_up_interpreter
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder, WatchEvasion
 
@@ -183,21 +185,29 @@ class _Stopwatch:
         self._last = now
 
 
-def _first_call(entry, inputs, outputs, params, device: str, guard, launches, seen: wire.VariantStatus, held: _Held) -> None:
-    """The first fast call, under every watch: aten compute, watch evasion, Triton launches and kernels."""
+def _first_call(
+    entry, inputs, outputs, params, device: str, guard, launches, seen: wire.VariantStatus, held: _Held, candidate: str
+) -> None:
+    """The first fast call, under every watch: aten compute, data taken to the host by the candidate's code, watch
+    evasion, Triton launches and kernels."""
     launches_before = sum(launches.counts.values()) if launches else 0
     recorder = ComputeOpRecorder()
+    host = HostDataWatch(candidate, on_gpu=device == "cuda", inputs=inputs.values())
     evasion = guard.evasion if guard is not None else None
-    with recorder:
-        if evasion is not None:
-            evasion.armed = True
+    host_evasion = guard.host_evasion if guard is not None else None
+    pops_before = collections.Counter(host_evasion.calls) if host_evasion is not None else collections.Counter()
+    with recorder, host:
+        _arm(evasion, host_evasion, True)
         try:
             _call(entry, inputs, outputs, params, device, guard, held=held)
         finally:
-            if evasion is not None:
-                evasion.armed = False
+            _arm(evasion, host_evasion, False)
     seen.aten_compute = dict(recorder.flagged)
     seen.watch_evasion = dict(evasion.calls) if evasion is not None else {}
+    seen.host_numerics = dict(host.seen)
+    if host_evasion is not None:
+        pops = collections.Counter(host_evasion.calls) - pops_before  # this call's, not the process's
+        seen.host_numerics.update({f"the watch switched off through {k}": v for k, v in pops.items()})
     seen.launches = sum(launches.counts.values()) - launches_before if launches else None
     seen.kernels = sorted(launches.counts) if launches else []
 
@@ -209,6 +219,19 @@ def _after_call(held: _Held, outputs: dict, seen: wire.VariantStatus, call: str,
     seen.left_as_filled[call] = held.call.left_as_filled(outputs)
     if retire:
         held.retired.add(held.call.retire(call))
+
+
+def _arm(evasion, host_evasion, armed: bool) -> None:
+    for watch in (evasion, host_evasion):
+        if watch is not None:
+            watch.armed = armed
+
+
+def _host_cpu(seen: wire.VariantStatus, seconds: float) -> None:
+    """The least CPU time the process spent in one call (kernels compiled by the first): a witness of work done on
+    the host, reported in the verdict (`VariantResult.host_cpu_seconds`)."""
+    seconds = round(seconds, 6)
+    seen.host_cpu_seconds = seconds if seen.host_cpu_seconds is None else min(seen.host_cpu_seconds, seconds)
 
 
 def _fast_runs(
@@ -230,9 +253,11 @@ def _fast_runs(
         how = plan.fills[repeat]
         held, inputs, outputs = _prepare(variant, originals, device, how, plan.stale, plan.retired)
         if repeat == 0:
-            _first_call(entry, inputs, outputs, job.params, device, guard, launches, seen, held)
+            _first_call(entry, inputs, outputs, job.params, device, guard, launches, seen, held, job.candidate)
         else:
+            cpu_before = time.process_time()
             _call(entry, inputs, outputs, job.params, device, guard, held=held)
+            _host_cpu(seen, time.process_time() - cpu_before)
         for name, tensor in outputs.items():
             saved[wire.fast_key(repeat, name)] = tensor.clone()
         for name in variant.inout:
@@ -483,7 +508,7 @@ def main(argv: list[str] | None = None, isolated: bool = False) -> int:
     take_settings(job.settings)
     launches = LaunchRecorder()
     evasion = WatchEvasion()
-    guard = HarnessGuard(sys.modules[__name__], launches, evasion)
+    guard = HarnessGuard(sys.modules[__name__], launches, evasion, FunctionModeEvasion())
     # From here on, for the life of the process: no process started, no file read or written outside the
     # allow-lists, no foreign native library (ferret/sandbox/audit.py). The harness has loaded what it needs.
     audit.load_language_runtime(Path(job.candidate), job.device == "cuda")

@@ -18,6 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ferret.backends.base import LaunchPoint
+from ferret.sandbox.host_watch import FunctionModeEvasion, HostDataWatch
 
 # ATen ops that allocate, move, view or cast data: what a launcher legitimately does around its kernels.
 # Anything else that produces a floating-point tensor is computation done by the library, not the kernel.
@@ -201,6 +202,7 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
                 "load_file",
                 "_sync",
                 "ComputeOpRecorder",
+                "HostDataWatch",
                 "_call",
                 "_first_call",
                 "_fast_runs",
@@ -213,6 +215,7 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
             ],
         ),
         "ComputeOpRecorder": (ComputeOpRecorder, ["__torch_dispatch__", "_record", "__enter__", "__exit__"]),
+        "HostDataWatch": (HostDataWatch, ["__torch_function__", "_candidate_line", "_real", "__enter__", "__exit__"]),
     }
     try:
         import triton.testing
@@ -231,11 +234,19 @@ def _critical_functions(runner_module) -> dict[str, tuple[object, str, object]]:
 class HarnessGuard:
     """Remembers the harness's functions before the candidate is loaded; `changed()` names any replaced."""
 
-    def __init__(self, runner_module, launches: LaunchRecorder, evasion: WatchEvasion | None = None):
+    def __init__(
+        self,
+        runner_module,
+        launches: LaunchRecorder,
+        evasion: WatchEvasion | None = None,
+        host_evasion: FunctionModeEvasion | None = None,
+    ):
         self.snapshot = _critical_functions(runner_module)
         self.launches = launches
         self.evasion = evasion
+        self.host_evasion = host_evasion
 
     def changed(self) -> list[str]:
         moved = [label for label, (owner, name, obj) in self.snapshot.items() if getattr(owner, name, None) is not obj]
-        return moved + self.launches.intact() + (self.evasion.intact() if self.evasion else [])
+        watches = (self.evasion.intact() if self.evasion else []) + (self.host_evasion.intact() if self.host_evasion else [])
+        return moved + self.launches.intact() + watches

@@ -66,8 +66,12 @@ def test_candidate_that_stops_working_when_timed_is_rejected(tmp_path):
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism")), verdict.parts
     assert not verdict.passed
     assert verdict.parts["integrity"].status == "fail"
+    # It reads its output's first value on the host (`.item()`) to see whether the buffer was written before: the
+    # host-numerics watch names that in its first call, before any timing. The timing guards' own catch of it (the
+    # fingerprint re-check) is rehearsed on the CPU (tests/gate/test_timing_rehearsal_cpu.py).
+    at_run_time = {d.cheat for d in verdict.detections if d.source == "runtime"}
     named = {d.cheat for d in verdict.detections if d.source == "timing"}
-    assert named & {"impossible_speed", "cross_call_caching"}, verdict.timing
+    assert "host_numerics" in at_run_time or named & {"impossible_speed", "cross_call_caching"}, verdict.detections
 
 
 def test_candidate_that_simplifies_the_math_once_timed_is_rejected_by_its_answers(tmp_path):
@@ -113,11 +117,14 @@ def test_candidate_that_moves_to_a_side_stream_once_timed_is_caught_by_the_wall_
     names hidden work only above 1.5x the call's host launch time, and here the honest launch took 83 us on the host
     against ~100 us of GPU work, so the hidden work sat under it (wall 114 us; the floor named it: events 30.7 us
     against a 97.9 us floor; H200). The CUDA side-stream candidate
-    (tests/gpu/test_cuda_candidates_gpu.py) is named by the wall clock."""
-    from ferret.gate.judge import check
+    (tests/gpu/test_cuda_candidates_gpu.py) is named by the wall clock. The candidate reaches the side stream by
+    computed names, which the scan names (`dynamic_access`): its findings are withheld here, so that the run-time
+    guards are on trial alone."""
+    from ferret.contract.task import Task
+    from ferret.gate.judge import Judge
 
     path = write_cheat(tmp_path / "rmsnorm_side_stream_when_timed.py", SIDE_STREAM, after=LARGE_SWITCH)
-    verdict, _ = check(LARGE, path, GATES, profile="gpu", progress=_progress)
+    verdict = Judge(Task.load(LARGE), GATES, profile="gpu").check(path, static=[], progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "determinism", "stress")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
     case = verdict.timing.cases[0]

@@ -146,5 +146,6 @@ def test_a_launcher_reaches_only_the_backends_launcher_api():
         return [(f.cheat, f.line) for f in scan_source(source).findings]
 
     assert cheats("    cuda.aligned(inputs['x'], to=16)\n    cuda.i32(1), cuda.i64(2), cuda.f32(3.0), cuda.NULL\n") == []
-    assert cheats("    env = cuda.os.environ\n") == [("reading_expected", 6)]
+    # `os` re-exported by the backend's module is also a module reached under another module's name
+    assert sorted(cheats("    env = cuda.os.environ\n")) == [("dynamic_access", 6), ("reading_expected", 6)]
     assert cheats("    cuda.compile_cubin('', [], 'sm_90')\n") == [("reading_expected", 6)]

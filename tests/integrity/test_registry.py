@@ -214,6 +214,14 @@ SNIPPETS: dict[str, str] = {
     "cuda_source_not_literal": snippet(
         top='from ferret.backends import cuda\n\nPARTS = ["extern"]\nK = cuda.Source(" ".join(PARTS))  # here'
     ),
+    # --- access the scan cannot follow, and data taken to the host
+    "computed_attribute_name": snippet('f = getattr(torch, "soft" + "max")  # here'),
+    "attribute_builtin_handed_on": snippet("get = getattr  # here"),
+    "namespace_builtin": snippet('f = vars(torch)["softmax"]  # here'),
+    "attribute_getter": snippet('f = operator.attrgetter("nn.functional")  # here', top="import operator"),
+    "namespace_attribute": snippet('f = torch.__dict__["softmax"]  # here'),
+    "reexported_module": snippet("np = interp.np  # here", top="import triton.runtime.interpreter as interp"),
+    "host_extraction_method": snippet("rows = x.tolist()  # here"),
 }
 
 SHAPE_CONSTANTS = {7168, 4096}

@@ -112,6 +112,18 @@ CASES = [
     ("torch_einsum", candidate(pre='z = torch.einsum("ij,jk->ik", x, x)  # ! library_call')),
     ("assigned_alias", candidate(pre="sm = torch.softmax\nz = sm(x, -1)  # ! library_call")),
     ("getattr_constant", candidate(pre='z = getattr(torch, "softmax")(x, -1)  # ! library_call')),
+    # --- dynamic_access (29): a path the scan cannot follow
+    ("getattr_computed", candidate(pre='z = getattr(torch, "soft" + "max")(x, -1)  # ! dynamic_access')),
+    (
+        "attrgetter_path",
+        candidate(top="import operator", pre='z = operator.attrgetter("nn.functional.softmax")(torch)  # ! dynamic_access'),
+    ),
+    (
+        "reexported_torch",
+        candidate(top="import torch.backends.cuda as bc", pre="z = bc.torch.softmax(x, -1)  # ! dynamic_access library_call"),
+    ),
+    # --- host_numerics (31): a tensor's values handed to Python
+    ("tolist_in_launcher", candidate(pre="rows = x.tolist()  # ! host_numerics")),
     (
         "try_except_fallback",
         candidate(
@@ -479,6 +491,8 @@ def test_cheat_table():
         "impossible_speed": [19],
         "gate_tampering": [20],
         "result_forging": [21],
+        "dynamic_access": [29],
+        "host_numerics": [31],
         "syntax_error": [],
     }
 

@@ -10,7 +10,7 @@ of reach of import sorting.
 
 import importlib
 
-FAMILIES = ("outputs", "state", "tensors", "calls", "imports", "names", "precision", "cases", "decoys", "cuda")
+FAMILIES = ("outputs", "state", "tensors", "calls", "imports", "names", "precision", "cases", "decoys", "cuda", "dynamic")
 
 for _family in FAMILIES:
     importlib.import_module(f"{__name__}.{_family}")
