@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from ferret import wire
-from ferret.gate.metrics import StageMetrics
+from ferret.gate.metrics import ROW_REASON, StageMetrics
 from ferret.gate.models import Detection, PartResult, VariantResult
 
 # Failure kinds of the candidate's process that are cheats in themselves.
@@ -192,8 +192,9 @@ def _stage_failures(result: VariantResult, named: set[str]) -> list[Detection]:
     measured against its own norm; and the first failing stage that nothing above named, as a math mismatch (or a
     wrong shape) with its numbers."""
     failing = [s for s in result.stages if not s.passed and s.exposed]
-    close = [s for s in failing if not s.nonfinite_mismatches]
-    found = []
+    found = _wrong_rows(result, failing)
+    named = named | {s.stage for s in failing if _rows_only(s)}
+    close = [s for s in failing if not s.nonfinite_mismatches and s.stage not in named]
     if close and all(_within_rounding(s) for s in close) and any(s.own_norm for s in close):
         names = ", ".join(f"{s.stage} (cosine {s.cosine:.5f}, rel_l2 {s.rel_l2:.2e})" for s in close)
         found.append(
@@ -210,6 +211,27 @@ def _stage_failures(result: VariantResult, named: set[str]) -> list[Detection]:
     if unexplained:
         found.append(_math_mismatch(result, unexplained[0]))
     return found
+
+
+def _rows_only(stage: StageMetrics) -> bool:
+    """Whether the stage fails on its row bound alone: every stage-wide bound holds."""
+    return bool(stage.reasons) and all(r.startswith(ROW_REASON) for r in stage.reasons)
+
+
+def _wrong_rows(result: VariantResult, failing: list[StageMetrics]) -> list[Detection]:
+    """Stages wrong on some rows while every stage-wide bound holds: an error the stage's averages hide."""
+    return [
+        Detection(
+            cheat="wrong_rows",
+            catalogue=[30],
+            source="outputs",
+            variant=result.id,
+            evidence=f"stage {s.stage}: its stage-wide errors are inside the tolerance (rel_l2 {s.rel_l2:.3g}, "
+            f"max_abs_rel_peak {s.max_abs_rel_peak:.3g}) but one row is not: {'; '.join(s.reasons)[:300]}",
+        )
+        for s in failing
+        if _rows_only(s) and s.rel_l2 is not None and s.max_abs_rel_peak is not None
+    ]
 
 
 # The unit roundoff of fp8 e4m3 (2^-4), the coarsest float format kernels compute in: an error larger than

@@ -27,6 +27,7 @@ CHEATS: dict[str, list[int]] = {
     "impossible_speed": [19],
     "gate_tampering": [20],
     "result_forging": [21],
+    "wrong_rows": [30],
     "syntax_error": [],
 }
 
@@ -53,6 +54,7 @@ WORDS = {
     "impossible_speed": "impossible speed",
     "gate_tampering": "gate tampering",
     "result_forging": "result forging",
+    "wrong_rows": "wrong rows among right ones",
     "syntax_error": "syntax error",
 }
 
