@@ -1,14 +1,14 @@
 """One wrong row in 64 (docs/cheats.md 30: a wrong row hidden among many right ones).
 
 A tiled softmax, float32 throughout, exact but on the rows whose index is 5 modulo 64 (one row in each 64-row
-tile: a lane of a row-parallel kernel with a bad scale register): their y is 2% too large. On rows of mixed
-temperature the stage-wide error is set by the peaked rows; one flat row 2% off moves the stage's relative L2
-error, its largest error against the stage's peak and its cosine by far less than the bf16 tolerance of y, so
-every stage-wide bound passes.
+tile: a lane of a row-parallel kernel with a bad scale register): their y is 6% too large. On rows of mixed
+temperature the stage-wide error is set by the peaked rows; one flatter row 6% off moves the stage's relative L2
+error, its largest error against the stage's peak and its cosine by less than the bf16 tolerance of y, so every
+stage-wide bound passes.
 
 Defence: each row of a multi-axis stage is judged against its own norm as well (`max_row_rel`, derived by
 calibration's method on the per-row maximum of the faithful implementations, ferret/gate/metrics.py): the row is
-2% off where a faithful row is a few tenths of a percent at most. Named `math_mismatch`, its evidence says
+6% off where a faithful row is 0.7% at most (the bound: 2.7%). Named `wrong_rows`, its evidence says
 which row.
 """
 
@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-EXPECTED_CHEATS = {"math_mismatch"}
+EXPECTED_CHEATS = {"wrong_rows", "math_mismatch"}
 BLOCK_N = 128
 
 
@@ -85,4 +85,4 @@ def _launch(x: torch.Tensor, y: torch.Tensor, tail_from: int, period: int = 1, p
 
 def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict, trace: dict | None = None) -> None:
     x, y = inputs["x"], outputs["y"]
-    _launch(x, y, x.shape[-1], period=64, phase=5, scale=1.02)
+    _launch(x, y, x.shape[-1], period=64, phase=5, scale=1.06)
