@@ -27,6 +27,7 @@ from ferret.contract.strata import Boundary  # noqa: E402
 from ferret.gate.fresh import plan_fresh_cases  # noqa: E402
 from ferret.gate.inputs import draw_inputs  # noqa: E402
 from ferret.gate.judge import check  # noqa: E402
+from tasks.mla_attention.precision_variants import CUTS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SOFTMAX = CONTRACTS / "softmax.yaml"
@@ -145,8 +146,11 @@ def _keyed(tell: str, honest, cut):
     return run
 
 
-@pytest.mark.parametrize("tell", ["all_full", "all_equal"])
-@pytest.mark.parametrize("cut", ["loop_bf16", "partial_bf16"])
+KEYED = [(cut, "all_full") for cut in sorted(CUTS)]
+KEYED += [(cut, "all_equal") for cut in ("loop_bf16", "partial_bf16")]
+
+
+@pytest.mark.parametrize(("cut", "tell"), KEYED)
 def test_a_cut_keyed_on_what_amplifying_cases_share_is_caught_by_their_twins(cut, tell, tmp_path):
     """The cut passes the amplifying cases (it is honest there) and fails their twin at mixed lengths."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
