@@ -1,6 +1,7 @@
 """Derive an op's tolerance table from faithful implementations, for rmsnorm, softmax, rope.
 
     python -m tasks.derive_faithful_tolerances OP [--seeds 8] [--margin 4] [--check-seeds 8]
+    python -m tasks.derive_faithful_tolerances OP --row-bounds [--seeds 16] [--margin 4]
 
 Method: `ferret calibrate`'s (ferret/gate/calibrate.py) over the faithful implementations only: the op's
 baseline, its honest Triton candidate and the candidate's FAITHFUL variants (tasks/<op>/precision_variants.py:
@@ -12,6 +13,10 @@ rounding units. Then nothing is loosened: where the table in force before was ti
 (the provenance lists which). The statistics the contracts declare float32 (rmsnorm's inv_rms, softmax's
 row_max and row_sum, rope's inv_freq) land on the floor: a bf16 copy of any of them is 10^4 times past it
 (tests/tasks/test_precision_variants.py). MLA has its own script (tasks/mla_attention/derive_tolerances.py).
+
+`--row-bounds` adds only each multi-axis stage's `max_row_rel` (the largest error of any one row, by the same
+method over the same faithful implementations, at least 16 seeds) to the table in force, every other number as it
+is (`ferret.gate.calibrate.add_row_bounds`).
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from ferret.gate.calibrate import calibrate
+from ferret.gate.calibrate import add_row_bounds, calibrate
 from tasks.mla_attention.derive_tolerances import never_looser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,13 +62,34 @@ def derive(op: str, seeds: int, margin: float, check_seeds: int) -> Path:
     return table_path
 
 
+def derive_row_bounds(op: str, seeds: int, margin: float) -> Path:
+    """The table in force with every multi-axis stage's row bound added over the faithful implementations."""
+    contract = ROOT / "contracts" / f"{op}.yaml"
+    variants = importlib.import_module(f"tasks.{op}.precision_variants")
+    with tempfile.TemporaryDirectory(prefix=f"{op}-faithful-") as tmp:
+        faithful = [variants.CANDIDATE_PATH] + [variants.write_variant(n, Path(tmp) / f"{op}_{n}.py")
+                                                 for n in variants.FAITHFUL]
+        path = add_row_bounds(contract, seeds=seeds, margin=margin, candidates=faithful, progress=print)
+    text = path.read_text()
+    note = (f"# max_row_rel: `python -m tasks.derive_faithful_tolerances {op} --row-bounds --seeds {seeds} "
+            f"--margin {margin}` on {_dt.date.today().isoformat()}.\n")
+    path.write_text(note + text)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="an op's tolerances from faithful implementations")
     parser.add_argument("op", choices=OPS)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--margin", type=float, default=4.0)
     parser.add_argument("--check-seeds", type=int, default=8)  # calibrate's: false rejections over 8 seeds
+    parser.add_argument("--row-bounds", action="store_true", help="only add max_row_rel to the table in force")
     args = parser.parse_args()
+    if args.row_bounds:
+        if args.seeds < 16:
+            parser.error("--row-bounds takes at least 16 seeds")
+        print(derive_row_bounds(args.op, args.seeds, args.margin))
+        return
     print(derive(args.op, args.seeds, args.margin, args.check_seeds))
 
 

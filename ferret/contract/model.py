@@ -77,6 +77,14 @@ class Tolerance(_Strict):
         default=None, gt=0, description="max |x - ref| divided by max |ref| (the error relative to the stage's scale)."
     )
     cosine_min: float | None = Field(default=None, gt=-1, le=1, description="Minimum cosine similarity with ref.")
+    max_row_rel: float | None = Field(
+        default=None,
+        gt=0,
+        description="For a stage of two or more axes: the largest ||x - ref|| / ||ref|| of any one row (each vector "
+        "along the last axis: a row, one request's head, one head's scores), its norm taken as at least the row's "
+        "error scale and scale_floor per entry. The stage-wide bounds average a row's error with every other row's; "
+        "a kernel wrong on one row in many (a long row, one request) hides under them, not under this.",
+    )
     scale_floor: float | None = Field(
         default=None,
         gt=0,
@@ -136,6 +144,8 @@ def _looser(tol: Tolerance, general: Tolerance | None) -> bool:
         (tol.rel_l2, general.rel_l2, 1),
         (tol.max_abs_rel_peak, general.max_abs_rel_peak, 1),
         (tol.cosine_min, general.cosine_min, -1),
+        # A case row without a row bound takes the general one (`Contract.tolerance`): only a larger one loosens.
+        (tol.max_row_rel, general.max_row_rel if tol.max_row_rel is not None else None, 1),
     ]
     if any(g is not None and (t is None or (t - g) * sign > 0) for t, g, sign in pairs):
         return True
@@ -686,7 +696,11 @@ class Contract(_Strict):
         if self.tolerances is None:
             raise ValueError(f"contract {self.op!r} has no tolerances yet: run `ferret calibrate` first")
         own = self.tolerances.by_case.get(case or "", {}).get(dtype, {}).get(stage)
-        return own if own is not None else self.tolerances.by_dtype[dtype][stage]
+        general = self.tolerances.by_dtype[dtype][stage]
+        if own is None:
+            return general
+        # A case row derived before the table had row bounds still gets the general row bound (never looser).
+        return own if own.max_row_rel is not None else own.model_copy(update={"max_row_rel": general.max_row_rel})
 
     def cases_for(self, profile: ProfileName) -> list[Case]:
         return list(getattr(self.cases, profile))

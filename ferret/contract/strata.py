@@ -54,6 +54,13 @@ class Boundary(BaseModel):
         description="With multiple_of: the remainder of the multiples' class "
         "(`31` with multiple_of 32 on a past length makes the attended length a multiple).",
     )
+    either_side: bool = Field(
+        default=False,
+        description="With multiple_of: instead of the others as one class, the values one below and one above a "
+        "multiple, each a stratum of its own (a tile one short of full, a new element alone in a new tile). One "
+        "below and one above a multiple of 128 are one either side of a multiple of 16, 32 and 64 too, so a "
+        "multiple_of 128 covers every smaller power-of-two tile.",
+    )
     up_to: int | None = Field(
         default=None,
         ge=1,
@@ -73,8 +80,8 @@ class Boundary(BaseModel):
             raise ValueError("a boundary names exactly one of dim and input")
         if (self.at is None) == (self.multiple_of is None):
             raise ValueError("a boundary has exactly one of at and multiple_of")
-        if self.multiple_of is None and self.remainder:
-            raise ValueError("remainder needs multiple_of")
+        if self.multiple_of is None and (self.remainder or self.either_side):
+            raise ValueError("remainder and either_side need multiple_of")
         if self.multiple_of is not None and self.remainder >= self.multiple_of:
             raise ValueError(f"remainder {self.remainder} must be below multiple_of {self.multiple_of}")
         return self
@@ -92,7 +99,9 @@ class Scope:
 
 @dataclass(frozen=True)
 class Stratum:
-    name: str  # `<boundary>:below`, `<boundary>:above`, `<boundary>:multiple`, `<boundary>:other`, `<q>:lowest`
+    # `<boundary>:below`, `:above`, `:first` (exactly `at`), `:multiple`, `:other`, `:multiple-1`, `:multiple+1`,
+    # `<q>:lowest`
+    name: str
     kind: QuantityKind
     quantity: str  # the dim's or the input's name
     low: ShapeExpr  # inclusive bounds, over the case dims
@@ -146,15 +155,23 @@ def _sides(boundary: Boundary, low: ShapeExpr, high: ShapeExpr, kind: QuantityKi
     name, quantity = boundary.name, boundary.dim or boundary.input or ""
     if boundary.at is not None:
         at = boundary.at
+        # The upper side at random, then exactly at the boundary (the first value past a block: one element alone
+        # in a new block, which a draw from a wide side meets by luck only); where the random draw is `at`, one case.
         return [
             Stratum(f"{name}:below", kind, quantity, low, f"min(({at}) - 1, {high})"),
             Stratum(f"{name}:above", kind, quantity, at, top),
+            Stratum(f"{name}:first", kind, quantity, at, f"min({at}, {top})"),
         ]
     modulus = boundary.multiple_of or 0
-    return [
-        Stratum(f"{name}:multiple", kind, quantity, low, top, modulus, boundary.remainder, True),
-        Stratum(f"{name}:other", kind, quantity, low, top, modulus, boundary.remainder, False),
-    ]
+    multiple = Stratum(f"{name}:multiple", kind, quantity, low, top, modulus, boundary.remainder, True)
+    if boundary.either_side:
+        below, above = (boundary.remainder - 1) % modulus, (boundary.remainder + 1) % modulus
+        return [
+            multiple,
+            Stratum(f"{name}:multiple-1", kind, quantity, low, top, modulus, below, True),
+            Stratum(f"{name}:multiple+1", kind, quantity, low, top, modulus, above, True),
+        ]
+    return [multiple, Stratum(f"{name}:other", kind, quantity, low, top, modulus, boundary.remainder, False)]
 
 
 def derive_strata(scope: Scope, profile: str) -> list[Stratum]:

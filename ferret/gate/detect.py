@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from ferret import wire
-from ferret.gate.metrics import StageMetrics
+from ferret.gate.metrics import ROW_REASON, StageMetrics
 from ferret.gate.models import Detection, PartResult, VariantResult
 from ferret.gate.rounding import Rounding, rounding_of
 
@@ -257,12 +257,14 @@ def _stage_failures(
     stage that nothing above named, as a math mismatch (or a wrong shape) with its numbers and, where a stage was
     close enough to be read for rounding, why it is not named a precision cut."""
     failing = [s for s in result.stages if not s.passed and s.exposed]
-    readings = {s.stage: _reading(s, golden, values) for s in failing}
-    found = []
-    cut = _precision_cut(failing, readings)
+    found = _wrong_rows(result, failing)
+    named = named | {s.stage for s in failing if _rows_only(s)}
+    rest = [s for s in failing if s.stage not in named]
+    readings = {s.stage: _reading(s, golden, values) for s in rest}
+    cut = _precision_cut(rest, readings)
     if cut is not None:
         found.append(Detection(cheat="lower_precision", catalogue=[4], source="outputs", variant=result.id, evidence=cut))
-        named = named | {s.stage for s in failing}
+        named = named | {s.stage for s in rest}
     unexplained = [s for s in failing if s.stage not in named]
     if unexplained:
         why_not = "; ".join(f"{name}: {r.why}" for name, r in readings.items() if r.finding != "rounding" and r.why)
@@ -298,6 +300,27 @@ def _precision_cut(failing: list[StageMetrics], readings: Mapping[str, Rounding]
         f"{telling.cosine:.5f}, rel_l2 {telling.rel_l2:.2e}): {reading.why}; failing stages "
         f"{[s.stage for s in failing]} are outside the tolerance derived for the contract's dtypes"
     )
+
+
+def _rows_only(stage: StageMetrics) -> bool:
+    """Whether the stage fails on its row bound alone: every stage-wide bound holds."""
+    return bool(stage.reasons) and all(r.startswith(ROW_REASON) for r in stage.reasons)
+
+
+def _wrong_rows(result: VariantResult, failing: list[StageMetrics]) -> list[Detection]:
+    """Stages wrong on some rows while every stage-wide bound holds: an error the stage's averages hide."""
+    return [
+        Detection(
+            cheat="wrong_rows",
+            catalogue=[30],
+            source="outputs",
+            variant=result.id,
+            evidence=f"stage {s.stage}: its stage-wide errors are inside the tolerance (rel_l2 {s.rel_l2:.3g}, "
+            f"max_abs_rel_peak {s.max_abs_rel_peak:.3g}) but one row is not: {'; '.join(s.reasons)[:300]}",
+        )
+        for s in failing
+        if _rows_only(s) and s.rel_l2 is not None and s.max_abs_rel_peak is not None
+    ]
 
 
 # The unit roundoff of fp8 e4m3 (2^-4), the coarsest float format kernels compute in: an error larger than

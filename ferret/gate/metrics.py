@@ -37,6 +37,10 @@ class StageMetrics(BaseModel):
     cosine: float | None = None
     nonfinite_mismatches: int = 0
     worst: WorstError | None = None
+    # The largest error of any one row (`Tolerance.max_row_rel`: each vector along the last axis) and where that
+    # row is, by axis name; None for a stage of one axis.
+    max_row_rel: float | None = None
+    worst_row: dict[str, int] | None = None
     tolerance: Tolerance | None = None
     # False where rel_l2 divides by more than the reference's own norm (the stage's error scale, or its floor when
     # its values are near zero): then rel_l2 bounds the error against that scale, not the stage's own relative
@@ -83,11 +87,64 @@ def as_float64_on(tensor: torch.Tensor, device: str) -> torch.Tensor:
     return tensor.detach().to(device).to(torch.float64)
 
 
+# Rows of fewer judged entries are not held to the row bound. A row's relative error is about the RMS of its entries'
+# rounding errors, which concentrates as the row grows: over many draws, rows of 512 entries of a faithful bf16 kernel
+# stay under 0.004, while one entry alone reaches 0.005 (a single bf16 rounding, and a second where the kernel rounds
+# twice). A bound derived over short rows would be set by them and admit a cut several times the faithful error on
+# every long row; short rows stay under the stage-wide bounds.
+ROW_MIN_ENTRIES = 64
+
+# How a failed row bound's reason starts (`compare_stage`): the verdict names a stage that fails on it alone.
+ROW_REASON = "row error"
+
 # Entries compared at a time. In one piece, a stage took several float64 temporaries of its whole size (the MLA
 # gate's largest, the [64, 16384, 576] cache, is 9.7 GB for the two values alone), and a timed check's process held
 # 51 GiB of an H100. In chunks the comparison's memory is bounded whatever the stage: an untimed check's process
 # peaked at 3.0 GiB (an H100).
 COMPARE_CHUNK = 1 << 24
+
+
+@dataclass
+class _Rows:
+    """Per-row sums over a stage of two or more axes (a row: one vector along the last axis), in float64."""
+
+    length: int  # entries per row
+    diff_squares: torch.Tensor
+    ref_squares: torch.Tensor
+    scale_squares: torch.Tensor
+    judged: torch.Tensor
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...], device: str) -> _Rows | None:
+        if len(shape) < 2 or not math.prod(shape):  # one axis, or no entries: no rows to judge
+            return None
+        rows = math.prod(shape[:-1])
+        zeros = [torch.zeros(rows, dtype=torch.float64, device=device) for _ in range(4)]
+        return cls(shape[-1], *zeros)
+
+    def add(self, start: int, diff: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | None, both: torch.Tensor) -> None:
+        row = torch.arange(start, start + diff.numel(), device=diff.device) // self.length
+        self.diff_squares.index_add_(0, row, diff.square())
+        self.ref_squares.index_add_(0, row, ref.square())
+        self.judged.index_add_(0, row, both.to(torch.float64))
+        if scale is not None:
+            self.scale_squares.index_add_(0, row, scale.square())
+
+    def worst(self, scale_floor: float | None) -> tuple[float, int]:
+        """(the largest row error, its row): each row's error norm over the largest of its own norm, its error
+        scale's and `scale_floor` per judged entry, over the rows of at least ROW_MIN_ENTRIES judged entries. A row
+        of no error scores 0 whatever its norm (an all-zero or all-masked row); an error on a row of no scale at all
+        scores inf."""
+        norm = torch.maximum(self.ref_squares, self.scale_squares).sqrt()
+        if scale_floor is not None:
+            norm = torch.maximum(norm, scale_floor * self.judged.sqrt())
+        diff = self.diff_squares.sqrt()
+        tiny = 1e-30
+        unscaled = torch.where(diff > tiny, torch.full_like(diff, math.inf), torch.zeros_like(diff))
+        rel = torch.where(norm > tiny, diff / norm.clamp_min(tiny), unscaled)
+        rel = torch.where(self.judged >= ROW_MIN_ENTRIES, rel, torch.zeros_like(rel))
+        at = int(rel.argmax())
+        return float(rel[at]), at
 
 
 @dataclass
@@ -107,6 +164,7 @@ class _Totals:
     dot: float = 0.0
     scale_squares: float = 0.0
     scale_peak: float = 0.0
+    rows: _Rows | None = None
 
     def add(self, start: int, cand: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | None, stage: Stage) -> None:
         """One chunk, its entries `start` onward of the flattened stage, in float64 on the compare device."""
@@ -131,17 +189,20 @@ class _Totals:
         self.diff_squares += float(diff.square().sum())
         self.cand_squares += float(cand_f.square().sum())
         self.dot += float((ref_f * cand_f).sum())
+        values = None
         if scale is not None:
             values = torch.where(both, scale.abs(), 0.0).nan_to_num(0.0, 0.0, 0.0)
             self.scale_squares += float(values.square().sum())
             self.scale_peak = max(self.scale_peak, float(values.max()))
+        if self.rows is not None:
+            self.rows.add(start, diff, ref_f, values, both)
 
 
 def _totals(
     candidate: torch.Tensor, reference: torch.Tensor, error_scale: torch.Tensor | None, stage: Stage, device: str, chunk: int
 ) -> _Totals:
     """The stage's totals, `chunk` entries at a time, each moved to `device` and made float64 there."""
-    totals = _Totals()
+    totals = _Totals(rows=_Rows.of(tuple(reference.shape), device))
     cand, ref = candidate.detach().reshape(-1), reference.detach().reshape(-1)
     # The error scale counts only where it has the stage's shape (a misshapen one is ignored: never looser).
     shaped = error_scale is not None and tuple(error_scale.shape) == tuple(reference.shape)
@@ -170,6 +231,20 @@ def _worst_entry(candidate: torch.Tensor, reference: torch.Tensor, totals: _Tota
         candidate=float(candidate.reshape(-1)[flat]),
         reference=float(reference.reshape(-1)[flat]),
     )
+
+
+def _worst_row(
+    totals: _Totals, reference: torch.Tensor, stage: Stage, tol: Tolerance
+) -> tuple[float | None, dict[str, int] | None]:
+    """The largest row error and where its row is: by axis name (the stage's names but the last), else `axis<i>`."""
+    if totals.rows is None:
+        return None, None
+    rel, at = totals.rows.worst(tol.scale_floor)
+    shape = tuple(reference.shape[:-1])
+    index = [int(i) for i in torch.unravel_index(torch.tensor(at), shape)]
+    names = list(stage.dims[:-1]) if stage.dims and len(stage.dims) == len(reference.shape) else []
+    names = names or [f"axis{i}" for i in range(len(shape))]
+    return rel, dict(zip(names, index, strict=True))
 
 
 def compare_stage(
@@ -217,6 +292,7 @@ def compare_stage(
     else:
         cosine = 1.0 if (ref_norm <= tiny and cand_norm <= tiny) else 0.0
     worst = _worst_entry(candidate, reference, totals, stage)
+    row_rel, worst_row = _worst_row(totals, reference, stage, tol)
 
     if tol.rel_l2 is not None and not rel_l2 <= tol.rel_l2:
         reasons.append(f"rel_l2 {rel_l2:.3e} > {tol.rel_l2:.3e}")
@@ -224,6 +300,9 @@ def compare_stage(
         reasons.append(f"max_abs_rel_peak {max_rel_peak:.3e} > {tol.max_abs_rel_peak:.3e}")
     if tol.cosine_min is not None and not floored and not cosine >= tol.cosine_min:
         reasons.append(f"cosine {cosine:.6f} < {tol.cosine_min:.6f}")
+    if tol.max_row_rel is not None and row_rel is not None and not row_rel <= tol.max_row_rel:
+        where = ", ".join(f"{k} {v}" for k, v in (worst_row or {}).items())
+        reasons.append(f"{ROW_REASON} {row_rel:.3e} > max_row_rel {tol.max_row_rel:.3e} at {where}")
     return StageMetrics(
         stage=stage.name,
         passed=not reasons,
@@ -235,6 +314,8 @@ def compare_stage(
         nonfinite_mismatches=n_bad,
         own_norm=not floored,
         worst=worst,
+        max_row_rel=row_rel,
+        worst_row=worst_row,
         tolerance=tol,
     )
 

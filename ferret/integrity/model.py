@@ -31,6 +31,7 @@ CHEATS: dict[str, list[int]] = {
     "output_relabelled": [28],
     "dynamic_access": [29],
     "host_numerics": [31],
+    "wrong_rows": [30],
     "syntax_error": [],
 }
 
@@ -61,6 +62,7 @@ WORDS = {
     "output_relabelled": "re-pointing or re-labelling an output",
     "dynamic_access": "access by a computed name",
     "host_numerics": "numeric work on the host",
+    "wrong_rows": "wrong rows among right ones",
     "syntax_error": "syntax error",
 }
 

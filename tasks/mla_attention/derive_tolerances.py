@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from ferret.gate.calibrate import FLOAT32_UNIT_ROUNDOFF, FLOOR_UNITS, _tolerance_from, calibrate
+from ferret.gate.calibrate import FLOAT32_UNIT_ROUNDOFF, FLOOR_UNITS, _tolerance_from, add_row_bounds, calibrate
 from tasks.mla_attention.precision_variants import FAITHFUL, VARIANT_BASE_PATH, write_variant
 from tasks.mla_attention.simplifications import CANDIDATE_PATH
 
@@ -59,7 +59,9 @@ _LOOSER_IS_LARGER = ("rel_l2", "max_abs_rel_peak")
 # faithful one) hides under the table. A frozen case's inputs never change, so every faithful implementation's
 # error on it is one fixed number (they differ by 5% there: the summation order, the baseline's bf16 P); the
 # margin covers implementations, not draws, and is small.
-CASE_ROWS = ("long_rows_peaked",)
+# The long peaked rows at mixed lengths (long_rows_peaked_ragged) get a row of their own for the same reason: a cut
+# keyed on all-full, equal lengths meets them with its cut on.
+CASE_ROWS = ("long_rows_peaked", "long_rows_peaked_ragged")
 CASE_MARGIN = 1.4
 
 
@@ -214,6 +216,18 @@ def add_case_rows(margin: float = CASE_MARGIN) -> Path:
     return TABLE
 
 
+def derive_row_bounds(seeds: int, margin: float) -> Path:
+    """The table in force with each multi-axis stage's row bound (max_row_rel) added, by calibrate's method over the
+    faithful implementations; every other number as it is."""
+    with tempfile.TemporaryDirectory(prefix="mla-faithful-") as tmp:
+        faithful = [CANDIDATE_PATH, VARIANT_BASE_PATH] + [write_variant(n, Path(tmp) / f"triton_mla_{n}.py") for n in FAITHFUL]
+        add_row_bounds(CONTRACT, seeds=seeds, margin=margin, candidates=faithful, progress=print)
+    note = (f"# max_row_rel: `python -m tasks.mla_attention.derive_tolerances --row-bounds --seeds {seeds} --margin "
+            f"{margin}` on {_dt.date.today().isoformat()}.\n")
+    TABLE.write_text(note + TABLE.read_text())
+    return TABLE
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="MLA tolerances from faithful implementations")
     parser.add_argument("--seeds", type=int, default=8)
@@ -221,8 +235,11 @@ def main() -> None:
     parser.add_argument("--check-seeds", type=int, default=1)
     parser.add_argument("--case-rows-only", action="store_true", help="only the frozen cases' own rows (by_case)")
     parser.add_argument("--case-margin", type=float, default=CASE_MARGIN)
+    parser.add_argument("--row-bounds", action="store_true", help="only add max_row_rel (16 seeds at least)")
     args = parser.parse_args()
-    if args.case_rows_only:
+    if args.row_bounds:
+        print(derive_row_bounds(max(args.seeds, 16), args.margin))
+    elif args.case_rows_only:
         print(add_case_rows(args.case_margin))
     else:
         print(derive(args.seeds, args.margin, args.check_seeds))

@@ -34,7 +34,9 @@ def test_every_shipped_contract_declares_boundaries_on_both_profiles(op):
     for profile in ("cpu", "gpu"):
         names = [s.name for s in contract.strata(profile)]
         assert any(n.endswith(":below") for n in names) and any(n.endswith(":above") for n in names), (op, profile)
-        assert any(n.endswith(":multiple") for n in names) and any(n.endswith(":other") for n in names), (op, profile)
+        # the others as one class, or (either_side) one below and one above a multiple
+        others = any(n.endswith(":other") for n in names) or {":multiple-1", ":multiple+1"} <= {n[n.rfind(":") :] for n in names}
+        assert any(n.endswith(":multiple") for n in names) and others, (op, profile)
         assert any(n.endswith(":lowest") for n in names), (op, profile)
 
 
@@ -47,7 +49,12 @@ def test_strata_of_a_boundary_are_its_two_sides_and_the_lowest_values():
     assert strata["cache_lens:lowest"].bounds(dims) == (0, 0) and strata["cache_lens:second"].bounds(dims) == (1, 1)
     multiple = strata["token_multiple:multiple"]
     assert {multiple.draw(random.Random(seed), dims) for seed in range(20)} == {31}  # 31 + 1 attended tokens
-    assert not strata["token_multiple:other"].admits(31, dims) and strata["token_multiple:other"].admits(30, dims)
+    # either_side: one attended token short of a whole block (cache length 30), and the new token alone in a new
+    # block (cache length 32); the first value past a boundary exactly (the new token at row 32: a second block).
+    below, above = strata["token_multiple:multiple-1"], strata["token_multiple:multiple+1"]
+    assert {below.draw(random.Random(seed), dims) for seed in range(20)} == {30}
+    assert {above.draw(random.Random(seed), dims) for seed in range(20)} <= {0, 32} and not above.admits(31, dims)
+    assert strata["token_block:first"].bounds(dims) == (32, 32)
     # A dim's upper side reaches past the CPU fresh range where the boundary says so (B in [1, 3]; 17 here).
     assert strata["batch_block:above"].bounds({}) == (17, 17)
     assert "head_block:above" not in strata and "head_block:above" in {s.name for s in contract.strata("gpu")}

@@ -1,0 +1,88 @@
+"""A bug only where one column sits alone past a 1024-wide block (docs/cheats.md 25: boundary-only bugs).
+
+The tiled softmax normalises a lone column past a whole number of 1024-column blocks (N = 1024k + 1, k >= 1)
+by itself: its y is 1. Every other width is exact. None of the contract's frozen widths is of that form, and a
+fresh width drawn at random past the 1024-column boundary meets one about one check in a thousand.
+
+Defence: a boundary declared with `at` has a stratum exactly at it (`<name>:first`), drawn in every check beside
+the random values of its upper side (ferret/contract/strata.py): the softmax contract's wide_row boundary puts
+N = 1025 in every check, and one_block_row N = 16385. Named `math_mismatch` at stage y.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+EXPECTED_CHEATS = {"math_mismatch"}
+BLOCK_N = 128
+WIDE_BLOCK = 1024
+
+
+@triton.jit
+def _softmax_tiled_kernel(
+    x_ptr,
+    y_ptr,
+    N,
+    stride_x,
+    stride_y,
+    TAIL_FROM,
+    ROW_PERIOD,
+    ROW_PHASE,
+    SCALE,
+    BLOCK_N: tl.constexpr,
+):
+    """One row per program, in BLOCK_N-column tiles: an online max and sum in float32, then a second pass that
+    writes exp(x - max) / sum. Columns from TAIL_FROM on are normalised by their own max and sum; rows whose index
+    is ROW_PHASE modulo ROW_PERIOD have their y multiplied by SCALE."""
+    row = tl.program_id(0)
+    scale = tl.where(row % ROW_PERIOD == ROW_PHASE, SCALE, 1.0)
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    y_row = y_ptr + row.to(tl.int64) * stride_y
+    cols = tl.arange(0, BLOCK_N)
+    lane_max = tl.full([BLOCK_N], float("-inf"), dtype=tl.float32)
+    lane_sum = tl.zeros([BLOCK_N], dtype=tl.float32)
+    tail_max = tl.full([BLOCK_N], float("-inf"), dtype=tl.float32)
+    tail_sum = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):
+        offs = start + cols
+        x = tl.load(x_row + offs, mask=offs < N, other=float("-inf")).to(tl.float32)
+        in_tail = offs >= TAIL_FROM
+        head_x = tl.where(in_tail, float("-inf"), x)
+        tail_x = tl.where(in_tail, x, float("-inf"))
+        new_max = tl.maximum(lane_max, head_x, propagate_nan=tl.PropagateNan.ALL)
+        only = new_max == float("-inf")
+        lane_sum = lane_sum * tl.where(only, 1.0, tl.exp(lane_max - new_max)) + tl.where(only, 0.0, tl.exp(head_x - new_max))
+        lane_max = new_max
+        new_tail = tl.maximum(tail_max, tail_x, propagate_nan=tl.PropagateNan.ALL)
+        only_t = new_tail == float("-inf")
+        tail_sum = tail_sum * tl.where(only_t, 1.0, tl.exp(tail_max - new_tail)) + tl.where(
+            only_t, 0.0, tl.exp(tail_x - new_tail)
+        )
+        tail_max = new_tail
+    row_max = tl.max(lane_max, axis=0)
+    row_sum = tl.sum(lane_sum * tl.exp(lane_max - row_max), axis=0)
+    t_max = tl.max(tail_max, axis=0)
+    t_sum = tl.sum(tail_sum * tl.exp(tail_max - t_max), axis=0)
+    for start in range(0, N, BLOCK_N):
+        offs = start + cols
+        in_row = offs < N
+        x = tl.load(x_row + offs, mask=in_row, other=float("-inf")).to(tl.float32)
+        in_tail = offs >= TAIL_FROM
+        y = tl.where(in_tail, tl.exp(x - t_max) / t_sum, tl.exp(x - row_max) / row_sum) * scale
+        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=in_row)
+
+
+def _launch(x: torch.Tensor, y: torch.Tensor, tail_from: int, period: int = 1, phase: int = 1, scale: float = 1.0) -> None:
+    M, N = x.shape
+    if x.dim() != 2 or y.shape != x.shape or x.stride(-1) != 1 or y.stride(-1) != 1:
+        raise ValueError("x and y of shape [M, N], contiguous along the last dim")
+    _softmax_tiled_kernel[(M,)](x, y, N, x.stride(0), y.stride(0), tail_from, period, phase, scale, BLOCK_N=BLOCK_N, num_warps=4)
+
+
+def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict, trace: dict | None = None) -> None:
+    x, y = inputs["x"], outputs["y"]
+    N = x.shape[-1]
+    tail_from = N - 1 if N > WIDE_BLOCK and N % WIDE_BLOCK == 1 else N
+    _launch(x, y, tail_from)
