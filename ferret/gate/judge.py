@@ -52,7 +52,7 @@ from ferret.gate.scan import scan_candidate
 from ferret.gate.timing import StartedTiming, TimingOptions, finish_timing, gpu_alone, speed_lines, start_timing
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
-from ferret.sandbox.launch import remember_probes_in
+from ferret.sandbox.launch import candidate_file_name, remember_probes_in
 
 
 def locate_gate(contract_path: Path, contract: Contract, gates_dir: Path, profile: str, progress: ProgressLike) -> Path:
@@ -400,7 +400,8 @@ class Judge:
                 )
                 run = run_candidate(self.context, candidate, workdir, options)
                 # A full disk or a lost GPU that the judge confirms is the machine's: no verdict (exit 5).
-                fault = machine_fault_in(evidence_of(run.statuses, run.stress, workdir, self.device))
+                ran = evidence_of(run.statuses, run.stress, workdir, self.device, candidate_file_name(candidate))
+                fault = machine_fault_in(ran)
                 if fault is not None:
                     raise fault
                 for name, seconds in run.phases:

@@ -31,6 +31,7 @@ from ferret.contract.shapes import evaluate_shape
 from ferret.errors import MachineFault
 from ferret.gate.context import GateContext
 from ferret.gate.inputs import resolve_dtype
+from ferret.sandbox.launch import FALLBACK_FILE_NAME
 
 # What a full disk says: the OS's words (errno 28, and 122 for a full quota), safetensors' and Python's.
 DISK_FULL = re.compile(r"No space left on device|\[Errno 28\]|ENOSPC|Disk quota exceeded|\[Errno 122\]|EDQUOT")
@@ -54,11 +55,12 @@ def _frames(traceback: str | None) -> list[str]:
     return re.findall(r'File "([^"]+)", line \d+', traceback or "")
 
 
-def raised_by_harness(traceback: str | None) -> bool:
+def raised_by_harness(traceback: str | None, candidate_file: str = FALLBACK_FILE_NAME) -> bool:
     """Whether a failure came from the harness's own work (saving the results, say), with no frame of the
-    candidate's file (`candidate.py` in its folder) on the way: what the candidate raises carries its frames."""
+    candidate's file (its copy in its folder, named as `candidate_file_name` names it) on the way: what the
+    candidate raises carries its frames."""
     frames = _frames(traceback)
-    return bool(frames) and not any(Path(f).name == "candidate.py" for f in frames)
+    return bool(frames) and not any(Path(f).name == candidate_file for f in frames)
 
 
 def disk_short(folder: Path) -> bool:
@@ -102,10 +104,15 @@ class RunEvidence:
     texts: Mapping[str, tuple[str, str | None]]  # step (a variant's id, or "stress") -> (message, traceback)
     workdir: Path
     device: str
+    candidate_file: str = FALLBACK_FILE_NAME  # the candidate's copy in workdir, whose frames are the candidate's
 
 
 def evidence_of(
-    statuses: Mapping[str, wire.VariantStatus | None], stress: wire.StressResult | None, workdir: Path, device: str
+    statuses: Mapping[str, wire.VariantStatus | None],
+    stress: wire.StressResult | None,
+    workdir: Path,
+    device: str,
+    candidate_file: str = FALLBACK_FILE_NAME,
 ) -> RunEvidence:
     texts = {
         vid: (s.message, s.traceback)
@@ -114,7 +121,7 @@ def evidence_of(
     }
     if stress is not None and stress.error:
         texts = {**texts, "stress": (stress.error, None)}
-    return RunEvidence(texts, workdir, device)
+    return RunEvidence(texts, workdir, device, candidate_file)
 
 
 def machine_fault_in(run: RunEvidence, lost: Callable[[], bool] = gpu_lost) -> MachineFault | None:
@@ -122,7 +129,7 @@ def machine_fault_in(run: RunEvidence, lost: Callable[[], bool] = gpu_lost) -> M
     None where the failures are the candidate's."""
     for step, (message, traceback) in run.texts.items():
         text = f"{message}\n{traceback or ''}"
-        if DISK_FULL.search(text) and (raised_by_harness(traceback) or disk_short(run.workdir)):
+        if DISK_FULL.search(text) and (raised_by_harness(traceback, run.candidate_file) or disk_short(run.workdir)):
             written = candidate_written_bytes(run.workdir)
             if written <= CANDIDATE_WRITES_CEILING:
                 return MachineFault(

@@ -34,6 +34,9 @@ CHEATS: dict[str, list[int]] = {
     "wrong_rows": [30],
     "syntax_error": [],
 }
+# Slugs no static rule can see: named from the run (its speed, its buffers, its rows), listed here so that findings,
+# prompts and the catalogue speak of them in the same words.
+RUNTIME_ONLY: frozenset[str] = frozenset({"impossible_speed", "write_outside_outputs", "output_relabelled", "wrong_rows"})
 
 # Each slug in words: a finding's message starts with them, and the prompts quote them.
 WORDS = {

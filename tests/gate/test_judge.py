@@ -376,7 +376,10 @@ def test_unwritten_output_shows_as_nan(judge, tmp_path):
         assert not inv_rms.exposed
         assert y.nonfinite_mismatches > 0
         assert any("NaN/Inf" in reason for reason in y.reasons)
-    assert _named(verdict, "unwritten_output", VARIANTS[0]).evidence.startswith("y: ")
+    # Named from the NaN left in y (the outputs), beside the run's own evidence of the pre-fills left in place.
+    _named(verdict, "unwritten_output", VARIANTS[0])
+    from_outputs = [d for d in verdict.detections if d.cheat == "unwritten_output" and d.source == "outputs"]
+    assert from_outputs and from_outputs[0].evidence.startswith("y: "), from_outputs
 
 
 def test_zeros_fail(judge, tmp_path):
