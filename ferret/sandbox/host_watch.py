@@ -24,6 +24,10 @@ from types import FrameType
 import torch
 from torch.overrides import TorchFunctionMode
 
+# At import, not in the watch: the runner takes ferret's modules out of `sys.modules` before the candidate loads
+# (`hide_harness_modules`), and an import made during a judged call would put them back where the candidate sees them.
+from ferret.backends.registry import backends
+
 # Tensor methods that hand a tensor's values to Python (or to another library) instead of to a kernel.
 EXTRACTIONS = frozenset(
     """
@@ -45,8 +49,6 @@ def _package_dir(module) -> str:
 
 def _launch_files() -> frozenset[str]:
     """The files of every language's launch entry points (`Backend.launch_points`), resolved."""
-    from ferret.backends.registry import backends
-
     files = set()
     for backend in backends():
         for point in backend.launch_points():
