@@ -276,5 +276,9 @@ def test_an_mla_kernel_wrong_past_the_batch_block_is_rejected_by_its_fresh_cases
     assert not verdict.passed
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "edge_cases")), verdict.parts
     assert verdict.parts["fresh_cases"].status == "fail"
-    assert verdict.parts["integrity"].status == "pass", verdict.parts["integrity"].detail
+    # Its requests past the first block are never written: where the run sees that, it is named on fresh cases only.
+    seen_in_run = [d for d in verdict.detections if d.source in ("static", "runtime")]
+    assert all(d.cheat == "unwritten_output" and (d.variant or "").startswith("fresh") for d in seen_in_run), [
+        (d.cheat, d.variant) for d in seen_in_run
+    ]
     assert unnamed_rejection(verdict) is None

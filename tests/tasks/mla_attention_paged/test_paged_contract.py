@@ -60,7 +60,7 @@ def test_fresh_cases_are_paged_and_cover_the_new_page_boundary(paged_contract):
         for case, case_strata in plan_fresh_cases(paged_contract, "cpu", random.Random(seed)):
             _check_paged(draw_inputs(paged_contract, case, "bfloat16"))
             strata |= set(case_strata)
-    assert {"new_page:multiple", "new_page:other", "pages:below", "pages:above"} <= strata
+    assert {"new_page:multiple", "new_page:multiple-1", "new_page:multiple+1", "pages:below", "pages:above"} <= strata
 
 
 def test_the_same_case_draws_the_same_layout(paged_contract):
