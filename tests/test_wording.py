@@ -24,7 +24,7 @@ PROCESS_WORDS: dict[str, re.Pattern[str]] = {
     "numbered session": re.compile(r"\bsessions? \d+", re.IGNORECASE),
     "session folder": re.compile(r"\bsession\d+\b", re.IGNORECASE),
     "numbered issue": re.compile(r"\bissues? \d+", re.IGNORECASE),
-    "section sign": re.compile(r"§ ?\d"),
+    "section sign": re.compile(r"\u00a7 ?\d"),
     "run archive folder": re.compile(r"-run\d+\b|\brun\d+/", re.IGNORECASE),
     "device call of a run archive": re.compile(r"\bcall\d+-|, calls? \d+\b", re.IGNORECASE),
     "device-tool": re.compile(r"\bdevice\stool\b", re.IGNORECASE),
