@@ -71,6 +71,7 @@ class VariantJob:
     outputs: dict[str, OutputSpec]
     inout: list[str]
     in_only: list[str]
+    traced: bool = True  # False: no traced call (`Case.traced`)
 
 
 @dataclass(frozen=True)

@@ -264,6 +264,12 @@ class Case(_Strict):
     seed: int = Field(ge=0)
     description: str = ""
     edits: list[Edit] = []
+    traced: bool = Field(
+        default=True,
+        description="Whether the candidate also runs this case traced, its intermediate stages judged; false: its "
+        "outputs alone are judged (a case whose point is the output, such as a ragged twin of an amplifying case, "
+        "spares the interpreter a traced run of its size; every other check still holds).",
+    )
 
     @field_validator("dims")
     @classmethod

@@ -61,6 +61,7 @@ def _variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: C
         outputs={n: (list(shape), str(dt).removeprefix("torch.")) for n, (shape, dt) in specs.items()},
         inout=[i.name for i in contract.inputs if i.role == "inout"],
         in_only=[i.name for i in contract.inputs if i.role == "in"],
+        traced=case.traced,
     )
 
 

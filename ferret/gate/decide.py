@@ -35,9 +35,12 @@ def _result_missing(base: _VariantBase, message: str) -> VariantResult:
     return result
 
 
-def _differences(got: dict[str, torch.Tensor], outputs: list[str], inout: list[str], repeats: int) -> tuple[list[str], list[str]]:
+def _differences(
+    got: dict[str, torch.Tensor], outputs: list[str], inout: list[str], repeats: int, traced: bool
+) -> tuple[list[str], list[str]]:
     """Where, in words, the repeated fast calls differ bitwise from the first (outputs and in-place inputs), and
-    where the traced run's outputs differ from the fast path's: empty lists when they do not."""
+    where the traced run's outputs differ from the fast path's (where there was one: `traced`): empty lists when
+    they do not."""
     key = {n: (wire.fast_key if n in outputs else wire.inout_key) for n in outputs + inout}
     repeat_diffs = [
         f"{n}: call {r + 1} against call 1: {where_different(got[key[n](0, n)], got[key[n](r, n)])}"
@@ -48,9 +51,15 @@ def _differences(got: dict[str, torch.Tensor], outputs: list[str], inout: list[s
     traced_diffs = [
         f"{n}: {where_different(got[wire.fast_key(0, n)], got[wire.traced_key(n)])}"
         for n in outputs
-        if not bitwise_equal(got[wire.fast_key(0, n)], got[wire.traced_key(n)])
+        if traced and not bitwise_equal(got[wire.fast_key(0, n)], got[wire.traced_key(n)])
     ]
     return repeat_diffs, traced_diffs
+
+
+def case_is_traced(contract: Contract, case: str) -> bool:
+    """False for a contract case marked `traced: false` (judged on its outputs alone); True for every other,
+    the fresh and strata cases the judge draws included."""
+    return all(c.traced for c in contract.cases.cpu + contract.cases.gpu if c.name == case)
 
 
 def _stage_value(got: dict[str, torch.Tensor], stage: str, outputs: list[str], inout: list[str]) -> torch.Tensor | None:
@@ -126,7 +135,10 @@ def judge_variant(
         )
     outputs = [o.name for o in contract.outputs]
     inout = [i.name for i in contract.inputs if i.role == "inout"]
-    repeat_diffs, traced_diffs = _differences(got, outputs, inout, contract.budgets.determinism_repeats)
+    traced = case_is_traced(contract, case)
+    if not traced:  # judged on its outputs alone: whatever else the result file holds is not read
+        got = {k: v for k, v in got.items() if not k.startswith(wire.trace_key(""))}
+    repeat_diffs, traced_diffs = _differences(got, outputs, inout, contract.budgets.determinism_repeats, traced)
     repeats_equal, traced_equal = not repeat_diffs, not traced_diffs
     own_row = None if part == "fresh_cases" else case  # a fresh case is never judged by a frozen case's own row
     # The judge's own arithmetic may use the GPU (large stages); the candidate's process is long gone.

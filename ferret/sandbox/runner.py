@@ -348,8 +348,9 @@ def run_variant(
     clock.lap("inputs")
     plan = _Plan(job.repeats)
     saved = _fast_runs(entry, variant, job, originals, device, guard, launches, seen, clock, plan)
-    saved.update(_traced_run(entry, variant, job, originals, device, guard, seen, plan))
-    clock.lap("traced")
+    if variant.traced:
+        saved.update(_traced_run(entry, variant, job, originals, device, guard, seen, plan))
+        clock.lap("traced")
     if launches is not None:
         saved.update(_noop_run(entry, variant, job, originals, device, guard, launches, seen, plan))
         clock.lap("noop")

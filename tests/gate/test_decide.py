@@ -66,3 +66,26 @@ def test_a_comparison_the_gpu_has_no_memory_for_is_made_on_the_host_with_the_sam
         {},
     )
     assert not wrong.passed and wrong.first_failing_stage == "y" and wrong.failure is None
+
+
+def _untraced(contract, case: str):
+    """The contract with `case` judged on its outputs alone (`traced: false`)."""
+    cases = [c.model_copy(update={"traced": False}) if c.name == case else c for c in contract.cases.cpu]
+    return contract.model_copy(update={"cases": contract.cases.model_copy(update={"cpu": cases})})
+
+
+def test_a_case_judged_on_its_outputs_alone_needs_no_traced_run_and_reads_no_trace(variant, tmp_path):
+    """`traced: false`: the variant's answer file holds the fast calls only; its intermediate stages are not
+    exposed (whatever trace the file holds is not read), and its output is judged as on any other case."""
+    ids, golden = variant
+    contract = _untraced(load_contract(CONTRACT), ids[1])
+    y = golden["y"].float()
+    fast_only = {f"fast{r}.y": y.clone() for r in range(3)}
+    right = tmp_path / "right.safetensors"
+    save_file({**fast_only, "trace.inv_rms": golden["inv_rms"] * 3}, str(right))
+    judged = decide.judge_variant(contract, ids, golden, VariantStatus(ok=True), right, {})
+    assert judged.passed and judged.traced_equals_fast
+    assert {s.stage: s.exposed for s in judged.stages} == {"inv_rms": False, "y": True}
+    wrong = tmp_path / "wrong.safetensors"
+    save_file({f"fast{r}.y": y * 1.01 for r in range(3)}, str(wrong))
+    assert not decide.judge_variant(contract, ids, golden, VariantStatus(ok=True), wrong, {}).passed

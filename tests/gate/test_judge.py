@@ -773,3 +773,21 @@ def test_returning_the_cached_gpu_memory_empties_torchs_cache_only_where_cuda_wa
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     return_cached_gpu_memory()
     assert emptied == [True]
+
+
+def test_a_case_judged_on_its_outputs_alone_runs_without_a_traced_call(tmp_path):
+    """`traced: false` spares a case its traced run (the candidate is never handed a trace for it); the output is
+    judged as everywhere, and every other case still runs traced."""
+    path = write_contract(
+        tmp_path,
+        lambda d: d["cases"]["cpu"][0].update(traced=False),
+        name="rmsnorm_untraced.yaml",
+        link_tasks=True,
+    )
+    verdict, _ = _judge(path, TRITON_RMSNORM, tmp_path / "gates")
+    assert verdict.passed, summary(verdict)
+    untraced = [r for r in verdict.variants if r.case == "typical"]
+    assert untraced and all("traced" not in r.phase_seconds for r in untraced)
+    assert all(not s.exposed for r in untraced for s in r.stages if s.stage == "inv_rms")
+    others = [r for r in verdict.variants if r.case != "typical"]
+    assert others and all("traced" in r.phase_seconds for r in others)
