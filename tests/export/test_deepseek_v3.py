@@ -33,6 +33,7 @@ def decoded():
     """(the float64 model, the tokens, its logits, the stock bf16 model's errors against them)."""
     model = dk.random_model(SEED)
     tokens = torch.randint(0, model.config.vocab_size, (BATCH, STEPS), generator=torch.Generator().manual_seed(SEED + 100))
+    tokens = tokens.to(dk.DEVICE)
     truth = dk.stock_decode(model, tokens)
     stock = dk.logit_errors(dk.stock_decode(dk.as_dtype(model, torch.bfloat16), tokens), truth)
     return model, tokens, truth, stock
@@ -120,7 +121,7 @@ def test_torch_compile_keeps_each_exported_op_one_node_in_one_graph(rmsnorm_pack
     def step(ids, positions):
         return model(input_ids=ids, position_ids=positions, use_cache=False).logits
 
-    ids, positions = torch.tensor([[3], [5]]), torch.zeros(BATCH, 1, dtype=torch.long)
+    ids, positions = torch.tensor([[3], [5]], device=dk.DEVICE), torch.zeros(BATCH, 1, dtype=torch.long, device=dk.DEVICE)
     torch._dynamo.reset()
     compiled = torch.compile(step, backend=backend, fullgraph=True)
     got = compiled(ids, positions)

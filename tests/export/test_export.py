@@ -24,6 +24,8 @@ from ferret_testkit import write_contract  # noqa: E402
 
 RMSNORM = CONTRACTS / "rmsnorm.yaml"
 EPS = 1e-6
+# On a GPU machine the kernel runs compiled on the GPU; without one, under the interpreter on the CPU.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 # Writes the input: no kernel, no RMS. A file that fails the gate on its math.
 COPY_INPUT = """
@@ -34,8 +36,8 @@ def run(inputs, outputs, params, trace=None):
 
 def _rms_inputs(m: int = 5, n: int = 300, dtype=torch.bfloat16):
     generator = torch.Generator().manual_seed(7)
-    x = torch.randn(m, n, generator=generator).to(dtype)
-    weight = (torch.rand(n, generator=generator) + 0.5).to(dtype)
+    x = torch.randn(m, n, generator=generator).to(DEVICE, dtype)
+    weight = (torch.rand(n, generator=generator) + 0.5).to(DEVICE, dtype)
     return x, weight
 
 
