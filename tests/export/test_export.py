@@ -66,6 +66,7 @@ def test_the_schema_comes_from_the_contract_and_declares_the_output_mutated(rmsn
     assert registered == package.OP_NAME + package.SCHEMA
 
 
+@pytest.mark.quick
 def test_a_contract_with_an_inout_input_declares_it_mutated_beside_the_output():
     from ferret.contract.load import load_contract
 
@@ -238,11 +239,13 @@ def test_a_failing_candidate_is_exit_2_naming_why_and_nothing_is_written(export_
     )
 
 
+@pytest.mark.quick
 def test_an_unknown_candidate_is_exit_2(tmp_path):
     result = CliRunner().invoke(app, ["export", str(tmp_path / "nowhere.py"), "--contract", str(RMSNORM), "--out", str(tmp_path)])
     assert result.exit_code == 2 and "nowhere.py: no such candidate file" in result.stderr
 
 
+@pytest.mark.quick
 def test_a_contract_whose_dims_no_call_can_give_is_exit_2(tmp_path):
     def hide_n(data):
         for entry in data["inputs"] + data["outputs"]:
@@ -263,3 +266,17 @@ def test_a_language_the_contract_refuses_is_exit_2(tmp_path):
         app, ["export", str(cuda), "--contract", str(RMSNORM), "--out", str(tmp_path), "--profile", "cpu"]
     )
     assert result.exit_code == 2 and "is a cuda candidate" in " ".join(result.stderr.split())
+
+
+@pytest.mark.quick
+def test_a_record_of_passes_that_is_not_an_object_is_tampered_not_empty(tmp_path, monkeypatch):
+    """Read as empty, every export would re-run its check, and the next pass would overwrite the rest."""
+    from ferret.errors import GateTampered
+    from ferret.gate.trust import PASSES_FILE, record_pass
+
+    monkeypatch.setenv("FERRET_TRUST_DIR", str(tmp_path))
+    record_pass("g" * 64, "c" * 64, {"profile": "cpu"})
+    assert recorded_pass("g" * 64, "c" * 64) == {"profile": "cpu"} and recorded_pass("g" * 64, "d" * 64) is None
+    (tmp_path / PASSES_FILE).write_text("[1, 2]")
+    with pytest.raises(GateTampered, match="is not a JSON object"):
+        recorded_pass("g" * 64, "c" * 64)
