@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ferret.roles",),
     ("ferret.dispatch",),
     ("ferret.reporting",),  # `ferret report`: renders the gate's and the dispatcher's records
+    ("ferret.export",),  # `ferret export`: a kernel that passed the gate, as a torch.library op
     ("ferret.scaffold",),  # `ferret new`: writes an example op and calibrates it (ferret.gate.calibrate)
     ("ferret.cli",),
 )

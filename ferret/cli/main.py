@@ -588,6 +588,29 @@ def schema_command(out: Path = typer.Option(Path("contracts/schema"), "--out", f
     _guarded(action)
 
 
+@app.command("export", epilog=_epilog("the package folder written, <out>/ferret_<op>"))
+def export_command(
+    candidate: Path = typer.Argument(..., help="A candidate file that passes the contract's gate."),
+    contract: Path = typer.Option(..., "--contract", help="contracts/<op>.yaml", dir_okay=False),
+    out: Path = typer.Option(..., "--out", file_okay=False, help="Where the package folder ferret_<op>/ is written."),
+    gates_dir: Path = _gates_dir_option(),
+    profile: Profile | None = _profile_option(),
+) -> None:
+    """Write an importable package that registers the kernel as torch.ops.ferret.<op> (torch.library.custom_op,
+    with a fake implementation; every call checked against the contract). Only a candidate that passes the current
+    gate is exported: a pass on record is used, else the check runs now; a failing candidate is exit 2."""
+
+    def action():
+        from ferret.export.export import export_candidate
+
+        if candidate.is_dir():
+            raise UsageError(f"{candidate} is a folder: CANDIDATE is one Python file following the contract's ABI")
+        exported = export_candidate(contract, candidate, out, gates_dir, _profile(profile), progress=_reporter())
+        typer.echo(str(exported.folder))
+
+    _guarded(action)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

@@ -50,6 +50,7 @@ from ferret.gate.platform_info import default_profile, device_name, resolve_prof
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
 from ferret.gate.timing import StartedTiming, TimingOptions, finish_timing, gpu_alone, speed_lines, start_timing
+from ferret.gate.trust import record_pass
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.children import run_child, stop_on_signals
 from ferret.sandbox.launch import candidate_file_name, remember_probes_in
@@ -229,7 +230,7 @@ class Judge:
             try:
                 # Said before the check writes anything: the folders it writes cannot hold what it will write.
                 require_disk(self.context, self.device, timed=self.device == "cuda" and measure_speed)
-                return self._check(
+                verdict = self._check(
                     Path(candidate),
                     measure_speed,
                     run_stress,
@@ -237,6 +238,8 @@ class Judge:
                     static,
                     as_reporter(progress) if progress is not None else self.progress,
                 )
+                remember_pass(verdict)
+                return verdict
             finally:
                 return_cached_gpu_memory()
 
@@ -527,6 +530,17 @@ def check(
             candidate_path, measure_speed=measure_speed, run_stress=run_stress, compare_compiled=compare_compiled
         )
         return verdict, judge.gate
+
+
+def remember_pass(verdict: Verdict) -> None:
+    """A passing verdict recorded where the gates' trust lives (`ferret.gate.trust`), for `ferret export`: the
+    verdict files under gates/ are outside the lock, so they prove nothing about a pass."""
+    if verdict.passed:
+        record_pass(
+            verdict.gate_hash,
+            verdict.candidate_sha256,
+            {"op": verdict.op, "profile": verdict.profile, "started_at": verdict.started_at, "device": verdict.device},
+        )
 
 
 def summary(verdict: Verdict) -> VerdictSummary:
