@@ -38,8 +38,8 @@ def _check_paged(inputs: dict[str, torch.Tensor]) -> None:
 
 
 def test_frozen_cases_are_paged(paged_contract, paged_drawn):
-    assert [c.name for c in paged_contract.cases_for("cpu")] == ["typical", "reverse_pages", "new_page"]
-    assert [c.name for c in paged_contract.cases_for("gpu")] == ["tp1_b64_l4096", "tp8_b32_l8192"]
+    assert [c.name for c in paged_contract.cases_for("cpu")] == ["typical", "reverse_pages", "new_page", "decode_from_start"]
+    assert [c.name for c in paged_contract.cases_for("gpu")] == ["tp1_b64_l4096", "tp8_b32_l8192", "decode_from_start_tp1"]
     for inputs in paged_drawn.values():
         assert inputs["block_table"].dtype == torch.int32 and inputs["kv_cache"].shape[1:] == (PAGE, 576)
         _check_paged(inputs)
@@ -52,6 +52,13 @@ def test_the_reverse_and_new_page_cases(paged_drawn):
     assert owned_pages(int(lens[0])) == 3 and table[0] == sorted(table[0], reverse=True)
     lens = paged_drawn["new_page"]["cache_lens"]
     assert ((lens % PAGE == 0) & (lens > 0)).any()
+
+
+def test_a_case_decodes_from_a_prompts_start(paged_drawn):
+    """A model decoding a short prompt puts its new token at position cache_lens[b], from 0: the positions of
+    every other case are drawn past 2048, apart from the lengths."""
+    inputs = paged_drawn["decode_from_start"]
+    assert inputs["positions"].tolist() == inputs["cache_lens"].tolist() == [0, 9, 2 * PAGE - 1]
 
 
 def test_fresh_cases_are_paged_and_cover_the_new_page_boundary(paged_contract):
