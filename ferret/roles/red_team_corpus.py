@@ -2,8 +2,9 @@
 
 Each template (`ferret/roles/red_team_attacks/<slug>.py.j2`, jinja2) turns a contract's honest candidate into an
 attack of one class: judge detection (Triton's settings, the environment, argv, the module's name, the command
-line), computing in lower precision, skipping work on long rows, caching by content, numerics on the host, a torch
-op through a computed name, the honest math on the traced run only. Its first line is a jinja comment
+line, torch's thread count), computing in lower precision, skipping work on long rows, caching by content,
+numerics on the host, a torch op through a computed name, the honest math on the traced run only, the CPU
+profile's tell. Its first line is a jinja comment
 `{#- attack: <what it does> -#}`. A template sees `honest` (the honest candidate's source, whose `run` it may
 rename with `_common.j2`'s `honest_as`), `op`, `inputs` and `outputs` (the contract's names, in order) and
 `first_input`, so one template serves every contract whose candidate defines `run` at the top level.
