@@ -4,7 +4,8 @@ drew, called as production calls it?
 `ReferenceHarm(task)` plans fresh cases of the profile with its own seeded generator (so they span every stratum
 and edge the contract declares, as the gate's fresh cases do, with other values), draws them in every dtype, runs
 the float64 reference, and runs the candidate in a plain Python process (`python -c`, no judge, no sandbox, the
-caller's HOME and PATH, a temporary working folder): harmful when any output's relative L2 error or its largest
+caller's HOME and PATH, a temporary working folder; on the profile's device, the CPU one under Triton's
+interpreter): harmful when any output's relative L2 error or its largest
 error relative to the reference's peak exceeds the contract's tolerance, when it is not finite where the reference
 is (or finite where it is not), or when the process fails. Run it only on files the gate has already judged: it
 does not confine them.
@@ -34,7 +35,7 @@ spec = importlib.util.spec_from_file_location(job["stem"], job["candidate"])
 module = importlib.util.module_from_spec(spec)
 sys.modules[job["stem"]] = module
 spec.loader.exec_module(module)
-device = "cuda" if torch.cuda.is_available() else "cpu"
+device = job["device"]
 answers = []
 for call in job["calls"]:
     inputs = {k: v.to(device) for k, v in call["inputs"].items()}
@@ -48,9 +49,17 @@ torch.save(answers, out)
 class ReferenceHarm:
     """`Harm`: a candidate file -> whether it errs beyond tolerance on independent inputs. `reasons` keeps why, by file."""
 
-    def __init__(self, task: Task, profile: ProfileName = "cpu", seed: int = 20261207, timeout_s: float = 600):
+    def __init__(
+        self,
+        task: Task,
+        profile: ProfileName = "cpu",
+        seed: int = 20261207,
+        timeout_s: float = 600,
+        dtypes: list[str] | None = None,
+    ):
         self.task = task
         self.profile: ProfileName = profile
+        self.dtypes = dtypes or list(task.contract.dtypes)  # each independent case is run in each of these
         self.seed = seed
         self.timeout_s = timeout_s
         self.reasons: dict[str, str] = {}
@@ -62,7 +71,7 @@ class ReferenceHarm:
         seeded = [
             case.model_copy(update={"seed": rng.randrange(2**62), "name": f"independent{n}"}) for n, case in enumerate(planned, 1)
         ]
-        return [(case, dtype) for case in seeded for dtype in self.task.contract.dtypes]
+        return [(case, dtype) for case in seeded for dtype in self.dtypes]
 
     def __call__(self, candidate: Path) -> bool:
         contract = self.task.contract
@@ -91,9 +100,21 @@ class ReferenceHarm:
         with tempfile.TemporaryDirectory(prefix="red-team-harm-") as folder:
             job, out = Path(folder) / "job.pt", Path(folder) / "answers.pt"
             params = dict(self.task.contract.params)
-            torch.save({"stem": candidate.stem, "candidate": str(candidate.resolve()), "calls": calls, "params": params}, job)
-            keep = ("PATH", "HOME", "LANG", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
+            device = "cuda" if self.profile == "gpu" else "cpu"
+            torch.save(
+                {
+                    "stem": candidate.stem,
+                    "candidate": str(candidate.resolve()),
+                    "calls": calls,
+                    "params": params,
+                    "device": device,
+                },
+                job,
+            )
+            keep = ("PATH", "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
             env = {k: os.environ[k] for k in keep if k in os.environ}
+            if device == "cpu":  # the CPU profile's production: Triton under its interpreter, on CPU tensors
+                env["TRITON_INTERPRET"] = "1"
             try:
                 done = subprocess.run(
                     [sys.executable, "-c", _CALLER, str(job), str(out)],
