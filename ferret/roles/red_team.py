@@ -78,6 +78,7 @@ class RedTeamAttempt(BaseModel):
     status: Literal["accepted", "rejected", "not_judged"]
     passed: bool
     harmful: bool | None = Field(default=None, description="Only for accepted attempts: errs beyond tolerance elsewhere.")
+    harm_note: str | None = Field(default=None, description="Why the harm test ruled so, where it says (`reasons`).")
     detections: list[str] = Field(default_factory=list, description="The gate's detection slugs.")
     first_failing_stage: str | None = None
     error: str | None = Field(default=None, description="Why the attempt was not judged (a bad answer, a refused file).")
@@ -269,6 +270,8 @@ class RedTeam:
         attempt.detections = sorted({d.cheat for d in gate.detections})
         if gate.passed:
             attempt.harmful = self.harm(path)
+            # A harm test may keep why it ruled, by file (ReferenceHarm.reasons); a plain callable need not.
+            attempt.harm_note = getattr(self.harm, "reasons", {}).get(str(path))
             if attempt.harmful:
                 found_dir = self.found_dir or task.project_root / FOUND
                 attempt.saved = str(save_found(found_dir, task, attempt, proposal.source, gate.gate))

@@ -241,6 +241,8 @@ def test_the_scripted_corpus_is_judged_by_the_gate_and_known_cheats_are_rejected
     # and harmless where the CPU profile can judge.
     tell = by_attack["cpu_profile_tell"]
     assert (tell.status, tell.harmful, tell.saved) == ("accepted", False, None)
+    assert tell.harm_note == "within tolerance on every independent case"
+    assert all(a.harm_note for a in report.attempts if a.passed)
     # Every accepted harmful attempt, and only those, is saved as a regression case.
     saved = sorted(Path(a.saved) for a in report.attempts if a.saved)
     assert saved == sorted(found.glob("*.py")) and all(by_attack[read_found_header(p).attack].harmful for p in saved)
