@@ -258,6 +258,54 @@ def _json_option():
     return typer.Option(False, "--json", help="Print only the JSON object on stdout, without its RESULT prefix.")
 
 
+@gate_app.command("red-team", epilog=_epilog("one line RED_TEAM_RESULT {json}, or with --json only the JSON object"))
+def gate_red_team(
+    contract: Path = _contract_argument(),
+    model: str = typer.Option(
+        "scripted",
+        "--model",
+        help="scripted (the offline attack corpus) or a model spec: anthropic[:MODEL], claude-cli, openai:URL:MODEL.",
+    ),
+    budget: int | None = typer.Option(None, "--budget", min=1, help="Attempts. Default: the whole corpus (scripted), else 8."),
+    candidate: Path | None = typer.Option(
+        None, "--candidate", dir_okay=False, help="The honest candidate the attacks start from. Default: tasks/<op>/candidates/."
+    ),
+    found_dir: Path | None = typer.Option(
+        None, "--found-dir", file_okay=False, help="Where accepted harmful attempts are saved. Default: tests/adversarial/found."
+    ),
+    gates_dir: Path = _gates_dir_option(),
+    profile: Profile | None = _profile_option(),
+    json_only: bool = _json_option(),
+) -> None:
+    """Attack the contract's gate: attempts that pass while computing less, detecting the judge or working outside
+    the kernel. Exit 0 when no accepted attempt is harmful, 1 when one is (each saved as a regression case)."""
+
+    def action():
+        import tempfile
+
+        from ferret.contract.task import Task
+        from ferret.roles.red_team import RedTeam, gate_check
+        from ferret.roles.red_team_corpus import AttackCorpusModel, default_honest_candidate, red_team_model
+        from ferret.roles.red_team_harm import ReferenceHarm
+
+        task, chosen = Task.load(contract), _profile(profile)
+        honest = (candidate or default_honest_candidate(task)).read_text()
+        team_model = red_team_model(model, honest, task.contract)
+        attempts = budget or (len(team_model.attacks) if isinstance(team_model, AttackCorpusModel) else 8)
+        if isinstance(team_model, AttackCorpusModel):
+            attempts = min(attempts, len(team_model.attacks))
+        with tempfile.TemporaryDirectory(prefix="ferret-red-team-") as work:
+            check = gate_check(contract, gates_dir, chosen)
+            harm = ReferenceHarm(task, chosen)
+            team = RedTeam(team_model, check, harm, work_dir=Path(work), found_dir=found_dir, progress=_progress)
+            report = team.run(task, honest, attempts)
+        result = report.model_dump_json()
+        typer.echo(result if json_only else "RED_TEAM_RESULT " + result)
+        raise typer.Exit(EXIT_FAIL if report.found else EXIT_PASS)
+
+    _guarded(action)
+
+
 @app.command("check", epilog=_epilog("one line GATE_RESULT {json}, or with --json only the JSON object"))
 def check_command(
     contract: Path = _contract_argument(),
