@@ -25,22 +25,23 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load, load_file
 
 from ferret.backends import registry
 from ferret.contract.model import Contract, ProfileName
 from ferret.contract.task import Task
 from ferret.errors import JudgeError, UsageError
 from ferret.gate import detect
+from ferret.gate.answers import check_moved_call
 from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
 from ferret.gate.candidate_run import CandidateRun, CandidateRunOptions, run_candidate, write_gate_inputs
 from ferret.gate.comparisons import ToJudge, VariantComparisons
 from ferret.gate.context import GateContext
-from ferret.gate.decide import judge_variant, mark, parts_of
+from ferret.gate.decide import MovedCheck, judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
 from ferret.gate.gpu_turns import GpuTurns
-from ferret.gate.inputs import CheckedInputs
+from ferret.gate.inputs import CheckedInputs, input_bytes
 from ferret.gate.isolation import isolation_summary, sandbox_record
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.machine import evidence_of, machine_fault_in, machine_faults, require_disk
@@ -157,6 +158,16 @@ class _CandidateFolder:
     def __exit__(self, *_: object) -> None:
         self._pool.shutdown(wait=True)
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _moved_check(task: Task, inputs: Callable[[], dict[str, torch.Tensor]], dtype: str, wanted: bool) -> MovedCheck | None:
+    """The check of a variant's call on moved inputs against the reference on `inputs` (the judge's own copy, never
+    the candidate's folder's), moved as the call's record says; None where the job asks for no such call."""
+    if not wanted:
+        return None
+    read_only = [i.name for i in task.contract.inputs if i.role == "in"]
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # as `judge_variant` compares
+    return lambda got: check_moved_call(task, inputs(), got, dtype, read_only, device)[1]
 
 
 def require_language(task: Task, device: str, profile: str, candidate: Path) -> None:
@@ -293,8 +304,11 @@ class Judge:
                 if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for it
                     with clock.phase("batch_inputs"):
                         batch = batch_requests(self.context)
+                # A content replay is checked by the timed calls' answers where the candidate is timed; elsewhere
+                # (the CPU profile, speed not asked for) by one more call per variant on moved inputs.
+                moved_call = self.device != "cuda" or not measure_speed
                 run, results, (batch_part, batch_found) = self._run_and_judge(
-                    candidate, progress, run_stress, fresh, batch, deadline, clock, folder
+                    candidate, progress, run_stress, fresh, batch, deadline, clock, folder, moved_call
                 )
             gpu_quiet.set()
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress, fresh)
@@ -372,18 +386,15 @@ class Judge:
         deadline: float,
         clock: PhaseClock,
         folder: _CandidateFolder,
+        moved_call: bool,
     ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
         """The candidate's process over every variant (in `folder`), each variant judged against its golden stages
         as soon as the process has moved past it (`VariantComparisons`), and the requests run alone against their
-        rows of the full batch (batch invariance)."""
+        rows of the full batch (batch invariance). `moved_call`: each variant also answers inputs with a few elements
+        moved, checked against the reference on the judge's copy moved the same way (where the check times nothing)."""
         workdir = folder.path
         try:
-            # Each variant's ids, its golden stages (loaded when judged) and its inputs' content hashes.
-            to_judge: list[ToJudge] = [
-                ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(self.gate / r.golden_file)), r.inputs.content_sha256)
-                for r in self.manifest.variants
-            ]
-            to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
+            to_judge = self._to_judge(fresh, moved_call)
             with (
                 VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons,
                 self._gpu_shared(progress, clock),
@@ -397,6 +408,7 @@ class Judge:
                     batch,
                     folder.gate_inputs,
                     on_moved=comparisons.candidate_moved_to if self.judge_early else None,
+                    moved_call=moved_call,
                 )
                 run = run_candidate(self.context, candidate, workdir, options)
                 # A full disk or a lost GPU that the judge confirms is the machine's: no verdict (exit 5).
@@ -430,6 +442,29 @@ class Judge:
             return run, results, batch_verdict
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def _to_judge(self, fresh: list[FreshVariant], moved_call: bool) -> list[ToJudge]:
+        """Each variant's ids, its golden stages (loaded when judged), its inputs' content hashes, and with `moved_call`
+        the check of its call on moved inputs against the judge's own copy of its inputs."""
+        to_judge: list[ToJudge] = [
+            (
+                (r.id, r.case, r.dtype, r.part),
+                lambda r=r: load_file(str(self.gate / r.golden_file)),
+                r.inputs.content_sha256,
+                _moved_check(self.task, lambda r=r: load(input_bytes(self.contract, self.gate, r)), r.dtype, moved_call),
+            )
+            for r in self.manifest.variants
+        ]
+        to_judge.extend(
+            (
+                (f.id, f.case.name, f.dtype, "fresh_cases"),
+                lambda f=f: f.golden,
+                f.input_digests(),
+                _moved_check(self.task, lambda f=f: f.inputs, f.dtype, moved_call),
+            )
+            for f in fresh
+        )
+        return to_judge
 
     @contextmanager
     def _gpu_shared(self, progress: Reporter, clock: PhaseClock) -> Iterator[None]:
