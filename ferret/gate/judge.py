@@ -45,7 +45,18 @@ from ferret.gate.inputs import CheckedInputs, input_bytes
 from ferret.gate.isolation import isolation_summary, sandbox_record
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.machine import evidence_of, machine_fault_in, machine_faults, require_disk
-from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
+from ferret.gate.memcheck import MemcheckOptions, run_memcheck
+from ferret.gate.memcheck import detections_of as memcheck_detections
+from ferret.gate.models import (
+    Detection,
+    GateManifest,
+    MemcheckRecord,
+    PartResult,
+    TimingResult,
+    VariantResult,
+    Verdict,
+    VerdictSummary,
+)
 from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
@@ -191,8 +202,16 @@ class Judge:
     """One task's gate on this machine, ready to judge candidates. What depends only on the gate (finding or
     building it, its manifest) is done once here; every check verifies the lock again."""
 
-    def __init__(self, task: Task, gates_dir: str | Path = "gates", profile: str | None = None, progress: ProgressLike = None):
+    def __init__(
+        self,
+        task: Task,
+        gates_dir: str | Path = "gates",
+        profile: str | None = None,
+        progress: ProgressLike = None,
+        memcheck: MemcheckOptions | None = None,
+    ):
         started = time.perf_counter()
+        self.memcheck = memcheck or MemcheckOptions()  # compute-sanitizer's memcheck on the GPU profile
         self.profile: ProfileName = resolve_profile(profile, needs_gpu=False) if profile else default_profile()
         self.device = device_for(self.profile)
         # Variants are judged while the candidate's process runs (`VariantComparisons`) where the candidate works on
@@ -312,6 +331,8 @@ class Judge:
                 )
             gpu_quiet.set()
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress, fresh)
+            memcheck = self._memcheck(candidate, judged[2], deadline, clock, progress)
+            judged = with_memcheck(judged, memcheck)
             started = starting.result(clock)  # the roofline shown wrong on the timed inputs: ContractError, here
             checked.clear()  # both of its users are done: its hundreds of MB are not held through the timing
             timing = self._timing(started, progress, judged[2], measure_speed, deadline, clock)
@@ -343,6 +364,7 @@ class Judge:
             isolation=isolation_summary(),
             sandbox=sandbox_record(),
             fault=run.fault,
+            memcheck=memcheck,
             started_at=started_at,
             seconds=time.perf_counter() - started_wall,
             phases=clock.phases(),
@@ -350,6 +372,22 @@ class Judge:
         append_verdict(self.gate, verdict)
         progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))
         return verdict
+
+    def _memcheck(self, candidate: Path, passed: bool, deadline: float, clock: PhaseClock, progress: Reporter) -> MemcheckRecord:
+        """On the GPU profile, a candidate correct so far runs once more under compute-sanitizer's memcheck
+        (`ferret.gate.memcheck`), holding the GPU beside other checks' runs as the candidate's run does."""
+        if self.device != "cuda":
+            return MemcheckRecord(ran=False, reason="the CPU profile: no GPU memory to check")
+        if not self.memcheck.enabled:
+            return MemcheckRecord(ran=False, reason="memcheck turned off by the judge's options")
+        if not passed:
+            return MemcheckRecord(ran=False, reason="not run: the candidate is rejected already")
+        with clock.phase("memcheck"), self._gpu_shared(progress, clock):
+            record = run_memcheck(self.context, candidate, self.memcheck, deadline)
+        progress(
+            f"memcheck: {record.errors} error(s) on {record.variant}" if record.ran else f"memcheck not run: {record.reason}"
+        )
+        return record
 
     def _verdict_parts(
         self,
@@ -600,6 +638,23 @@ def summary(verdict: Verdict) -> VerdictSummary:
             "timing": verdict.timing.model_dump(exclude={"cases": {"__all__": {"samples"}}}),
         }
     )
+
+
+def with_memcheck(
+    judged: tuple[dict[str, PartResult], list[Detection], bool], record: MemcheckRecord
+) -> tuple[dict[str, PartResult], list[Detection], bool]:
+    """The verdict's parts, detections and pass after memcheck: an error the sanitizer reported fails the integrity
+    part and the candidate, however correct its answers were; memcheck not run changes nothing."""
+    parts, detections, passed = judged
+    found = memcheck_detections(record)
+    if not found:
+        return parts, detections, passed
+    said = parts["integrity"].detail if parts["integrity"].status == "fail" else ""
+    parts["integrity"] = PartResult(
+        status="fail",
+        detail="; ".join(filter(None, [said, *(f"{d.cheat}: {d.evidence[:200]}" for d in found)])),
+    )
+    return parts, detect.unique(detections + found), False
 
 
 def _with_timing_detections(
