@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import xxhash
+from safetensors.torch import save_file
 
 from ferret import wire
 from ferret.bench.process import AnswerSample, Slots
@@ -208,3 +209,35 @@ def test_on_the_cpu_profile_a_candidate_that_replays_answers_keyed_on_content_is
 def test_on_the_cpu_profile_an_honest_candidate_passes_its_moved_calls(cpu_gates):
     verdict, _ = check(CONTRACT, HONEST, cpu_gates, profile="cpu")
     assert verdict.passed and verdict.detections == [], [(d.cheat, d.evidence[:200]) for d in verdict.detections]
+
+
+def test_the_runner_saves_the_moved_call_and_its_record_beside_unmoved_repeats(tmp_path):
+    generator = torch.Generator().manual_seed(3)
+    original = {"x": torch.randn(8, 256, generator=generator), "weight": torch.randn(256, generator=generator)}
+    save_file(original, str(tmp_path / "inputs.safetensors"))
+    variant = wire.VariantJob("v", str(tmp_path / "inputs.safetensors"), {"y": ([8, 256], "float32")}, [], ["x", "weight"])
+    job = wire.CandidateJob("c.py", "run", "cpu", {}, 3, 0, None, [variant], str(tmp_path), moved_call=True)
+    seen: list[str] = []
+
+    def run(inputs, outputs, params, trace=None):
+        seen.append(_digest(inputs))
+        outputs["y"].copy_(inputs["x"] * inputs["weight"])
+
+    saved, status = runner.run_variant(run, variant, job, "cpu")
+    assert status.ok and len(seen) == 5 and len(set(seen)) == 2  # 3 repeats, traced, moved: one content differs
+    assert all(torch.equal(saved[wire.fast_key(r, "y")], original["x"] * original["weight"]) for r in range(3))
+    record = {k.split(".", 2)[2]: t for k, t in saved.items() if wire.parse_sample_key(k)}
+    moved, why = _changed_set([original], 0, record, ["x", "weight"])
+    assert moved is not None, why
+    assert torch.equal(record["y"], moved["x"] * moved["weight"]) and _digest(moved) in seen
+    assert "moved" in status.prefills and status.prefills["moved"] != buffers.NAN
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", REPLAYS)
+def test_on_the_gpu_unmeasured_a_replay_is_named_by_the_moved_call(name, tmp_path):
+    """Speed not asked for: nothing is timed, so the call on moved inputs runs on the GPU too and names the replay."""
+    small = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_small.yaml"
+    verdict, _ = check(small, CANDIDATES / f"{name}.py", tmp_path, profile="gpu", measure_speed=False)
+    replays = [d for d in verdict.detections if d.cheat == "content_replay" and d.source == "runtime"]
+    assert not verdict.passed and replays, [(d.cheat, d.evidence[:120]) for d in verdict.detections]
