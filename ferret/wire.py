@@ -85,6 +85,9 @@ class CandidateJob:
     stress_variant: int | None
     variants: list[VariantJob]
     result_dir: str
+    # One more fast call per variant, at a place among the repeats drawn from the OS's randomness, on the inputs with a
+    # few elements moved (`moved_key`): set where the check times nothing, so no timed call checks a content replay.
+    moved_call: bool = False
     # The judge's settings for the process (`SETTING_*` below, and each backend's, `Backend.configure`): carried here,
     # not in the environment, where the candidate's code could read that it is being judged.
     settings: dict[str, str] = field(default_factory=dict)
@@ -344,6 +347,12 @@ def parse_sample_key(key: str) -> tuple[int, int, str] | None:
     """(sample, set index, name) of a `sample_key`, or None for any other key."""
     match = _SAMPLE_KEY.match(key)
     return (int(match[1]), int(match[2]), match[3]) if match else None
+
+
+def moved_key(name: str) -> str:
+    """An output of the call on moved inputs (`CandidateJob.moved_call`), or `CHANGED_AT + input` / `CHANGED_TO +
+    input`: the judge reads it as sampled call 0 on set 0, the variant's own inputs (`parse_sample_key`)."""
+    return sample_key(0, 0, name)
 
 
 _SAMPLE_KEY = re.compile(r"^sample(\d+)\.set(\d+)\.(.+)$")

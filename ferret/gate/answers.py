@@ -100,21 +100,24 @@ def check_sampled_answers(
     dtype: str,
     read_only: list[str],
     device: str,
+    what: str = "sampled timed call {number} (input set {set_index} with a few elements moved)",
 ) -> tuple[int, list[str]]:
     """(answers checked, flags) for the timed calls the timing process kept at random (`AnswerSample`), each on its
     set with a few elements moved: the judge moves the same elements of its own copy, after checking that the
     move is one (the values written are the values that were there, in another order, at as many positions as the
     timing process must move) and runs the reference on it. A wrong answer that is the unchanged set's (within the
     stage's tolerance) was replayed from a cache keyed on the content: `content_replay`; any other wrong answer is
-    math done differently once timed: `warmup_detection`."""
+    math done differently once timed: `warmup_detection`. `what` names a call in the flags (the runner's call on moved
+    inputs is checked here too: `check_moved_call`)."""
     contract = task.contract
     outputs = {o.name for o in contract.outputs}
     flags: list[str] = []
     checked = 0
     for number, (set_index, entries) in sorted(samples.items()):
+        call = what.format(number=number, set_index=set_index)
         changed, why = _changed_set(pool, set_index, entries, read_only)
         if changed is None or set(entries) & outputs != outputs:
-            flags.append(f"content_replay: sampled timed call {number}: {why or 'an output is missing'}")
+            flags.append(f"content_replay: {call}: {why or 'an output is missing'}")
             continue
         golden = reference_outputs(task, changed, outputs, device)
         unchanged: dict[str, torch.Tensor] = {}
@@ -125,12 +128,28 @@ def check_sampled_answers(
                 continue
             unchanged = unchanged or reference_outputs(task, pool[set_index], outputs, device)
             replayed = _fails(task, entries[name], unchanged[name], name, dtype, device) is None
-            what = "the unchanged set's answer, replayed" if replayed else "not the reference's"
+            verdict = "the unchanged set's answer, replayed" if replayed else "not the reference's"
             flags.append(
-                f"{'content_replay' if replayed else 'warmup_detection'}: the answer of a sampled timed call (input set "
-                f"{set_index} with a few elements moved) fails stage {name}, {what}: {failed[:300]}"
+                f"{'content_replay' if replayed else 'warmup_detection'}: the answer of the {call} fails stage {name}, "
+                f"{verdict}: {failed[:300]}"
             )
     return checked, flags
+
+
+def check_moved_call(
+    task: Task, inputs: dict[str, torch.Tensor], got: dict[str, torch.Tensor], dtype: str, read_only: list[str], device: str
+) -> tuple[int, list[str]]:
+    """(answers checked, flags) for the runner's call on moved inputs (`wire.CandidateJob.moved_call`, `wire.moved_key`),
+    against the reference on `inputs`, the judge's own copy of the variant's inputs, moved as the call's record says:
+    the same check as a sampled timed call's (`check_sampled_answers`). A variant that gave no such call is a flag."""
+    samples: dict[int, tuple[int, dict[str, torch.Tensor]]] = {}
+    for key, tensor in got.items():
+        if sample := wire.parse_sample_key(key):
+            number, set_index, name = sample
+            samples.setdefault(number, (set_index, {}))[1][name] = tensor
+    if not samples:
+        return 0, ["content_replay: the call on moved inputs left no answer"]
+    return check_sampled_answers(task, [inputs], samples, dtype, read_only, device, what="call on moved inputs")
 
 
 def _fails(task: Task, answer: torch.Tensor, golden: torch.Tensor, name: str, dtype: str, device: str) -> str | None:

@@ -53,7 +53,7 @@ class CandidateRun:
     candidate), each variant part's run, the stress run, the end."""
 
 
-def _variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str) -> wire.VariantJob:
+def variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str) -> wire.VariantJob:
     specs = output_specs(contract, case, dtype)
     return wire.VariantJob(
         id=variant_id,
@@ -90,7 +90,8 @@ class CandidateRunOptions:
     """How one candidate's process runs: on `device` (cpu or cuda), with the stress run (GPU) or not, the fresh
     cases and batch-invariance requests beside the gate's variants, the check's `deadline` (a `time.monotonic()`
     instant). `gate_inputs`: the gate variants' inputs being written already (`write_gate_inputs` in a thread).
-    `on_moved(position)`: called each time the process says it started a later step."""
+    `on_moved(position)`: called each time the process says it started a later step. `moved_call`: each variant gets
+    one more fast call on inputs with a few elements moved (`wire.CandidateJob.moved_call`)."""
 
     device: str
     progress: ProgressLike = None
@@ -100,6 +101,7 @@ class CandidateRunOptions:
     batch: Sequence[BatchRequest] = ()
     gate_inputs: Future[None] | None = None
     on_moved: Callable[[int], None] | None = None
+    moved_call: bool = False
 
 
 def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, options: CandidateRunOptions) -> wire.CandidateJob:
@@ -117,11 +119,11 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
     variants = []
     for record, target in zip(manifest.variants, targets, strict=True):
         case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
-        variants.append(_variant_job(record.id, target, contract, case, record.dtype))
+        variants.append(variant_job(record.id, target, contract, case, record.dtype))
     for item in [*options.fresh, *options.batch]:
         target = workdir / "in" / f"{item.id}.safetensors"
         save_file(item.inputs, str(target))
-        variants.append(_variant_job(item.id, target, contract, item.case, item.dtype))
+        variants.append(variant_job(item.id, target, contract, item.case, item.dtype))
     stress_index = None
     if options.device == "cuda" and options.run_stress:
         sizes = [r.inputs.nbytes for r in manifest.variants]
@@ -136,6 +138,7 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
         stress_variant=stress_index,
         variants=variants,
         result_dir=str(workdir / "out"),
+        moved_call=options.moved_call,
         settings=candidate_settings(workdir, compile_flags=contract.backend.compile_flags),
     )
     job.write(workdir / "job.json")

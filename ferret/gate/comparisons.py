@@ -29,14 +29,16 @@ import torch
 from ferret import wire
 from ferret.contract.model import Contract
 from ferret.gate.candidate_run import read_status
-from ferret.gate.decide import VariantIds
+from ferret.gate.decide import MovedCheck, VariantIds
 from ferret.gate.models import VariantResult
 from ferret.gate.phases import PhaseClock
 
-# One variant to judge: its ids, its golden stages (loaded when judged) and its inputs' content hashes.
-ToJudge = tuple[VariantIds, Callable[[], dict[str, torch.Tensor]], dict[str, str]]
+# One variant to judge: its ids, its golden stages (loaded when judged), its inputs' content hashes and the check of its
+# call on moved inputs (None where the job asked for none).
+ToJudge = tuple[VariantIds, Callable[[], dict[str, torch.Tensor]], dict[str, str], "MovedCheck | None"]
 JudgeVariant = Callable[
-    [Contract, VariantIds, dict[str, torch.Tensor], "wire.VariantStatus | None", Path, dict[str, str]], VariantResult
+    [Contract, VariantIds, dict[str, torch.Tensor], "wire.VariantStatus | None", Path, dict[str, str], "MovedCheck | None"],
+    VariantResult,
 ]
 _Judged = tuple[VariantResult, float, float]  # the result, when its judging began and ended (perf_counter)
 
@@ -76,7 +78,7 @@ class VariantComparisons:
         `compare:<part>` phase is the wall time its judging added after the run (each second said once)."""
         ran_until = time.perf_counter()
         futures: list[Future[_Judged]] = []
-        for index, ((vid, *_), _, _) in enumerate(self._to_judge):
+        for index, ((vid, *_), *_) in enumerate(self._to_judge):
             final = statuses.get(vid)
             early = self._early.get(index)
             if early is not None and _same_status(early[0], final):
@@ -91,14 +93,14 @@ class VariantComparisons:
         return read_status(self._out / wire.status_file(self._to_judge[index][0][0]))  # None if missing or malformed
 
     def _judged(self, index: int, status: wire.VariantStatus | None) -> _Judged:
-        ids, golden, input_digests = self._to_judge[index]
+        ids, golden, input_digests, moved = self._to_judge[index]
         begun = time.perf_counter()
-        result = self._judge(self._contract, ids, golden(), status, self._out / wire.tensors_file(ids[0]), input_digests)
+        result = self._judge(self._contract, ids, golden(), status, self._out / wire.tensors_file(ids[0]), input_digests, moved)
         return result, begun, time.perf_counter()
 
     def _add_phases(self, done: list[_Judged], ran_until: float, clock: PhaseClock) -> None:
         spans: dict[str, tuple[float, float]] = {}
-        for ((_, _, _, part), _, _), (_, begun, ended) in zip(self._to_judge, done, strict=True):
+        for ((_, _, _, part), *_), (_, begun, ended) in zip(self._to_judge, done, strict=True):
             first, last = spans.get(part, (begun, ended))
             spans[part] = (min(first, begun), max(last, ended))
         covered = ran_until  # judging done while the candidate ran is the run's time, not the comparison's

@@ -3,6 +3,7 @@ inputs, the runtime watches' evidence), and the verdict's parts from the variant
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict
 
@@ -18,6 +19,10 @@ from ferret.gate.models import PARTS, Detection, PartName, PartResult, RunFailur
 
 VariantIds = tuple[str, str, str, PartName]
 """A variant's id, case, dtype and part."""
+
+MovedCheck = Callable[[dict[str, torch.Tensor]], list[str]]
+"""The judge's check of a variant's call on moved inputs, from the variant's tensors: its flags, `slug: evidence`
+(`ferret.gate.answers.check_moved_call`, which needs the task and the judge's own copy of the inputs)."""
 
 
 class _VariantBase(TypedDict):
@@ -114,7 +119,10 @@ def judge_variant(
     status: wire.VariantStatus | None,
     tensors_file: Path,
     input_digests: dict[str, str],
+    moved: MovedCheck | None = None,
 ) -> VariantResult:
+    """One variant's result from its tensors; `moved`: the check of its call on moved inputs, where the job asked for
+    one (`wire.CandidateJob.moved_call`)."""
     vid, case, dtype, part = ids
     base: _VariantBase = {"id": vid, "case": case, "dtype": dtype, "part": part}
     if status is None:
@@ -182,6 +190,7 @@ def judge_variant(
         detect.from_failure(result)
         + detect.from_runtime(result, status, got, outputs, bitwise_equal)
         + detect.from_outputs(result, got, golden, outputs, repeat_diffs, traced_diffs, _stage_values(contract, got))
+        + (detect.from_moved_call(result, moved(got)) if moved is not None else [])
     )
     if any(d.source == "runtime" for d in result.detections):
         result.passed = False

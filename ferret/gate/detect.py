@@ -135,6 +135,30 @@ def from_runtime(
     return found
 
 
+# What a wrong answer of the call on moved inputs is (`ferret.gate.answers.check_sampled_answers` says which).
+_MOVED_CALL_CATALOGUE = {"content_replay": [22, 16], "warmup_detection": [17, 16]}
+
+
+def from_moved_call(result: VariantResult, flags: list[str]) -> list[Detection]:
+    """The judge's check of the runner's call on moved inputs (`ferret.gate.answers.check_moved_call`): each flag,
+    `slug: evidence`, a detection. Run-time evidence like the no-op call's: a probe call of the candidate's process,
+    judged from its tensors, so it fails the variant and the integrity part."""
+    found = []
+    for flag in flags:
+        cheat, _, evidence = flag.partition(": ")
+        found.append(
+            Detection(
+                cheat=cheat,
+                catalogue=_MOVED_CALL_CATALOGUE.get(cheat, []),
+                source="runtime",
+                variant=result.id,
+                evidence=f"{evidence} (a few elements of each floating-point read-only input moved, at positions drawn "
+                "from the OS's randomness; the reference run by the judge on its own copy moved the same way)",
+            )
+        )
+    return found
+
+
 # Pre-fills that an honest kernel's answer matches only by chance (zeros it may well write).
 _TELLING_FILLS = {"random", "stale", "nan"}
 

@@ -25,26 +25,38 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load, load_file
 
 from ferret.backends import registry
 from ferret.contract.model import Contract, ProfileName
 from ferret.contract.task import Task
 from ferret.errors import JudgeError, UsageError
 from ferret.gate import detect
+from ferret.gate.answers import check_moved_call
 from ferret.gate.batch import BatchRequest, batch_requests, judge_batch
 from ferret.gate.build import build_key, find_gate
 from ferret.gate.candidate_run import CandidateRun, CandidateRunOptions, run_candidate, write_gate_inputs
 from ferret.gate.comparisons import ToJudge, VariantComparisons
 from ferret.gate.context import GateContext
-from ferret.gate.decide import judge_variant, mark, parts_of
+from ferret.gate.decide import MovedCheck, judge_variant, mark, parts_of
 from ferret.gate.fresh import FreshVariant, draw_fresh_cases
 from ferret.gate.gpu_turns import GpuTurns
-from ferret.gate.inputs import CheckedInputs
+from ferret.gate.inputs import CheckedInputs, input_bytes
 from ferret.gate.isolation import isolation_summary, sandbox_record
 from ferret.gate.lock import sha256_file, verify_gate
 from ferret.gate.machine import evidence_of, machine_fault_in, machine_faults, require_disk
-from ferret.gate.models import Detection, GateManifest, PartResult, TimingResult, VariantResult, Verdict, VerdictSummary
+from ferret.gate.memcheck import MemcheckOptions, run_memcheck
+from ferret.gate.memcheck import detections_of as memcheck_detections
+from ferret.gate.models import (
+    Detection,
+    GateManifest,
+    MemcheckRecord,
+    PartResult,
+    TimingResult,
+    VariantResult,
+    Verdict,
+    VerdictSummary,
+)
 from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
@@ -160,6 +172,16 @@ class _CandidateFolder:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+def _moved_check(task: Task, inputs: Callable[[], dict[str, torch.Tensor]], dtype: str, wanted: bool) -> MovedCheck | None:
+    """The check of a variant's call on moved inputs against the reference on `inputs` (the judge's own copy, never
+    the candidate's folder's), moved as the call's record says; None where the job asks for no such call."""
+    if not wanted:
+        return None
+    read_only = [i.name for i in task.contract.inputs if i.role == "in"]
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # as `judge_variant` compares
+    return lambda got: check_moved_call(task, inputs(), got, dtype, read_only, device)[1]
+
+
 def require_language(task: Task, device: str, profile: str, candidate: Path) -> None:
     """A candidate in a language the contract does not allow, or in one its backend cannot judge here (a CUDA
     candidate where there is no GPU to run it or no NVRTC to compile it), is the user's mistake (UsageError, exit 2),
@@ -181,8 +203,16 @@ class Judge:
     """One task's gate on this machine, ready to judge candidates. What depends only on the gate (finding or
     building it, its manifest) is done once here; every check verifies the lock again."""
 
-    def __init__(self, task: Task, gates_dir: str | Path = "gates", profile: str | None = None, progress: ProgressLike = None):
+    def __init__(
+        self,
+        task: Task,
+        gates_dir: str | Path = "gates",
+        profile: str | None = None,
+        progress: ProgressLike = None,
+        memcheck: MemcheckOptions | None = None,
+    ):
         started = time.perf_counter()
+        self.memcheck = memcheck or MemcheckOptions()  # compute-sanitizer's memcheck on the GPU profile
         self.profile: ProfileName = resolve_profile(profile, needs_gpu=False) if profile else default_profile()
         self.device = device_for(self.profile)
         # Variants are judged while the candidate's process runs (`VariantComparisons`) where the candidate works on
@@ -296,11 +326,16 @@ class Judge:
                 if self.contract.cases.batch_invariance is not None:  # a phase only where the contract asks for it
                     with clock.phase("batch_inputs"):
                         batch = batch_requests(self.context)
+                # A content replay is checked by the timed calls' answers where the candidate is timed; elsewhere
+                # (the CPU profile, speed not asked for) by one more call per variant on moved inputs.
+                moved_call = self.device != "cuda" or not measure_speed
                 run, results, (batch_part, batch_found) = self._run_and_judge(
-                    candidate, progress, run_stress, fresh, batch, deadline, clock, folder
+                    candidate, progress, run_stress, fresh, batch, deadline, clock, folder, moved_call
                 )
             gpu_quiet.set()
             judged = self._verdict_parts(run, results, static, batch_part, batch_found, run_stress, fresh)
+            memcheck = self._memcheck(candidate, judged[2], deadline, clock, progress)
+            judged = with_memcheck(judged, memcheck)
             started = starting.result(clock)  # the roofline shown wrong on the timed inputs: ContractError, here
             checked.clear()  # both of its users are done: its hundreds of MB are not held through the timing
             timing = self._timing(started, progress, judged[2], measure_speed, deadline, clock)
@@ -332,6 +367,7 @@ class Judge:
             isolation=isolation_summary(),
             sandbox=sandbox_record(),
             fault=run.fault,
+            memcheck=memcheck,
             started_at=started_at,
             seconds=time.perf_counter() - started_wall,
             phases=clock.phases(),
@@ -339,6 +375,22 @@ class Judge:
         append_verdict(self.gate, verdict)
         progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))
         return verdict
+
+    def _memcheck(self, candidate: Path, passed: bool, deadline: float, clock: PhaseClock, progress: Reporter) -> MemcheckRecord:
+        """On the GPU profile, a candidate correct so far runs once more under compute-sanitizer's memcheck
+        (`ferret.gate.memcheck`), holding the GPU beside other checks' runs as the candidate's run does."""
+        if self.device != "cuda":
+            return MemcheckRecord(ran=False, reason="the CPU profile: no GPU memory to check")
+        if not self.memcheck.enabled:
+            return MemcheckRecord(ran=False, reason="memcheck turned off by the judge's options")
+        if not passed:
+            return MemcheckRecord(ran=False, reason="not run: the candidate is rejected already")
+        with clock.phase("memcheck"), self._gpu_shared(progress, clock):
+            record = run_memcheck(self.context, candidate, self.memcheck, deadline)
+        progress(
+            f"memcheck: {record.errors} error(s) on {record.variant}" if record.ran else f"memcheck not run: {record.reason}"
+        )
+        return record
 
     def _verdict_parts(
         self,
@@ -375,18 +427,15 @@ class Judge:
         deadline: float,
         clock: PhaseClock,
         folder: _CandidateFolder,
+        moved_call: bool,
     ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
         """The candidate's process over every variant (in `folder`), each variant judged against its golden stages
         as soon as the process has moved past it (`VariantComparisons`), and the requests run alone against their
-        rows of the full batch (batch invariance)."""
+        rows of the full batch (batch invariance). `moved_call`: each variant also answers inputs with a few elements
+        moved, checked against the reference on the judge's copy moved the same way (where the check times nothing)."""
         workdir = folder.path
         try:
-            # Each variant's ids, its golden stages (loaded when judged) and its inputs' content hashes.
-            to_judge: list[ToJudge] = [
-                ((r.id, r.case, r.dtype, r.part), lambda r=r: load_file(str(self.gate / r.golden_file)), r.inputs.content_sha256)
-                for r in self.manifest.variants
-            ]
-            to_judge.extend(((f.id, f.case.name, f.dtype, "fresh_cases"), lambda f=f: f.golden, f.input_digests()) for f in fresh)
+            to_judge = self._to_judge(fresh, moved_call)
             with (
                 VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons,
                 self._gpu_shared(progress, clock),
@@ -400,6 +449,7 @@ class Judge:
                     batch,
                     folder.gate_inputs,
                     on_moved=comparisons.candidate_moved_to if self.judge_early else None,
+                    moved_call=moved_call,
                 )
                 run = run_candidate(self.context, candidate, workdir, options)
                 # A full disk or a lost GPU that the judge confirms is the machine's: no verdict (exit 5).
@@ -433,6 +483,29 @@ class Judge:
             return run, results, batch_verdict
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def _to_judge(self, fresh: list[FreshVariant], moved_call: bool) -> list[ToJudge]:
+        """Each variant's ids, its golden stages (loaded when judged), its inputs' content hashes, and with `moved_call`
+        the check of its call on moved inputs against the judge's own copy of its inputs."""
+        to_judge: list[ToJudge] = [
+            (
+                (r.id, r.case, r.dtype, r.part),
+                lambda r=r: load_file(str(self.gate / r.golden_file)),
+                r.inputs.content_sha256,
+                _moved_check(self.task, lambda r=r: load(input_bytes(self.contract, self.gate, r)), r.dtype, moved_call),
+            )
+            for r in self.manifest.variants
+        ]
+        to_judge.extend(
+            (
+                (f.id, f.case.name, f.dtype, "fresh_cases"),
+                lambda f=f: f.golden,
+                f.input_digests(),
+                _moved_check(self.task, lambda f=f: f.inputs, f.dtype, moved_call),
+            )
+            for f in fresh
+        )
+        return to_judge
 
     @contextmanager
     def _gpu_shared(self, progress: Reporter, clock: PhaseClock) -> Iterator[None]:
@@ -579,6 +652,23 @@ def summary(verdict: Verdict) -> VerdictSummary:
             "timing": verdict.timing.model_dump(exclude={"cases": {"__all__": {"samples"}}}),
         }
     )
+
+
+def with_memcheck(
+    judged: tuple[dict[str, PartResult], list[Detection], bool], record: MemcheckRecord
+) -> tuple[dict[str, PartResult], list[Detection], bool]:
+    """The verdict's parts, detections and pass after memcheck: an error the sanitizer reported fails the integrity
+    part and the candidate, however correct its answers were; memcheck not run changes nothing."""
+    parts, detections, passed = judged
+    found = memcheck_detections(record)
+    if not found:
+        return parts, detections, passed
+    said = parts["integrity"].detail if parts["integrity"].status == "fail" else ""
+    parts["integrity"] = PartResult(
+        status="fail",
+        detail="; ".join(filter(None, [said, *(f"{d.cheat}: {d.evidence[:200]}" for d in found)])),
+    )
+    return parts, detect.unique(detections + found), False
 
 
 def _with_timing_detections(

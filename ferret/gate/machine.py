@@ -216,8 +216,9 @@ def _nbytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
 
 def _variant_bytes(contract: Contract, dims: Mapping[str, int], dtype: str, golden: int) -> int:
     """What one variant puts in the candidate's folder: its inputs, and its results file (the outputs of every
-    repeat, the traced and the no-op run; the in-place inputs of every repeat; the read-only inputs up to 16 MiB as
-    the first call left them; the traced stages, at most half the float64 golden file)."""
+    repeat, the call on moved inputs where there is one, the traced and the no-op run; the in-place inputs of every
+    repeat; the read-only inputs up to 16 MiB as the first call left them; the traced stages, at most half the float64
+    golden file)."""
     inputs = {
         i.name: (i.role, _nbytes(evaluate_shape(i.shape, dict(dims)), resolve_dtype(i.dtype, dtype))) for i in contract.inputs
     }
@@ -225,7 +226,7 @@ def _variant_bytes(contract: Contract, dims: Mapping[str, int], dtype: str, gold
     repeats = contract.budgets.determinism_repeats
     in_place = sum(n for role, n in inputs.values() if role == "inout")
     read_back = sum(n for role, n in inputs.values() if role == "in" and n <= (16 << 20))
-    return sum(n for _, n in inputs.values()) + outputs * (repeats + 2) + in_place * repeats + read_back + golden // 2
+    return sum(n for _, n in inputs.values()) + outputs * (repeats + 3) + in_place * repeats + read_back + golden // 2
 
 
 def _fresh_bytes(contract: Contract, profile: ProfileName, largest: Mapping[str, int]) -> int:

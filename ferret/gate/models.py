@@ -30,7 +30,8 @@ class Detection(BaseModel):
     cheat: str = Field(
         description="Slug of what was seen: a cheat (library_call, decoy_kernel, hardcoded_cases, ...) or a plain "
         "failure (math_mismatch, wrong_shape, traced_differs, exception, crash, timeout, out_of_memory, stress_drift, "
-        "memory_growth, stress_failed, batch_variant: a request's output alone differs from its rows in the batch)."
+        "memory_growth, stress_failed, batch_variant: a request's output alone differs from its rows in the batch, "
+        "out_of_bounds_read and memory_error: an invalid read, and any other memory error, compute-sanitizer reported)."
     )
     catalogue: list[int] = Field(description="Entries of docs/cheats.md this evidence points to (empty for a plain failure).")
     evidence: str
@@ -304,6 +305,22 @@ class SandboxRecord(BaseModel):
     )
 
 
+class MemcheckRecord(BaseModel):
+    """compute-sanitizer's memcheck over the candidate's calls on one small case, with PyTorch's caching allocator off,
+    in the same sandbox as the runner (`ferret.gate.memcheck`): what ran, or why it did not."""
+
+    ran: bool = Field(description="The sanitizer ran the candidate and its report was read.")
+    reason: str = Field(default="", description="Why memcheck did not run or gave no report (not a failure).")
+    tool: str | None = Field(default=None, description="The compute-sanitizer executable used.")
+    variant: str | None = Field(default=None, description="The case variant run under it.")
+    errors: int = Field(default=0, description="Errors the sanitizer reported (its summary, else the records read).")
+    writes: int = Field(default=0, description="Invalid writes among them: `write_outside_outputs`.")
+    reads: int = Field(default=0, description="Invalid reads among them: `out_of_bounds_read`.")
+    other: int = Field(default=0, description="Other memory errors (misaligned, illegal address, ...): `memory_error`.")
+    evidence: list[str] = Field(default_factory=list, description="The first lines of the first errors, as reported.")
+    seconds: float = 0.0
+
+
 class Verdict(BaseModel):
     """One judgement of one candidate against one gate."""
 
@@ -332,6 +349,10 @@ class Verdict(BaseModel):
         default=None,
         description="What stopped the candidate's run early (a load failure, a hang, a crash, memory, the check's "
         "deadline); the variants after it are reported as not run.",
+    )
+    memcheck: MemcheckRecord = Field(
+        default_factory=lambda: MemcheckRecord(ran=False, reason="not recorded (a verdict of an older version)"),
+        description="compute-sanitizer's memcheck on the GPU profile, or why it did not run.",
     )
     started_at: str
     seconds: float

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy
 import torch
 
+from ferret import wire
+
 ALIGN = 512  # bytes: the caching allocator's block alignment; TMA descriptors need 16
 GUARD_MIN_BYTES = 4096
 GUARD_MAX_BYTES = 1 << 20
@@ -206,6 +208,19 @@ def fill(tensor: torch.Tensor, how: str, stale: torch.Tensor | None = None) -> t
     else:
         tensor.fill_(-1)
     return tensor.clone()
+
+
+def moved_elements(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A copy of `tensor` with `wire.changed_count` of its elements, at distinct positions drawn from the OS's
+    randomness, trading places (each picked element takes the value of the one picked before it), as the timed calls'
+    inputs are changed (`ferret.bench.process.AnswerSample`). Returns (the copy, the flat positions, the values
+    written there): the record the judge checks and repeats on its own copy (`ferret.gate.answers`)."""
+    flat = tensor.detach().reshape(-1).clone()
+    count = wire.changed_count(flat.numel())
+    at = torch.tensor(sorted(random.SystemRandom().sample(range(flat.numel()), count)), dtype=torch.int64)
+    moved = flat[at.to(flat.device)].roll(1)
+    flat[at.to(flat.device)] = moved
+    return flat.view(tensor.shape), at, moved.cpu()
 
 
 def stale_answer(answer: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,8 @@
 
 Started by the judge as `python -m ferret.sandbox.runner JOB.json` in a fresh, empty working
 folder with a scrubbed environment. For each case variant it runs the candidate's fast path several times
-on fresh copies of the inputs, then once traced, and writes every tensor it got to `out/<variant>.safetensors`.
+on fresh copies of the inputs (with `CandidateJob.moved_call`, once more among them on inputs with a few elements
+moved), then once traced, and writes every tensor it got to `out/<variant>.safetensors`.
 All judging happens in the judge's process, from those tensors. Every call gets buffers of its own, guarded,
 pre-filled and checked after the call as `ferret.sandbox.buffers` says.
 """
@@ -13,6 +14,7 @@ import argparse
 import collections
 import importlib.util
 import json
+import random
 import sys
 import threading
 import time
@@ -249,7 +251,11 @@ def _fast_runs(
     """The determinism repeats of the fast path, each on fresh copies of the inputs; their tensors for the judge."""
     before = {k: content_digest(v) for k, v in originals.items()}
     saved: dict[str, torch.Tensor] = {}
-    for repeat in range(job.repeats):
+    for repeat in _schedule(job):
+        if repeat == _MOVED:
+            saved.update(_moved_run(entry, variant, job, originals, device, guard, seen, plan))
+            clock.lap("repeats")
+            continue
         how = plan.fills[repeat]
         held, inputs, outputs = _prepare(variant, originals, device, how, plan.stale, plan.retired)
         if repeat == 0:
@@ -279,12 +285,50 @@ def _fast_runs(
     return saved
 
 
+_MOVED = -1  # the call on moved inputs, in a variant's schedule of fast calls
+
+
+def _schedule(job: wire.CandidateJob) -> list[int]:
+    """The fast calls in their order: the repeats, and with `job.moved_call` the call on moved inputs at a place after
+    the first drawn from the OS's randomness, so that a candidate counting its calls cannot tell which one it is."""
+    order = list(range(job.repeats))
+    if job.moved_call:
+        order.insert(1 + random.SystemRandom().randrange(job.repeats), _MOVED)
+    return order
+
+
+def _moved_run(
+    entry, variant: wire.VariantJob, job: wire.CandidateJob, originals: dict, device: str, guard, seen, plan: _Plan
+) -> dict[str, torch.Tensor]:
+    """A fast call on the inputs with a few elements of each floating-point read-only input moved (content no call saw,
+    equal to the variant's almost everywhere): its outputs and the moves, for the judge, who runs the reference on its
+    own copy moved the same way. A replay keyed on less than the whole content gives the unmoved inputs' answer."""
+    inputs, saved = dict(originals), {}
+    for name in variant.in_only:
+        tensor = originals[name]
+        if tensor.is_floating_point() and wire.changed_count(tensor.numel()):
+            inputs[name], at, moved = buffers.moved_elements(tensor)
+            saved[wire.moved_key(wire.CHANGED_AT + name)], saved[wire.moved_key(wire.CHANGED_TO + name)] = at, moved
+    before = {k: content_digest(inputs[k]) for k in variant.in_only}
+    how = plan.fills[job.repeats + 1]
+    held, given, outputs = _prepare(variant, inputs, device, how, plan.stale, plan.retired)
+    _call(entry, given, outputs, job.params, device, guard, held=held)
+    mutated = [k for k in variant.in_only if content_digest(given[k]) != before[k]]
+    if mutated:
+        raise _InputMutated(f"the candidate modified read-only inputs {mutated}")
+    saved.update({wire.moved_key(name): tensor.clone() for name, tensor in outputs.items()})
+    _after_call(held, outputs, seen, "moved", how)
+    return saved
+
+
 class _Plan:
     """A variant's pre-fills (NaN first, then the others in a fresh order), its stale answers once the first call
     gave one, and its retired buffers."""
 
     def __init__(self, repeats: int):
-        self.fills = [buffers.NAN, *buffers.prefills_for(repeats)]  # the repeats after the first, then the traced call
+        # The repeats after the first, then the traced call, then the call on moved inputs (`_moved_run`): drawn from
+        # one order, so that the moved call's fill is one a repeat could have.
+        self.fills = [buffers.NAN, *buffers.prefills_for(repeats + 1)]
         self.stale: dict[str, torch.Tensor] = {}
         self.retired = RetiredPool()
 

@@ -6,7 +6,9 @@ check sees its copy work. It gains where inputs repeat: the timed loop. There, n
 earlier one did (a few elements of each set trade places before it, and are put back after), and a random sample of
 the timed calls is checked by the judge on the changed content (`ferret.bench.process.AnswerSample`,
 `ferret.gate.answers.check_sampled_answers`). Rehearsed here on the CPU with the real timing processes; on a GPU the
-same code runs between the events (`tests/gpu/`).
+same code runs between the events (`tests/gpu/`). Where nothing is timed (the CPU profile), the runner makes one more
+fast call per variant on inputs with a few elements moved, at a place among the repeats drawn at random, and the judge
+checks it the same way (`ferret.gate.answers.check_moved_call`).
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ from pathlib import Path
 import pytest
 import torch
 import xxhash
+from safetensors.torch import save_file
 
 from ferret import wire
 from ferret.bench.process import AnswerSample, Slots
 from ferret.contract.task import Task
-from ferret.gate.answers import _changed_set
+from ferret.gate.answers import _changed_set, check_moved_call, reference_outputs
 from ferret.gate.context import GateContext
-from ferret.gate.judge import locate_gate
+from ferret.gate.judge import check, locate_gate
 from ferret.gate.lock import verify_gate
 from ferret.gate.models import GateManifest
 from ferret.gate.timing import TimingOptions, time_candidate
+from ferret.sandbox import buffers, runner
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "contracts" / "rmsnorm.yaml"
@@ -109,8 +113,6 @@ def test_the_honest_candidate_passes_every_sampled_timed_answer(rehearse):
 @pytest.mark.parametrize("name", REPLAYS)
 def test_on_the_gpu_a_candidate_that_replays_answers_keyed_on_content_is_rejected(name, tmp_path):
     """The same candidates through `--profile gpu`: honest in every correctness run, named by the timed calls' check."""
-    from ferret.gate.judge import check
-
     small = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_small.yaml"
     verdict, _ = check(small, CANDIDATES / f"{name}.py", tmp_path, profile="gpu")
     cheats = {d.cheat for d in verdict.detections}
@@ -119,8 +121,123 @@ def test_on_the_gpu_a_candidate_that_replays_answers_keyed_on_content_is_rejecte
 
 @pytest.mark.gpu
 def test_on_the_gpu_an_honest_candidate_passes_its_sampled_timed_answers(tmp_path):
-    from ferret.gate.judge import check
-
     small = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_small.yaml"
     verdict, _ = check(small, HONEST, tmp_path, profile="gpu")
     assert verdict.passed and not verdict.timing.detections, verdict.timing
+
+
+# --- where nothing is timed: the runner's call on moved inputs ------------------------------------------------------
+
+
+def test_a_moved_copy_moves_a_few_elements_as_its_record_says():
+    original = torch.randn(64, 96, generator=torch.Generator().manual_seed(1))
+    moved, at, to = buffers.moved_elements(original)
+    assert at.numel() == wire.changed_count(original.numel()) == at.unique().numel()
+    assert not torch.equal(moved, original), "the copy presents the same content"
+    assert torch.equal(moved.reshape(-1).sort().values, original.reshape(-1).sort().values)  # only places traded
+    assert (moved != original).sum() == at.numel()
+    record = {wire.CHANGED_AT + "x": at, wire.CHANGED_TO + "x": to}
+    rebuilt, why = _changed_set([{"x": original}], 0, record, ["x"])
+    assert rebuilt is not None and torch.equal(rebuilt["x"], moved), why
+
+
+def _job(moved_call: bool) -> wire.CandidateJob:
+    return wire.CandidateJob("c.py", "run", "cpu", {}, 3, 0, None, [], "out", moved_call=moved_call)
+
+
+def test_the_moved_call_takes_a_random_place_after_the_first_call():
+    places = set()
+    for _ in range(80):
+        order = runner._schedule(_job(True))
+        assert [r for r in order if r != runner._MOVED] == [0, 1, 2] and order[0] == 0
+        places.add(order.index(runner._MOVED))
+    assert places == {1, 2, 3}, "a candidate counting its calls could tell the moved one"
+    assert runner._MOVED not in runner._schedule(_job(False))
+
+
+def _moved_got(task: Task, inputs: dict[str, torch.Tensor], answer_of) -> dict[str, torch.Tensor]:
+    """A variant's tensors holding a call on `inputs` with `x` moved, whose answer is `answer_of(moved inputs)`."""
+    moved_x, at, to = buffers.moved_elements(inputs["x"])
+    moved = dict(inputs) | {"x": moved_x}
+    got = {wire.moved_key(wire.CHANGED_AT + "x"): at, wire.moved_key(wire.CHANGED_TO + "x"): to}
+    if wire.changed_count(inputs["weight"].numel()):
+        moved_w, at_w, to_w = buffers.moved_elements(inputs["weight"])
+        moved["weight"] = moved_w
+        got |= {wire.moved_key(wire.CHANGED_AT + "weight"): at_w, wire.moved_key(wire.CHANGED_TO + "weight"): to_w}
+    return got | {wire.moved_key(n): t for n, t in answer_of(moved).items()}
+
+
+def test_the_judge_names_a_moved_call_answered_with_the_unmoved_inputs_answer():
+    task = Task.load(CONTRACT)
+    generator = torch.Generator().manual_seed(2)
+    inputs = {"x": torch.randn(16, 256, generator=generator), "weight": torch.randn(256, generator=generator)}
+    outputs = {o.name for o in task.contract.outputs}
+
+    def honest(moved):
+        return {n: t.float() for n, t in reference_outputs(task, moved, outputs, "cpu").items()}
+
+    def replayed(moved):
+        return {n: t.float() for n, t in reference_outputs(task, inputs, outputs, "cpu").items()}
+
+    checked, flags = check_moved_call(task, inputs, _moved_got(task, inputs, honest), "float32", ["x", "weight"], "cpu")
+    assert checked == len(outputs) and flags == []
+    _, flags = check_moved_call(task, inputs, _moved_got(task, inputs, replayed), "float32", ["x", "weight"], "cpu")
+    assert flags and all(f.startswith("content_replay: ") and "replayed" in f for f in flags), flags
+    _, flags = check_moved_call(task, inputs, {wire.fast_key(0, "y"): inputs["x"]}, "float32", ["x", "weight"], "cpu")
+    assert flags == ["content_replay: the call on moved inputs left no answer"]
+    forged = _moved_got(task, inputs, honest)
+    forged[wire.moved_key(wire.CHANGED_TO + "x")] = torch.zeros_like(forged[wire.moved_key(wire.CHANGED_TO + "x")])
+    _, flags = check_moved_call(task, inputs, forged, "float32", ["x", "weight"], "cpu")
+    assert flags and "not the ones that were there" in flags[0], flags
+
+
+@pytest.fixture(scope="module")
+def cpu_gates(tmp_path_factory):
+    return tmp_path_factory.mktemp("cpu-gates")
+
+
+@pytest.mark.parametrize("name", REPLAYS)
+def test_on_the_cpu_profile_a_candidate_that_replays_answers_keyed_on_content_is_rejected(name, cpu_gates):
+    """Nothing is timed on the CPU: the call on moved inputs names the replay, as a run-time finding."""
+    verdict, _ = check(CONTRACT, CANDIDATES / f"{name}.py", cpu_gates, profile="cpu")
+    replays = [d for d in verdict.detections if d.cheat == "content_replay"]
+    assert not verdict.passed and replays, [(d.cheat, d.evidence[:120]) for d in verdict.detections]
+    assert all(d.source == "runtime" and 22 in d.catalogue and "moved" in d.evidence for d in replays)
+    assert verdict.parts["integrity"].status == "fail"
+
+
+def test_on_the_cpu_profile_an_honest_candidate_passes_its_moved_calls(cpu_gates):
+    verdict, _ = check(CONTRACT, HONEST, cpu_gates, profile="cpu")
+    assert verdict.passed and verdict.detections == [], [(d.cheat, d.evidence[:200]) for d in verdict.detections]
+
+
+def test_the_runner_saves_the_moved_call_and_its_record_beside_unmoved_repeats(tmp_path):
+    generator = torch.Generator().manual_seed(3)
+    original = {"x": torch.randn(8, 256, generator=generator), "weight": torch.randn(256, generator=generator)}
+    save_file(original, str(tmp_path / "inputs.safetensors"))
+    variant = wire.VariantJob("v", str(tmp_path / "inputs.safetensors"), {"y": ([8, 256], "float32")}, [], ["x", "weight"])
+    job = wire.CandidateJob("c.py", "run", "cpu", {}, 3, 0, None, [variant], str(tmp_path), moved_call=True)
+    seen: list[str] = []
+
+    def run(inputs, outputs, params, trace=None):
+        seen.append(_digest(inputs))
+        outputs["y"].copy_(inputs["x"] * inputs["weight"])
+
+    saved, status = runner.run_variant(run, variant, job, "cpu")
+    assert status.ok and len(seen) == 5 and len(set(seen)) == 2  # 3 repeats, traced, moved: one content differs
+    assert all(torch.equal(saved[wire.fast_key(r, "y")], original["x"] * original["weight"]) for r in range(3))
+    record = {k.split(".", 2)[2]: t for k, t in saved.items() if wire.parse_sample_key(k)}
+    moved, why = _changed_set([original], 0, record, ["x", "weight"])
+    assert moved is not None, why
+    assert torch.equal(record["y"], moved["x"] * moved["weight"]) and _digest(moved) in seen
+    assert "moved" in status.prefills and status.prefills["moved"] != buffers.NAN
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", REPLAYS)
+def test_on_the_gpu_unmeasured_a_replay_is_named_by_the_moved_call(name, tmp_path):
+    """Speed not asked for: nothing is timed, so the call on moved inputs runs on the GPU too and names the replay."""
+    small = REPO / "tests" / "gpu" / "contracts" / "rmsnorm_small.yaml"
+    verdict, _ = check(small, CANDIDATES / f"{name}.py", tmp_path, profile="gpu", measure_speed=False)
+    replays = [d for d in verdict.detections if d.cheat == "content_replay" and d.source == "runtime"]
+    assert not verdict.passed and replays, [(d.cheat, d.evidence[:120]) for d in verdict.detections]

@@ -16,7 +16,7 @@ from ferret.gate.phases import PhaseClock
 
 
 def _to_judge(*variants: tuple[str, str]):
-    return [((vid, "case", "float32", part), lambda vid=vid: {"g": vid}, {}) for vid, part in variants]
+    return [((vid, "case", "float32", part), lambda vid=vid: {"g": vid}, {}, None) for vid, part in variants]
 
 
 class _Recorder:
@@ -28,7 +28,7 @@ class _Recorder:
         self.lock = threading.Lock()
         self.called = threading.Event()
 
-    def __call__(self, contract, ids, golden, status, tensors_file, input_digests):
+    def __call__(self, contract, ids, golden, status, tensors_file, input_digests, moved):
         assert golden == {"g": ids[0]} and tensors_file.name == wire.tensors_file(ids[0])
         with self.lock:
             self.calls.append((ids[0], None if status is None else status.message))

@@ -3,9 +3,10 @@
 The trick: a benchmark repeats its inputs. The candidate keys its answers on a few sampled values of each input (no
 address, no `data_ptr`: the content itself, so re-randomized copies at new addresses still hit) and, on a hit,
 replays the kept answer with a real copy kernel (the no-op launch check sees work). Honest on every first sight,
-so every correctness run passes. Defence: no timed call presents content an earlier one did (a few elements of its
-inputs trade places before it), and a random sample of the timed calls is checked by the judge on the changed content:
-the replayed answer is the unchanged set's, `content_replay`.
+so every repeat on the same content passes. Defence: no timed call presents content an earlier one did (a few elements
+of its inputs trade places before it), and a random sample of the timed calls is checked by the judge on the changed
+content; where nothing is timed, one more call per variant on moved inputs is checked the same way: the replayed answer
+is the unchanged inputs', `content_replay`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"content_replay"}
-GPU_ONLY_DEFENCE = "timing: every timed call on changed content, a random sample checked (rehearsed on the CPU)"
+EXPECTED_RUNTIME = {"content_replay"}
 
 _SEEN: dict = {}
 

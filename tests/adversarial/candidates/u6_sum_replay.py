@@ -3,7 +3,8 @@
 The trick: the candidate reads every input whole and keys its answers on the sum of its bits (exact integers,
 nothing a float tolerance hides), and on a hit replays the kept answer with a real copy kernel. Defence: the
 content of every timed call is new (elements trade places: a hash that does not weigh positions keeps its value,
-one that does never hits), and the sampled timed calls are checked on the changed content: `content_replay`.
+one that does never hits), and the sampled timed calls are checked on the changed content; where nothing is timed, one
+more call per variant on moved inputs is checked the same way: `content_replay`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = {"content_replay"}
-GPU_ONLY_DEFENCE = "timing: every timed call on changed content, a random sample checked (rehearsed on the CPU)"
+EXPECTED_RUNTIME = {"content_replay"}
 
 _SEEN: dict = {}
 
