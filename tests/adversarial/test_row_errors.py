@@ -5,6 +5,11 @@ whole stage: a row several times the faithful error, among many exact ones (or a
 none of them past a bf16 tolerance. Every multi-axis stage is therefore judged per row too (each vector along its
 last axis: a row, a request's head), against `max_row_rel`, which calibration derives from the faithful
 implementations' per-row maximum (ferret/gate/metrics.py, ferret/gate/calibrate.py).
+
+The MLA contracts' rows: a request's appended latent (c_kv), a cache or pool row (kv_cache), and each (request, head)
+of the rope, query, scores, probabilities, latent output and output. Their honest and faithful kernels pass with the
+rows judged through the gate's own cases (tests/adversarial/test_mla_precision.py, over the frozen cases) and whole
+checks (tests/gate/test_discrimination.py, tests/tasks/mla_attention_paged/test_paged_candidates.py).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -94,7 +100,7 @@ def test_the_row_bound_is_floored_at_a_few_float32_units():
 # --- the tables ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op", ["rmsnorm", "softmax", "rope"])
+@pytest.mark.parametrize("op", ["rmsnorm", "softmax", "rope", "mla_attention", "mla_attention_paged"])
 def test_every_multi_axis_stage_has_a_row_bound_with_its_provenance(op):
     contract = load_contract(CONTRACTS / f"{op}.yaml")
     table = contract.tolerances
@@ -148,3 +154,90 @@ def test_the_honest_rmsnorm_passes_with_its_rows_judged(tmp_path):
     assert verdict.passed, [(d.cheat, d.evidence[:200]) for d in verdict.detections]
     judged = [s for r in verdict.variants for s in r.stages if s.max_row_rel is not None]
     assert judged and all(math.isfinite(s.max_row_rel or 0.0) for s in judged)
+
+
+# --- wrong rows in the MLA contracts ------------------------------------------------------------------------
+
+MLA_ROW_CHEATS = {
+    "u5_mla_tail_request_latent.py": "mla_attention",
+    "u5_mla_tail_request_query.py": "mla_attention",
+    "u5_mla_paged_page_opening_latent.py": "mla_attention_paged",
+}
+
+
+@pytest.fixture(scope="module")
+def mla_verdicts(tmp_path_factory):
+    """One CPU check of each MLA row cheat, two at a time (the contiguous ones build and share one gate)."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    gates = tmp_path_factory.mktemp("mla-row-gates")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            name: pool.submit(check, CONTRACTS / f"{op}.yaml", HERE / "candidates" / name, gates, profile="cpu")
+            for name, op in MLA_ROW_CHEATS.items()
+        }
+        return {name: future.result()[0] for name, future in futures.items()}
+
+
+def _named(verdict, cheat: str, variant: str, stage: str) -> list[str]:
+    """The evidence of each `cheat` detection on `variant` that names `stage` first."""
+    return [
+        d.evidence
+        for d in verdict.detections
+        if d.cheat == cheat and d.variant == variant and d.evidence.startswith(f"stage {stage}")
+    ]
+
+
+def _described(verdict) -> list[tuple]:
+    return [(d.cheat, d.variant, d.evidence[:160]) for d in verdict.detections]
+
+
+def test_the_mla_rows_of_one_rounding_are_bounded_under_a_1_5_percent_row():
+    """The stages a faithful kernel rounds once (the appended latent, the cache, the rope, the absorbed query, the
+    scores against their terms) have row bounds of a few bf16 roundings (0.2% faithful, x margin 4): a request's row
+    or a head's 1.5% off, as the candidates below, is past them."""
+    contract = load_contract(CONTRACTS / "mla_attention.yaml")
+    for stage in ("c_kv", "kv_cache", "q_pe_roped", "k_pe_roped", "q_absorbed", "scores"):
+        bound = contract.tolerance("bfloat16", stage).max_row_rel
+        assert bound is not None and FLOOR_UNITS * FLOAT32_UNIT_ROUNDOFF < bound < 0.012, (stage, bound)
+
+
+def test_one_request_written_wrong_to_the_cache_is_named_at_its_row(mla_verdicts):
+    """The last request's appended latent 1.55% off: the cache's row bound names it on every case where its
+    stage-wide bounds hold (one row of B x L), and c_kv's too with 8 requests; with one or two requests c_kv's own
+    relative L2 error is past its bound, a math mismatch."""
+    verdict = mla_verdicts["u5_mla_tail_request_latent.py"]
+    assert not verdict.passed and not unnamed_rejection(verdict)
+    for variant, batch, token in (("long_rows_peaked@bfloat16", 7, 767), ("typical@bfloat16", 1, None)):
+        cache = _named(verdict, "wrong_rows", variant, "kv_cache")
+        assert cache and f"at batch {batch}, token " in cache[0], _described(verdict)
+        assert token is None or f"at batch {batch}, token {token}" in cache[0]
+    latent = _named(verdict, "wrong_rows", "long_rows_peaked@bfloat16", "c_kv")
+    assert latent and "at batch 7" in latent[0], _described(verdict)
+    assert _named(verdict, "math_mismatch", "position_4096@bfloat16", "c_kv"), _described(verdict)
+
+
+def test_one_head_of_one_request_is_named_at_its_scores(mla_verdicts):
+    """Head 0 of the last request with its absorbed query 2^-6 too large: q_absorbed's peak bound sees it (the row
+    holds the stage's largest entries), a math mismatch; on the long peaked cases its scores are 1% off where the
+    scores' stage-wide bounds hold, and their row bound names the request and head."""
+    verdict = mla_verdicts["u5_mla_tail_request_query.py"]
+    assert not verdict.passed and not unnamed_rejection(verdict)
+    assert verdict.first_failing_stage == "q_absorbed"
+    assert _named(verdict, "math_mismatch", "long_rows_peaked@bfloat16", "q_absorbed"), _described(verdict)
+    for variant in ("long_rows_peaked@bfloat16", "long_rows_peaked_ragged@bfloat16"):
+        scores = _named(verdict, "wrong_rows", variant, "scores")
+        assert scores and "at batch 7, head 0" in scores[0], _described(verdict)
+
+
+def test_a_paged_row_opening_a_page_is_rejected_by_its_rows_alone(mla_verdicts):
+    """A new token that opens a page past the first written 1.2% off: on new_page every stage-wide bound holds (one
+    pool row among (B x P + 4) x 64, one appended latent among three), and the row bounds alone reject it, naming
+    the pool row (its page, row 0) and the request. The cases that open no page are exact."""
+    verdict = mla_verdicts["u5_mla_paged_page_opening_latent.py"]
+    assert not verdict.passed and not unnamed_rejection(verdict)
+    pool = _named(verdict, "wrong_rows", "new_page@bfloat16", "kv_cache")
+    assert pool and pool[0].endswith(", row 0"), _described(verdict)
+    assert _named(verdict, "wrong_rows", "new_page@bfloat16", "c_kv"), _described(verdict)
+    on_case = {d.cheat for d in verdict.detections if d.variant == "new_page@bfloat16"}
+    assert on_case == {"wrong_rows"}, _described(verdict)
+    assert not [d for d in verdict.detections if d.variant in ("typical@bfloat16", "reverse_pages@bfloat16")]

@@ -115,3 +115,6 @@ def test_the_tolerances_are_never_looser_than_the_contiguous_table():
     tight = tightened(loose, contiguous)
     assert tight["o_heads"]["rel_l2"] == contiguous["o_heads"]["rel_l2"] and tight["o_heads"]["cosine_min"] > 0.99
     assert tight["scores"]["rel_l2"] == 1e-9 and tight["scores"]["peak_floor"] == contiguous["scores"]["peak_floor"]
+    # a row bound: held to the contiguous one where the paged row has one, never added where it has none
+    rows = tightened({"o_heads": {"max_row_rel": 1.0}, "probs": {"rel_l2": 1.0}}, contiguous)
+    assert rows["o_heads"]["max_row_rel"] == contiguous["o_heads"]["max_row_rel"] and "max_row_rel" not in rows["probs"]
