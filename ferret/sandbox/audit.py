@@ -10,8 +10,8 @@ records, so that a candidate that catches the error is still failed by the harne
   process may read anyway (`platform.architecture()` runs it); `os.system`, `os.exec*`, `os.fork`,
   `os.forkpty` and `os.spawn*` always;
 * writing a file (open for writing, create, remove, rename, link, chmod, ...) outside the process's own
-  folder, its temp folder and its Triton cache (the sandbox's own HOME and /tmp, where it shows the folder at
-  the neutral place: `ferret.sandbox.view`);
+  folder, its temp folder and its Triton cache (the sandbox's own /tmp and `~/.triton`, where it shows the folder
+  at the neutral place: `ferret.sandbox.view`);
 * reading a file or listing a folder outside the allow-list: the Python runtime and its installed packages,
   the process's own folder (which holds the copied ferret runtime and the candidate), /proc, /sys, /dev,
   the Triton cache, CUDA folders;
@@ -113,7 +113,7 @@ def _cuda_folders() -> list[str]:
 
 def default_policy(own: Path, also_own: tuple[str, ...] = ()) -> Policy:
     """The allow-lists for a process whose own folder is `own` (its temp folder and Triton cache are inside, or in
-    `also_own`: the sandbox's own HOME and /tmp where it shows the folder at the neutral place)."""
+    `also_own`: the sandbox's own /tmp and `~/.triton` where it shows the folder at the neutral place)."""
     owned = [own, *also_own, os.environ.get("TMPDIR", ""), os.environ.get("TRITON_CACHE_DIR", "")]
     installed = [p for p in sys.path if p and os.path.isdir(p) and Path(p).name in ("site-packages", "dist-packages")]
     extra = [p for p in os.environ.get("FERRET_CANDIDATE_PATH", "").split(os.pathsep) if p]

@@ -204,7 +204,8 @@ def candidate_settings(
     runs candidate code installs the sandbox's audit hooks (`ferret.sandbox.audit`) and gets what each language's
     backend asks for it (`Backend.settings`: CUDA's compiled code cached in `workdir`, compiled with the contract's
     `compile_flags`); every path in the terms of `view` (by default `process_view`). A process shown its folder at
-    the neutral place may also write its HOME and /tmp, both the sandbox's own (`wire.SETTING_OWN_FOLDERS`)."""
+    the neutral place may also write Triton's folder in its HOME (`~/.triton`) and /tmp, both the sandbox's own
+    (`wire.SETTING_OWN_FOLDERS`); the rest of HOME stays outside, as anything beside its folder was before."""
     view = view or process_view(workdir, runs_candidate)
     settings = {wire.SETTING_WAIT_FOR_KILL: "1"}
     if runs_candidate:
@@ -213,7 +214,7 @@ def candidate_settings(
         if audit.wanted():
             settings[wire.SETTING_AUDIT] = "1"
         if view.neutral:
-            settings[wire.SETTING_OWN_FOLDERS] = json.dumps([view.home, str(NEUTRAL_TMP)])
+            settings[wire.SETTING_OWN_FOLDERS] = json.dumps([f"{view.home}/.triton", str(NEUTRAL_TMP)])
     return settings
 
 

@@ -143,13 +143,11 @@ _CALLS = itertools.count(1)
 
 
 def run(inputs, outputs, params, trace=None):
-    """Honest, but once past the warm-up (in the timing process) it writes a file above its folder's parent (beside
-    the judge's folders where it sees the host's paths; /home under the allow-list sandbox, whose HOME, its folder's
-    parent, is its own) and swallows the refusal."""
+    """Honest, but once past the warm-up (in the timing process) it writes a file beside its folder and
+    swallows the refusal."""
     if next(_CALLS) > {after}:
         try:
-            above = os.path.dirname(os.path.dirname(os.getcwd()))
-            with open(os.path.join(above, "planted-by-the-timed-candidate"), "w") as handle:
+            with open(os.path.join(os.path.dirname(os.getcwd()), "planted-by-the-timed-candidate"), "w") as handle:
                 handle.write("x")
         except OSError:
             pass

@@ -292,8 +292,8 @@ def test_a_cuda_candidates_process_loads_cupy_and_nvrtc_before_its_sandbox(tmp_p
 
 
 def test_the_folders_a_job_names_its_own_may_be_written_and_no_other(tmp_path):
-    """A process shown its folder at the neutral place writes its HOME and /tmp (the sandbox's own tmpfs, where Triton
-    and torch keep their caches by default): its job's settings name them (`wire.SETTING_OWN_FOLDERS`)."""
+    """A process shown its folder at the neutral place writes `~/.triton` and /tmp (the sandbox's own tmpfs, where
+    Triton and torch keep their caches by default): its job's settings name them (`wire.SETTING_OWN_FOLDERS`)."""
     own, home, beside = tmp_path / "own", tmp_path / "home", tmp_path / "beside"
     for folder in (own, home, beside):
         folder.mkdir()

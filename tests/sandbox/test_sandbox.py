@@ -152,7 +152,7 @@ def test_a_process_shown_at_the_neutral_place_is_given_every_path_in_its_terms(t
     assert not {"TMPDIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"} & set(env)
     assert not [value for value in env.values() if str(tmp_path) in value]
     settings = candidate_settings(work, view=view)
-    assert json.loads(settings[wire.SETTING_OWN_FOLDERS]) == ["/home/user", "/tmp"]
+    assert json.loads(settings[wire.SETTING_OWN_FOLDERS]) == ["/home/user/.triton", "/tmp"]
     assert not [value for value in settings.values() if str(tmp_path) in value]
     assert wire.SETTING_OWN_FOLDERS not in candidate_settings(work, view=host_view(work))
     assert view.seen(work / "in" / "a.safetensors") == "/home/user/work/in/a.safetensors"
