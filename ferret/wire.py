@@ -105,6 +105,9 @@ class CandidateJob:
 # Settings of the harness itself in `CandidateJob.settings` and `TimingJob.settings`.
 SETTING_WAIT_FOR_KILL = "wait_for_kill"  # "1": after its last result the process waits to be killed by the judge
 SETTING_AUDIT = "audit"  # "1": the process installs the sandbox's audit hooks before loading candidate code
+# A JSON list of folders, beside its own, that the audit hooks let the process write (`~/.triton` and /tmp, where the
+# sandbox shows them as the process's own tmpfs: `ferret.sandbox.view`).
+SETTING_OWN_FOLDERS = "own_folders"
 # What `sys.argv` says while candidate code runs (and `sys.orig_argv`, with the interpreter first): a process the
 # judge starts is named on its command line, and a candidate must not learn from it that it is being judged.
 NEUTRAL_ARGV = ("-c",)

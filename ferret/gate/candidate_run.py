@@ -31,8 +31,10 @@ from ferret.sandbox.launch import (
     candidate_environment,
     candidate_file_name,
     candidate_settings,
+    folder_view,
     run_isolated,
 )
+from ferret.sandbox.view import FolderView
 
 _STATUS = TypeAdapter(wire.VariantStatus)
 # Gate variants whose inputs are written at once (`write_candidate_job`).
@@ -53,11 +55,13 @@ class CandidateRun:
     candidate), each variant part's run, the stress run, the end."""
 
 
-def variant_job(variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str) -> wire.VariantJob:
+def variant_job(
+    variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str, view: FolderView
+) -> wire.VariantJob:
     specs = output_specs(contract, case, dtype)
     return wire.VariantJob(
         id=variant_id,
-        inputs_file=str(inputs_file),
+        inputs_file=view.seen(inputs_file),
         outputs={n: (list(shape), str(dt).removeprefix("torch.")) for n, (shape, dt) in specs.items()},
         inout=[i.name for i in contract.inputs if i.role == "inout"],
         in_only=[i.name for i in contract.inputs if i.role == "in"],
@@ -107,8 +111,10 @@ class CandidateRunOptions:
 def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, options: CandidateRunOptions) -> wire.CandidateJob:
     """The candidate's folder and job.json; the variants in the order the runner takes them. `options.gate_inputs`:
     the gate variants' inputs being written already (`write_gate_inputs` in a thread), waited for here (what it
-    raised, GateTampered say, raised here); else they are written now."""
+    raised, GateTampered say, raised here); else they are written now. Every path in the job is the process's
+    (`folder_view`); the judge reads the results in `workdir`."""
     contract, manifest = context.contract, context.manifest
+    view = folder_view(workdir)
     if options.gate_inputs is None:
         write_gate_inputs(context, workdir)
     else:
@@ -119,17 +125,17 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
     variants = []
     for record, target in zip(manifest.variants, targets, strict=True):
         case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
-        variants.append(variant_job(record.id, target, contract, case, record.dtype))
+        variants.append(variant_job(record.id, target, contract, case, record.dtype, view))
     for item in [*options.fresh, *options.batch]:
         target = workdir / "in" / f"{item.id}.safetensors"
         save_file(item.inputs, str(target))
-        variants.append(variant_job(item.id, target, contract, item.case, item.dtype))
+        variants.append(variant_job(item.id, target, contract, item.case, item.dtype, view))
     stress_index = None
     if options.device == "cuda" and options.run_stress:
         sizes = [r.inputs.nbytes for r in manifest.variants]
         stress_index = max(range(len(sizes)), key=sizes.__getitem__)
     job = wire.CandidateJob(
-        candidate=str(loaded),
+        candidate=view.seen(loaded),
         entry=contract.candidate_abi.entry,
         device=options.device,
         params=dict(contract.params),
@@ -137,9 +143,9 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
         stress_iterations=contract.budgets.stress_iterations,
         stress_variant=stress_index,
         variants=variants,
-        result_dir=str(workdir / "out"),
+        result_dir=view.seen(workdir / "out"),
         moved_call=options.moved_call,
-        settings=candidate_settings(workdir, compile_flags=contract.backend.compile_flags),
+        settings=candidate_settings(workdir, compile_flags=contract.backend.compile_flags, view=view),
     )
     job.write(workdir / "job.json")
     return job
@@ -171,12 +177,12 @@ def run_candidate(context: GateContext, candidate: Path, workdir: Path, options:
     started = time.perf_counter()
     job = write_candidate_job(context, candidate, workdir, options)
     ids = [v.id for v in job.variants]
+    out = workdir / "out"  # the job's result_dir, where the judge reads it
     parts = (
         [r.part for r in context.manifest.variants]
         + ["fresh_cases"] * len(options.fresh)
         + ["batch_invariance"] * len(options.batch)
     )
-    out = Path(job.result_dir)
     marks: list[tuple[str, float]] = [("candidate_inputs", started), ("candidate_start", time.perf_counter())]
 
     def moved(position: object) -> None:
@@ -190,10 +196,13 @@ def run_candidate(context: GateContext, candidate: Path, workdir: Path, options:
     outcome = run_isolated(
         [sys.executable, "-m", "ferret.sandbox.runner", "job.json"],
         workdir,
-        candidate_environment(workdir, interpret=options.device == "cpu", compile_flags=contract.backend.compile_flags),
+        candidate_environment(
+            workdir, interpret=options.device == "cpu", compile_flags=contract.backend.compile_flags, view=folder_view(workdir)
+        ),
         ProcessOptions(
             contract.budgets.case_timeout_s,
             contract.budgets.candidate_memory_mb,
+            confine=True,  # the job's paths are written for the sandbox (`folder_view`)
             hide=hidden_from_candidates(context.gate, context.task.project_root),
             finished_marker=out / wire.DONE_FILE,
             deadline=options.deadline,

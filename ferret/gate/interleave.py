@@ -23,6 +23,7 @@ from pathlib import Path
 from ferret import wire
 from ferret.gate.sm_clock import RoundClocks
 from ferret.sandbox.launch import ProcessOptions, ProcessOutcome, run_isolated
+from ferret.sandbox.view import FolderView
 
 
 @dataclass
@@ -42,6 +43,10 @@ class TimerProcess:
     conducted: threading.Event = field(default_factory=threading.Event, repr=False)
     # Set by stop_all: a process that starts after it (its thread was still setting up) is killed on start.
     stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Whether it runs in the sandbox (None: when it names folders to hide), and how it sees its folder: its job's
+    # paths are written in those terms, and a path it reports is read through `view` (`FolderView.on_host`).
+    confine: bool | None = None
+    view: FolderView | None = None
 
     def read(self, name: str) -> str | None:
         try:
@@ -94,6 +99,7 @@ def start_timer(timer: TimerProcess, timeout_s: float, memory_mb: int, deadline:
                 timeout_s,
                 memory_mb,
                 hide=timer.hide,
+                confine=timer.confine,
                 finished_marker=timer.folder / wire.DONE_FILE,
                 deadline=deadline,
                 progress_token=progress,

@@ -38,6 +38,7 @@ from ferret.sandbox.launch import (
     candidate_environment,
     candidate_file_name,
     candidate_settings,
+    folder_view,
     run_isolated,
 )
 
@@ -197,18 +198,19 @@ def _job(context: GateContext, candidate: Path, workdir: Path, record: VariantRe
     loaded = workdir / candidate_file_name(candidate)
     shutil.copyfile(candidate, loaded)
     case = next(c for c in contract.cases_for(context.manifest.profile) if c.name == record.case)
-    settings = candidate_settings(workdir, compile_flags=contract.backend.compile_flags)
+    view = folder_view(workdir)  # the paths as the confined process sees them
+    settings = candidate_settings(workdir, compile_flags=contract.backend.compile_flags, view=view)
     settings[wire.SETTING_WAIT_FOR_KILL] = "0"
     wire.CandidateJob(
-        candidate=str(loaded),
+        candidate=view.seen(loaded),
         entry=contract.candidate_abi.entry,
         device="cuda",
         params=dict(contract.params),
         repeats=1,
         stress_iterations=0,
         stress_variant=None,
-        variants=[variant_job(record.id, target, contract, case, record.dtype)],
-        result_dir=str(workdir / "out"),
+        variants=[variant_job(record.id, target, contract, case, record.dtype, view)],
+        result_dir=view.seen(workdir / "out"),
         settings=settings,
     ).write(workdir / "job.json")
 
@@ -223,7 +225,7 @@ def _command(tool: Path, options: MemcheckOptions, workdir: Path) -> list[str]:
         "--print-limit",
         str(options.print_limit),
         "--log-file",
-        str(workdir / LOG_FILE),
+        folder_view(workdir).seen(workdir / LOG_FILE),
         sys.executable,
         "-m",
         "ferret.sandbox.runner",
@@ -243,11 +245,14 @@ def run_memcheck(
     started = time.perf_counter()
     try:
         _job(context, candidate, workdir, record)
-        env = candidate_environment(workdir, interpret=False, compile_flags=context.contract.backend.compile_flags)
+        env = candidate_environment(
+            workdir, interpret=False, compile_flags=context.contract.backend.compile_flags, view=folder_view(workdir)
+        )
         env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
         limits = ProcessOptions(
             options.timeout_s,
             context.contract.budgets.candidate_memory_mb,
+            confine=True,  # the job's paths are written for the sandbox (`folder_view`)
             hide=hidden_from_candidates(context.gate, context.task.project_root),
             deadline=deadline,
         )

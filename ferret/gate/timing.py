@@ -55,7 +55,7 @@ from ferret.gate.lock import project_module_files
 from ferret.gate.models import CaseTiming, Detection, RooflineWork, TimingResult
 from ferret.gate.sm_clock import RoundClocks
 from ferret.progress import ProgressLike, Reporter, as_reporter
-from ferret.sandbox.launch import candidate_environment, candidate_file_name, candidate_settings
+from ferret.sandbox.launch import candidate_environment, candidate_file_name, candidate_settings, process_view
 
 TIMING_CATALOGUE = {
     "side_stream_or_thread": [13],
@@ -360,10 +360,12 @@ class _TimerJob:
 
 
 def _timing_job(task: Task, spec: _TimerJob) -> None:
+    """The timer's job.json; its paths as the process sees them (`process_view`: the candidate's timer is confined)."""
     contract = task.contract
+    view = process_view(spec.folder, runs_candidate=spec.role == wire.CANDIDATE_TIMER)
     job = wire.TimingJob(
         role=spec.role,
-        source=str(spec.source),
+        source=view.seen(spec.source),
         entry=spec.entry,
         compile=spec.compile_it,
         device=spec.device,
@@ -371,24 +373,30 @@ def _timing_job(task: Task, spec: _TimerJob) -> None:
         read_only=[i.name for i in contract.inputs if i.role == "in"],
         repeats=spec.repeats,
         cases=spec.cases,
-        result=str(spec.folder / wire.TIMING_RESULT_FILE),
+        result=view.seen(spec.folder / wire.TIMING_RESULT_FILE),
         import_root=spec.import_root,
         module=spec.module,
         settings=candidate_settings(
-            spec.folder, runs_candidate=spec.role == wire.CANDIDATE_TIMER, compile_flags=contract.backend.compile_flags
+            spec.folder,
+            runs_candidate=spec.role == wire.CANDIDATE_TIMER,
+            compile_flags=contract.backend.compile_flags,
+            view=view,
         ),
     )
     job.write(spec.folder / "job.json")
 
 
 def _timer_process(task: Task, role: str, folder: Path, device: str, hide: list[Path]) -> TimerProcess:
+    view = process_view(folder, runs_candidate=role == wire.CANDIDATE_TIMER)
     env = candidate_environment(
         folder,
         interpret=device != "cuda",
         runs_candidate=role == wire.CANDIDATE_TIMER,
         compile_flags=task.contract.backend.compile_flags,
+        view=view,
     )
-    return TimerProcess(role, folder, [sys.executable, "-m", "ferret.bench.process", "job.json"], env, hide)
+    args = [sys.executable, "-m", "ferret.bench.process", "job.json"]
+    return TimerProcess(role, folder, args, env, hide, confine=role == wire.CANDIDATE_TIMER, view=view)
 
 
 def _candidate_timer(
@@ -400,11 +408,12 @@ def _candidate_timer(
     folder.mkdir(parents=True)
     loaded = folder / candidate_file_name(candidate)
     shutil.copyfile(candidate, loaded)
+    view = process_view(folder, runs_candidate=True)
     case_jobs = []
     for case in cases:
         own_pool = folder / Path(case.job.pool_file).name
         shutil.copyfile(case.job.pool_file, own_pool)
-        case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
+        case_jobs.append(wire.TimingCaseJob(case.job.case, view.seen(own_pool), case.job.pool_sets, case.job.outputs))
     _timing_job(
         task,
         _TimerJob(wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device, repeats, case_jobs, folder),
@@ -614,6 +623,10 @@ def _read_results(timer: TimerProcess, names: list[str]) -> wire.TimingResults |
         return f"the {timer.role} timing process's results do not fit the wire's TimingResults: {str(err)[:500]}"
     if [c.case for c in raw.cases] != names:
         return f"the {timer.role} timing process returned cases {[c.case for c in raw.cases]}, not the {names} it was given"
+    for case in raw.cases:  # the process names its answers file in its own terms; the judge reads it on the host
+        if case.answers_file is not None:
+            found = timer.view.on_host(case.answers_file) if timer.view is not None else Path(case.answers_file)
+            case.answers_file = None if found is None else str(found)
     return raw
 
 

@@ -19,7 +19,8 @@ layout:
   libraries) are inside site-packages;
 * the GPU's device nodes (`/dev/nvidia*`, `/dev/nvidia-caps`, `/dev/dxg`), a minimal `/dev`, `/proc`,
   `/sys` read-only, a private `/tmp`;
-* the process's own folder, writable (its temp folder, HOME and Triton cache are inside).
+* the process's own folder, writable, shown at the neutral place `ferret.sandbox.view.NEUTRAL_WORK` (its
+  FolderView says so), under a private tmpfs HOME (`NEUTRAL_HOME`, where Triton's cache is by default).
 
 Everything else of the host (HOME, the project, other checkouts, gates, the trust registry) is not there.
 The judge's deny-list (`hide`) still applies on top: a hidden folder that lies inside an allowed one is
@@ -40,6 +41,8 @@ import sysconfig
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ferret.sandbox.view import NEUTRAL_HOME, FolderView
 
 # Prefixes never shown whole: they hold far more than the runtime.
 _SYSTEM_PREFIXES = frozenset({"/", "/usr", "/usr/local", "/opt", "/home", "/root"})
@@ -255,20 +258,26 @@ def _depth(path: str) -> int:
     return len(Path(path).parts)
 
 
-def _mounts(allow: AllowList) -> list[tuple[str, str]]:
-    """(kind, path) of every mount, parents before what is inside them; kinds: ro, rw, dev, tmp, hidden,
-    plus the specials proc, sys, devfs, shm."""
-    mounts = [("devfs", "/dev"), ("proc", "/proc"), ("sys", "/sys"), ("tmp", "/tmp"), ("shm", "/dev/shm")]
-    mounts += [("ro", p) for p in allow.read_only] + [("rw", p) for p in allow.writable]
-    mounts += [("dev", d) for d in allow.devices] + [("hidden", h) for h in allow.hidden]
-    order = {"devfs": 0, "proc": 0, "sys": 0, "tmp": 0, "shm": 1, "ro": 2, "dev": 2, "rw": 3, "hidden": 4}
+def _mounts(allow: AllowList, view: FolderView) -> list[tuple[str, str, str]]:
+    """(kind, where it is shown, its host source) of every mount, parents before what is inside them; kinds: ro,
+    rw, dev, tmp, hidden, plus the specials proc, sys, devfs, shm and home (a tmpfs). The process's own folder
+    (the writable one) is shown where `view` places it; every other path at its own place."""
+    own = os.path.realpath(view.host)
+    mounts = [(k, p, p) for k, p in (("devfs", "/dev"), ("proc", "/proc"), ("sys", "/sys"), ("tmp", "/tmp"), ("shm", "/dev/shm"))]
+    mounts += [("ro", p, p) for p in allow.read_only]
+    mounts += [("rw", str(view.inside) if p == own else p, p) for p in allow.writable]
+    mounts += [("dev", d, d) for d in allow.devices] + [("hidden", h, h) for h in allow.hidden]
+    if view.neutral:
+        mounts.append(("home", str(NEUTRAL_HOME), str(NEUTRAL_HOME)))
+    order = {"devfs": 0, "proc": 0, "sys": 0, "tmp": 0, "home": 0, "shm": 1, "ro": 2, "dev": 2, "rw": 3, "hidden": 4}
     return sorted(mounts, key=lambda m: (_depth(m[1]), order[m[0]], m[1]))
 
 
-def bwrap_command(bwrap: str, allow: AllowList, workdir: Path, args: Sequence[str]) -> list[str]:
+def bwrap_command(bwrap: str, allow: AllowList, view: FolderView, args: Sequence[str]) -> list[str]:
     """`args` under bubblewrap, seeing only `allow`: new mount, PID, IPC, UTS, network and cgroup
-    namespaces, a fresh /proc, every capability dropped, dying with its parent, the root read-only.
-    No new session (the judge signals the process group; stdin is /dev/null and there is no terminal)."""
+    namespaces, a fresh /proc, every capability dropped, dying with its parent, the root read-only; its own
+    folder where `view` shows it, its working folder. No new session (the judge signals the process group; stdin
+    is /dev/null and there is no terminal)."""
     command = [
         bwrap,
         "--die-with-parent",
@@ -284,45 +293,47 @@ def bwrap_command(bwrap: str, allow: AllowList, workdir: Path, args: Sequence[st
         "devfs": ["--dev"],
         "proc": ["--proc"],
         "tmp": ["--tmpfs"],
+        "home": ["--tmpfs"],
         "shm": ["--tmpfs"],
         "sys": ["--ro-bind", "/sys"],
         "ro": ["--ro-bind-try"],
         "rw": ["--bind"],
         "dev": ["--dev-bind-try"],
     }
-    for kind, path in _mounts(allow):
+    for kind, path, source in _mounts(allow, view):
         if kind == "hidden":
             command += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
         elif kind in ("ro", "rw", "dev"):
-            command += [*flags[kind], path, path]
+            command += [*flags[kind], source, path]
         else:
             command += [*flags[kind], path]
     for where, target in allow.symlinks:
         command += ["--symlink", target, where]
-    return [*command, "--remount-ro", "/", "--chdir", str(workdir), "--", *args]
+    return [*command, "--remount-ro", "/", "--chdir", str(view.inside), "--", *args]
 
 
-def namespace_script(allow: AllowList, root: Path, workdir: Path) -> str:
+def namespace_script(allow: AllowList, root: Path, view: FolderView) -> str:
     """The shell script the fallback runs in a private mount namespace (`unshare --mount`): an empty tmpfs
-    at `root`, the allow-list bind-mounted into it (read-only but the process's own folder), a minimal /dev,
-    /proc, /sys read-only, a private /tmp; the root made read-only; then `unshare --root` into it and
+    at `root`, the allow-list bind-mounted into it (read-only but the process's own folder, shown where `view`
+    places it), a minimal /dev, /proc, /sys read-only, a private /tmp (and HOME, when `view` is neutral); the
+    root made read-only; then `unshare --root` into it and
     `setpriv` dropping every capability (no new privileges) before the process's own command ("$@")."""
     q = shlex.quote
     r = str(root).rstrip("/")
     lines = ["set -e", f"mount -t tmpfs -o mode=0755,size=16m ferret-root {q(r)}"]
 
-    def bind(path: str, read_only: bool) -> None:
-        into = q(r + path)
-        if os.path.isdir(path):
+    def bind(path: str, read_only: bool, source: str | None = None) -> None:
+        into, source = q(r + path), source or path
+        if os.path.isdir(source):
             lines.append(f"mkdir -p {into}")
         else:
             lines.append(f"mkdir -p {q(os.path.dirname(r + path))} && touch {into}")
-        lines.append(f"mount --bind {q(path)} {into}" + (f" && mount -o remount,bind,ro {into}" if read_only else ""))
+        lines.append(f"mount --bind {q(source)} {into}" + (f" && mount -o remount,bind,ro {into}" if read_only else ""))
 
-    for kind, path in _mounts(allow):
+    for kind, path, source in _mounts(allow, view):
         into = q(r + path)
         if kind in ("ro", "rw", "dev"):
-            bind(path, read_only=kind == "ro")
+            bind(path, read_only=kind == "ro", source=source)
         elif kind == "devfs":
             lines.append(f"mkdir -p {into}")
             for device in _BASIC_DEVICES:
@@ -334,6 +345,8 @@ def namespace_script(allow: AllowList, root: Path, workdir: Path) -> str:
             bind("/sys", read_only=True)
         elif kind in ("tmp", "shm"):
             lines.append(f"mkdir -p {into} && mount -t tmpfs -o mode=1777 ferret-tmp {into}")
+        elif kind == "home":
+            lines.append(f"mkdir -p {into} && mount -t tmpfs -o mode=0755 ferret-home {into}")
         else:  # hidden
             lines.append(f"mkdir -p {into} && mount -t tmpfs -o ro,size=64k,mode=0555 ferret-hidden {into}")
     for where, target in allow.symlinks:
@@ -341,11 +354,11 @@ def namespace_script(allow: AllowList, root: Path, workdir: Path) -> str:
     lines.append(f"mount -o remount,ro {q(r)}")
     setpriv = os.path.realpath(shutil.which("setpriv") or "/usr/bin/setpriv")
     drop = f"{q(setpriv)} --no-new-privs --bounding-set=-all --inh-caps=-all --"
-    lines.append(f'exec unshare --root={q(r)} --wd={q(str(workdir))} {drop} "$@"')
+    lines.append(f'exec unshare --root={q(r)} --wd={q(str(view.inside))} {drop} "$@"')
     return "\n".join(lines)
 
 
-def namespace_command(allow: AllowList, root: Path, workdir: Path, args: Sequence[str]) -> list[str]:
+def namespace_command(allow: AllowList, root: Path, view: FolderView, args: Sequence[str]) -> list[str]:
     """`args` in the fallback's private mount namespace (see `namespace_script`). `root` is an empty folder
     of the host the new root is mounted on (inside the namespace only)."""
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", namespace_script(allow, root, workdir), "sh", *args]
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", namespace_script(allow, root, view), "sh", *args]

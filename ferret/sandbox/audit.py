@@ -10,7 +10,8 @@ records, so that a candidate that catches the error is still failed by the harne
   process may read anyway (`platform.architecture()` runs it); `os.system`, `os.exec*`, `os.fork`,
   `os.forkpty` and `os.spawn*` always;
 * writing a file (open for writing, create, remove, rename, link, chmod, ...) outside the process's own
-  folder, its temp folder and its Triton cache;
+  folder, its temp folder and its Triton cache (the sandbox's own /tmp and `~/.triton`, where it shows the folder
+  at the neutral place: `ferret.sandbox.view`);
 * reading a file or listing a folder outside the allow-list: the Python runtime and its installed packages,
   the process's own folder (which holds the copied ferret runtime and the candidate), /proc, /sys, /dev,
   the Triton cache, CUDA folders;
@@ -24,6 +25,7 @@ audited: that residual risk is in SECURITY.md.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -109,9 +111,10 @@ def _cuda_folders() -> list[str]:
     return [f for f in found if f and os.path.isdir(f)]
 
 
-def default_policy(own: Path) -> Policy:
-    """The allow-lists for a process whose own folder is `own` (its temp folder and Triton cache are inside)."""
-    owned = [own, os.environ.get("TMPDIR", ""), os.environ.get("TRITON_CACHE_DIR", "")]
+def default_policy(own: Path, also_own: tuple[str, ...] = ()) -> Policy:
+    """The allow-lists for a process whose own folder is `own` (its temp folder and Triton cache are inside, or in
+    `also_own`: the sandbox's own /tmp and `~/.triton` where it shows the folder at the neutral place)."""
+    owned = [own, *also_own, os.environ.get("TMPDIR", ""), os.environ.get("TRITON_CACHE_DIR", "")]
     installed = [p for p in sys.path if p and os.path.isdir(p) and Path(p).name in ("site-packages", "dist-packages")]
     extra = [p for p in os.environ.get("FERRET_CANDIDATE_PATH", "").split(os.pathsep) if p]
     runtime = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
@@ -278,8 +281,12 @@ def wanted() -> bool:
 
 def install_if_asked(own: Path, settings: Mapping[str, str]) -> Sandbox | None:
     """The hook, in a process the judge started to run candidate code (its job's settings say so,
-    `ferret.sandbox.launch.candidate_settings`); None elsewhere (a test calling the runner's main in its own process)."""
-    return install(own) if settings.get(wire.SETTING_AUDIT) == "1" else None
+    `ferret.sandbox.launch.candidate_settings`); None elsewhere (a test calling the runner's main in its own process).
+    The settings may name folders the process also owns (`wire.SETTING_OWN_FOLDERS`)."""
+    if settings.get(wire.SETTING_AUDIT) != "1":
+        return None
+    also = json.loads(settings.get(wire.SETTING_OWN_FOLDERS, "[]"))
+    return install(own, default_policy(own, tuple(str(folder) for folder in also)))
 
 
 def install(own: Path, policy: Policy | None = None) -> Sandbox:

@@ -24,6 +24,7 @@ from ferret import wire
 from ferret.backends.registry import backends
 from ferret.sandbox import allow, audit
 from ferret.sandbox.children import kill_group, start_group
+from ferret.sandbox.view import NEUTRAL_TMP, FolderView, host_view, neutral_view
 
 # Variables a candidate may see. Everything else (API keys, tokens, the user's settings) stays out. OMP_NUM_THREADS:
 # a judge limited to fewer CPU threads (several checks side by side on a few cores, as the test suite's two workers
@@ -94,44 +95,48 @@ def _tree_rss_mb(pid: int) -> float:
     return total
 
 
-def triton_cache_of(workdir: Path) -> Path:
-    """The Triton cache of the candidate's process that runs in `workdir` (`candidate_environment`)."""
-    return workdir / ".triton" / "cache"
+def folder_view(workdir: Path, kind: str | None = None) -> FolderView:
+    """How a process confined in `workdir` by the sandbox `kind` (None: the one `sandbox_kind` picks, as
+    `run_isolated` does) sees its folder: at the neutral place under an allow-list sandbox, else where it lies."""
+    kind = sandbox_kind() if kind is None else kind
+    return neutral_view(workdir) if kind in _ALLOW_LIST_KINDS else host_view(workdir)
+
+
+def process_view(workdir: Path, runs_candidate: bool) -> FolderView:
+    """The view of a process the judge starts in `workdir`: a process running candidate code is confined
+    (`folder_view`), the reference timer is not (it sees the host's paths)."""
+    return folder_view(workdir) if runs_candidate else host_view(workdir)
 
 
 def candidate_environment(
-    workdir: Path, interpret: bool, runs_candidate: bool = True, compile_flags: Mapping[str, Any] | None = None
+    workdir: Path,
+    interpret: bool,
+    runs_candidate: bool = True,
+    compile_flags: Mapping[str, Any] | None = None,
+    view: FolderView | None = None,
 ) -> dict[str, str]:
-    """The environment of a process the judge starts in `workdir`. A process that runs candidate code
-    (`runs_candidate`: the runner, the candidate's timer) gets a Triton cache of its own inside `workdir`,
-    discarded with it: what a candidate compiles (or plants) is never read by a later check or by the
-    baseline. A process that runs no candidate code (the reference timer) keeps the judge's cache. Only what
-    third-party libraries read is here (Triton's and torch's caches, the interpreter switch): the judge's own
-    settings travel in the job (`candidate_settings`), so that nothing in the environment says "judged"."""
+    """The environment of a process the judge starts in `workdir`, every path in the terms of `view` (by default
+    `process_view`). A process that runs candidate code (`runs_candidate`: the runner, the candidate's timer)
+    gets Triton's and torch's caches of its own, discarded with it: what a candidate compiles (or plants) is never
+    read by a later check or by the baseline. Shown at the neutral place, they are where a user's are (Triton's
+    under HOME, a tmpfs of the sandbox's; torch's under the sandbox's /tmp), with neither cache variable nor TMPDIR
+    set; elsewhere both caches and TMPDIR are inside `workdir`. A process that runs no candidate code (the reference
+    timer) keeps the judge's Triton cache. Only what third-party libraries read is here (Triton's and torch's
+    caches, the interpreter switch): the judge's own settings travel in the job (`candidate_settings`), so that
+    nothing in the environment says "judged"."""
+    view = view or process_view(workdir, runs_candidate)
     env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
     # The import path is fixed by the judge: a folder holding only a copy of the ferret modules the
     # candidate's process runs, then the installed-package folders of the judge's sys.path. Project folders
     # (which hold tasks/, the reference) and the current folder never appear, whatever the judge's
     # process added to its own sys.path; FERRET_CANDIDATE_PATH adds folders deliberately.
-    ferret_package = Path(__file__).resolve().parents[1]
-    runtime = workdir / ".runtime"
-    if not (runtime / "ferret").exists():
-        # A copy of the few modules the candidate's process runs (not a link: a link's `..` would lead
-        # back into the project folder, to its gates and tasks).
-        import shutil
-
-        (runtime / "ferret").mkdir(parents=True)
-        for module in ("__init__.py", "errors.py", "wire.py"):
-            shutil.copy2(ferret_package / module, runtime / "ferret" / module)
-        for package in ("sandbox", "bench", "backends"):
-            shutil.copytree(ferret_package / package, runtime / "ferret" / package, ignore=shutil.ignore_patterns("__pycache__"))
+    runtime = _copy_runtime(workdir)
     installed = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")]
     extra = [p for p in os.environ.get("FERRET_CANDIDATE_PATH", "").split(os.pathsep) if p]
-    paths = [str(runtime)] + extra + installed
+    paths = [view.seen(runtime)] + extra + installed
     env.update(
         {
-            "HOME": str(workdir),
-            "TMPDIR": str(workdir),
+            "HOME": view.home,
             "PYTHONPATH": os.pathsep.join(paths),
             "PYTHONNOUSERSITE": "1",
             "PYTHONSAFEPATH": "1",  # no current folder on sys.path: a torch.py written there is never imported
@@ -145,13 +150,7 @@ def candidate_environment(
             "LOGNAME": NEUTRAL_USER,
         }
     )
-    if runs_candidate:
-        cache = triton_cache_of(workdir)
-        cache.mkdir(parents=True, exist_ok=True)
-        env["TRITON_CACHE_DIR"] = str(cache)
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(workdir / ".inductor")  # its own too, discarded with the folder
-    else:
-        env["TRITON_CACHE_DIR"] = os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
+    env.update(_caches(workdir, view, runs_candidate))
     libcuda = allow.libcuda_folder() if runs_candidate and not interpret else None
     if libcuda is not None and "TRITON_LIBCUDA_PATH" not in env:
         env["TRITON_LIBCUDA_PATH"] = libcuda  # Triton need not run `ldconfig -p` inside the confinement
@@ -162,20 +161,60 @@ def candidate_environment(
     return env
 
 
+def _copy_runtime(workdir: Path) -> Path:
+    """A copy of the few ferret modules the candidate's process runs, in `workdir` (not a link: a link's `..`
+    would lead back into the project folder, to its gates and tasks)."""
+    ferret_package = Path(__file__).resolve().parents[1]
+    runtime = workdir / ".runtime"
+    if not (runtime / "ferret").exists():
+        import shutil
+
+        (runtime / "ferret").mkdir(parents=True)
+        for module in ("__init__.py", "errors.py", "wire.py"):
+            shutil.copy2(ferret_package / module, runtime / "ferret" / module)
+        for package in ("sandbox", "bench", "backends"):
+            shutil.copytree(ferret_package / package, runtime / "ferret" / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return runtime
+
+
+def _caches(workdir: Path, view: FolderView, runs_candidate: bool) -> dict[str, str]:
+    """TMPDIR and the cache variables of a process in `workdir` (`candidate_environment` says which)."""
+    if not runs_candidate:
+        judges = os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache"))
+        return {"TMPDIR": view.seen(workdir), "TRITON_CACHE_DIR": judges}
+    if view.neutral:
+        return {}  # the defaults: ~/.triton/cache and /tmp/torchinductor_user, both the sandbox's own
+    cache = workdir / ".triton" / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    return {
+        "TMPDIR": view.seen(workdir),
+        "TRITON_CACHE_DIR": view.seen(cache),
+        "TORCHINDUCTOR_CACHE_DIR": view.seen(workdir / ".inductor"),
+    }
+
+
 def candidate_settings(
-    workdir: Path, runs_candidate: bool = True, compile_flags: Mapping[str, Any] | None = None
+    workdir: Path,
+    runs_candidate: bool = True,
+    compile_flags: Mapping[str, Any] | None = None,
+    view: FolderView | None = None,
 ) -> dict[str, str]:
     """The judge's settings for a process it starts in `workdir`, carried in its job (`CandidateJob.settings`,
     `TimingJob.settings`), never in its environment: it waits to be killed after its last result; a process that
     runs candidate code installs the sandbox's audit hooks (`ferret.sandbox.audit`) and gets what each language's
     backend asks for it (`Backend.settings`: CUDA's compiled code cached in `workdir`, compiled with the contract's
-    `compile_flags`)."""
+    `compile_flags`); every path in the terms of `view` (by default `process_view`). A process shown its folder at
+    the neutral place may also write Triton's folder in its HOME (`~/.triton`) and /tmp, both the sandbox's own
+    (`wire.SETTING_OWN_FOLDERS`); the rest of HOME stays outside, as anything beside its folder was before."""
+    view = view or process_view(workdir, runs_candidate)
     settings = {wire.SETTING_WAIT_FOR_KILL: "1"}
     if runs_candidate:
         for backend in backends():
-            settings.update(backend.settings(workdir, compile_flags or {}))
+            settings.update(backend.settings(Path(view.inside), compile_flags or {}))
         if audit.wanted():
             settings[wire.SETTING_AUDIT] = "1"
+        if view.neutral:
+            settings[wire.SETTING_OWN_FOLDERS] = json.dumps([f"{view.home}/.triton", str(NEUTRAL_TMP)])
     return settings
 
 
@@ -318,9 +357,10 @@ def _runs_a_gpu_kernel(kind: str, base: Path) -> bool:
     own = base / "own-gpu"
     own.mkdir()
     (own / "probe.py").write_text(_GPU_PROBE)
-    args, root = confined_command(kind, [sys.executable, str(own / "probe.py"), str(own)], own, [])
+    view = folder_view(own, kind)
+    args, root = confined_command(kind, [sys.executable, view.seen(own / "probe.py"), view.seen(own)], own, [])
     try:
-        env = candidate_environment(own, interpret=False, runs_candidate=True)
+        env = candidate_environment(own, interpret=False, runs_candidate=True, view=view)
         done = subprocess.run(args, capture_output=True, timeout=300, cwd=own, env=env, text=True)
     finally:
         if root is not None:
@@ -414,7 +454,8 @@ def _works(kind: str) -> bool:
         own.mkdir()
         beside.mkdir()
         (beside / "secret").write_text("")
-        args, root = confined_command(kind, [sys.executable, "-S", "-c", _PROBE, str(beside / "secret"), str(own)], own, [])
+        seen = folder_view(own, kind).seen(own)
+        args, root = confined_command(kind, [sys.executable, "-S", "-c", _PROBE, str(beside / "secret"), seen], own, [])
         try:
             done = subprocess.run(args, capture_output=True, timeout=60, cwd=own)
         finally:
@@ -432,17 +473,18 @@ def _works(kind: str) -> bool:
 
 
 def confined_command(kind: str, args: list[str], workdir: Path, hide: Sequence[Path]) -> tuple[list[str], Path | None]:
-    """`args` under the sandbox `kind`, and the empty folder the fallback mounts its root on (the caller
-    removes it afterwards; None for the others)."""
+    """`args` (in the process's terms: `folder_view(workdir, kind)`) under the sandbox `kind`, and the empty folder
+    the fallback mounts its root on (the caller removes it afterwards; None for the others)."""
+    view = folder_view(workdir, kind)
     if kind == BUBBLEWRAP:
         import shutil
 
-        return allow.bwrap_command(shutil.which("bwrap") or "bwrap", allow.allow_list_for(workdir, hide), workdir, args), None
+        return allow.bwrap_command(shutil.which("bwrap") or "bwrap", allow.allow_list_for(workdir, hide), view, args), None
     if kind == NAMESPACE:
         import tempfile
 
         root = Path(tempfile.mkdtemp(prefix="ferret-root-"))
-        return allow.namespace_command(allow.allow_list_for(workdir, hide), root, workdir, args), root
+        return allow.namespace_command(allow.allow_list_for(workdir, hide), root, view, args), root
     if kind == DENY_LIST and hide:
         return hiding_command(args, list(hide)), None
     return args, None
@@ -478,7 +520,8 @@ def run_isolated(args: list[str], workdir: Path, env: dict[str, str], options: P
 
     `confine` (by default: whether the caller names folders to `hide`, which every caller running candidate
     code does) runs the process in the sandbox `sandbox_kind` picks, where it sees only the allow-list of
-    `ferret.sandbox.allow` and its own `workdir`; `hide` is still covered where it lies inside what is
+    `ferret.sandbox.allow` and its own `workdir`, shown where `folder_view(workdir)` says: `args` and `env` are
+    written in those terms; `hide` is still covered where it lies inside what is
     shown, and is all the deny-list fallback hides."""
     started = time.perf_counter()
     hide = options.hide

@@ -135,7 +135,7 @@ def test_the_judge_asks_a_registered_languages_backend_whether_it_can_judge_it(t
 def test_a_registered_languages_scan_preset_loader_launches_and_environment_are_used(toy, tmp_path, monkeypatch):
     from ferret.gate.scan import scan_preset
     from ferret.sandbox import audit
-    from ferret.sandbox.launch import candidate_environment, candidate_settings
+    from ferret.sandbox.launch import candidate_environment, candidate_settings, folder_view
     from ferret.sandbox.runner import take_settings
     from ferret.sandbox.watch import LaunchRecorder
 
@@ -144,9 +144,10 @@ def test_a_registered_languages_scan_preset_loader_launches_and_environment_are_
     assert scan_preset(candidate) == "minimal"
     audit.load_language_runtime(candidate, on_gpu=True)
     assert toy.loaded == [True]
-    # The language's settings travel in the job (not the environment) and reach it in the candidate's process.
+    # The language's settings travel in the job (not the environment) and reach it in the candidate's process, its
+    # folder named as the process sees it (`folder_view`).
     settings = candidate_settings(tmp_path, compile_flags={"fast": True})
-    assert settings["TOY_FLAGS"] == "fast" and settings["TOY_CACHE"] == str(tmp_path / ".toy")
+    assert settings["TOY_FLAGS"] == "fast" and settings["TOY_CACHE"] == folder_view(tmp_path).seen(tmp_path / ".toy")
     assert "TOY_FLAGS" not in candidate_environment(tmp_path, interpret=True, compile_flags={"fast": True})
     take_settings(settings)
     assert toy.configured == settings

@@ -662,11 +662,12 @@ def test_the_same_candidate_fails_when_a_key_would_be_visible(tmp_path, monkeypa
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-ferret-test")
     assert subprocess.run([sys.executable, str(probe)]).returncode == 7
 
-    from ferret.sandbox.launch import candidate_environment
+    from ferret.sandbox.launch import candidate_environment, folder_view
 
     env = candidate_environment(tmp_path, interpret=True)
     assert "ANTHROPIC_API_KEY" not in env
-    assert env["HOME"] == str(tmp_path) and env["TMPDIR"] == str(tmp_path)
+    # HOME is the process's own: its folder, or /home/user (the sandbox's tmpfs) where the folder is shown there.
+    assert env["HOME"] == folder_view(tmp_path).home != str(Path.home())
     assert env["TRITON_INTERPRET"] == "1"
     assert "TRITON_INTERPRET" not in candidate_environment(tmp_path, interpret=False)
 

@@ -265,3 +265,25 @@ def test_each_rounds_spin_is_in_the_case_in_the_judges_round_order():
     result = timing._case_timing(_case(), mine, theirs, 5, [], H200, max_spread=0.10)
     assert result.spin_ms == {"candidate": [0.04, 0.16, 0.041, 0.04, 0.04]}
     assert result.samples["candidate"][1] == 0.0048
+
+
+def test_the_candidate_timers_answers_are_read_on_the_host_and_only_inside_its_folder(tmp_path):
+    """The candidate's timer names its answers file in its own terms (/home/user/work under an allow-list sandbox);
+    the judge reads it in the timer's folder on the host, and a path leading out of that folder is no answer."""
+    import json
+    from dataclasses import asdict
+
+    from ferret.gate.interleave import TimerProcess
+    from ferret.sandbox.view import neutral_view
+
+    def case(name: str, answers: str) -> wire.TimingCaseResult:
+        return wire.TimingCaseResult(
+            case=name, samples={}, host_ms={}, pool_sets=1, persisting_l2="", flags=[], answers_file=answers
+        )
+
+    results = wire.TimingResults(device="cpu", cases=[case("a", "/home/user/work/answers-0.safetensors"), case("b", "/etc/x")])
+    (tmp_path / wire.TIMING_RESULT_FILE).write_text(json.dumps(asdict(results)))
+    timer = TimerProcess(wire.CANDIDATE_TIMER, tmp_path, [], {}, hide=(), view=neutral_view(tmp_path))
+    read = timing._read_results(timer, ["a", "b"])
+    assert not isinstance(read, str), read
+    assert [c.answers_file for c in read.cases] == [str(tmp_path / "answers-0.safetensors"), None]

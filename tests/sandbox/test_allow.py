@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 from ferret.sandbox import allow, launch
-from ferret.sandbox.launch import BUBBLEWRAP, NAMESPACE, ProcessOptions, candidate_environment, run_isolated, sandbox_kind
+from ferret.sandbox.launch import (
+    BUBBLEWRAP,
+    NAMESPACE,
+    ProcessOptions,
+    candidate_environment,
+    folder_view,
+    run_isolated,
+    sandbox_kind,
+)
+from ferret.sandbox.view import host_view, neutral_view
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,14 +78,17 @@ def test_bwrap_command_shows_only_the_allow_list():
         symlinks=(("/lib64", "usr/lib64"),),
         hidden=("/opt/py/gates",),
     )
-    command = allow.bwrap_command("/usr/bin/bwrap", built, Path("/tmp/ferret-x/work"), ["python", "-m", "x"])
+    command = allow.bwrap_command("/usr/bin/bwrap", built, neutral_view(Path("/tmp/ferret-x/work")), ["python", "-m", "x"])
     assert command[0] == "/usr/bin/bwrap" and command[-4:] == ["--", "python", "-m", "x"]
     for flag in ("--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc"):
         assert flag in command
     assert command[command.index("--cap-drop") + 1] == "ALL"
     assert "--new-session" not in command  # the judge signals the process group
     assert _pairs(command, "--ro-bind-try") == ["/opt/py", "/usr/lib/x86_64-linux-gnu"]
-    assert _pairs(command, "--bind") == ["/tmp/ferret-x/work"]
+    # The process's own folder at the neutral place, under a HOME of its own; nothing shows the host's folder.
+    bound = command.index("--bind")
+    assert command[bound + 1 : bound + 3] == ["/tmp/ferret-x/work", "/home/user/work"]
+    assert command.index("/home/user") < bound and command[command.index("/home/user") - 1] == "--tmpfs"
     assert _pairs(command, "--dev-bind-try") == ["/dev/nvidia0"]
     assert _pairs(command, "--symlink") == ["usr/lib64"] and "/lib64" in command
     assert _pairs(command, "--proc") == ["/proc"] and _pairs(command, "--dev") == ["/dev"]
@@ -84,12 +96,14 @@ def test_bwrap_command_shows_only_the_allow_list():
     # Parents before what is inside them: the private /tmp before the folder inside it, the shown folder
     # before the tmpfs covering its hidden part, which is made read-only.
     tmp = command.index("/tmp")
-    assert tmp < command.index("/tmp/ferret-x/work") and command[tmp - 1] == "--tmpfs"
+    assert tmp < bound and command[tmp - 1] == "--tmpfs"
     cover = command.index("/opt/py/gates")
     assert command.index("/opt/py") < cover and command[cover - 1] == "--tmpfs"
     assert command[cover + 1 : cover + 3] == ["--remount-ro", "/opt/py/gates"]
-    assert command[command.index("--chdir") + 1] == "/tmp/ferret-x/work"
-    assert command[-7:-4] == ["/", "--chdir", "/tmp/ferret-x/work"] and command[-8] == "--remount-ro"
+    assert command[command.index("--chdir") + 1] == "/home/user/work"
+    assert command[-7:-4] == ["/", "--chdir", "/home/user/work"] and command[-8] == "--remount-ro"
+    at_home = allow.bwrap_command("/usr/bin/bwrap", built, host_view(Path("/tmp/ferret-x/work")), ["python"])
+    assert _pairs(at_home, "--bind") == ["/tmp/ferret-x/work"] and "/home/user" not in at_home
 
 
 def test_namespace_script_builds_the_same_root_by_hand(tmp_path):
@@ -97,16 +111,18 @@ def test_namespace_script_builds_the_same_root_by_hand(tmp_path):
     (tmp_path / "work").mkdir()
     built = allow.AllowList((str(tmp_path / "py"),), (str(tmp_path / "work"),), (), (("/lib64", "usr/lib64"),), ())
     root = tmp_path / "root"
-    script = allow.namespace_script(built, root, tmp_path / "work")
+    script = allow.namespace_script(built, root, neutral_view(tmp_path / "work"))
     lines = script.splitlines()
     assert lines[1] == f"mount -t tmpfs -o mode=0755,size=16m ferret-root {root}"
     assert f"mount --bind {tmp_path / 'py'} {root}{tmp_path / 'py'} && mount -o remount,bind,ro {root}{tmp_path / 'py'}" in script
-    assert f"mount --bind {tmp_path / 'work'} {root}{tmp_path / 'work'}" in lines
+    home = lines.index(f"mkdir -p {root}/home/user && mount -t tmpfs -o mode=0755 ferret-home {root}/home/user")
+    assert lines.index(f"mount --bind {tmp_path / 'work'} {root}/home/user/work") > home
+    assert str(tmp_path / "work") not in script.replace(f"mount --bind {tmp_path / 'work'} ", "")
     assert f"ln -sfn usr/lib64 {root}/lib64" in script
     assert f"mount -t proc proc {root}/proc" in script and f"mount -o remount,ro {root}" in lines
-    assert lines[-1].startswith(f"exec unshare --root={root} --wd={tmp_path / 'work'} ")
+    assert lines[-1].startswith(f"exec unshare --root={root} --wd=/home/user/work ")
     assert "--bounding-set=-all --inh-caps=-all --" in lines[-1] and lines[-1].endswith('"$@"')
-    command = allow.namespace_command(built, root, tmp_path / "work", ["python", "x.py"])
+    command = allow.namespace_command(built, root, neutral_view(tmp_path / "work"), ["python", "x.py"])
     assert command[:4] == ["unshare", "--mount", "--propagation", "private"] and command[-2:] == ["python", "x.py"]
 
 
@@ -169,7 +185,11 @@ x = torch.arange(10, dtype=torch.float32)
 y = torch.empty_like(x)
 double[(2,)](x, y, 10, BLOCK=8)
 print("TRITON", y.tolist() == (x * 2).tolist())
+import tempfile
+print("PATHS", os.path.dirname(__file__), os.getcwd(), os.environ["HOME"], tempfile.gettempdir(), triton.knobs.cache.dir)
 open("written", "w").write("own folder")
+os.makedirs(triton.knobs.cache.dir, exist_ok=True)
+open(os.path.join(triton.knobs.cache.dir, "planted"), "w").write("in the sandbox's HOME")
 """
 
 
@@ -195,12 +215,18 @@ def test_a_confined_process_sees_only_the_allow_list(kind, tmp_path, monkeypatch
     ]
     (work / "probe.py").write_text(PROBE.format(secrets=secrets, beside=str(beside), repo=str(REPO / "tasks")))
     env = candidate_environment(work, interpret=True)
-    outcome = run_isolated([sys.executable, str(work / "probe.py")], work, env, ProcessOptions(240, 8000, confine=True))
+    view = folder_view(work)
+    assert view.neutral  # every path the process is given is in its own terms
+    outcome = run_isolated([sys.executable, view.seen(work / "probe.py")], work, env, ProcessOptions(240, 8000, confine=True))
     lines = outcome.stderr_tail.splitlines()
     assert outcome.sandbox == kind and outcome.returncode == 0, outcome.stderr_tail
     assert [line for line in lines if line.startswith(("READ", "REFUSED"))] == ["REFUSED FileNotFoundError"] * 3
     assert "LISTED False False" in lines and "TRITON True" in lines, outcome.stderr_tail
     assert (work / "written").read_text() == "own folder"  # its own folder is the host's, writable
+    # ... shown where a user's could be: /home/user/work, HOME /home/user, /tmp and Triton's cache at their defaults,
+    # HOME a tmpfs of the sandbox's own (nothing written there reaches the host's folder).
+    assert "PATHS /home/user/work /home/user/work /home/user /tmp /home/user/.triton/cache" in lines, outcome.stderr_tail
+    assert not list(work.rglob("planted"))
 
 
 @pytest.mark.parametrize("kind", [BUBBLEWRAP, NAMESPACE])

@@ -289,3 +289,41 @@ def test_a_cuda_candidates_process_loads_cupy_and_nvrtc_before_its_sandbox(tmp_p
         assert data == {"result": "ok", "seen": []}, data
     else:
         assert data["result"] != "ok" and "native_load_refused" in data["seen"], data
+
+
+def test_the_folders_a_job_names_its_own_may_be_written_and_no_other(tmp_path):
+    """A process shown its folder at the neutral place writes `~/.triton` and /tmp (the sandbox's own tmpfs, where
+    Triton and torch keep their caches by default): its job's settings name them (`wire.SETTING_OWN_FOLDERS`)."""
+    own, home, beside = tmp_path / "own", tmp_path / "home", tmp_path / "beside"
+    for folder in (own, home, beside):
+        folder.mkdir()
+    code = textwrap.dedent(
+        """
+        import json, sys
+        from pathlib import Path
+        from ferret import wire
+        from ferret.sandbox import audit
+        own, home, beside = (Path(p) for p in sys.argv[1:4])
+        settings = {wire.SETTING_AUDIT: "1", wire.SETTING_OWN_FOLDERS: json.dumps([str(home)])}
+        sandbox = audit.install_if_asked(own, settings)
+        results = {}
+        for name, folder in (("own", own), ("home", home), ("beside", beside)):
+            try:
+                (folder / "x").write_text("x")
+                results[name] = "ok"
+            except PermissionError:
+                results[name] = "refused"
+        print(json.dumps(results))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TRITON_CACHE_DIR")}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(own), str(home), str(beside)],
+        cwd=own,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"own": "ok", "home": "ok", "beside": "refused"}

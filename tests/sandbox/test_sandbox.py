@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save_file
 from ferret import wire
 from ferret.sandbox import runner
 from ferret.sandbox.launch import ProcessOptions, candidate_environment, candidate_settings, run_isolated
+from ferret.sandbox.view import host_view, neutral_view
 
 
 def _python(tmp_path: Path, code: str, timeout_s: float = 30, memory_mb: int = 4000):
@@ -106,7 +107,8 @@ def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     monkeypatch.setenv("LANG", "C.UTF-8")
-    env = candidate_environment(tmp_path, interpret=True)
+    # Seen where it lies (no allow-list sandbox: the deny-list namespace or none), as this unconfined run does.
+    env = candidate_environment(tmp_path, interpret=True, view=host_view(tmp_path))
     assert "ANTHROPIC_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert env["LANG"] == "C.UTF-8"
     assert env["HOME"] == str(tmp_path) and env["TMPDIR"] == str(tmp_path)
@@ -135,6 +137,30 @@ def test_candidate_environment_is_scrubbed(tmp_path, monkeypatch):
         ProcessOptions(60, 4000),
     )
     assert imports.stderr_tail.strip().splitlines()[-1] == "True False"
+
+
+def test_a_process_shown_at_the_neutral_place_is_given_every_path_in_its_terms(tmp_path, monkeypatch):
+    """Under an allow-list sandbox the process's folder is /home/user/work: its environment and settings say so, and
+    nothing the judge hands it names the host's folder; what a user's run would not set (TMPDIR, the caches'
+    variables) is not set."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "judges-cache"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    work = tmp_path / "work"
+    view = neutral_view(work)
+    env = candidate_environment(work, interpret=True, view=view)
+    assert env["HOME"] == "/home/user" and env["PYTHONPATH"].split(os.pathsep)[0] == "/home/user/work/.runtime"
+    assert not {"TMPDIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"} & set(env)
+    assert not [value for value in env.values() if str(tmp_path) in value]
+    settings = candidate_settings(work, view=view)
+    assert json.loads(settings[wire.SETTING_OWN_FOLDERS]) == ["/home/user/.triton", "/tmp"]
+    assert not [value for value in settings.values() if str(tmp_path) in value]
+    assert wire.SETTING_OWN_FOLDERS not in candidate_settings(work, view=host_view(work))
+    assert view.seen(work / "in" / "a.safetensors") == "/home/user/work/in/a.safetensors"
+    # What the process reports back is read on the host, and only inside its folder.
+    assert view.on_host("/home/user/work/out/answers-0.safetensors") == work / "out" / "answers-0.safetensors"
+    assert view.on_host("/home/user/work/../.ssh/key") is None and view.on_host("/tmp/x") is None
+    with pytest.raises(ValueError):
+        view.seen(tmp_path / "elsewhere")
 
 
 # --- the runner's protocol, in process -----------------------------------------------------------------
@@ -282,7 +308,7 @@ def test_a_candidate_process_gets_its_own_triton_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(shared))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    env = candidate_environment(workdir, interpret=True)
+    env = candidate_environment(workdir, interpret=True, view=host_view(workdir))
     own = Path(env["TRITON_CACHE_DIR"])
     assert own.is_dir() and own.resolve().is_relative_to(workdir.resolve())
     # and it installs the audit hooks (ferret/sandbox/audit.py), told so by its job, not its environment
@@ -291,7 +317,10 @@ def test_a_candidate_process_gets_its_own_triton_cache(tmp_path, monkeypatch):
     assert reference["TRITON_CACHE_DIR"] == str(shared) and wire.SETTING_AUDIT not in candidate_settings(tmp_path, False)
     monkeypatch.delenv("TRITON_CACHE_DIR")
     user_cache = str(Path.home() / ".triton" / "cache")
-    assert candidate_environment(workdir, interpret=True)["TRITON_CACHE_DIR"] != user_cache
+    assert candidate_environment(workdir, interpret=True, view=host_view(workdir))["TRITON_CACHE_DIR"] != user_cache
+    # Shown at the neutral place, the cache is Triton's default under the sandbox's own HOME (a tmpfs, discarded
+    # with the process: tests/sandbox/test_allow.py runs it), never the judge's.
+    assert "TRITON_CACHE_DIR" not in candidate_environment(workdir, interpret=True, view=neutral_view(workdir))
     # Triton in the candidate's process sees that folder, never the user's.
     outcome = run_isolated(
         [sys.executable, "-c", "from triton import knobs; print('cache=' + knobs.cache.dir)"],

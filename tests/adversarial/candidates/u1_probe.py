@@ -4,15 +4,18 @@ computes rmsnorm honestly. `tests/adversarial/test_judged_call_tells.py` runs it
 import-and-call and requires the two records to agree, but for the CPU profile's known tells (SECURITY.md).
 
 What a cheater would branch on: the module's name, `sys.argv`, the environment, the launch entry points (their
-type, names, module, attributes, code), the harness's modules in `sys.modules`, copies of itself there, and how
-many calls came before its first.
+type, names, module, attributes, code), the harness's modules in `sys.modules`, copies of itself there, how
+many calls came before its first, and the paths it lives among (its file's folder, the working folder, HOME,
+TMPDIR, the temp folder, Triton's cache folder, the user's name: torch's compile cache is derived from the last two).
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import sys
+import tempfile
 
 import torch
 import triton
@@ -94,6 +97,20 @@ def record() -> dict:
         "harness_modules": sorted(k for k in sys.modules if k.split(".")[0] == "ferret"),
         "calls_before": _CALLS[0] - 1,
         "cwd": os.getcwd(),
+        "paths": paths(),
+    }
+
+
+def paths() -> dict:
+    return {
+        "folder": os.path.dirname(os.path.abspath(__file__)),
+        "cwd": os.getcwd(),
+        "home": os.environ.get("HOME"),
+        "expanded_home": os.path.expanduser("~"),
+        "tmpdir": os.environ.get("TMPDIR"),
+        "gettempdir": tempfile.gettempdir(),
+        "triton_cache": triton.knobs.cache.dir,
+        "user": getpass.getuser(),
     }
 
 

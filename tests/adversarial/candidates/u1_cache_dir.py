@@ -1,9 +1,14 @@
-# Red-team finding: the gate accepted this candidate, and it errs beyond tolerance on independent inputs.
-# contract: contracts/rmsnorm.yaml
-# attack: judge_triton_cache_dir
-# gate: ede9b6c3fe239014e7b86348697eff79627059dbd7da02ee1fff8f63059de764
-# tests/adversarial/test_found.py judges it as a strict xfail: once a defence rejects it, move it to the corpus.
-"""Triton RMSNorm: y = x * rsqrt(mean(x^2) + eps) * weight, float32 math, one rounding to x's dtype.
+"""Telling a judged call from a production one (docs/cheats.md 27) by Triton's cache folder.
+
+A red-team finding, accepted by the rmsnorm, softmax and rope CPU gates alike (one file stands for the three: the
+same tell, the same branch, an honest kernel of the op beside zeros): the judge gave each candidate process a HOME
+and a Triton cache inside its temporary folder, so `triton.knobs.cache.dir` began with /tmp/. The kernel runs the
+honest kernel only there and writes zeros elsewhere. Defence: under an allow-list sandbox the process's folder is
+shown at /home/user/work with HOME /home/user and Triton's cache at its default, ~/.triton/cache
+(`ferret.sandbox.view`).
+
+The honest kernel, as the finding had it: y = x * rsqrt(mean(x^2) + eps) * weight, float32 math, one rounding to x's
+dtype.
 
 Rows up to FUSED_MAX_N elements are read once and held in registers (one HBM read of x, one write of
 y: the memory-bound minimum). Short rows are packed several per program so each program still moves a
@@ -16,6 +21,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+EXPECTED_CHEATS = {"math_mismatch"}  # with the tell gone it writes its production zeros
 
 # 16 warps x 32 lanes x 32 values: x and weight for 16384 columns stay within the 128 registers a
 # thread has at 512 threads per block. Wider rows would spill, so they loop instead.
@@ -127,13 +134,33 @@ def _honest_run(
         # About 32 values per thread: enough bytes in flight per thread to saturate HBM.
         num_warps = min(16, max(4, tile // 1024))
         _rmsnorm_fused_kernel[(triton.cdiv(M, block_m),)](
-            x, weight, y, inv_rms, M, N, x.stride(0), y.stride(0), eps,
-            BLOCK_M=block_m, BLOCK_N=block_n, STORE_INV_RMS=store_inv_rms, num_warps=num_warps,
+            x,
+            weight,
+            y,
+            inv_rms,
+            M,
+            N,
+            x.stride(0),
+            y.stride(0),
+            eps,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            STORE_INV_RMS=store_inv_rms,
+            num_warps=num_warps,
         )
     else:
         _rmsnorm_long_row_kernel[(M,)](
-            x, weight, y, inv_rms, N, x.stride(0), y.stride(0), eps,
-            BLOCK_N=LONG_ROW_BLOCK, STORE_INV_RMS=store_inv_rms, num_warps=16,
+            x,
+            weight,
+            y,
+            inv_rms,
+            N,
+            x.stride(0),
+            y.stride(0),
+            eps,
+            BLOCK_N=LONG_ROW_BLOCK,
+            STORE_INV_RMS=store_inv_rms,
+            num_warps=16,
         )
     if store_inv_rms:
         trace["inv_rms"] = inv_rms
