@@ -424,13 +424,16 @@ def make_mutants(source: str, name: str, operators: tuple[Operator, ...], size_t
     plain = ast.unparse(tree)
     made = []
     for op in operators:
+        offered: list[tuple[int, str, int]] = []
         for number, label, line in sites(tree, op):
             mutated = _replace(tree, op, number, label)
             text = ast.unparse(mutated)
             if text == plain:
                 continue
             diff = _diff(plain, text, name)
-            base = f"{op.name}-{number:04d}-{_slug(label)}"
+            offer = sum(1 for n, _, _ in offered if n == number)  # which of the site's offers (0 -> 1 and 0 -> -1)
+            offered.append((number, label, line))
+            base = f"{op.name}-{number:04d}{chr(ord('a') + offer)}-{_slug(label)}"
             made.append(MadeMutant(Mutant(id=base, operator=op.name, line=line, description=label, diff=diff), text + "\n"))
             for cond in conditions(size_threshold):
                 mutant = Mutant(
