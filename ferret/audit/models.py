@@ -134,6 +134,11 @@ class AuditRecord(_Record):
     honest_checks: int
     honest_false_rejections: int
     honest_false_rejection_rate: float | None
+    honest_over_tolerance: list[str] = Field(
+        default_factory=list,
+        description="Independent cases where an honest candidate itself broke the tolerance or raised: the table or "
+        "the candidate needs a look, since the audit's classes rest on both.",
+    )
     per_operator: list[OperatorScore]
     caught_by: dict[str, int] = Field(default_factory=dict, description="Killed mutants by the verdict part that first failed.")
     survivors: list[Survivor] = []

@@ -246,6 +246,14 @@ def run_audit(contract_path: Path, options: AuditOptions | None = None) -> Audit
     honest_items = [Item(f"honest{n}", p) for n, p in enumerate(audit.honest)]
     honest_errors = _classify_all(audit, honest_items, early_exit=False, log=audit.folder / "honest.jsonl")
     spread = cls.honest_spread([honest_errors[i.id] for i in honest_items])
+    over = [
+        f"{i.path.name}: {e.case} ({e.dtype}): {e.raised or 'over the tolerance'}"
+        for i in honest_items
+        for e in honest_errors[i.id]
+        if not e.within_tolerance
+    ]
+    for line in over:
+        audit.progress(f"an honest candidate fails an independent case: {line}")
     made = make_mutants(
         audit.candidate.read_text(),
         audit.candidate.name,
@@ -277,7 +285,7 @@ def run_audit(contract_path: Path, options: AuditOptions | None = None) -> Audit
         audit.candidate,
         (options.seed, options.budget, list(options.operators)),
         results,
-        [judged[i.id] for i in honest_checks],
+        ([judged[i.id] for i in honest_checks], over),
         count,
         started_at,
         time.perf_counter() - audit.started,

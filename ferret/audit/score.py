@@ -57,13 +57,15 @@ def summarise(
     candidate: Path,
     sampling: tuple[int, int, list[str]],
     results: list[MutantResult],
-    honest: list[Judgement],
+    honest_results: tuple[list[Judgement], list[str]],
     independent_cases: int,
     started_at: str,
     seconds: float,
 ) -> AuditRecord:
-    """The audit record. `sampling`: (seed, budget, operators)."""
+    """The audit record. `sampling`: (seed, budget, operators); `honest_results`: the gate's judgements of the honest
+    candidates and the independent cases where one of them was over the tolerance."""
     seed, budget, operators = sampling
+    honest, over = honest_results
     harmful = [r for r in results if r.classification.kind == "harmful"]
     killed = [r for r in harmful if r.judgement is not None and r.judgement.killed]
     counts = Counter(r.classification.kind for r in results)
@@ -100,6 +102,7 @@ def summarise(
         honest_checks=len(honest),
         honest_false_rejections=rejections,
         honest_false_rejection_rate=_ratio(rejections, len(honest)),
+        honest_over_tolerance=over,
         per_operator=operator_scores(results, operators),
         caught_by=dict(Counter(r.judgement.caught_by or "unnamed" for r in killed if r.judgement is not None)),
         survivors=survivors,

@@ -121,3 +121,15 @@ def test_a_bad_candidate_exits_2_naming_it(tmp_path, source, said):
     assert done.returncode == 2, done.stderr
     assert str(bad) in done.stderr and said in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "g").exists()  # said before any gate is built
+
+
+@pytest.mark.gpu
+def test_a_reduced_gpu_audit_classes_on_the_device_and_judges_with_the_gpu_gate(tmp_path):
+    """The GPU profile: the independent cases at production sizes, mutants run on the device, the gate's GPU cases."""
+    options = AuditOptions(
+        gates_dir=tmp_path, profile="gpu", budget=8, jobs=1, rounds=1, honest_checks=1, operators=("drop_term", "cast16")
+    )
+    record = run_audit(RMSNORM, options)
+    assert record.profile == "gpu" and record.mutants == 8 and record.honest_over_tolerance == []
+    assert record.harmful >= 1 and record.killed >= 1 and record.honest_false_rejections == 0
+    assert read_audit(tmp_path / record.gate_hash).record == record

@@ -735,14 +735,28 @@ def test_a_gate_below_its_audit_minimum_never_gives_accepted(dirs, tmp_path, mon
     assert unaudited.status == "incomplete" and "audit.min_score 0.95" in unaudited.stop_reason
     assert "no audit of gate" in unaudited.audit_note
 
-    sys.path.insert(0, str(REPO / "tests" / "audit"))
-    from test_record import _record
+    from audit_records import audit_record as _record
 
     write_audit(gate, _record(gate.name, score=0.5))
     weak = dispatch()
     assert weak.status == "incomplete" and weak.audit_score == 0.5
     assert "the gate's last audit scored 0.5, below the contract's audit.min_score 0.95" in weak.stop_reason
 
-    write_audit(gate, _record(gate.name, score=0.97))
-    strong = dispatch()
-    assert strong.status == "accepted" and strong.audit_score == 0.97
+    # `--audit`: the audit runs once the gate is built, before the rounds, and its record is what acceptance reads.
+    import ferret.audit.run as audit_run
+
+    audited = []
+
+    def audit_stub(contract_path, options):
+        record = _record(gate.name, score=0.97)
+        audited.append((Path(contract_path), options.gates_dir, options.profile))
+        write_audit(gate, record)
+        return record
+
+    monkeypatch.setattr(audit_run, "run_audit", audit_stub)
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]])
+    strong = Dispatcher(
+        contract, optimizer=optimizer, reviewer=ScriptedReviewer(), gates_dir=gates, runs_dir=runs, profile="cpu", audit=True
+    ).run()
+    assert audited == [(contract, gates, "cpu")]
+    assert strong.status == "accepted" and strong.audit_score == 0.97 and "scored 97.0%" in strong.audit_note
