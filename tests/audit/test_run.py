@@ -16,6 +16,7 @@ from ferret.audit.pool import Item, serve_all
 from ferret.audit.record import read_audit
 from ferret.audit.run import AuditOptions, run_audit
 from ferret.contract.task import Task
+from ferret.gate.report import read_report
 
 REPO = Path(__file__).resolve().parents[2]
 RMSNORM = REPO / "contracts" / "rmsnorm.yaml"
@@ -59,6 +60,9 @@ def test_a_reduced_audit_kills_a_harmful_mutant_and_classes_a_benign_one(audited
     assert sum(record.caught_by.values()) == record.killed
     trusted = read_audit(options.gates_dir / record.gate_hash)
     assert trusted.record == record
+    # The mutants' verdicts stay out of the gate's bounded report: they would push real verdicts out of it.
+    report = options.gates_dir / record.gate_hash / "report.json"
+    assert not report.exists() or read_report(options.gates_dir / record.gate_hash).verdict_count == 0
 
 
 def test_a_resumed_audit_redoes_nothing_finished(audited):
@@ -133,3 +137,27 @@ def test_a_reduced_gpu_audit_classes_on_the_device_and_judges_with_the_gpu_gate(
     assert record.profile == "gpu" and record.mutants == 8 and record.honest_over_tolerance == []
     assert record.harmful >= 1 and record.killed >= 1 and record.honest_false_rejections == 0
     assert read_audit(tmp_path / record.gate_hash).record == record
+
+
+def test_the_command_prints_the_score_and_exits_1_below_the_contracts_minimum(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    import ferret.audit.run as audit_run
+    from ferret.cli.main import app
+
+    from audit_records import audit_record
+
+    given = []
+
+    def audit_stub(contract, options):
+        given.append((Path(contract), options.budget, options.jobs, options.operators, options.resume))
+        return audit_record("b" * 64, score=0.9).model_copy(update={"min_score": 0.95, "meets_min": False})
+
+    monkeypatch.setattr(audit_run, "run_audit", audit_stub)
+    argv = ["gate", "audit", str(RMSNORM), "--budget", "30", "--jobs", "2", "--operators", "constant,swap", "--resume"]
+    result = CliRunner().invoke(app, [*argv, "--profile", "cpu", "--gates-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert given == [(RMSNORM, 30, 2, ("constant", "swap"), True)]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("AUDIT_RESULT "))
+    shown = json.loads(line.removeprefix("AUDIT_RESULT "))
+    assert shown["mutation_score"] == 0.9 and shown["harmful"] == 10 and shown["killed"] == 9 and shown["meets_min"] is False
