@@ -140,12 +140,11 @@ def test_a_reduced_gpu_audit_classes_on_the_device_and_judges_with_the_gpu_gate(
 
 
 def test_the_command_prints_the_score_and_exits_1_below_the_contracts_minimum(monkeypatch, tmp_path):
+    from audit_records import audit_record
     from typer.testing import CliRunner
 
     import ferret.audit.run as audit_run
     from ferret.cli.main import app
-
-    from audit_records import audit_record
 
     given = []
 
