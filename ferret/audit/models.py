@@ -141,6 +141,10 @@ class AuditRecord(_Record):
     )
     per_operator: list[OperatorScore]
     caught_by: dict[str, int] = Field(default_factory=dict, description="Killed mutants by the verdict part that first failed.")
+    caught: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each killed mutant's id -> the verdict part that first failed, and the first failing contract stage.",
+    )
     survivors: list[Survivor] = []
     min_score: float | None = Field(default=None, description="The contract's minimum (audit.min_score), if it states one.")
     meets_min: bool | None = None

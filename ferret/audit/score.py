@@ -30,6 +30,11 @@ def operator_scores(results: list[MutantResult], operators: list[str]) -> list[O
     return list(scores.values())
 
 
+def _caught(judgement: Judgement) -> str:
+    stage = f", stage {judgement.first_failing_stage}" if judgement.first_failing_stage else ""
+    return f"{judgement.caught_by or 'unnamed'}{stage}"
+
+
 def why_survived(task: Task, error: CaseError | None) -> str:
     """In words: the independent case the mutant fails and the bound it breaks there, against what the gate held."""
     if error is None:
@@ -105,6 +110,7 @@ def summarise(
         honest_over_tolerance=over,
         per_operator=operator_scores(results, operators),
         caught_by=dict(Counter(r.judgement.caught_by or "unnamed" for r in killed if r.judgement is not None)),
+        caught={r.mutant.id: _caught(r.judgement) for r in killed if r.judgement is not None},
         survivors=survivors,
         min_score=min_score,
         meets_min=None if min_score is None or score is None else score >= min_score,

@@ -58,6 +58,7 @@ def test_a_reduced_audit_kills_a_harmful_mutant_and_classes_a_benign_one(audited
     assert {o.operator for o in record.per_operator} == {"drop_term", "cast16"}
     assert sum(o.harmful for o in record.per_operator) == record.harmful
     assert sum(record.caught_by.values()) == record.killed
+    assert record.caught[HARMFUL] == "correctness, stage inv_rms" and len(record.caught) == record.killed
     trusted = read_audit(options.gates_dir / record.gate_hash)
     assert trusted.record == record
     # The mutants' verdicts stay out of the gate's bounded report: they would push real verdicts out of it.
