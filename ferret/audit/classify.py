@@ -25,6 +25,7 @@ from safetensors.torch import save_file
 from ferret.audit.models import CaseError, Classification
 from ferret.audit.worker import GOLDEN_PREFIX, INPUT_PREFIX
 from ferret.contract.model import Case, ProfileName
+from ferret.contract.shapes import evaluate_shape
 from ferret.contract.task import Task
 from ferret.gate.fresh import plan_fresh_cases
 from ferret.gate.inputs import draw_inputs
@@ -80,8 +81,6 @@ def write_cases(task: Task, planned: list[tuple[Case, str, tuple[str, ...]]], fo
 def size_threshold(planned: list[tuple[Case, str, tuple[str, ...]]], task: Task) -> int:
     """The median, over the independent cases, of the largest input's element count: the `above_size` condition
     then splits the set about in half."""
-    from ferret.contract.shapes import evaluate_shape
-
     sizes = []
     for case, _, _ in planned:
         largest = 0

@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 
 from ferret.audit.models import CaseError, Judgement, StageError
 from ferret.audit.pool import DONE
-from ferret.contract.model import Contract
+from ferret.contract.model import Case, Contract
 from ferret.contract.task import Task
 from ferret.gate.inputs import output_specs
 from ferret.gate.metrics import compare_stage, error_scale_of
@@ -59,8 +59,6 @@ class _Cases:
 
 
 def _outputs(contract: Contract, entry: dict, device: str) -> dict[str, torch.Tensor]:
-    from ferret.contract.model import Case
-
     case = Case(name=entry["case"], dims=entry["dims"], seed=0)
     return {
         n: torch.full(shape, float("nan"), dtype=dt, device=device)
