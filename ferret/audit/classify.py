@@ -2,8 +2,9 @@
 
 The independent set is drawn with the audit's seeds, never the gate's: rounds of the fresh-case plan
 (`ferret.gate.fresh.plan_fresh_cases`, so every stratum of the profile is held in every round), each round in the
-next of the contract's dtypes, and the profile's own case shapes and edits at new seeds. Errors are measured the
-gate's way (`compare_stage` with the contract's tolerance table, `ferret/audit/worker.py`).
+next of the contract's dtypes (by default one round per dtype), and the profile's own case shapes and edits at new
+seeds. Errors are measured the gate's way (`compare_stage` with the contract's tolerance table,
+`ferret/audit/worker.py`).
 
 - harmful: over the tolerance on some case, or raising on some case where others ran;
 - benign: on every case within the honest candidates' spread (per dtype and stage, the worst the honest
@@ -34,10 +35,14 @@ Spread = dict[tuple[str, str, str], float]  # (dtype, stage, metric) -> the wors
 _METRICS = ("rel_l2", "max_abs_rel_peak", "max_row_rel")
 
 
-def plan_independent(task: Task, profile: ProfileName, seed: int, rounds: int) -> list[tuple[Case, str, tuple[str, ...]]]:
+def plan_independent(
+    task: Task, profile: ProfileName, seed: int, rounds: int | None = None
+) -> list[tuple[Case, str, tuple[str, ...]]]:
     """(case, dtype, strata) of the audit's independent set; every seed drawn from the audit's own `seed`, and none
-    equal to a gate case's seed."""
+    equal to a gate case's seed. `rounds` defaults to one per dtype, so that every stratum is held in every dtype: a
+    mutant that narrows a float32 accumulator only on long rows is harmful only on a long float32 row."""
     contract = task.contract
+    rounds = rounds or len(contract.dtypes)
     rng = random.Random(seed)
     gate_seeds = {c.seed for c in contract.cases_for(profile)}
 

@@ -48,8 +48,9 @@ JUDGE_STEP = "audit: the gate judges"
 class AuditOptions:
     """`candidate`: the honest candidate mutated (the contract's first of its own language when None). `budget`: the
     most mutants classed. `rounds`: rounds of the fresh-case plan in the independent set. `honest_checks`: gate
-    checks of each honest candidate (the false-rejection rate). Time-boxes in seconds; the judging one defaults to
-    twice the contract's case timeout and a minute, so that the gate's own clock speaks first."""
+    checks of each honest candidate (the false-rejection rate); `rounds` defaults to one per dtype. Time-boxes in
+    seconds; the judging one defaults to twice the contract's case timeout and a minute, so that the gate's own clock
+    speaks first."""
 
     candidate: Path | None = None
     profile: str | None = None
@@ -59,7 +60,7 @@ class AuditOptions:
     gates_dir: Path = Path("gates")
     operators: tuple[str, ...] = OPERATOR_NAMES
     seed: int = 20261207
-    rounds: int = 2
+    rounds: int | None = None
     honest_checks: int = 2
     classify_timeout_s: float = 600.0
     judge_timeout_s: float | None = None

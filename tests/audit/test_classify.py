@@ -54,3 +54,12 @@ def test_the_independent_set_is_the_audits_own_and_spans_every_stratum():
     assert {dtype for _, dtype, _ in planned} == set(task.contract.dtypes)
     again = plan_independent(task, "cpu", seed=11, rounds=3)
     assert [(c.dims, c.seed) for c, _, _ in again] == [(c.dims, c.seed) for c, _, _ in planned]
+
+
+def test_by_default_every_stratum_is_held_in_every_dtype():
+    """Two rounds once left float32 without a row past 16384 columns: a mutant reading the long-row kernel's weight
+    as float16 was benign on that set, though harmful on such a row."""
+    task = Task.load(RMSNORM)
+    planned = plan_independent(task, "cpu", seed=5)
+    held = {(s, dtype) for _, dtype, strata in planned for s in strata}
+    assert {(s.name, d) for s in task.contract.strata("cpu") for d in task.contract.dtypes} <= held
