@@ -38,6 +38,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ferret.models",),
     ("ferret.gate",),
     ("ferret.roles",),
+    # `ferret gate audit`: the gate's strength by mutation testing; the dispatcher runs it (`--audit`), reports show it
+    ("ferret.audit",),
     ("ferret.dispatch",),
     ("ferret.reporting",),  # `ferret report`: renders the gate's and the dispatcher's records
     ("ferret.export",),  # `ferret export`: a kernel that passed the gate, as a torch.library op

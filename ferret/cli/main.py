@@ -254,6 +254,50 @@ def gate_verify(gate: Path = typer.Argument(..., help="gates/<hash>")) -> None:
     _guarded(action)
 
 
+@gate_app.command(
+    "audit", epilog=_epilog("one line AUDIT_RESULT {json}: the score and counts (the whole record: gates/<hash>/audit.json)")
+)
+def gate_audit(
+    contract: Path = _contract_argument(),
+    candidate: Path | None = typer.Option(
+        None, "--candidate", dir_okay=False, help="The honest candidate to mutate. Default: the contract's first of its language."
+    ),
+    gates_dir: Path = _gates_dir_option(),
+    profile: Profile | None = _profile_option(),
+    budget: int = typer.Option(400, "--budget", min=1, help="The most mutants classed (spread over the operators)."),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Worker processes classing and judging mutants at once."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the same audit, skipping every mutant already finished."),
+    operators: str | None = typer.Option(None, "--operators", help="Comma-separated mutation operators. Default: all."),
+) -> None:
+    """Measure the gate's strength: mutants of an honest candidate, classed against the reference, the harmful ones
+    judged by the gate. Exit 1 when the score falls below the contract's audit.min_score."""
+
+    def action():
+        from ferret.audit.mutate import OPERATOR_NAMES
+        from ferret.audit.run import AuditOptions, require_candidate, run_audit
+
+        if candidate is not None:
+            require_candidate(candidate)  # a bad candidate is said before any gate is built
+        chosen = tuple(o.strip() for o in operators.split(",") if o.strip()) if operators else OPERATOR_NAMES
+        options = AuditOptions(
+            candidate=candidate,
+            profile=_profile(profile),
+            budget=budget,
+            jobs=jobs,
+            resume=resume,
+            gates_dir=gates_dir,
+            operators=chosen,
+            progress=_reporter(),
+        )
+        record = run_audit(contract, options)
+        counts = ("mutants", "harmful", "killed", "benign", "band", "stillborn", "unjudged", "honest_false_rejections")
+        result = {"gate": record.gate_hash, "mutation_score": record.mutation_score} | {k: getattr(record, k) for k in counts}
+        typer.echo("AUDIT_RESULT " + json.dumps(result | {"meets_min": record.meets_min}))
+        raise typer.Exit(EXIT_FAIL if record.meets_min is False else EXIT_PASS)
+
+    _guarded(action)
+
+
 def _json_option():
     return typer.Option(False, "--json", help="Print only the JSON object on stdout, without its RESULT prefix.")
 
@@ -369,6 +413,9 @@ def dispatch_command(
         None, "--resume", help="runs/<id> of an interrupted run to continue (its contract and profile are the run's)."
     ),
     json_only: bool = _json_option(),
+    audit: bool = typer.Option(
+        False, "--audit", help="Audit the gate (`ferret gate audit`, default budget) once it is built, before the rounds."
+    ),
 ) -> None:
     """Run the loop: test-writer, locked gate, optimizer rounds judged by the gate and reviewed, final check.
 
@@ -392,6 +439,7 @@ def dispatch_command(
             max_rounds=max_rounds,
             proposals_per_round=proposals_per_round,
             progress=_reporter(),
+            audit=audit,
         )
         if resume is not None:
             dispatcher = Dispatcher.resuming(resume, contract_path, options)
@@ -616,6 +664,7 @@ def schema_command(out: Path = typer.Option(Path("contracts/schema"), "--out", f
     """Write the JSON schemas of the contract, gate manifest, verdict, report and a dispatch's run log."""
 
     def action():
+        from ferret.audit.models import AuditRecord
         from ferret.contract.model import Contract
         from ferret.dispatch.runlog import RunLog
         from ferret.gate.models import GateManifest, Report, Verdict
@@ -627,6 +676,7 @@ def schema_command(out: Path = typer.Option(Path("contracts/schema"), "--out", f
             ("verdict", Verdict),
             ("report", Report),
             ("run_log", RunLog),
+            ("audit", AuditRecord),
         )
         for name, model in models:
             path = out / f"{name}.schema.json"

@@ -421,6 +421,15 @@ class Speed(_Strict):
     )
 
 
+class AuditTarget(_Strict):
+    min_score: float = Field(
+        ge=0,
+        le=1,
+        description="Least mutation score (harmful mutants the gate rejects / harmful mutants, `ferret gate audit`) "
+        "the gate's last audit must reach before `ferret dispatch` calls a run accepted.",
+    )
+
+
 class Budgets(_Strict):
     case_timeout_s: float = Field(
         default=300,
@@ -519,6 +528,9 @@ class Contract(_Strict):
     backend: Backend = Backend()
     speed: Speed
     budgets: Budgets = Budgets()
+    audit: AuditTarget | None = Field(
+        default=None, description="What the gate's mutation audit must show (`ferret gate audit`); none asked when absent."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Contract:

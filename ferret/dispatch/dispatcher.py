@@ -212,6 +212,9 @@ class DispatchOptions:
     proposals_per_round: int | None = None
     progress: ProgressLike = None
     agents_dir: Path = REPO_AGENTS
+    audit: bool = False  # run `ferret gate audit` once the gate is built (ferret/audit/run.py)
+    audit_budget: int | None = None
+    audit_jobs: int = 1
 
 
 class Dispatcher:
@@ -252,6 +255,7 @@ class Dispatcher:
             )
         self.progress = as_reporter(chosen.progress)
         self.agents_dir = chosen.agents_dir
+        self.audit_options = chosen
         # A step, so that the command line's bar (or heartbeat) shows the wait: the offline optimizer lists its template
         # space before anything else (MLA's 1.6M points: ~17-20 s on this project's 2-core machine, 2026-12-03).
         self.progress.step(ROLES_STEP, 0, 3, "the optimizer")
@@ -405,6 +409,8 @@ class Dispatcher:
                 "judges the best under the new gate"
             )
         log.gate_hash = gate.name
+        if self.audit_options.audit:
+            self._audit_gate(log)
         baseline_source = self.judge.task.baseline_file.read_text()
         pivot_after = 2
         since_progress = 0
@@ -570,6 +576,50 @@ class Dispatcher:
             log.status = "accepted"
         else:
             log.status = "incomplete" if log.stop == StopReason.MAX_ROUNDS else "rejected"
+        self._hold_to_audit(log)
+
+    def _audit_gate(self, log: RunLog) -> None:
+        """`ferret gate audit` of the gate just built (its record in gates/<hash>/audit.json, trusted by digest)."""
+        from ferret.audit.run import AuditOptions, run_audit
+
+        options = AuditOptions(
+            profile=self.profile, gates_dir=self.gates_dir, jobs=self.audit_options.audit_jobs, progress=self.progress
+        )
+        if self.audit_options.audit_budget:
+            options = dataclasses.replace(options, budget=self.audit_options.audit_budget)
+        record = run_audit(self.contract_path, options)
+        score = "none (no harmful mutant)" if record.mutation_score is None else f"{record.mutation_score:.1%}"
+        self.progress(f"audit: {record.killed} of {record.harmful} harmful mutants rejected by the gate: score {score}")
+
+    def _hold_to_audit(self, log: RunLog) -> None:
+        """A run is never called accepted on a gate whose last audit fell below the contract's audit.min_score, nor
+        on one with no audit the trust registry vouches for (missing, or edited since it was written): it stays
+        incomplete, saying why."""
+        from ferret.audit.record import read_audit
+
+        target = self.contract.audit
+        trusted = read_audit(self.judge.gate) if getattr(self, "judge", None) is not None else None
+        if trusted is not None and trusted.record is not None:
+            log.audit_score = trusted.record.mutation_score
+        if target is None or log.status != "accepted":
+            return
+        if trusted is None or trusted.record is None:
+            log.audit_note = f"not accepted: the contract asks for audit.min_score {target.min_score}, and " + (
+                trusted.problem if trusted is not None and trusted.problem else "the gate was never audited"
+            )
+        elif trusted.record.mutation_score is None or trusted.record.mutation_score < target.min_score:
+            log.audit_note = (
+                f"not accepted: the gate's last audit scored {trusted.record.mutation_score}, below the contract's "
+                f"audit.min_score {target.min_score} (`ferret gate audit` says which mutants survive)"
+            )
+        else:
+            log.audit_note = (
+                f"the gate's last audit scored {trusted.record.mutation_score:.1%} (audit.min_score {target.min_score})"
+            )
+            return
+        log.status = "incomplete"
+        log.stop_reason += "; " + log.audit_note
+        self.progress(log.audit_note)
 
     def _final_check(self, candidate: Path) -> FinalCheck:
         """The best candidate judged again in a fresh process, on fresh private cases."""

@@ -101,6 +101,10 @@ class RunLog(BaseModel):
         default=None,
         description="The contract the gate was built from, when extra cases were added (runs/<id>/gate-contract.yaml).",
     )
+    audit_score: float | None = Field(
+        default=None, description="The mutation score of the gate's last trusted audit (`ferret gate audit`), if one was read."
+    )
+    audit_note: str = Field(default="", description="What the run made of the gate's audit, in words.")
     status: RunStatus = "incomplete"
     stop: StopReason | None = None
     stop_reason: str = "not finished"

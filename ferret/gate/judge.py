@@ -253,9 +253,11 @@ class Judge:
         compare_compiled: bool = True,
         static: list[Detection] | None = None,
         progress: ProgressLike = None,
+        record: bool = True,
     ) -> Verdict:
         """Judge one candidate and append the verdict to the gate's report. `static` is the static scan's
-        findings if the caller already has them (the dispatcher scans each candidate once)."""
+        findings if the caller already has them (the dispatcher scans each candidate once). `record=False` leaves
+        the report as it is: an audit's hundreds of mutants would push real verdicts out of its bounded index."""
         with stop_on_signals(), machine_faults(self.device):  # a fault of the machine is no verdict (exit 5)
             try:
                 # Said before the check writes anything: the folders it writes cannot hold what it will write.
@@ -267,6 +269,7 @@ class Judge:
                     compare_compiled,
                     static,
                     as_reporter(progress) if progress is not None else self.progress,
+                    record,
                 )
                 remember_pass(verdict)
                 return verdict
@@ -303,6 +306,7 @@ class Judge:
         compare_compiled: bool,
         static: list[Detection] | None,
         progress: Reporter,
+        record: bool = True,
     ) -> Verdict:
         started_wall = time.perf_counter()
         started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -372,7 +376,8 @@ class Judge:
             seconds=time.perf_counter() - started_wall,
             phases=clock.phases(),
         )
-        append_verdict(self.gate, verdict)
+        if record:
+            append_verdict(self.gate, verdict)
         progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))
         return verdict
 

@@ -22,7 +22,12 @@ REPORT_FILE = "report.json"
 MANIFEST_FILE = "manifest.json"
 # Files the judge writes beside the locked ones; everything else in a gate folder must be in the manifest.
 VERDICTS_FOLDER = "verdicts"  # each verdict whole (ferret/gate/report.py): outside the lock, like the index
-UNLOCKED_FILES = frozenset({REPORT_FILE, REPORT_FILE + ".lock", REPORT_FILE + ".tmp"})
+# The gate's audit (ferret/audit/): its record and its working folder are measurements of the gate, not part of it;
+# the record's digest is kept in the trust registry instead (ferret.gate.trust.record_audit).
+AUDIT_FILE = "audit.json"
+AUDIT_FOLDER = "audit"
+UNLOCKED_FILES = frozenset({REPORT_FILE, REPORT_FILE + ".lock", REPORT_FILE + ".tmp", AUDIT_FILE, AUDIT_FILE + ".tmp"})
+UNLOCKED_FOLDERS = frozenset({VERDICTS_FOLDER, AUDIT_FOLDER})
 # The judge's own source: editing any of it changes what a verdict means, so it counts as tampering. What
 # it is comes from the code, not from a list kept by hand: every ferret module that these entry points
 # import, directly or not (at module level or inside a function), and the packages holding them.
@@ -188,7 +193,7 @@ def locked_files(gate_dir: Path) -> list[str]:
         for p in gate_dir.rglob("*")
         if p.is_file()
         and p.relative_to(gate_dir).as_posix() not in UNLOCKED_FILES | {MANIFEST_FILE}
-        and p.relative_to(gate_dir).parts[0] != VERDICTS_FOLDER
+        and p.relative_to(gate_dir).parts[0] not in UNLOCKED_FOLDERS
     )
 
 

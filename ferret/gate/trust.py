@@ -17,6 +17,9 @@ from ferret.errors import GateTampered
 from ferret.private_folders import trust_dir
 
 REGISTRY_FILE = "trusted_gates.json"
+# A gate's audit record (gates/<hash>/audit.json) is outside the lock, so anyone could edit it: the digest of the
+# one the audit wrote is kept here, and whatever trusts an audit's score checks the file against it.
+AUDITS_FILE = "trusted_audits.json"
 
 
 def _registry_path() -> Path:
@@ -59,6 +62,39 @@ def is_trusted(gate_hash: str) -> bool:
     return gate_hash in trusted_gates()
 
 
+def _write_json_locked(name: str, update) -> None:
+    folder = trust_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(folder / (name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = folder / name
+        try:
+            current = json.loads(path.read_text()) if path.exists() else {}
+        except ValueError:
+            current = {}
+        current = current if isinstance(current, dict) else {}
+        update(current)
+        tmp = folder / (name + ".tmp")
+        tmp.write_text(json.dumps(current, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+
+def record_audit(gate_hash: str, sha256: str) -> None:
+    """The digest of the audit record the audit itself wrote for this gate (the latest one counts)."""
+    _write_json_locked(AUDITS_FILE, lambda registry: registry.__setitem__(gate_hash, sha256))
+
+
+def audit_digest(gate_hash: str) -> str | None:
+    """The recorded digest of this gate's audit record, or None if no audit was recorded."""
+    path = trust_dir() / AUDITS_FILE
+    try:
+        registry = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        return None  # an unreadable registry trusts no audit
+    digest = registry.get(gate_hash) if isinstance(registry, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
 # Passing verdicts, by gate and candidate: what `ferret export` needs before it packages a kernel. Kept here and not
 # read from gates/<hash>/verdicts/, which are outside the lock and anyone may edit.
 PASSES_FILE = "passing_verdicts.json"
@@ -84,15 +120,8 @@ def passing_verdicts() -> dict[str, dict]:
 
 def record_pass(gate_hash: str, candidate_sha256: str, info: dict) -> None:
     """Written by the judge after a passing verdict, never by anything a candidate runs in."""
-    folder = trust_dir()
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(folder / (PASSES_FILE + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        record = passing_verdicts()
-        record[f"{gate_hash}:{candidate_sha256}"] = info
-        tmp = folder / (PASSES_FILE + ".tmp")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
-        os.replace(tmp, folder / PASSES_FILE)
+    passing_verdicts()  # a record that is not a JSON object is refused, never written over
+    _write_json_locked(PASSES_FILE, lambda record: record.__setitem__(f"{gate_hash}:{candidate_sha256}", info))
 
 
 def recorded_pass(gate_hash: str, candidate_sha256: str) -> dict | None:

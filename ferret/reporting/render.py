@@ -17,6 +17,7 @@ from typing import TypeVar
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from pydantic import BaseModel
 
+from ferret.audit.record import read_audit
 from ferret.dispatch.runlog import RunLog
 from ferret.errors import UsageError
 from ferret.gate.lock import MANIFEST_FILE, REPORT_FILE
@@ -101,7 +102,9 @@ def load_gate(folder: Path) -> GateView:
     shown = report.verdicts[-VERDICTS_SHOWN:]
     verdicts = [(entry, read_verdict(folder, entry)) for entry in shown]
     validation = json.dumps(report.reference_validation, sort_keys=True) if report.reference_validation else ""
-    return gate_view(folder.name, manifest, report.verdicts, report.verdict_count, verdicts, validation)
+    trusted = read_audit(folder)
+    audit = (trusted.record, trusted.problem or "")
+    return gate_view(folder.name, manifest, report.verdicts, report.verdict_count, verdicts, validation, audit)
 
 
 def _gate_verdicts(gates_dir: Path, log: RunLog) -> dict[str, Verdict]:

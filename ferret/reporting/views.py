@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferret.audit.models import AuditRecord
 from ferret.dispatch.runlog import CandidateRecord, RunLog
 from ferret.gate.metrics import StageMetrics
 from ferret.gate.models import (
@@ -103,6 +104,9 @@ class GateView:
     entries: list[ReportEntry]
     candidates: list[CandidateView]
     reference_validation: str = ""
+    # The gate's audit (`ferret gate audit`) where the trust registry vouches for its record, else why it is not shown.
+    audit: AuditRecord | None = None
+    audit_problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -258,8 +262,9 @@ def gate_view(
     verdict_count: int,
     verdicts: list[tuple[ReportEntry, Verdict]],
     validation: str,
+    audit: tuple[AuditRecord | None, str] = (None, ""),
 ) -> GateView:
-    """A gate: its index, and the verdicts given, newest first."""
+    """A gate: its index, the verdicts given, newest first, and its audit (the record, or why there is none)."""
     candidates = [candidate_of_verdict(v, f"verdict {entry.index}: {v.candidate_path}") for entry, v in reversed(verdicts)]
     return GateView(
         gate_hash=gate_hash,
@@ -269,6 +274,8 @@ def gate_view(
         entries=list(reversed(entries)),
         candidates=candidates,
         reference_validation=validation,
+        audit=audit[0],
+        audit_problem=audit[1],
     )
 
 

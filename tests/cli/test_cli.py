@@ -203,7 +203,7 @@ def test_missing_contract_exits_2(tmp_path):
     assert "nope.yaml" in result.stderr
 
 
-def test_schema_writes_five_valid_schemas(tmp_path):
+def test_schema_writes_six_valid_schemas(tmp_path):
     out = tmp_path / "schema"
     result = CliRunner().invoke(app, ["schema", "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -213,6 +213,7 @@ def test_schema_writes_five_valid_schemas(tmp_path):
         "verdict.schema.json": "Verdict",
         "report.schema.json": "Report",
         "run_log.schema.json": "RunLog",
+        "audit.schema.json": "AuditRecord",
     }
     assert sorted(p.name for p in out.iterdir()) == sorted(expected)
     for name, title in expected.items():

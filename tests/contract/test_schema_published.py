@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from ferret.audit.models import AuditRecord
 from ferret.contract.model import Contract
 from ferret.dispatch.runlog import RunLog
 from ferret.gate.models import GateManifest, Report, Verdict
@@ -14,7 +15,14 @@ SCHEMA_DIR = Path(__file__).resolve().parents[2] / "contracts" / "schema"
 
 @pytest.mark.parametrize(
     "name,model",
-    [("contract", Contract), ("gate_manifest", GateManifest), ("verdict", Verdict), ("report", Report), ("run_log", RunLog)],
+    [
+        ("contract", Contract),
+        ("gate_manifest", GateManifest),
+        ("verdict", Verdict),
+        ("report", Report),
+        ("run_log", RunLog),
+        ("audit", AuditRecord),
+    ],
 )
 def test_published_schema_is_current(name, model):
     published = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())

@@ -703,3 +703,60 @@ def test_the_dispatchers_options_are_one_record_or_its_fields_by_name(dirs):
         Dispatcher(CONTRACT, options, max_round=1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.max_rounds = 5  # type: ignore[misc]
+
+
+def test_a_gate_below_its_audit_minimum_never_gives_accepted(dirs, tmp_path, monkeypatch):
+    """A contract that states audit.min_score: a run that would be accepted stays incomplete, saying why, while the
+    gate has no trusted audit or its last one scored below it; a trusted audit at or above it lets it through. The
+    timing is replaced as in the accept test above (only the timing: correctness is judged for real)."""
+    from ferret.audit.record import write_audit
+    from ferret.gate.build import build_gate
+    from ferret.gate.models import TimingResult
+
+    real_check = dispatcher_module.Judge.check
+
+    def check_with_speed(self, *args, **kwargs):
+        verdict = real_check(self, *args, **kwargs)
+        timing = TimingResult(measured=True, min_speedup_required=1.5, target_met=True, geomean_speedup=2.0)
+        return verdict.model_copy(update={"timing": timing})
+
+    monkeypatch.setattr(dispatcher_module.Judge, "check", check_with_speed)
+    contract = write_contract(tmp_path, lambda d: d.update(audit={"min_score": 0.95}), link_tasks=True)
+    gates, runs = dirs
+    gate = build_gate(contract, gates, "cpu")
+
+    def dispatch():
+        optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]])
+        return Dispatcher(
+            contract, optimizer=optimizer, reviewer=ScriptedReviewer(), gates_dir=gates, runs_dir=runs, profile="cpu"
+        ).run()
+
+    unaudited = dispatch()
+    assert unaudited.status == "incomplete" and "audit.min_score 0.95" in unaudited.stop_reason
+    assert "no audit of gate" in unaudited.audit_note
+
+    from audit_records import audit_record as _record
+
+    write_audit(gate, _record(gate.name, score=0.5))
+    weak = dispatch()
+    assert weak.status == "incomplete" and weak.audit_score == 0.5
+    assert "the gate's last audit scored 0.5, below the contract's audit.min_score 0.95" in weak.stop_reason
+
+    # `--audit`: the audit runs once the gate is built, before the rounds, and its record is what acceptance reads.
+    import ferret.audit.run as audit_run
+
+    audited = []
+
+    def audit_stub(contract_path, options):
+        record = _record(gate.name, score=0.97)
+        audited.append((Path(contract_path), options.gates_dir, options.profile))
+        write_audit(gate, record)
+        return record
+
+    monkeypatch.setattr(audit_run, "run_audit", audit_stub)
+    optimizer = ScriptedOptimizer([[Proposal(source=HONEST, approach="honest")]])
+    strong = Dispatcher(
+        contract, optimizer=optimizer, reviewer=ScriptedReviewer(), gates_dir=gates, runs_dir=runs, profile="cpu", audit=True
+    ).run()
+    assert audited == [(contract, gates, "cpu")]
+    assert strong.status == "accepted" and strong.audit_score == 0.97 and "scored 97.0%" in strong.audit_note

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from audit_records import audit_record  # noqa: E402
 from report_fixtures import EVIL, make_gate, make_run  # noqa: E402
 
+from ferret.audit.record import write_audit  # noqa: E402
 from ferret.errors import UsageError  # noqa: E402
 from ferret.gate.lock import locked_files  # noqa: E402
 from ferret.reporting import folder_kind, write_report  # noqa: E402
@@ -130,3 +132,12 @@ def test_a_final_check_without_a_verdict_is_shown_as_such_not_as_a_failure(folde
     line = next(line for line in html.splitlines() if "Final acceptance check" in line)
     assert f'Final acceptance check (fresh process, fresh cases): <span class="fail">{shown}: ' in line
     assert line.endswith("round-01/candidate-1.py: no such candidate file</p>") and "FAIL" not in line
+
+
+def test_the_gate_report_shows_the_audit_and_its_survivors(tmp_path):
+    gate = make_gate(tmp_path / "gates")
+    write_audit(gate, audit_record(gate.name))
+    markdown = write_report(gate).markdown.read_text()
+    assert "## Audit" in markdown and "Mutation score **0.9**" in markdown
+    assert "| constant | 10 | 10 | 9 | 0.9 |" in markdown
+    assert "constant-0007a-eps" in markdown and "round1\\_fresh3" in markdown

@@ -1,0 +1,192 @@
+"""The audit's worker process (`python -m ferret.audit.worker MODE SETUP RESULTS`), fed item lines on stdin
+(`ferret/audit/pool.py`). Modes:
+
+- `classify`: runs a candidate file (the honest one or a mutant) on the audit's independent cases and writes each
+  case's error against the float64 reference, measured by the gate's own metrics and tolerance table
+  (`ferret.gate.metrics.compare_stage`); stops early once a case is over the tolerance, since one is enough to call
+  a mutant harmful;
+- `judge`: judges a candidate file with the locked gate (`ferret.gate.judge.Judge`, speed and stress off) and writes
+  what it said.
+
+Mutants are this audit's own edits of an honest candidate, so `classify` runs them in this process (its own
+process group, time-boxed by the pool); the gate's judgement runs them in the gate's sandbox as any candidate.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from ferret.audit.models import CaseError, Judgement, StageError
+from ferret.audit.pool import DONE
+from ferret.contract.model import Case, Contract
+from ferret.contract.task import Task
+from ferret.gate.inputs import output_specs
+from ferret.gate.metrics import compare_stage, error_scale_of
+from ferret.gate.models import PARTS, Verdict
+
+INPUT_PREFIX = "input:"
+GOLDEN_PREFIX = "golden:"
+
+
+def _load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Cases:
+    """The independent cases, as the audit wrote them (`ferret.audit.classify.write_cases`)."""
+
+    def __init__(self, folder: Path, device: str):
+        self.index = json.loads((folder / "cases.json").read_text())
+        self.tensors = []
+        for entry in self.index:
+            loaded = load_file(str(folder / entry["file"]))
+            inputs = {k[len(INPUT_PREFIX) :]: v.to(device) for k, v in loaded.items() if k.startswith(INPUT_PREFIX)}
+            golden = {k[len(GOLDEN_PREFIX) :]: v for k, v in loaded.items() if k.startswith(GOLDEN_PREFIX)}
+            self.tensors.append((inputs, golden))
+
+
+def _outputs(contract: Contract, entry: dict, device: str) -> dict[str, torch.Tensor]:
+    case = Case(name=entry["case"], dims=entry["dims"], seed=0)
+    return {
+        n: torch.full(shape, float("nan"), dtype=dt, device=device)
+        for n, (shape, dt) in output_specs(contract, case, entry["dtype"]).items()
+    }
+
+
+def _stages(contract: Contract, run, inputs: dict[str, torch.Tensor], entry: dict, device: str) -> dict[str, torch.Tensor]:
+    """Every stage the candidate gives on one case: outputs and in-place inputs from the fast path, the other stages
+    from a traced call (as the gate reads them)."""
+    params = dict(contract.params)
+    fast_inputs = {k: v.clone() for k, v in inputs.items()}
+    outputs = _outputs(contract, entry, device)
+    run(fast_inputs, outputs, params)
+    trace: dict[str, torch.Tensor] = {}
+    run({k: v.clone() for k, v in inputs.items()}, _outputs(contract, entry, device), params, trace)
+    inout = {i.name for i in contract.inputs if i.role == "inout"}
+    got = {k: v for k, v in trace.items() if isinstance(v, torch.Tensor)}
+    got |= outputs | {k: v for k, v in fast_inputs.items() if k in inout}
+    return got
+
+
+def _case_error(contract: Contract, run, inputs, golden, entry: dict, device: str) -> CaseError:
+    error = CaseError(case=entry["case"], dtype=entry["dtype"], dims=entry["dims"], strata=entry["strata"])
+    try:
+        with torch.no_grad():
+            got = _stages(contract, run, inputs, entry, device)
+    except Exception as err:  # noqa: BLE001 - a mutant that raises is a result, not the audit's failure
+        error.raised = f"{type(err).__name__}: {str(err)[:300]}"
+        return error
+    for stage in contract.stages:
+        metrics = compare_stage(
+            got.get(stage.name),
+            golden[stage.name],
+            stage,
+            contract.tolerance(entry["dtype"], stage.name, None),
+            error_scale=error_scale_of(golden, stage),
+        )
+        if metrics.exposed:
+            error.stages.append(
+                StageError(
+                    stage=stage.name,
+                    passed=metrics.passed,
+                    reasons=metrics.reasons,
+                    rel_l2=metrics.rel_l2,
+                    max_abs_rel_peak=metrics.max_abs_rel_peak,
+                    max_row_rel=metrics.max_row_rel,
+                    nonfinite_mismatches=metrics.nonfinite_mismatches,
+                )
+            )
+    return error
+
+
+def classify_one(contract: Contract, cases: _Cases, path: Path, name: str, early_exit: bool, device: str) -> list[CaseError]:
+    """The candidate's error on every independent case; with `early_exit`, only up to the first case over the
+    tolerance, or past a raise once some case ran (either makes the mutant harmful, whatever the rest say)."""
+    try:
+        run = _load_module(path, name).run
+    except Exception as err:  # noqa: BLE001
+        return [CaseError(case="load", dtype="", dims={}, raised=f"{type(err).__name__}: {str(err)[:300]}")]
+    errors: list[CaseError] = []
+    for entry, (inputs, golden) in zip(cases.index, cases.tensors, strict=True):
+        errors.append(_case_error(contract, run, inputs, golden, entry, device))
+        ran = [e for e in errors if e.raised is None]
+        if early_exit and ran and (len(ran) < len(errors) or not ran[-1].within_tolerance):
+            break
+    return errors
+
+
+def judgement_of(verdict: Verdict) -> Judgement:
+    failed = [p for p in PARTS if verdict.parts.get(p) is not None and verdict.parts[p].status == "fail"]
+    detail = "; ".join(f"{p}: {verdict.parts[p].detail[:200]}" for p in failed)
+    return Judgement(
+        killed=not verdict.passed,
+        caught_by=failed[0] if failed else None,
+        first_failing_stage=verdict.first_failing_stage,
+        detections=[d.cheat for d in verdict.detections],
+        detail=detail,
+        seconds=verdict.seconds,
+    )
+
+
+def _serve(handle) -> None:
+    for line in sys.stdin:
+        item = json.loads(line)
+        handle(item["id"], Path(item["path"]))
+        print(DONE + item["id"], flush=True)
+
+
+def main(argv: list[str]) -> int:
+    mode, setup_file, results = argv[0], Path(argv[1]), Path(argv[2])
+    setup = json.loads(setup_file.read_text())
+    torch.set_num_threads(1)  # --jobs processes share the cores
+    contract_path = Path(setup["contract"])
+    task = Task.load(contract_path)
+    if mode == "classify":
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from ferret.sandbox.interpreter import speed_up_interpreter
+
+            speed_up_interpreter()  # what the judge gives candidates' processes: the same bits, less time
+        cases = _Cases(Path(setup["cases"]), setup["device"])
+
+        def classify(item_id: str, path: Path) -> None:
+            errors = classify_one(
+                task.contract, cases, path, f"ferret_audit_{item_id.replace('-', '_')}", setup["early_exit"], setup["device"]
+            )
+            (results / f"{item_id}.json").write_text(json.dumps([e.model_dump(mode="json") for e in errors]))
+
+        _serve(classify)
+        return 0
+    from ferret.gate.judge import Judge
+
+    judge = Judge(task, setup["gates_dir"], setup["profile"], progress=lambda _line: None)
+
+    def judge_one(item_id: str, path: Path) -> None:
+        try:
+            judged = judgement_of(judge.check(path, measure_speed=False, run_stress=False, record=False))
+        except Exception as err:  # noqa: BLE001 - the judge's own failure is no verdict: the mutant is not killed
+            judged = Judgement(
+                killed=False,
+                unjudged=True,
+                detail=f"no verdict: {type(err).__name__}: {err}"[:500] + traceback.format_exc(limit=2)[-300:],
+            )
+        (results / f"{item_id}.json").write_text(judged.model_dump_json())
+
+    _serve(judge_one)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

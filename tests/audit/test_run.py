@@ -1,0 +1,163 @@
+"""A reduced audit of the rmsnorm gate on the CPU profile (two operators, eight mutants, one round of independent
+cases): real numbers from the real gate. Also: a mutant that hangs is time-boxed without the gate saying anything, a
+resumed audit redoes nothing finished, and a bad candidate is a usage error naming it."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ferret.audit.classify import plan_independent, write_cases
+from ferret.audit.models import MutantResult
+from ferret.audit.pool import Item, serve_all
+from ferret.audit.record import read_audit
+from ferret.audit.run import AuditOptions, run_audit
+from ferret.contract.task import Task
+from ferret.gate.report import read_report
+
+REPO = Path(__file__).resolve().parents[2]
+RMSNORM = REPO / "contracts" / "rmsnorm.yaml"
+# Known members of this sample (seed 20261207, drop_term and cast16, budget 8) of triton_rmsnorm.py's mutants:
+# the row offset dropped from x's load on full-width rows, and a change to num_warps alone.
+HARMFUL = "drop_term-0126b-left_term_dropped-full_length"
+BENIGN = "drop_term-0831b-left_term_dropped"
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    gates = tmp_path_factory.mktemp("audit-gates")
+    options = AuditOptions(
+        gates_dir=gates, profile="cpu", budget=8, jobs=2, rounds=1, honest_checks=1, operators=("drop_term", "cast16")
+    )
+    return run_audit(RMSNORM, options), options
+
+
+def _results(gates: Path, record) -> dict[str, MutantResult]:
+    (folder,) = (gates / record.gate_hash / "audit").iterdir()
+    return {
+        r.mutant.id: r
+        for r in (MutantResult.model_validate_json(line) for line in (folder / "results.jsonl").read_text().splitlines())
+    }
+
+
+def test_a_reduced_audit_kills_a_harmful_mutant_and_classes_a_benign_one(audited):
+    record, options = audited
+    results = _results(options.gates_dir, record)
+    harmful = results[HARMFUL]
+    assert harmful.classification.kind == "harmful" and "inv_rms" in harmful.classification.detail
+    assert harmful.judgement is not None and harmful.judgement.killed and harmful.judgement.caught_by == "correctness"
+    assert "-    x = tl.load(x_ptr + rows64[:, None] * stride_x_row" in harmful.mutant.diff
+    benign = results[BENIGN]
+    assert benign.classification.kind == "benign" and benign.judgement is None
+    assert "tile = block_n" in benign.mutant.diff  # only the warp count changes
+    assert record.mutants == 8 and record.harmful >= 5 and record.killed == record.harmful and record.mutation_score == 1.0
+    assert record.benign >= 1 and record.honest_checks == 1 and record.honest_false_rejections == 0
+    assert {o.operator for o in record.per_operator} == {"drop_term", "cast16"}
+    assert sum(o.harmful for o in record.per_operator) == record.harmful
+    assert sum(record.caught_by.values()) == record.killed
+    assert record.caught[HARMFUL] == "correctness, stage inv_rms" and len(record.caught) == record.killed
+    trusted = read_audit(options.gates_dir / record.gate_hash)
+    assert trusted.record == record
+    # The mutants' verdicts stay out of the gate's bounded report: they would push real verdicts out of it.
+    report = options.gates_dir / record.gate_hash / "report.json"
+    assert not report.exists() or read_report(options.gates_dir / record.gate_hash).verdict_count == 0
+
+
+def test_a_resumed_audit_redoes_nothing_finished(audited):
+    record, options = audited
+    (folder,) = (options.gates_dir / record.gate_hash / "audit").iterdir()
+    logs = {name: (folder / name).read_text() for name in ("honest.jsonl", "classified.jsonl", "judged.jsonl")}
+    again = run_audit(RMSNORM, AuditOptions(**{**options.__dict__, "resume": True}))
+    assert {name: (folder / name).read_text() for name in logs} == logs  # no line added: every item was skipped
+    assert (again.harmful, again.killed, again.benign) == (record.harmful, record.killed, record.benign)
+
+
+def test_a_hanging_mutant_is_time_boxed_and_the_next_one_still_runs(tmp_path):
+    task = Task.load(RMSNORM)
+    write_cases(task, plan_independent(task, "cpu", seed=3, rounds=1)[:1], tmp_path / "cases", "cpu")
+    hang = tmp_path / "hang.py"
+    hang.write_text("def run(inputs, outputs, params, trace=None):\n    while True:\n        pass\n")
+    shutil.copy(REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py", tmp_path / "honest.py")
+    setup = tmp_path / "setup.json"
+    setup.write_text(
+        json.dumps({"contract": str(RMSNORM), "device": "cpu", "cases": str(tmp_path / "cases"), "early_exit": False})
+    )
+    outcomes = []
+    serve_all(
+        ["classify", str(setup)],
+        [Item("hang", hang), Item("honest", tmp_path / "honest.py")],
+        1,
+        20.0,
+        tmp_path / "out",
+        outcomes.append,
+    )
+    by_id = {o.item.id: o for o in outcomes}
+    assert by_id["hang"].result is None and by_id["hang"].timed_out and "no answer within 20 s" in by_id["hang"].failure
+    honest = by_id["honest"].result
+    assert honest is not None and honest[0]["raised"] is None and all(s["passed"] for s in honest[0]["stages"])
+
+
+@pytest.mark.parametrize(
+    "source,said", [("def run(:\n", "does not parse"), ("def kernel(inputs):\n    pass\n", "defines no top-level `run")]
+)
+def test_a_bad_candidate_exits_2_naming_it(tmp_path, source, said):
+    bad = tmp_path / "bad.py"
+    bad.write_text(source)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferret.cli.main",
+            "gate",
+            "audit",
+            str(RMSNORM),
+            "--candidate",
+            str(bad),
+            "--gates-dir",
+            str(tmp_path / "g"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 2, done.stderr
+    assert str(bad) in done.stderr and said in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "g").exists()  # said before any gate is built
+
+
+@pytest.mark.gpu
+def test_a_reduced_gpu_audit_classes_on_the_device_and_judges_with_the_gpu_gate(tmp_path):
+    """The GPU profile: the independent cases at production sizes, mutants run on the device, the gate's GPU cases."""
+    options = AuditOptions(
+        gates_dir=tmp_path, profile="gpu", budget=8, jobs=1, rounds=1, honest_checks=1, operators=("drop_term", "cast16")
+    )
+    record = run_audit(RMSNORM, options)
+    assert record.profile == "gpu" and record.mutants == 8 and record.honest_over_tolerance == []
+    assert record.harmful >= 1 and record.killed >= 1 and record.honest_false_rejections == 0
+    assert read_audit(tmp_path / record.gate_hash).record == record
+
+
+def test_the_command_prints_the_score_and_exits_1_below_the_contracts_minimum(monkeypatch, tmp_path):
+    from audit_records import audit_record
+    from typer.testing import CliRunner
+
+    import ferret.audit.run as audit_run
+    from ferret.cli.main import app
+
+    given = []
+
+    def audit_stub(contract, options):
+        given.append((Path(contract), options.budget, options.jobs, options.operators, options.resume))
+        return audit_record("b" * 64, score=0.9).model_copy(update={"min_score": 0.95, "meets_min": False})
+
+    monkeypatch.setattr(audit_run, "run_audit", audit_stub)
+    argv = ["gate", "audit", str(RMSNORM), "--budget", "30", "--jobs", "2", "--operators", "constant,swap", "--resume"]
+    result = CliRunner().invoke(app, [*argv, "--profile", "cpu", "--gates-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert given == [(RMSNORM, 30, 2, ("constant", "swap"), True)]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("AUDIT_RESULT "))
+    shown = json.loads(line.removeprefix("AUDIT_RESULT "))
+    assert shown["mutation_score"] == 0.9 and shown["harmful"] == 10 and shown["killed"] == 9 and shown["meets_min"] is False
