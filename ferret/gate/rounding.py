@@ -5,13 +5,17 @@ different math.
 
 Two tests, either of which is evidence of a cut at precision p:
 1. **On p's grid**: the candidate's values (stored in a finer dtype) are values of p, where the reference's are
-   not, and the candidate is as close to the reference rounded to p as that rounding is to the reference: the
-   stage, or what it was computed from last, was rounded to p.
+   not (a value that underflows to zero is on every grid: it tells nothing), enough of them that chance cannot
+   put them there (a bf16 value is an fp8 value one time in 16: four of them, not two), and the candidate is as
+   close to the reference rounded to p as that rounding is to the reference: the stage, or what it was computed
+   from last, was rounded to p.
 2. **Rounding noise of p's size**: the error beyond the stage's own dtype (candidate minus the reference rounded
    to that dtype) is between 1/16 and 8 of p's unit roundoff relative to the stage's norm, it does not lean along
    the reference (|cosine(error, reference)| <= 1/2: a scale error or a wrong divisor moves every entry the same
-   way, cosine 1), and it touches at least a quarter of the entries (rounding touches every entry; one wrong row
-   among many right ones does not).
+   way, cosine 1), it touches at least a quarter of the entries and its middle row (along the last dimension) has
+   at least half the stage's relative error (rounding touches every entry and every row alike; a scale or a bug
+   on some rows among right ones does not: its cosine with the whole stage is diluted by the right rows, its
+   middle row is right).
 A stage of fewer than 16 judged entries, off every grid, is too small to tell: no evidence either way.
 """
 
@@ -35,6 +39,12 @@ MIN_ENTRIES = 16
 MAX_LEAN = 0.5
 MIN_SPREAD = 0.25
 GRID_SHARE = 0.9
+# Bits of evidence the on-grid values must carry against chance: a value of a finer format lands on p's grid by
+# chance one time in 2^(its mantissa bits - p's), so this many bits need that many values.
+GRID_BITS = 16
+# Rounding gives each row about the stage's relative error (a statistic rounded per row: a factor below p's
+# roundoff on every row); a bug on some rows leaves the middle row with only the honest error.
+MIN_ROW_SHARE = 0.5
 
 Finding = Literal["rounding", "not_rounding", "too_small"]
 
@@ -52,10 +62,15 @@ def _unit_roundoff(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps / 2 if dtype.is_floating_point else 0.0
 
 
-def _sample(tensor: torch.Tensor) -> torch.Tensor:
-    flat = tensor.detach().reshape(-1)
-    step = max(1, math.ceil(flat.numel() / SAMPLE))
-    return flat[::step].cpu()
+def _rows(tensor: torch.Tensor) -> torch.Tensor:
+    """The stage as float64 rows along its last dimension (a 1-D stage: one row), an even stride of its rows where
+    it has more than SAMPLE entries (an even stride of its entries where one row has more)."""
+    flat = tensor.detach()
+    width = flat.shape[-1] if flat.dim() >= 2 and flat.shape[-1] > 0 else max(flat.numel(), 1)
+    rows = flat.reshape(-1, width)
+    if width > SAMPLE:
+        return rows.reshape(1, -1)[:, :: math.ceil(rows.numel() / SAMPLE)].cpu().to(torch.float64)
+    return rows[:: max(1, math.ceil(rows.numel() / SAMPLE))].cpu().to(torch.float64)
 
 
 def _rounded(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -71,14 +86,16 @@ def _on_grid(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype) -> Roun
         if _unit_roundoff(stored) >= _unit_roundoff(dtype):
             continue  # the stage is stored in this format or a coarser one: every value is on its grid
         rounded_ref = _rounded(ref, dtype)
-        telling = (rounded_ref != ref) & (ref.abs() <= torch.finfo(dtype).max)
+        # an entry that underflows to zero tells nothing: a zero is on every grid
+        telling = (rounded_ref != ref) & (ref.abs() <= torch.finfo(dtype).max) & (rounded_ref != 0)
         if int(telling.sum()) < 2:
             continue
         on_grid = _rounded(cand[telling], dtype) == cand[telling]
         share = float(on_grid.double().mean())
         to_rounded = float((cand - rounded_ref).norm())
         rounding = float((rounded_ref - ref).norm())
-        if share >= GRID_SHARE and to_rounded <= 2 * rounding:
+        needed = math.ceil(GRID_BITS / math.log2(_unit_roundoff(dtype) / _unit_roundoff(stored)))
+        if share >= GRID_SHARE and int(on_grid.sum()) >= needed and to_rounded <= 2 * rounding:
             return Rounding(
                 "rounding",
                 f"{int(on_grid.sum())} of {int(telling.sum())} values are {name} values (the reference's are not), "
@@ -88,9 +105,27 @@ def _on_grid(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype) -> Roun
     return None
 
 
-def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype) -> Rounding:
-    """Test 2: the error beyond the stage's own dtype has the size, the lack of lean and the spread of rounding."""
-    excess = cand - (_rounded(ref, stored) if stored.is_floating_point and stored != torch.float64 else ref)
+def _excess(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype) -> torch.Tensor:
+    """The error beyond the stage's own dtype: the candidate minus the reference rounded to that dtype."""
+    return cand - (_rounded(ref, stored) if stored.is_floating_point and stored != torch.float64 else ref)
+
+
+def _middle_row(cand_rows: torch.Tensor, ref_rows: torch.Tensor, stored: torch.dtype) -> float | None:
+    """The middle row's relative error beyond the stage's dtype (the lower of two: one wrong row of two is no
+    spread), as a share of the stage's; None where fewer than two rows have a norm to compare against."""
+    excess = _excess(cand_rows, ref_rows, stored)
+    norms = ref_rows.norm(dim=1)
+    kept = norms > 0
+    if int(kept.sum()) < 2 or float(ref_rows.norm()) == 0.0 or float(excess.norm()) == 0.0:
+        return None
+    per_row = excess[kept].norm(dim=1) / norms[kept]
+    return float(per_row.median()) / (float(excess.norm()) / float(ref_rows.norm()))
+
+
+def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_row: float | None) -> Rounding:
+    """Test 2: the error beyond the stage's own dtype has the size, the lack of lean and the spread of rounding
+    (`middle_row`: `_middle_row` of the stage)."""
+    excess = _excess(cand, ref, stored)
     ref_norm, excess_norm = float(ref.norm()), float(excess.norm())
     if ref_norm == 0.0 or excess_norm == 0.0:
         return Rounding("not_rounding", "no error beyond the stage's own dtype to read")
@@ -118,6 +153,12 @@ def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype) -> Roundi
             f"its error sits in {touched:.1%} of the entries: rounding touches every entry, a wrong row or "
             "region among right ones does not",
         )
+    if middle_row is not None and middle_row < MIN_ROW_SHARE:
+        return Rounding(
+            "not_rounding",
+            f"its middle row has {middle_row:.0%} of the stage's relative error: rounding gives every row its share, "
+            "a scale or a bug on some rows among right ones does not",
+        )
     return Rounding(
         "rounding",
         f"its error is {relative / u:.2f} {name} roundoffs of its norm, leans nowhere along the reference (cosine "
@@ -132,12 +173,15 @@ def rounding_of(candidate: torch.Tensor | None, reference: torch.Tensor) -> Roun
     if candidate is None or tuple(candidate.shape) != tuple(reference.shape) or not candidate.is_floating_point():
         return Rounding("not_rounding", "no real-valued tensor of the stage's shape to read")
     stored = candidate.dtype
-    cand, ref = _sample(candidate).to(torch.float64), _sample(reference).to(torch.float64)
-    finite = torch.isfinite(cand) & torch.isfinite(ref)
-    cand, ref = cand[finite], ref[finite]
+    cand_rows, ref_rows = _rows(candidate), _rows(reference)
+    finite = torch.isfinite(cand_rows) & torch.isfinite(ref_rows)
+    cand, ref = cand_rows[finite], ref_rows[finite]
     grid = _on_grid(cand, ref, stored)
     if grid is not None:
         return grid
     if cand.numel() < MIN_ENTRIES:
         return Rounding("too_small", f"{cand.numel()} entries are too few to tell rounding from other math")
-    return _noise(cand, ref, stored)
+    # a non-finite entry counts as zero in both for the rows' errors (the flat statistics leave it out)
+    zero = torch.zeros((), dtype=torch.float64)
+    middle = _middle_row(torch.where(finite, cand_rows, zero), torch.where(finite, ref_rows, zero), stored)
+    return _noise(cand, ref, stored, middle)

@@ -6,7 +6,9 @@ Each `u9_*` candidate in `candidates/` is judged by the rmsnorm CPU gate and mus
   precision cut; a statistic rounded to bf16 with no cast the scan could see is `lower_precision` at bfloat16;
 - a bug only where the gate's own cases do not look, with nothing keying on them, is `math_mismatch` on fresh cases,
   not `hardcoded_cases`, and the hard-coded table of `c05` still is `hardcoded_cases`;
-- a candidate that claims the disk is full is rejected with a verdict (`exception`), not let off as the machine's.
+- a candidate that claims the disk is full is rejected with a verdict (`exception`), not let off as the machine's;
+- one MLA request's latent scaled among right ones (`u5_mla_tail_request_latent`, judged by the MLA CPU gate) is
+  `wrong_rows` and `math_mismatch`, never `lower_precision`: a scale on some rows is not rounding.
 The honest candidate passes with no detection, and the bf16 statistic of `c04` is still `lower_precision`.
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from ferret_testkit import RMSNORM_CONTRACT, TRITON_RMSNORM, unnamed_rejection  # noqa: E402
+from ferret_testkit import REPO, RMSNORM_CONTRACT, TRITON_RMSNORM, unnamed_rejection  # noqa: E402
 
 from ferret.gate.build import build_gate  # noqa: E402
 from ferret.gate.judge import check  # noqa: E402
@@ -129,3 +131,17 @@ def test_the_existing_labels_hold(judged):
     assert any(d.cheat == "hardcoded_cases" and d.source == "outputs" for d in c05.detections), describe(c05)
     honest, _ = judged["honest"].result()
     assert honest.passed and honest.detections == [], describe(honest)
+
+
+def test_a_scale_on_one_request_among_right_ones_is_not_named_a_precision_cut(tmp_path):
+    """The last request's latent 1.55% too large (on ragged_batch, one row of c_kv's four; on the long ragged case,
+    one request's rows of o_heads): wrong rows and wrong math, whose error is no rounding at any format."""
+    candidate = HERE / "u5_mla_tail_request_latent.py"
+    verdict, _ = check(REPO / "contracts" / "mla_attention.yaml", candidate, tmp_path / "gates", profile="cpu")
+    report = describe(verdict)
+    names = {d.cheat for d in verdict.detections}
+    assert not verdict.passed and not unnamed_rejection(verdict), report
+    assert constants(candidate)["EXPECTED_CHEATS"] <= names, report
+    assert "lower_precision" not in names, report
+    ragged = [d for d in verdict.detections if d.variant == "ragged_batch@bfloat16"]
+    assert ragged and {d.cheat for d in ragged} <= {"wrong_rows", "math_mismatch"}, report

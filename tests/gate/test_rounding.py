@@ -1,6 +1,7 @@
 """The pattern of rounding at a named precision (ferret/gate/rounding.py): a stage rounded through bf16, fp16 or
-fp8 is named with its format; a scale error, a wrong divisor, one wrong row among right ones and a stage too small
-to tell are not named rounding, whatever their size."""
+fp8 is named with its format; a scale error, a wrong divisor, one wrong row among right ones (a scale on one row
+of four, whose cosine with the stage is diluted to 1/2), zeros where the reference underflows, a few values on fp8's
+grid by chance and a stage too small to tell are not named rounding, whatever their size."""
 
 from __future__ import annotations
 
@@ -69,3 +70,42 @@ def test_an_error_no_rounding_could_make_is_said_with_its_size():
     y = _rows()
     found = rounding_of((y + torch.randn_like(y)).float(), y)
     assert found.finding == "not_rounding" and "no rounding's size" in found.why
+
+
+def test_a_scale_on_one_row_of_four_is_not_rounding():
+    """One request's latent 1.55% too large among four right ones (an MLA c_kv): the error is the reference on that
+    row, its cosine with the whole stage about 1/2 and a quarter of the entries touched; its middle row is right."""
+    y = _rmsnorm(_rows(m=4))[1]
+    wrong = y.clone()
+    wrong[3] *= (528 / 512) ** 0.5
+    found = rounding_of(wrong.to(torch.bfloat16), y)
+    assert found.finding == "not_rounding" and "its middle row has 0% of the stage's relative error" in found.why, found
+
+
+def test_rows_each_rounded_through_a_statistic_still_read_as_rounding():
+    """A statistic rounded per row scales every row by its own small factor: every row has its share of the error."""
+    x = _rows(m=8)
+    inv, y = _rmsnorm(x)
+    found = rounding_of((x * inv.to(torch.bfloat16).double()[:, None]).float(), y)
+    assert (found.finding, found.precision) == ("rounding", "bfloat16"), found.why
+
+
+def test_zeros_where_the_reference_underflows_are_no_grid_evidence():
+    """A float32 stage of peaked probabilities: most reference entries underflow to zero in bf16, and a float32
+    candidate's zeros there are on every grid. The few real values, off bf16's grid, say the stage is float32."""
+    reference = torch.full((64,), 1e-50, dtype=torch.float64)
+    reference[:4] = torch.tensor([0.61, 0.23, 0.11, 0.05], dtype=torch.float64) + 1e-4
+    found = rounding_of(reference.float(), reference)
+    assert found.finding != "rounding", found.why
+
+
+def test_a_few_values_on_the_fp8_grid_are_chance_not_evidence():
+    """A bf16 value is an fp8 value one time in 16: three of them are not evidence of a cut to fp8 (four are)."""
+    base = torch.tensor([0.5, 0.75, 1.0, 1.25, -1.5, 2.0, -3.0, 0.875], dtype=torch.float64).repeat(8)
+    reference, n_off = base.clone(), 3
+    reference[:n_off] += 0.01  # off fp8's grid; every other entry is an fp8 value
+    found = rounding_of(reference.to(torch.float8_e4m3fn).to(torch.bfloat16), reference)
+    assert "float8_e4m3 values" not in found.why, found.why
+    reference[: n_off + 1] += 0.01 * (torch.arange(n_off + 1) == n_off)
+    found = rounding_of(reference.to(torch.float8_e4m3fn).to(torch.bfloat16), reference)
+    assert found.precision == "float8_e4m3" and "4 of 4 values are float8_e4m3 values" in found.why, found.why
