@@ -112,6 +112,26 @@ def _compare_stages(
     return stages
 
 
+def _compare_stages_anywhere(
+    contract: Contract,
+    got: dict[str, torch.Tensor],
+    golden: dict[str, torch.Tensor],
+    outputs: list[str],
+    inout: list[str],
+    dtype: str,
+    own_row: str | None,
+) -> list[StageMetrics]:
+    """`_compare_stages` on the GPU where there is one (large stages; the candidate's process is long gone), on the
+    host where the card is short of memory (other processes hold it): the same float64 metrics, slower. A
+    comparison that cannot be made is the judge's fault, never the candidate's."""
+    if torch.cuda.is_available():
+        try:
+            return _compare_stages(contract, got, golden, outputs, inout, dtype, own_row, "cuda")
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+    return _compare_stages(contract, got, golden, outputs, inout, dtype, own_row, "cpu")
+
+
 def judge_variant(
     contract: Contract,
     ids: VariantIds,
@@ -149,15 +169,7 @@ def judge_variant(
     repeat_diffs, traced_diffs = _differences(got, outputs, inout, contract.budgets.determinism_repeats, traced)
     repeats_equal, traced_equal = not repeat_diffs, not traced_diffs
     own_row = None if part == "fresh_cases" else case  # a fresh case is never judged by a frozen case's own row
-    # The judge's own arithmetic may use the GPU (large stages); the candidate's process is long gone.
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        stages = _compare_stages(contract, got, golden, outputs, inout, dtype, own_row, device)
-    except torch.OutOfMemoryError:
-        # The card is short of memory (other processes hold it): the same float64 metrics on the host, slower.
-        # A comparison that cannot be made is the judge's fault, never the candidate's.
-        torch.cuda.empty_cache()
-        stages = _compare_stages(contract, got, golden, outputs, inout, dtype, own_row, "cpu")
+    stages = _compare_stages_anywhere(contract, got, golden, outputs, inout, dtype, own_row)
     first_failing = next((s.stage for s in stages if not s.passed), None)
     result = VariantResult(
         **base,

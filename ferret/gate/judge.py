@@ -353,9 +353,7 @@ class Judge:
             detections = detect.unnamed(parts)  # never expected: every rejection path names what it saw
         verdict = Verdict(
             passed=passed,
-            first_failing_stage=next(
-                (s.name for s in self.contract.stages if any(r.first_failing_stage == s.name for r in results)), None
-            ),
+            first_failing_stage=self._first_failing_stage(results),
             gate_hash=self.gate.name,
             op=self.contract.op,
             profile=self.profile,
@@ -380,6 +378,10 @@ class Judge:
             append_verdict(self.gate, verdict)
         progress("seconds by phase: " + ", ".join(f"{p.name} {p.seconds:.1f}" for p in verdict.phases))
         return verdict
+
+    def _first_failing_stage(self, results: list[VariantResult]) -> str | None:
+        """The contract's first stage that some variant failed first, in the contract's order."""
+        return next((s.name for s in self.contract.stages if any(r.first_failing_stage == s.name for r in results)), None)
 
     def _memcheck(self, candidate: Path, passed: bool, deadline: float, clock: PhaseClock, progress: Reporter) -> MemcheckRecord:
         """On the GPU profile, a candidate correct so far runs once more under compute-sanitizer's memcheck
