@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferret.audit import classify as cls
-from ferret.audit.models import AuditRecord, CaseError, Classification, Judgement, MutantResult
+from ferret.audit.models import AuditRecord, CaseError, Classification, Judgement, MutantResult, RedTeamSummary
 from ferret.audit.mutate import OPERATOR_NAMES, MadeMutant, make_mutants, operator
 from ferret.audit.pool import Item, Outcome, serve_all
 from ferret.audit.record import write_audit
@@ -65,6 +65,8 @@ class AuditOptions:
     classify_timeout_s: float = 600.0
     judge_timeout_s: float | None = None
     progress: ProgressLike = None
+    red_team: int = 0  # attempts of the red-team role (its offline attack corpus) after the mutants; 0: none
+    found_dir: Path | None = None  # where its accepted harmful attempts are saved (default tests/adversarial/found)
 
 
 def require_candidate(path: Path) -> None:
@@ -291,5 +293,31 @@ def run_audit(contract_path: Path, options: AuditOptions | None = None) -> Audit
         started_at,
         time.perf_counter() - audit.started,
     )
+    if options.red_team > 0:
+        record = record.model_copy(update={"red_team": _red_team(audit, spread, options)})
     write_audit(audit.judge.gate, record)
     return record
+
+
+def _red_team(audit: _Audit, spread: cls.Spread, options: AuditOptions) -> RedTeamSummary:
+    """The red-team role's offline corpus against the same gate, each accepted attempt classed harmful or not the
+    audit's way (its errors on the independent cases against the honest candidates' spread), never by the role."""
+    from ferret.roles.red_team import RedTeam, gate_check
+    from ferret.roles.red_team_corpus import AttackCorpusModel
+
+    def harmful(path: Path) -> bool:
+        item = Item(f"red-team-{sha256_file(path)[:12]}", path)
+        errors = _classify_all(audit, [item], early_exit=True, log=audit.folder / "red_team_classified.jsonl")
+        return cls.classify(errors[item.id], spread).kind == "harmful"
+
+    honest = audit.candidate.read_text()
+    model = AttackCorpusModel(honest, audit.task.contract)
+    check = gate_check(audit.task.path, options.gates_dir, audit.profile)
+    team = RedTeam(
+        model, check, harmful, work_dir=audit.folder / "red_team", found_dir=options.found_dir, progress=audit.progress
+    )
+    report = team.run(audit.task, honest, min(options.red_team, len(model.attacks)))
+    audit.progress(f"red team: {len(report.attempts)} attempts, {len(report.found)} accepted and harmful")
+    return RedTeamSummary(
+        attempts=len(report.attempts), passed_cheats=len(report.found), saved_paths=[str(p) for p in report.found]
+    )

@@ -268,9 +268,13 @@ def gate_audit(
     jobs: int = typer.Option(1, "--jobs", min=1, help="Worker processes classing and judging mutants at once."),
     resume: bool = typer.Option(False, "--resume", help="Continue the same audit, skipping every mutant already finished."),
     operators: str | None = typer.Option(None, "--operators", help="Comma-separated mutation operators. Default: all."),
+    red_team: int = typer.Option(
+        0, "--red-team", min=0, help="Attempts of the red-team role's offline attack corpus after the mutants (0: none)."
+    ),
 ) -> None:
     """Measure the gate's strength: mutants of an honest candidate, classed against the reference, the harmful ones
-    judged by the gate. Exit 1 when the score falls below the contract's audit.min_score."""
+    judged by the gate; with --red-team, the attack corpus too (accepted harmful attacks saved as regression cases).
+    Exit 1 when the score falls below the contract's audit.min_score or an attack passed."""
 
     def action():
         from ferret.audit.mutate import OPERATOR_NAMES
@@ -288,12 +292,14 @@ def gate_audit(
             gates_dir=gates_dir,
             operators=chosen,
             progress=_reporter(),
+            red_team=red_team,
         )
         record = run_audit(contract, options)
         counts = ("mutants", "harmful", "killed", "benign", "band", "stillborn", "unjudged", "honest_false_rejections")
         result = {"gate": record.gate_hash, "mutation_score": record.mutation_score} | {k: getattr(record, k) for k in counts}
-        typer.echo("AUDIT_RESULT " + json.dumps(result | {"meets_min": record.meets_min}))
-        raise typer.Exit(EXIT_FAIL if record.meets_min is False else EXIT_PASS)
+        found = record.red_team.passed_cheats if record.red_team is not None else None
+        typer.echo("AUDIT_RESULT " + json.dumps(result | {"meets_min": record.meets_min, "red_team_passed_cheats": found}))
+        raise typer.Exit(EXIT_FAIL if record.meets_min is False or found else EXIT_PASS)
 
     _guarded(action)
 

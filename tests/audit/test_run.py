@@ -161,3 +161,40 @@ def test_the_command_prints_the_score_and_exits_1_below_the_contracts_minimum(mo
     line = next(line for line in result.stdout.splitlines() if line.startswith("AUDIT_RESULT "))
     shown = json.loads(line.removeprefix("AUDIT_RESULT "))
     assert shown["mutation_score"] == 0.9 and shown["harmful"] == 10 and shown["killed"] == 9 and shown["meets_min"] is False
+
+
+def test_the_red_team_runs_after_the_mutants_and_its_harm_is_the_audits_class(audited, monkeypatch, tmp_path):
+    """`red_team`: the attack corpus against the gate, each accepted attack classed by the audit's own classifier.
+    The gate here accepts everything, so that the class alone decides: bf16 everywhere is harmful and saved as a
+    regression case; the CPU profile's own tell computes the honest math on the CPU and is not."""
+    from ferret.gate.models import VerdictSummary
+    from ferret.roles import red_team, red_team_corpus
+
+    record, options = audited
+    chosen = {"lower_precision", "cpu_profile_tell"}
+    templates = [t for t in red_team_corpus.attack_templates() if t.slug in chosen]
+    monkeypatch.setattr(red_team_corpus, "attack_templates", lambda: templates)
+
+    def accept_all(contract, gates_dir, profile=None):
+        def check(path):
+            return VerdictSummary.model_validate(
+                {
+                    "pass": True,
+                    "first_failing_stage": None,
+                    "gate": record.gate_hash,
+                    "candidate_sha256": "ab" * 32,
+                    "parts": {"correctness": "pass"},
+                    "detections": [],
+                    "timing": {"measured": False},
+                }
+            )
+
+        return check
+
+    monkeypatch.setattr(red_team, "gate_check", accept_all)
+    found = tmp_path / "found"
+    again = run_audit(RMSNORM, AuditOptions(**{**options.__dict__, "resume": True, "red_team": 5, "found_dir": found}))
+    assert again.red_team is not None and again.red_team.attempts == 2 and again.red_team.passed_cheats == 1
+    (saved,) = again.red_team.saved_paths
+    assert Path(saved).parent == found and "bfloat16" in Path(saved).read_text()
+    assert read_audit(options.gates_dir / record.gate_hash).record.red_team == again.red_team
