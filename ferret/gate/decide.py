@@ -202,7 +202,9 @@ def judge_variant(
         detect.from_failure(result)
         + detect.from_runtime(result, status, got, outputs, bitwise_equal)
         + detect.from_outputs(result, got, golden, outputs, repeat_diffs, traced_diffs, _stage_values(contract, got))
-        + (detect.from_moved_call(result, moved(got)) if moved is not None else [])
+        # The moved call is evidence only where the variant's own answer is right: a kernel already wrong there
+        # answers moved inputs wrongly too, which says nothing of a replay.
+        + (detect.from_moved_call(result, moved(got)) if moved is not None and first_failing is None else [])
     )
     if any(d.source == "runtime" for d in result.detections):
         result.passed = False

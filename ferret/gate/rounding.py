@@ -12,7 +12,8 @@ Two tests, either of which is evidence of a cut at precision p:
 2. **Rounding noise of p's size**: the error beyond the stage's own dtype (candidate minus the reference rounded
    to that dtype) is between 1/16 and 8 of p's unit roundoff relative to the stage's norm, it does not lean along
    the reference (|cosine(error, reference)| <= 1/2: a scale error or a wrong divisor moves every entry the same
-   way, cosine 1), it touches at least a quarter of the entries and its middle row (along the last dimension) has
+   way, cosine 1), it touches at least a quarter of the entries and half of those that rounding the reference to p
+   would touch, and its middle row (along the last dimension) has
    at least half the stage's relative error (rounding touches every entry and every row alike; a scale or a bug
    on some rows among right ones does not: its cosine with the whole stage is diluted by the right rows, its
    middle row is right).
@@ -131,13 +132,13 @@ def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_ro
         return Rounding("not_rounding", "no error beyond the stage's own dtype to read")
     relative = excess_norm / ref_norm
     fits = [
-        (abs(math.log(relative / (0.5 * u))), name, u)
+        (abs(math.log(relative / (0.5 * u))), name, u, dtype)
         for name, dtype, u in PRECISIONS
         if u >= _unit_roundoff(stored) and u / 16 <= relative <= 8 * u
     ]
     if not fits:
         return Rounding("not_rounding", f"its error, {relative:.2e} of its norm, is no rounding's size in any format")
-    _, name, u = min(fits)
+    _, name, u, fmt = min(fits)
     lean = float((excess * ref).sum()) / (excess_norm * ref_norm)
     if abs(lean) > MAX_LEAN:
         return Rounding(
@@ -147,11 +148,14 @@ def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_ro
         )
     scale = ref.abs().clamp(min=float(ref.abs().mean()) * 2.0**-10)
     touched = float((excess.abs() > (u / 64) * scale).double().mean())
-    if touched < MIN_SPREAD:
+    # What rounding the reference to that format would touch itself: an error touching far fewer entries is no
+    # such rounding (a wrong angle on some rows touches those rows alone).
+    would = float((_excess(_rounded(ref, fmt), ref, stored).abs() > (u / 64) * scale).double().mean())
+    if touched < max(MIN_SPREAD, would / 2):
         return Rounding(
             "not_rounding",
-            f"its error sits in {touched:.1%} of the entries: rounding touches every entry, a wrong row or "
-            "region among right ones does not",
+            f"its error sits in {touched:.1%} of the entries, where rounding to {name} would touch {would:.0%}: "
+            "rounding touches every entry, a wrong row or region among right ones does not",
         )
     if middle_row is not None and middle_row < MIN_ROW_SHARE:
         return Rounding(

@@ -107,6 +107,7 @@ def test_select_spreads_the_budget_over_the_operators_and_is_repeatable():
     assert [m.mutant.id for m in chosen] == [m.mutant.id for m in select(made, 16, seed=7)]
 
 
+@pytest.mark.quick
 def test_an_unknown_operator_is_a_usage_error():
     with pytest.raises(UsageError, match="no mutation operator 'nope'"):
         operator("nope")

@@ -54,22 +54,36 @@ def _hanging_candidate(tmp_path: Path) -> tuple[Path, str]:
     return candidate, marker
 
 
-def _pids(marker: str, tmp_path: Path) -> list[int]:
-    """Once the grandchild runs: every process (host PIDs) whose HOME is a candidate folder of this test's
-    temp folder (the sandbox's wrapper, the candidate's process, its grandchild); before that, none."""
-    home = f"HOME={tmp_path / 'tmp'}/".encode()
-    found, started = [], False
+def _parents() -> dict[int, int]:
+    """Every process's parent (host PIDs), from /proc/<pid>/stat."""
+    parents = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            command = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if any(v.startswith(home) for v in environ):
-            found.append(int(entry.name))
-            started = started or marker.encode() in command
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def _pids(marker: str, root: int) -> list[int]:
+    """Once the grandchild runs: every process descended from `root` (the sandbox's wrapper, the candidate's
+    process, its grandchild: the judge's own children among them); before that, none. Found by descent, not by
+    anything in their environment: a confined process sees a user's paths, not this test's folders."""
+    parents = _parents()
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier and pid not in found]
+        found += children
+        frontier = children
+    started = False
+    for pid in found:
+        try:
+            started = started or marker.encode() in (Path("/proc") / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            continue
     return found if started else []
 
 
@@ -83,8 +97,8 @@ def _environment(tmp_path: Path) -> dict[str, str]:
 
 
 def _stop_when_running(process: subprocess.Popen, marker: str, tmp_path: Path, signum: int) -> tuple[list[int], str, str]:
-    assert wait_until(lambda: bool(_pids(marker, tmp_path)) or process.poll() is not None, 240), "the candidate never ran"
-    pids = _pids(marker, tmp_path)
+    assert wait_until(lambda: bool(_pids(marker, process.pid)) or process.poll() is not None, 240), "the candidate never ran"
+    pids = _pids(marker, process.pid)
     assert pids, process.communicate()[1][-3000:]
     process.send_signal(signum)
     try:

@@ -143,11 +143,16 @@ def test_an_integrity_failure_rejects_a_round_whatever_the_gate_said(dirs):
     assert log.best is None and log.status == "rejected"
 
 
+def _locked_golden(gates: Path) -> Path:
+    """A golden file the gate's lock covers (an audit's own cases lie beside the gate, outside its lock)."""
+    return next(p for p in sorted(gates.rglob("golden.safetensors")) if "audit" not in p.relative_to(gates).parts)
+
+
 def test_tampering_with_the_gate_between_rounds_aborts_the_run(dirs):
     gates, _ = dirs
 
     def tamper(context):
-        golden = next(p for p in gates.rglob("golden.safetensors"))
+        golden = _locked_golden(gates)
         golden.chmod(0o600)
         data = bytearray(golden.read_bytes())
         data[-1] ^= 1
@@ -159,7 +164,7 @@ def test_tampering_with_the_gate_between_rounds_aborts_the_run(dirs):
     assert log.status == "incomplete" and "gate tampered" in log.stop_reason
     assert len(log.rounds) == 1  # the tampering round was never judged
     # Put the byte back for the other tests that share the gate.
-    golden = next(p for p in gates.rglob("golden.safetensors"))
+    golden = _locked_golden(gates)
     data = bytearray(golden.read_bytes())
     data[-1] ^= 1
     golden.write_bytes(bytes(data))

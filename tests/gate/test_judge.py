@@ -623,6 +623,9 @@ def test_candidate_sees_no_keys_and_no_gate(judge, rmsnorm_gate, rmsnorm_gates_d
             for place in (cwd, home):
                 if place == GATES or GATES in place.parents or place in GATES.parents:
                     raise RuntimeError(f"{{place}} is related to the gates folder")
+            # Its working folder, read through; under the allow-list sandbox HOME is the sandbox's own, and a
+            # listing of it is refused like that of any folder beside the process's own.
+            for place in (cwd,):
                 for folder, dirs, files in os.walk(place):
                     for name in dirs + files:
                         if "golden" in name or name == "manifest.json" or name == GATE_NAME:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import types
-from pathlib import Path
 
 import pytest
 
@@ -116,7 +115,10 @@ def test_gate_inputs_are_written_at_once_and_the_job_keeps_the_manifests_order(r
         context, TRITON_RMSNORM, tmp_path, candidate_run.CandidateRunOptions("cpu", run_stress=False)
     )
     assert [v.id for v in job.variants] == [r.id for r in manifest.variants]
-    assert all(Path(v.inputs_file).is_file() for v in job.variants) and len(writing.calls) == len(manifest.variants)
+    # The job names each file as the confined process sees it (`FolderView`); on the host they lie in the folder.
+    on_host = [candidate_run.gate_inputs_file(tmp_path, v.id) for v in job.variants]
+    assert all(p.is_file() for p in on_host) and len(writing.calls) == len(manifest.variants)
+    assert all(v.inputs_file.endswith(f"in/{v.id}.safetensors") for v in job.variants)
 
 
 def test_a_check_starts_timing_before_the_fresh_draw_and_always_stops_it(rmsnorm_gate, rmsnorm_gates_dir, monkeypatch):

@@ -79,7 +79,8 @@ def test_a_scale_on_one_row_of_four_is_not_rounding():
     wrong = y.clone()
     wrong[3] *= (528 / 512) ** 0.5
     found = rounding_of(wrong.to(torch.bfloat16), y)
-    assert found.finding == "not_rounding" and "its middle row has 0% of the stage's relative error" in found.why, found
+    # Told apart by its spread: a quarter of the entries, where rounding to fp8 would touch nearly all.
+    assert found.finding == "not_rounding" and "where rounding to float8_e4m3 would touch" in found.why, found
 
 
 def test_rows_each_rounded_through_a_statistic_still_read_as_rounding():
