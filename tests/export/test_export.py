@@ -52,7 +52,12 @@ def test_the_package_is_stamped_with_the_gate_the_file_and_the_cpu_profile(rmsno
     kernel_bytes = (record.folder / "kernel.py").read_bytes()
     assert kernel_bytes == CANDIDATES["rmsnorm"].read_bytes()
     assert manifest["candidate_sha256"] == hashlib.sha256(kernel_bytes).hexdigest()
-    assert recorded_pass(manifest["gate_hash"], manifest["candidate_sha256"]) == manifest["pass_recorded"]
+    # The pass on record for this gate and file (a later check of the same file may have recorded it again).
+    on_record = recorded_pass(manifest["gate_hash"], manifest["candidate_sha256"])
+    assert on_record is not None
+    assert {k: v for k, v in on_record.items() if k != "started_at"} == {
+        k: v for k, v in manifest["pass_recorded"].items() if k != "started_at"
+    }
     assert manifest["profile"] == "cpu" and "CPU profile only" in manifest["verdict_note"]
     assert "speed was not measured" in package.__doc__
     assert manifest["op_name"] == package.OP_NAME == "ferret::rmsnorm"
