@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
 import statistics
 import sys
@@ -17,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -40,7 +41,7 @@ from ferret.gate.compile_choice import (
 )
 from ferret.gate.context import GateContext
 from ferret.gate.gpu_turns import GpuTurns
-from ferret.gate.inputs import CheckedInputs, input_bytes, output_specs
+from ferret.gate.inputs import CheckedInputs, draw_inputs, input_bytes, output_specs
 from ferret.gate.interleave import (
     TimerFailed,
     TimerProcess,
@@ -53,6 +54,7 @@ from ferret.gate.interleave import (
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.lock import project_module_files
 from ferret.gate.models import CaseTiming, Detection, RooflineWork, TimingResult
+from ferret.gate.serving import NOT_MEASURED_ON_CPU, judge_serving, replay_checker, serving_speedups
 from ferret.gate.sm_clock import RoundClocks
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.launch import candidate_environment, candidate_file_name, candidate_settings
@@ -69,6 +71,7 @@ TIMING_CATALOGUE = {
     "output_relabelled": [28],
     "content_replay": [22, 16],
     "host_numerics": [31],
+    "graph_frozen": [32],
 }
 
 METHOD = (
@@ -96,6 +99,7 @@ class _Case:
     job: wire.TimingCaseJob
     pool: list[dict[str, torch.Tensor]]
     roofline: RooflineCount
+    fresh: list[dict[str, torch.Tensor]] = field(default_factory=list)  # whole fresh draws for graph replay (GPU)
 
 
 @dataclass
@@ -244,8 +248,24 @@ def _prepare_cases(context: GateContext, workdir: Path, device: str, checked: Ch
         save_file({wire.pool_key(i, n): t for i, one_set in enumerate(pool) for n, t in one_set.items()}, str(pool_file))
         specs = output_specs(contract, case, record.dtype)
         outputs = {n: (list(s), str(d).removeprefix("torch.")) for n, (s, d) in specs.items()}
-        cases.append(_Case(wire.TimingCaseJob(record.case, str(pool_file), len(pool), outputs), pool, roofline))
+        fresh, replay_file = _replay_sets(contract, case, record, workdir) if device == "cuda" else ([], "")
+        job = wire.TimingCaseJob(record.case, str(pool_file), len(pool), outputs, replay_file, len(fresh))
+        cases.append(_Case(job, pool, roofline, fresh))
     return cases
+
+
+# Whole input sets drawn afresh per timed case for the CUDA-graph replays (`ferret.bench.graph`): the pool differs from
+# the gate's inputs only in its floating-point inputs; these differ in every input, the integer ones (lengths, block
+# tables) too, so a value a host-side branch read at capture is not what a replayed set needs.
+REPLAY_FRESH_SETS = 1
+
+
+def _replay_sets(contract, case, record, workdir: Path) -> tuple[list[dict[str, torch.Tensor]], str]:
+    """`REPLAY_FRESH_SETS` draws of `case` with OS-random seeds (edits and layout applied), and their file."""
+    fresh = [draw_inputs(contract, case, record.dtype, seed=secrets.randbits(62)) for _ in range(REPLAY_FRESH_SETS)]
+    replay_file = workdir / "pools" / f"{record.id}.replay.safetensors"
+    save_file({wire.pool_key(k, n): t for k, one_set in enumerate(fresh) for n, t in one_set.items()}, str(replay_file))
+    return fresh, str(replay_file)
 
 
 # How many reference processes time the baselines on the GPU, each taking the rounds in turn. A process carries a
@@ -404,12 +424,21 @@ def _candidate_timer(
     for case in cases:
         own_pool = folder / Path(case.job.pool_file).name
         shutil.copyfile(case.job.pool_file, own_pool)
-        case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
+        case_jobs.append(_own_case_job(case.job, own_pool, folder, shutil.copyfile))
     _timing_job(
         task,
         _TimerJob(wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device, repeats, case_jobs, folder),
     )
     return _timer_process(task, wire.CANDIDATE_TIMER, folder, device, hide)
+
+
+def _own_case_job(job: wire.TimingCaseJob, own_pool: Path, folder: Path, place) -> wire.TimingCaseJob:
+    """A timer's case job naming its own copies (or links, `place`) of the pool and of the replay sets."""
+    own_replay = ""
+    if job.replay_file:
+        own_replay = str(folder / Path(job.replay_file).name)
+        place(job.replay_file, own_replay)
+    return wire.TimingCaseJob(job.case, str(own_pool), job.pool_sets, job.outputs, own_replay, job.replay_sets)
 
 
 def _reference_timer(
@@ -429,7 +458,7 @@ def _reference_timer(
     for case in cases:
         own_pool = folder / Path(case.job.pool_file).name
         os.link(case.job.pool_file, own_pool)
-        case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
+        case_jobs.append(_own_case_job(case.job, own_pool, folder, os.link))
     compile_it = bool(contract.baseline.compile and compare_compiled and device == "cuda")
     _timing_job(
         task, _TimerJob(wire.REFERENCE_TIMER, loaded, entry, compile_it, device, repeats, case_jobs, folder, import_root, module)
@@ -645,6 +674,8 @@ def _judge_timings(
             )
             checked, wrong = checked + got, wrong + flags
         timing = _case_timing(case, mine, theirs, checked, wrong, peaks, contract.speed.max_round_spread)
+        if device == "cuda":
+            _add_serving(task, case, timing, mine, theirs)
         if clocks is not None:
             _add_clocks(timing, clocks, number)
         _check_roofline(task, timing)
@@ -663,8 +694,27 @@ def _judge_timings(
             method=method,
             cases=timings,
             detections=detections,
+            serving_reason=NOT_MEASURED_ON_CPU,
         )
     return _measured_result(task, candidates[0].device, method, timings, detections)
+
+
+def _add_serving(task: Task, case: _Case, timing: CaseTiming, mine: ProcessRounds, theirs: ProcessRounds) -> None:
+    """The case's serving-true timing (`ferret.gate.serving`): its record, its flags (a wrong replayed answer; a call
+    that cannot be captured where the contract requires it) and its review lines."""
+    event_ms = {"candidate": timing.candidate_ms, "baseline": timing.baseline_ms}
+    if timing.baseline_compiled_ms is not None:
+        event_ms["baseline_compiled"] = timing.baseline_compiled_ms
+    serving, flags, review = judge_serving(
+        mine.per_process,
+        theirs.per_process,
+        event_ms,
+        task.contract.speed.graph_capture,
+        replay_checker(task, case.pool, case.fresh),
+    )
+    timing.serving = serving
+    timing.flags += flags
+    timing.review += review
 
 
 def _add_clocks(timing: CaseTiming, clocks: RoundClocks, number: int) -> None:
@@ -685,7 +735,7 @@ def _measured_result(
     """The speed verdict: only stable cases count toward the target; an unstable one never helps a candidate."""
     contract = task.contract
     stable = [c for c in timings if not c.unstable]
-    speedups = [c.speedup for c in stable]
+    speedups, basis = serving_speedups(stable)
     unstable = [c.case for c in timings if c.unstable]
     return TimingResult(
         detections=detections,
@@ -699,6 +749,8 @@ def _measured_result(
         geomean_speedup=statistics.geometric_mean(speedups) if speedups else None,
         unstable_cases=unstable,
         roofline_source=timings[0].roofline.source if timings and timings[0].roofline else None,
+        speed_basis=basis if stable else None,
+        serving_measured=any(c.serving is not None for c in timings),
     )
 
 
