@@ -167,3 +167,29 @@ def eager_wall_ms(call: Callable[[], object], sync: Callable[[], None], estimate
         call()
     sync()
     return (time.perf_counter() - started) * 1e3 / calls
+
+
+def harness_snapshot() -> dict[str, tuple[object, str, object]]:
+    """(owner, name, object) of what the serving step relies on, taken before the candidate is loaded: this module's
+    functions and torch's CUDA-graph entry points. The candidate shares the timing process, so a replay time or an
+    answer could otherwise come from a function it put in their place (`harness_changed`)."""
+    import sys
+
+    module = sys.modules[__name__]
+    owners: dict[str, tuple[object, list[str]]] = {
+        "ferret.bench.graph": (module, [n for n, v in vars(module).items() if callable(v) and not n.startswith("__")]),
+        "torch.cuda": (torch.cuda, ["graph", "CUDAGraph", "Stream", "stream", "current_stream", "synchronize"]),
+        "torch.cuda.CUDAGraph": (torch.cuda.CUDAGraph, ["replay", "capture_begin", "capture_end"]),
+        "statistics": (statistics, ["median"]),
+    }
+    return {
+        f"{label}.{name}": (owner, name, getattr(owner, name))
+        for label, (owner, names) in owners.items()
+        for name in names
+        if hasattr(owner, name)
+    }
+
+
+def harness_changed(snapshot: dict[str, tuple[object, str, object]]) -> list[str]:
+    """The entries of `snapshot` no longer in place."""
+    return [label for label, (owner, name, obj) in snapshot.items() if getattr(owner, name, None) is not obj]

@@ -867,24 +867,31 @@ def check_candidate_calls(
     state.result.flags += flags
 
 
+# What the serving step relies on, remembered when this module loads: before any candidate code runs.
+GRAPH_HARNESS = graphs.harness_snapshot()
+
+
 def measure_serving(job: wire.TimingJob, state: _CaseState, clock: Clock) -> None:
     """Every implementation's serving-true times (`ferret.bench.graph`); the candidate's replayed answers added to its
-    answers file for the judge."""
+    answers file for the judge, and `harness_patching` where the candidate replaced what the step relies on."""
     fresh = load_replay_sets(state.case, job.device)
     for name, slot in state.slots.items():
-        serving, answers = serve_one(slot, state, clock, fresh, own_files={job.source})
+        serving, answers = serve_one(name, slot, state, clock, fresh, own_files={job.source})
         state.result.serving[name] = serving
         if name == "candidate" and state.result.answers_file and answers:
             path = state.result.answers_file
             save_file({**load_file(path), **answers}, path)
+    changed = graphs.harness_changed(GRAPH_HARNESS)
+    if changed and job.role == wire.CANDIDATE_TIMER:
+        state.result.flags.append(f"harness_patching: serving-timing functions replaced by the candidate: {changed[:8]}")
 
 
 def serve_one(
-    slot: Slots, state: _CaseState, clock: Clock, fresh: list[dict], own_files: set[str]
+    name: str, slot: Slots, state: _CaseState, clock: Clock, fresh: list[dict], own_files: set[str]
 ) -> tuple[wire.ServingTimes, dict[str, torch.Tensor]]:
     """One implementation: its eager wall time, then its call captured and replayed (answers and time), or why it
     could not be captured. Copy 0 of the code is captured."""
-    estimate = statistics.median(state.result.samples[next(iter(state.slots))] or [0.01])
+    estimate = statistics.median(state.result.samples.get(name) or [0.01])
     serving = wire.ServingTimes(eager_ms=graphs.eager_wall_ms(slot.call, clock.sync, estimate))
     if slot.enter is not None:
         slot.enter(0)

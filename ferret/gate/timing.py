@@ -966,7 +966,9 @@ def speed_lines(timing: TimingResult) -> list[str]:
     if not timing.measured:
         lines = [line for line in timing.reason.strip().splitlines() if line.strip()]
         said = lines[0] if len(lines) <= 1 else f"{lines[0][:200]} ... {lines[-1].strip()[:200]}"
-        return [f"speed not measured: {said}"]
+        return [f"speed not measured: {said}"] + (
+            [f"serving timing not measured: {timing.serving_reason}"] if timing.serving_reason else []
+        )
     shown = [_case_speed_line(case) for case in timing.cases]
     target = (
         "none set"
@@ -974,6 +976,8 @@ def speed_lines(timing: TimingResult) -> list[str]:
         else (f"{timing.min_speedup_required}x " + ("met" if timing.target_met else "NOT met"))
     )
     geomean = "none stable" if timing.geomean_speedup is None else f"{timing.geomean_speedup:.2f}x"
+    if timing.speed_basis is not None and timing.speed_basis != "gpu_events":
+        geomean += f" ({timing.speed_basis.replace('_', ' ')})"
     return [
         *shown,
         f"speed: geomean {geomean} over the baseline, target {target}"
@@ -989,4 +993,21 @@ def _case_speed_line(case: CaseTiming) -> str:
         parts.append(f"{case.fraction_of_floor:.1%} of the floor")
     if case.unstable:
         parts.append(f"UNSTABLE ({case.unstable_reason or 'rounds disagree'})")
-    return f"  speed {case.case}: " + ", ".join(parts)
+    return f"  speed {case.case}: " + ", ".join(parts + _serving_parts(case))
+
+
+def _serving_parts(case: CaseTiming) -> list[str]:
+    """The case as serving runs it: the compared speedup, the candidate's replay and eager times and host share."""
+    serving = case.serving
+    if serving is None:
+        return []
+    parts = [f"serving {serving.speedup:.2f}x ({serving.basis.replace('_', ' ')})"]
+    if "candidate" in serving.replay_ms:
+        parts.append(f"replay {serving.replay_ms['candidate'] * 1e3:.1f} us")
+    else:
+        parts.append("not graph capturable")
+    if "candidate" in serving.eager_ms:
+        parts.append(f"eager {serving.eager_ms['candidate'] * 1e3:.1f} us")
+    if "candidate" in serving.host_share:
+        parts.append(f"host {serving.host_share['candidate']:.0%} of it")
+    return parts

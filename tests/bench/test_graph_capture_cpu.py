@@ -205,3 +205,13 @@ def test_the_judges_fresh_sets_are_read_from_their_file_and_a_foreign_key_is_ref
     save_file({wire.pool_key(5, "x"): torch.zeros(1)}, str(path))  # a set past the count the judge gave
     with pytest.raises(ValueError, match="not a replay set key"):
         load_replay_sets(case, "cpu")
+
+
+def test_a_serving_function_the_candidate_replaces_is_named(monkeypatch):
+    """The candidate shares the timing process: a replay time or answer must not come from its own function."""
+    snapshot = graph.harness_snapshot()
+    assert {"ferret.bench.graph.replay_ms", "ferret.bench.graph.capture", "statistics.median"} <= set(snapshot)
+    assert graph.harness_changed(snapshot) == []
+    monkeypatch.setattr(graph, "replay_ms", lambda *args: 0.001)
+    monkeypatch.setattr(graph.statistics, "median", lambda values: 0.001)
+    assert graph.harness_changed(snapshot) == ["ferret.bench.graph.replay_ms", "statistics.median"]

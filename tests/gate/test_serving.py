@@ -238,3 +238,30 @@ def test_the_cpu_profile_says_serving_timing_was_not_measured():
     assert isinstance(result, TimingResult) and not result.measured and not result.serving_measured
     assert result.serving_reason == NOT_MEASURED_ON_CPU
     assert "CUDA-graph replay" in NOT_MEASURED_ON_CPU and "not measured" in NOT_MEASURED_ON_CPU
+
+
+def test_the_speed_lines_say_the_serving_speed_and_what_it_compared():
+    from ferret.gate.timing import speed_lines
+
+    serving = ServingTiming(
+        basis="graph_replay",
+        speedup=2.5,
+        replay_ms={"candidate": 0.0121, "baseline": 0.03},
+        eager_ms={"candidate": 0.0484},
+        host_share={"candidate": 0.75},
+    )
+    case = CaseTiming(case="decode", candidate_ms=0.0125, baseline_ms=0.031, speedup=2.48, serving=serving)
+    result = TimingResult(
+        measured=True, cases=[case], min_speedup_required=1.5, target_met=True, geomean_speedup=2.5, speed_basis="graph_replay"
+    )
+    assert speed_lines(result) == [
+        "  speed decode: 12.5 us, 2.48x baseline, serving 2.50x (graph replay), replay 12.1 us, eager 48.4 us, host 75% of it",
+        "speed: geomean 2.50x (graph replay) over the baseline, target 1.5x met",
+    ]
+    eager = serving.model_copy(update={"basis": "eager", "replay_ms": {}})
+    assert (
+        "serving 2.50x (eager), not graph capturable"
+        in speed_lines(result.model_copy(update={"cases": [case.model_copy(update={"serving": eager})]}))[0]
+    )
+    cpu = TimingResult(measured=False, reason="no GPU", serving_reason=NOT_MEASURED_ON_CPU)
+    assert speed_lines(cpu) == ["speed not measured: no GPU", f"serving timing not measured: {NOT_MEASURED_ON_CPU}"]
