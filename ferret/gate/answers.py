@@ -188,12 +188,14 @@ def check_replayed_answers(
     fresh: list[dict[str, torch.Tensor]],
     answers_file: Path,
     dtype: str,
+    golden: dict[tuple[str, int], dict[str, torch.Tensor]] | None = None,
 ) -> tuple[int, list[str]]:
     """(answers checked, flags) for the candidate's CUDA-graph replays (`ferret.bench.graph`): each on an input set
     copied into the captured buffers, a fresh draw of the judge's or a pool set, checked against the reference on
     the judge's own copy of that set. A wrong answer is a call that does not work inside a graph: a host-side branch
     or value frozen at capture (`graph_frozen`, docs/cheats.md 32). Every set the timer must replay
-    (`replay_plan`) must be there."""
+    (`replay_plan`) must be there. `golden` keeps the reference's outputs per set across calls (one per timing
+    process of a case)."""
     try:
         answers = load_file(str(answers_file))
     except Exception as err:  # noqa: BLE001 - written in the candidate's process: any damage is a finding
@@ -211,11 +213,13 @@ def check_replayed_answers(
         return 0, [f"graph_frozen: the timing process sent back no CUDA-graph replay answers for input sets {missing}"]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     checked, flags = 0, []
+    golden = {} if golden is None else golden
     for (source, index), inputs in sets.items():
-        golden = reference_outputs(task, inputs, outputs, device)
+        if (source, index) not in golden:
+            golden[(source, index)] = reference_outputs(task, inputs, outputs, device)
         for name in sorted(outputs):
             checked += 1
-            failed = _fails(task, replayed[(source, index)][name], golden[name], name, dtype, device)
+            failed = _fails(task, replayed[(source, index)][name], golden[(source, index)][name], name, dtype, device)
             if failed is not None:
                 flags.append(
                     f"graph_frozen: a CUDA-graph replay of the candidate's captured call on {source} input set {index}, "

@@ -88,8 +88,9 @@ def judge_serving(
 
 
 def replay_checker(task: Task, pool: list[dict[str, torch.Tensor]], fresh: list[dict[str, torch.Tensor]]) -> ReplayCheck:
-    """`check_replayed_answers` on one case's sets, in the contract's primary dtype."""
-    return lambda path: check_replayed_answers(task, pool, fresh, path, task.contract.primary_dtype)
+    """`check_replayed_answers` on one case's sets, in the contract's primary dtype, the reference run once per set."""
+    golden: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
+    return lambda path: check_replayed_answers(task, pool, fresh, path, task.contract.primary_dtype, golden)
 
 
 SpeedBasis = Literal["graph_replay", "eager", "mixed", "gpu_events"]

@@ -265,3 +265,18 @@ def test_the_speed_lines_say_the_serving_speed_and_what_it_compared():
     )
     cpu = TimingResult(measured=False, reason="no GPU", serving_reason=NOT_MEASURED_ON_CPU)
     assert speed_lines(cpu) == ["speed not measured: no GPU", f"serving timing not measured: {NOT_MEASURED_ON_CPU}"]
+
+
+def test_the_reference_runs_once_per_set_however_many_processes_replayed(replayed, tmp_path, monkeypatch):
+    from ferret.gate import answers as answers_module
+    from ferret.gate.serving import replay_checker
+
+    task, pool, fresh, honest = replayed
+    path = tmp_path / "answers.safetensors"
+    save_file(honest, str(path))
+    runs = []
+    real = answers_module.reference_outputs
+    monkeypatch.setattr(answers_module, "reference_outputs", lambda *args: runs.append(1) or real(*args))
+    check = replay_checker(task, pool, fresh)
+    assert check(path) == (3, []) and check(path) == (3, [])
+    assert len(runs) == 3
