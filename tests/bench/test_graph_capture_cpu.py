@@ -215,3 +215,74 @@ def test_a_serving_function_the_candidate_replaces_is_named(monkeypatch):
     monkeypatch.setattr(graph, "replay_ms", lambda *args: 0.001)
     monkeypatch.setattr(graph.statistics, "median", lambda values: 0.001)
     assert graph.harness_changed(snapshot) == ["ferret.bench.graph.replay_ms", "statistics.median"]
+
+
+def _serving_state(tmp_path: Path, fn):
+    """A candidate's case state as `prepare_case` leaves it, on the CPU: two input sets, its rounds, its answers file."""
+    from safetensors.torch import save_file
+
+    from ferret.bench import process
+
+    pool = [{"x": torch.full((2, 3), float(k))} for k in range(2)]
+    made: list = []
+
+    def fresh_outputs() -> dict:
+        made.append({"y": torch.full((2, 3), float("nan"))})
+        return made[-1]
+
+    slot = process.Slots([fn], pool, fresh_outputs, {})
+    answers = tmp_path / "answers-0.safetensors"
+    save_file({wire.slot_key(0, 0, "y"): torch.zeros(2, 3)}, str(answers))
+    result = wire.TimingCaseResult("c", {"candidate": [0.01]}, {}, 2, "", [], answers_file=str(answers))
+    case = wire.TimingCaseJob("c", "", 2, {"y": ([2, 3], "float32")})
+    state = process._CaseState(case, 0, {"candidate": slot}, fresh_outputs, [], [], {}, result)
+    job = wire.TimingJob(
+        wire.CANDIDATE_TIMER, str(tmp_path / "cand.py"), "run", False, "cpu", {}, ["x"], 1, [case], str(tmp_path / "timing.json")
+    )
+    clock = process.Clock(on_gpu=False)
+    clock.flush_buffer = torch.zeros(8, dtype=torch.int8)  # the GPU clock's; replay_ms is stood in for here
+    return process, job, state, clock
+
+
+def test_a_capture_that_raises_is_reported_with_its_cause_and_the_eager_time_stands(tmp_path, monkeypatch):
+    def run(inputs, outputs, params):
+        outputs["y"].copy_(inputs["x"])
+
+    process, job, state, clock = _serving_state(tmp_path, run)
+
+    def refused(call, inputs, outputs):
+        call(inputs, outputs)
+        raise RuntimeError(NOT_PERMITTED)
+
+    monkeypatch.setattr(graph, "capture", refused)
+    monkeypatch.setattr(process, "GRAPH_HARNESS", graph.harness_snapshot())  # the stand-in is the harness here
+    process.measure_serving(job, state, clock)
+    serving = state.result.serving["candidate"]
+    assert serving.eager_ms is not None and serving.eager_ms > 0 and serving.replay_ms is None
+    assert serving.not_capturable is not None and serving.not_capturable.startswith(
+        "RuntimeError: CUDA error: operation not permitted"
+    )
+    assert serving.replayed_on == []
+    assert state.result.flags == []  # capture failures are the judge's to weigh, not a cheat
+
+
+def test_replayed_answers_join_the_candidates_answers_file_and_a_patched_step_is_named(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    def run(inputs, outputs, params):
+        outputs["y"].copy_(inputs["x"])
+
+    process, job, state, clock = _serving_state(tmp_path, run)
+    monkeypatch.setattr(graph, "capture", lambda call, inputs, outputs: graph.Captured(None, inputs, outputs))  # type: ignore[arg-type]
+    monkeypatch.setattr(
+        graph, "replay_answers", lambda captured, plan: {wire.graph_key(s, i, "y"): inputs["x"] for s, i, inputs in plan}
+    )
+    monkeypatch.setattr(graph, "replay_ms", lambda *args: 0.004)
+    process.measure_serving(job, state, clock)
+    serving = state.result.serving["candidate"]
+    assert serving.replay_ms == 0.004 and serving.not_capturable is None
+    assert serving.replayed_on == ["pool0", "pool1"]
+    saved = load_file(str(state.result.answers_file))
+    assert set(saved) == {wire.slot_key(0, 0, "y"), "graph.pool1.y", "graph.pool0.y"}
+    # the functions were replaced after the process loaded: what a candidate doing so would be named for
+    assert state.result.flags and state.result.flags[0].startswith("harness_patching: serving-timing functions replaced")
