@@ -880,7 +880,8 @@ def measure_serving(job: wire.TimingJob, state: _CaseState, clock: Clock) -> Non
         state.result.serving[name] = serving
         if name == "candidate" and state.result.answers_file and answers:
             path = state.result.answers_file
-            save_file({**load_file(path), **answers}, path)
+            # copies: load_file's tensors may map the very file save_file is about to rewrite
+            save_file({**{k: t.clone() for k, t in load_file(path).items()}, **answers}, path)
     changed = graphs.harness_changed(GRAPH_HARNESS)
     if changed and job.role == wire.CANDIDATE_TIMER:
         state.result.flags.append(f"harness_patching: serving-timing functions replaced by the candidate: {changed[:8]}")
