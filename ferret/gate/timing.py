@@ -28,6 +28,7 @@ from safetensors.torch import load, save_file
 from ferret import wire
 from ferret.bench import guards
 from ferret.bench.warmup_turn import timing_job_key
+from ferret.contract.model import Case, Contract
 from ferret.contract.roofline import RooflineCount, count_roofline
 from ferret.contract.task import Task
 from ferret.errors import ContractError
@@ -53,7 +54,7 @@ from ferret.gate.interleave import (
 )
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.lock import project_module_files
-from ferret.gate.models import CaseTiming, Detection, RooflineWork, TimingResult
+from ferret.gate.models import CaseTiming, Detection, RooflineWork, TimingResult, VariantRecord
 from ferret.gate.serving import NOT_MEASURED_ON_CPU, judge_serving, replay_checker, serving_speedups
 from ferret.gate.sm_clock import RoundClocks
 from ferret.progress import ProgressLike, Reporter, as_reporter
@@ -87,7 +88,10 @@ METHOD = (
     "over its processes of each one's median over its rounds, a case unstable when its rounds (inside one process) "
     "spread more than {spread:.0%}; then synchronized wall time, every output fingerprinted and re-checked "
     "against a synchronous call, every timed answer checked by the judge against the reference, and the "
-    "roofline floor (datasheet peaks)"
+    "roofline floor (datasheet peaks). Serving timing: each implementation's call captured in a CUDA graph and "
+    "replayed on sets copied into the captured buffers (the judge's fresh draws, then pool sets; every candidate "
+    "replay's answer checked), the median replay with the copy and an L2 flush outside the events, and the "
+    "synchronized wall time per plain call (eager, host work included)"
 )
 
 
@@ -260,7 +264,9 @@ def _prepare_cases(context: GateContext, workdir: Path, device: str, checked: Ch
 REPLAY_FRESH_SETS = 1
 
 
-def _replay_sets(contract, case, record, workdir: Path) -> tuple[list[dict[str, torch.Tensor]], str]:
+def _replay_sets(
+    contract: Contract, case: Case, record: VariantRecord, workdir: Path
+) -> tuple[list[dict[str, torch.Tensor]], str]:
     """`REPLAY_FRESH_SETS` draws of `case` with OS-random seeds (edits and layout applied), and their file."""
     fresh = [draw_inputs(contract, case, record.dtype, seed=secrets.randbits(62)) for _ in range(REPLAY_FRESH_SETS)]
     replay_file = workdir / "pools" / f"{record.id}.replay.safetensors"
