@@ -19,7 +19,8 @@ in its own folder:
     ready, go, finished       the step protocol (`timing_steps`): one process on the GPU at a time
     timing.json               TimingResults
     answers-<k>.safetensors   case k's input sets, the answers left in its output slots and the timed calls kept at
-                              random with the elements moved for them (`pool_key`, `slot_key`, `sample_key`)
+                              random with the elements moved for them (`pool_key`, `slot_key`, `sample_key`), and
+                              the answers of its CUDA-graph replays (`graph_key`)
     done                      written last; then the process waits to be killed
 """
 
@@ -212,6 +213,10 @@ class TimingCaseJob:
     pool_file: str
     pool_sets: int
     outputs: dict[str, OutputSpec]
+    # Whole input sets of the case drawn afresh by the judge (OS-random seeds: integer inputs differ too), keyed
+    # `pool_key`: the CUDA graph captured on the pool is replayed on them (GPU only; empty on the CPU).
+    replay_file: str = ""
+    replay_sets: int = 0
 
 
 CANDIDATE_TIMER = "candidate"
@@ -251,6 +256,18 @@ class TimingJob:
 
 
 @dataclass
+class ServingTimes:
+    """One implementation on one case as a serving engine runs it (GPU only): its call captured in a CUDA graph and
+    replayed, and called plainly from Python."""
+
+    eager_ms: float | None = None  # per-call wall time of plain calls back to back, host work included, no graph
+    replay_ms: float | None = None  # median time of one graph replay, L2 flushed before it (None: not captured)
+    not_capturable: str | None = None  # why the capture failed: the exception, as `<Class>: <message>`
+    capture_site: str | None = None  # the source line the failed capture raised at, innermost frame first
+    replayed_on: list[str] = field(default_factory=list)  # the input sets replayed, as `graph_key` names them
+
+
+@dataclass
 class TimingCaseResult:
     """One timed case as one timing process saw it; the judge puts the processes' results together and adds
     the floor, the speedups and the answer checks."""
@@ -272,6 +289,7 @@ class TimingCaseResult:
     late_fraction: dict[str, list[float]] = field(default_factory=dict)
     # implementation -> per round, the spin (ms) the round's calls were timed behind: longer after a retry for late calls
     spin_ms: dict[str, list[float]] = field(default_factory=dict)
+    serving: dict[str, ServingTimes] = field(default_factory=dict)  # implementation -> serving-true times (GPU)
 
 
 @dataclass
@@ -358,6 +376,22 @@ def moved_key(name: str) -> str:
     return sample_key(0, 0, name)
 
 
+POOL_SET, FRESH_SET = "pool", "fresh"  # where a replayed input set comes from: the pool, or `replay_file`
+
+
+def graph_key(source: str, set_index: int, output: str) -> str:
+    """Output `output` of a CUDA-graph replay on input set `set_index` of `source` (POOL_SET or FRESH_SET), copied
+    into the captured buffers."""
+    return f"graph.{source}{set_index}.{output}"
+
+
+def parse_graph_key(key: str) -> tuple[str, int, str] | None:
+    """(source, set index, output name) of a `graph_key`, or None for any other key."""
+    match = _GRAPH_KEY.match(key)
+    return (match[1], int(match[2]), match[3]) if match else None
+
+
+_GRAPH_KEY = re.compile(r"^graph\.(pool|fresh)(\d+)\.(.+)$")
 _SAMPLE_KEY = re.compile(r"^sample(\d+)\.set(\d+)\.(.+)$")
 _POOL_KEY = re.compile(r"^set(\d+)\.(.+)$")
 _SLOT_KEY = re.compile(r"^slot(\d+)\.set(\d+)\.(.+)$")

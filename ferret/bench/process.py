@@ -21,6 +21,7 @@ included) is reported beside it and guards against work hidden from the events.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import random
@@ -37,6 +38,7 @@ import xxhash
 from safetensors.torch import load_file, save_file
 
 from ferret import wire
+from ferret.bench import graph as graphs
 from ferret.bench import guards
 from ferret.bench.warmup_turn import WarmUpTurn, timing_job_key
 from ferret.sandbox import audit
@@ -286,7 +288,8 @@ class Clock:
     def device_ms(self, fn: Callable[[], object]) -> float:
         """Device time per call of the kernels `fn` launches (torch.profiler's CUPTI records), the L2 flushed
         before each call and the flush's own time taken off. For the reference timer's calls that synchronize
-        with the host (the eager MLA baseline sizes its attention by `cache_lens.max()`): no spin can queue
+        with the host (a baseline that sizes its work by a value read on the host, as the eager MLA baseline once
+        did by `cache_lens.max()`): no spin can queue
         their launches ahead, so events around them also measure the host's launch time between their
         kernels, which swung their rounds by up to 85% on the H200. Their kernels' time is what the GPU
         does, as a queued-ahead call's events measure it. Never used for candidate code."""
@@ -864,6 +867,71 @@ def check_candidate_calls(
     state.result.flags += flags
 
 
+# What the serving step relies on, remembered when this module loads: before any candidate code runs.
+GRAPH_HARNESS = graphs.harness_snapshot()
+
+
+def measure_serving(job: wire.TimingJob, state: _CaseState, clock: Clock) -> None:
+    """Every implementation's serving-true times (`ferret.bench.graph`); the candidate's replayed answers added to its
+    answers file for the judge, and `harness_patching` where the candidate replaced what the step relies on."""
+    fresh = load_replay_sets(state.case, job.device)
+    for name, slot in state.slots.items():
+        serving, answers = serve_one(name, slot, state, clock, fresh, own_files={job.source})
+        state.result.serving[name] = serving
+        if name == "candidate" and state.result.answers_file and answers:
+            path = state.result.answers_file
+            # copies: load_file's tensors may map the very file save_file is about to rewrite
+            save_file({**{k: t.clone() for k, t in load_file(path).items()}, **answers}, path)
+    changed = graphs.harness_changed(GRAPH_HARNESS)
+    if changed and job.role == wire.CANDIDATE_TIMER:
+        state.result.flags.append(f"harness_patching: serving-timing functions replaced by the candidate: {changed[:8]}")
+
+
+def serve_one(
+    name: str, slot: Slots, state: _CaseState, clock: Clock, fresh: list[dict], own_files: set[str]
+) -> tuple[wire.ServingTimes, dict[str, torch.Tensor]]:
+    """One implementation: its eager wall time, then its call captured and replayed (answers and time), or why it
+    could not be captured. Copy 0 of the code is captured."""
+    estimate = statistics.median(state.result.samples.get(name) or [0.01])
+    serving = wire.ServingTimes(eager_ms=graphs.eager_wall_ms(slot.call, clock.sync, estimate))
+    if slot.enter is not None:
+        slot.enter(0)
+    fn, params = slot.copies[0], slot.params
+    try:
+        captured = graphs.capture(lambda i, o: fn(i, o, params), slot.pool[0], state.fresh_outputs())
+    except Exception as err:  # noqa: BLE001 - any failure of the capture is the finding
+        serving.not_capturable, serving.capture_site = graphs.capture_failure(err, own_files)
+        _settle_after_failed_capture()
+        return serving, {}
+    plan = graphs.replay_plan(slot.pool, fresh)
+    answers = graphs.replay_answers(captured, plan)
+    serving.replayed_on = sorted({key.rsplit(".", 1)[0].removeprefix("graph.") for key in answers})
+    serving.replay_ms = graphs.replay_ms(captured, slot.pool, clock.flush_buffer.zero_, clock.spin)
+    return serving, answers
+
+
+def _settle_after_failed_capture() -> None:
+    """A failed capture can leave an error pending on the device; it is read and dropped here so that the next
+    implementation's work does not raise it."""
+    try:
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001, S110 - the error is the failed capture's, already recorded
+        pass
+
+
+def load_replay_sets(case: wire.TimingCaseJob, device: str) -> list[dict]:
+    """The judge's fresh draws of the case for graph replay (`TimingCaseJob.replay_file`), on `device`."""
+    if not case.replay_file:
+        return []
+    sets: list[dict] = [{} for _ in range(case.replay_sets)]
+    for key, tensor in load_file(case.replay_file).items():
+        parsed = wire.parse_pool_key(key)
+        if parsed is None or parsed[0] >= case.replay_sets:
+            raise ValueError(f"{case.replay_file}: {key!r} is not a replay set key")
+        sets[parsed[0]][parsed[1]] = tensor.to(device, copy=True)
+    return sets
+
+
 def load_baseline(job: wire.TimingJob) -> Callable[..., Any]:
     """The baseline: its module imported from the judge's copy of the project files it needs, first on the path;
     or one self-contained file."""
@@ -925,6 +993,8 @@ def run_steps(
         steps.ready(step)
         if job.role == wire.CANDIDATE_TIMER:
             check_candidate_calls(job, state, clock, harness, sandbox)
+        if clock.on_gpu:  # last: a failed capture must not cost the checks above
+            _timed(state.result.seconds, "serving", functools.partial(measure_serving, job, state, clock))
         clock.sync()
         results.append(state.result)
         del state  # this case's pool and slots go before the next case's are made

@@ -419,6 +419,12 @@ class Speed(_Strict):
         description="Most the rounds of one implementation on one case may disagree ((slowest - fastest) / median). "
         "A case past it is marked unstable and never counts toward the speed target.",
     )
+    graph_capture: Literal["require", "warn"] = Field(
+        default="warn",
+        description="A candidate whose call cannot be captured in a CUDA graph (a host synchronization, `.item()`, a "
+        "CPU-GPU copy inside it): `require` rejects it as `not_graph_capturable`; `warn` reports it for review and "
+        "compares its speed eagerly. Serving engines run decode inside CUDA graphs.",
+    )
 
 
 class AuditTarget(_Strict):

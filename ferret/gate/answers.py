@@ -17,7 +17,8 @@ process:
 
 Answers file layout (safetensors, keys from `ferret.wire`): `pool_key(i, input)` for the floating-point
 read-only inputs of pool set `i` after timing, and `slot_key(j, i, output)` for the answer left in output
-slot `j` by a timed call on set `i`. In-place inputs of every set start from the gate's state, as each
+slot `j` by a timed call on set `i`; `graph_key(source, i, output)` for a CUDA-graph replay on a pool set or one of
+the judge's fresh draws (`check_replayed_answers`). In-place inputs of every set start from the gate's state, as each
 timed call on them rewrites the same entries.
 """
 
@@ -29,6 +30,7 @@ import torch
 from safetensors.torch import load_file
 
 from ferret import wire
+from ferret.bench.graph import replay_plan
 from ferret.contract.task import Task
 from ferret.gate.metrics import bitwise_equal, compare_stage
 
@@ -197,3 +199,49 @@ def reference_outputs(task: Task, inputs: dict[str, torch.Tensor], outputs: set[
     with torch.no_grad():
         computed = task.reference(copy, dict(task.contract.params))
     return {name: computed[name].detach() for name in outputs}
+
+
+def check_replayed_answers(
+    task: Task,
+    pool: list[dict[str, torch.Tensor]],
+    fresh: list[dict[str, torch.Tensor]],
+    answers_file: Path,
+    dtype: str,
+    golden: dict[tuple[str, int], dict[str, torch.Tensor]] | None = None,
+) -> tuple[int, list[str]]:
+    """(answers checked, flags) for the candidate's CUDA-graph replays (`ferret.bench.graph`): each on an input set
+    copied into the captured buffers, a fresh draw of the judge's or a pool set, checked against the reference on
+    the judge's own copy of that set. A wrong answer is a call that does not work inside a graph: a host-side branch
+    or value frozen at capture (`graph_frozen`, docs/cheats.md 32). Every set the timer must replay
+    (`replay_plan`) must be there. `golden` keeps the reference's outputs per set across calls (one per timing
+    process of a case)."""
+    try:
+        answers = load_file(str(answers_file))
+    except Exception as err:  # noqa: BLE001 - written in the candidate's process: any damage is a finding
+        return 0, [f"graph_frozen: the timing process's answers are missing or unreadable ({type(err).__name__})"]
+    contract = task.contract
+    outputs = {o.name for o in contract.outputs}
+    sets = {(source, index): inputs for source, index, inputs in replay_plan(pool, fresh)}
+    replayed: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
+    for key, tensor in answers.items():
+        if parsed := wire.parse_graph_key(key):
+            source, index, name = parsed
+            replayed.setdefault((source, index), {})[name] = tensor
+    missing = sorted(f"{source}{index}" for source, index in sets if set(replayed.get((source, index), {})) != outputs)
+    if missing:
+        return 0, [f"graph_frozen: the timing process sent back no CUDA-graph replay answers for input sets {missing}"]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    checked, flags = 0, []
+    golden = {} if golden is None else golden
+    for (source, index), inputs in sets.items():
+        if (source, index) not in golden:
+            golden[(source, index)] = reference_outputs(task, inputs, outputs, device)
+        for name in sorted(outputs):
+            checked += 1
+            failed = _fails(task, replayed[(source, index)][name], golden[(source, index)][name], name, dtype, device)
+            if failed is not None:
+                flags.append(
+                    f"graph_frozen: a CUDA-graph replay of the candidate's captured call on {source} input set {index}, "
+                    f"copied into the captured buffers, fails stage {name}: {failed[:300]}"
+                )
+    return checked, flags

@@ -61,6 +61,7 @@ from ferret.gate.phases import PhaseClock, TimingPhases
 from ferret.gate.platform_info import default_profile, device_name, resolve_profile, versions
 from ferret.gate.report import append_verdict
 from ferret.gate.scan import scan_candidate
+from ferret.gate.serving import NOT_MEASURED_ON_CPU
 from ferret.gate.timing import StartedTiming, TimingOptions, finish_timing, gpu_alone, speed_lines, start_timing
 from ferret.gate.trust import record_pass
 from ferret.progress import ProgressLike, Reporter, as_reporter
@@ -558,7 +559,11 @@ class Judge:
         self, started: StartedTiming | None, progress: Reporter, passed: bool, requested: bool, deadline: float, clock: PhaseClock
     ) -> TimingResult:
         if self.device != "cuda":
-            return TimingResult(measured=False, reason="no GPU: speed is not measured (an interpreter time is never a speedup)")
+            return TimingResult(
+                measured=False,
+                reason="no GPU: speed is not measured (an interpreter time is never a speedup)",
+                serving_reason=NOT_MEASURED_ON_CPU,
+            )
         if not passed:
             return TimingResult(measured=False, reason="not timed: the candidate is not correct")
         if not requested or started is None:

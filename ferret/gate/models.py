@@ -166,6 +166,34 @@ class RooflineWork(BaseModel):
     explanation: str = ""
 
 
+class ServingTiming(BaseModel):
+    """One case as a serving engine runs it (GPU only, `ferret/bench/graph.py`): each implementation's call captured
+    in a CUDA graph and replayed, and called plainly from Python."""
+
+    basis: Literal["graph_replay", "eager"] = Field(
+        description="What `speedup` compares: graph replay against graph replay where the candidate and the baseline "
+        "both capture, per-call eager wall time against eager wall time otherwise."
+    )
+    speedup: float = Field(description="The baseline's time over the candidate's, on `basis`: the speed the target is held to.")
+    replay_ms: dict[str, float] = Field(
+        default={}, description="Per implementation that captured: median time of one graph replay, L2 flushed before it."
+    )
+    eager_ms: dict[str, float] = Field(
+        default={}, description="Per implementation: wall time per plain call from Python, host work included, no graph."
+    )
+    host_share: dict[str, float] = Field(
+        default={},
+        description="Per implementation: the part of its eager wall time the GPU is not working, 1 - GPU time / eager "
+        "time (GPU time: its replay time where it captured, else the gate's event time).",
+    )
+    not_graph_capturable: dict[str, str] = Field(
+        default={}, description="Per implementation whose capture failed: why (the cause, the exception, its source line)."
+    )
+    replay_answers_checked: int = Field(
+        default=0, description="Outputs of the candidate's replays the judge checked against the reference."
+    )
+
+
 class CaseTiming(BaseModel):
     case: str
     candidate_ms: float = Field(
@@ -244,6 +272,9 @@ class CaseTiming(BaseModel):
     )
     flags: list[str] = []
     review: list[str] = []
+    serving: ServingTiming | None = Field(
+        default=None, description="Serving-true timing: CUDA-graph replay and eager wall time (None: not measured)."
+    )
     process_seconds: dict[str, float] = Field(
         default={},
         description="Where each timing process's time on this case went, by part (`<role>:<part>`: load, "
@@ -261,7 +292,17 @@ class TimingResult(BaseModel):
     target_met: bool | None = Field(
         default=None, description="Every speed case stable and at least min_speedup_required over the baseline."
     )
-    geomean_speedup: float | None = Field(default=None, description="Geometric mean over the stable cases.")
+    geomean_speedup: float | None = Field(
+        default=None, description="Geometric mean over the stable cases of the speedup the target is held to."
+    )
+    speed_basis: Literal["graph_replay", "eager", "mixed", "gpu_events"] | None = Field(
+        default=None,
+        description="What the target compared: graph replay against replay (every case captured on both sides), eager "
+        "wall time (none did), mixed (each case as its `serving.basis` says), or the gate's event times (serving "
+        "timing missing).",
+    )
+    serving_measured: bool = Field(default=False, description="CUDA-graph replay and eager wall time were measured.")
+    serving_reason: str = Field(default="", description="Why serving timing was not measured (the CPU profile).")
     unstable_cases: list[str] = Field(default=[], description="Cases whose rounds disagreed: they do not count.")
     roofline_source: Literal["contract", "generic"] | None = Field(
         default=None, description="generic: the contract declares no roofline, so the floor is today's generic count."

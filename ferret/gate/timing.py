@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
 import statistics
 import sys
@@ -17,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -27,6 +28,7 @@ from safetensors.torch import load, save_file
 from ferret import wire
 from ferret.bench import guards
 from ferret.bench.warmup_turn import timing_job_key
+from ferret.contract.model import Case, Contract
 from ferret.contract.roofline import RooflineCount, count_roofline
 from ferret.contract.task import Task
 from ferret.errors import ContractError
@@ -40,7 +42,7 @@ from ferret.gate.compile_choice import (
 )
 from ferret.gate.context import GateContext
 from ferret.gate.gpu_turns import GpuTurns
-from ferret.gate.inputs import CheckedInputs, input_bytes, output_specs
+from ferret.gate.inputs import CheckedInputs, draw_inputs, input_bytes, output_specs
 from ferret.gate.interleave import (
     TimerFailed,
     TimerProcess,
@@ -52,10 +54,12 @@ from ferret.gate.interleave import (
 )
 from ferret.gate.isolation import hidden_from_candidates
 from ferret.gate.lock import project_module_files
-from ferret.gate.models import CaseTiming, Detection, RooflineWork, TimingResult
+from ferret.gate.models import CaseTiming, Detection, RooflineWork, TimingResult, VariantRecord
+from ferret.gate.serving import NOT_MEASURED_ON_CPU, judge_serving, replay_checker, serving_speedups
 from ferret.gate.sm_clock import RoundClocks
 from ferret.progress import ProgressLike, Reporter, as_reporter
 from ferret.sandbox.launch import candidate_environment, candidate_file_name, candidate_settings, process_view
+from ferret.sandbox.view import FolderView
 
 TIMING_CATALOGUE = {
     "side_stream_or_thread": [13],
@@ -69,6 +73,7 @@ TIMING_CATALOGUE = {
     "output_relabelled": [28],
     "content_replay": [22, 16],
     "host_numerics": [31],
+    "graph_frozen": [32],
 }
 
 METHOD = (
@@ -84,7 +89,10 @@ METHOD = (
     "over its processes of each one's median over its rounds, a case unstable when its rounds (inside one process) "
     "spread more than {spread:.0%}; then synchronized wall time, every output fingerprinted and re-checked "
     "against a synchronous call, every timed answer checked by the judge against the reference, and the "
-    "roofline floor (datasheet peaks)"
+    "roofline floor (datasheet peaks). Serving timing: each implementation's call captured in a CUDA graph and "
+    "replayed on sets copied into the captured buffers (the judge's fresh draws, then pool sets; every candidate "
+    "replay's answer checked), the median replay with the copy and an L2 flush outside the events, and the "
+    "synchronized wall time per plain call (eager, host work included)"
 )
 
 
@@ -96,6 +104,7 @@ class _Case:
     job: wire.TimingCaseJob
     pool: list[dict[str, torch.Tensor]]
     roofline: RooflineCount
+    fresh: list[dict[str, torch.Tensor]] = field(default_factory=list)  # whole fresh draws for graph replay (GPU)
 
 
 @dataclass
@@ -244,8 +253,26 @@ def _prepare_cases(context: GateContext, workdir: Path, device: str, checked: Ch
         save_file({wire.pool_key(i, n): t for i, one_set in enumerate(pool) for n, t in one_set.items()}, str(pool_file))
         specs = output_specs(contract, case, record.dtype)
         outputs = {n: (list(s), str(d).removeprefix("torch.")) for n, (s, d) in specs.items()}
-        cases.append(_Case(wire.TimingCaseJob(record.case, str(pool_file), len(pool), outputs), pool, roofline))
+        fresh, replay_file = _replay_sets(contract, case, record, workdir) if device == "cuda" else ([], "")
+        job = wire.TimingCaseJob(record.case, str(pool_file), len(pool), outputs, replay_file, len(fresh))
+        cases.append(_Case(job, pool, roofline, fresh))
     return cases
+
+
+# Whole input sets drawn afresh per timed case for the CUDA-graph replays (`ferret.bench.graph`): the pool differs from
+# the gate's inputs only in its floating-point inputs; these differ in every input, the integer ones (lengths, block
+# tables) too, so a value a host-side branch read at capture is not what a replayed set needs.
+REPLAY_FRESH_SETS = 1
+
+
+def _replay_sets(
+    contract: Contract, case: Case, record: VariantRecord, workdir: Path
+) -> tuple[list[dict[str, torch.Tensor]], str]:
+    """`REPLAY_FRESH_SETS` draws of `case` with OS-random seeds (edits and layout applied), and their file."""
+    fresh = [draw_inputs(contract, case, record.dtype, seed=secrets.randbits(62)) for _ in range(REPLAY_FRESH_SETS)]
+    replay_file = workdir / "pools" / f"{record.id}.replay.safetensors"
+    save_file({wire.pool_key(k, n): t for k, one_set in enumerate(fresh) for n, t in one_set.items()}, str(replay_file))
+    return fresh, str(replay_file)
 
 
 # How many reference processes time the baselines on the GPU, each taking the rounds in turn. A process carries a
@@ -413,12 +440,23 @@ def _candidate_timer(
     for case in cases:
         own_pool = folder / Path(case.job.pool_file).name
         shutil.copyfile(case.job.pool_file, own_pool)
-        case_jobs.append(wire.TimingCaseJob(case.job.case, view.seen(own_pool), case.job.pool_sets, case.job.outputs))
+        case_jobs.append(_own_case_job(case.job, own_pool, folder, shutil.copyfile, view))
     _timing_job(
         task,
         _TimerJob(wire.CANDIDATE_TIMER, loaded, task.contract.candidate_abi.entry, False, device, repeats, case_jobs, folder),
     )
     return _timer_process(task, wire.CANDIDATE_TIMER, folder, device, hide)
+
+
+def _own_case_job(job: wire.TimingCaseJob, own_pool: Path, folder: Path, place, view: FolderView) -> wire.TimingCaseJob:
+    """A timer's case job naming its own copies (or links, `place`) of the pool and of the replay sets, as the
+    timer sees them (`view`)."""
+    own_replay = ""
+    if job.replay_file:
+        own_file = folder / Path(job.replay_file).name
+        place(job.replay_file, own_file)
+        own_replay = view.seen(own_file)
+    return wire.TimingCaseJob(job.case, view.seen(own_pool), job.pool_sets, job.outputs, own_replay, job.replay_sets)
 
 
 def _reference_timer(
@@ -438,7 +476,7 @@ def _reference_timer(
     for case in cases:
         own_pool = folder / Path(case.job.pool_file).name
         os.link(case.job.pool_file, own_pool)
-        case_jobs.append(wire.TimingCaseJob(case.job.case, str(own_pool), case.job.pool_sets, case.job.outputs))
+        case_jobs.append(_own_case_job(case.job, own_pool, folder, os.link, process_view(folder, runs_candidate=False)))
     compile_it = bool(contract.baseline.compile and compare_compiled and device == "cuda")
     _timing_job(
         task, _TimerJob(wire.REFERENCE_TIMER, loaded, entry, compile_it, device, repeats, case_jobs, folder, import_root, module)
@@ -658,6 +696,8 @@ def _judge_timings(
             )
             checked, wrong = checked + got, wrong + flags
         timing = _case_timing(case, mine, theirs, checked, wrong, peaks, contract.speed.max_round_spread)
+        if device == "cuda":
+            _add_serving(task, case, timing, mine, theirs)
         if clocks is not None:
             _add_clocks(timing, clocks, number)
         _check_roofline(task, timing)
@@ -676,8 +716,27 @@ def _judge_timings(
             method=method,
             cases=timings,
             detections=detections,
+            serving_reason=NOT_MEASURED_ON_CPU,
         )
     return _measured_result(task, candidates[0].device, method, timings, detections)
+
+
+def _add_serving(task: Task, case: _Case, timing: CaseTiming, mine: ProcessRounds, theirs: ProcessRounds) -> None:
+    """The case's serving-true timing (`ferret.gate.serving`): its record, its flags (a wrong replayed answer; a call
+    that cannot be captured where the contract requires it) and its review lines."""
+    event_ms = {"candidate": timing.candidate_ms, "baseline": timing.baseline_ms}
+    if timing.baseline_compiled_ms is not None:
+        event_ms["baseline_compiled"] = timing.baseline_compiled_ms
+    serving, flags, review = judge_serving(
+        mine.per_process,
+        theirs.per_process,
+        event_ms,
+        task.contract.speed.graph_capture,
+        replay_checker(task, case.pool, case.fresh),
+    )
+    timing.serving = serving
+    timing.flags += flags
+    timing.review += review
 
 
 def _add_clocks(timing: CaseTiming, clocks: RoundClocks, number: int) -> None:
@@ -698,7 +757,7 @@ def _measured_result(
     """The speed verdict: only stable cases count toward the target; an unstable one never helps a candidate."""
     contract = task.contract
     stable = [c for c in timings if not c.unstable]
-    speedups = [c.speedup for c in stable]
+    speedups, basis = serving_speedups(stable)
     unstable = [c.case for c in timings if c.unstable]
     return TimingResult(
         detections=detections,
@@ -712,6 +771,8 @@ def _measured_result(
         geomean_speedup=statistics.geometric_mean(speedups) if speedups else None,
         unstable_cases=unstable,
         roofline_source=timings[0].roofline.source if timings and timings[0].roofline else None,
+        speed_basis=basis if stable else None,
+        serving_measured=any(c.serving is not None for c in timings),
     )
 
 
@@ -927,7 +988,9 @@ def speed_lines(timing: TimingResult) -> list[str]:
     if not timing.measured:
         lines = [line for line in timing.reason.strip().splitlines() if line.strip()]
         said = lines[0] if len(lines) <= 1 else f"{lines[0][:200]} ... {lines[-1].strip()[:200]}"
-        return [f"speed not measured: {said}"]
+        return [f"speed not measured: {said}"] + (
+            [f"serving timing not measured: {timing.serving_reason}"] if timing.serving_reason else []
+        )
     shown = [_case_speed_line(case) for case in timing.cases]
     target = (
         "none set"
@@ -935,6 +998,8 @@ def speed_lines(timing: TimingResult) -> list[str]:
         else (f"{timing.min_speedup_required}x " + ("met" if timing.target_met else "NOT met"))
     )
     geomean = "none stable" if timing.geomean_speedup is None else f"{timing.geomean_speedup:.2f}x"
+    if timing.speed_basis is not None and timing.speed_basis != "gpu_events":
+        geomean += f" ({timing.speed_basis.replace('_', ' ')})"
     return [
         *shown,
         f"speed: geomean {geomean} over the baseline, target {target}"
@@ -950,4 +1015,21 @@ def _case_speed_line(case: CaseTiming) -> str:
         parts.append(f"{case.fraction_of_floor:.1%} of the floor")
     if case.unstable:
         parts.append(f"UNSTABLE ({case.unstable_reason or 'rounds disagree'})")
-    return f"  speed {case.case}: " + ", ".join(parts)
+    return f"  speed {case.case}: " + ", ".join(parts + _serving_parts(case))
+
+
+def _serving_parts(case: CaseTiming) -> list[str]:
+    """The case as serving runs it: the compared speedup, the candidate's replay and eager times and host share."""
+    serving = case.serving
+    if serving is None:
+        return []
+    parts = [f"serving {serving.speedup:.2f}x ({serving.basis.replace('_', ' ')})"]
+    if "candidate" in serving.replay_ms:
+        parts.append(f"replay {serving.replay_ms['candidate'] * 1e3:.1f} us")
+    else:
+        parts.append("not graph capturable")
+    if "candidate" in serving.eager_ms:
+        parts.append(f"eager {serving.eager_ms['candidate'] * 1e3:.1f} us")
+    if "candidate" in serving.host_share:
+        parts.append(f"host {serving.host_share['candidate']:.0%} of it")
+    return parts

@@ -32,11 +32,14 @@ CHEATS: dict[str, list[int]] = {
     "dynamic_access": [29],
     "host_numerics": [31],
     "wrong_rows": [30],
+    "graph_frozen": [32],
     "syntax_error": [],
 }
 # Slugs no static rule can see: named from the run (its speed, its buffers, its rows), listed here so that findings,
 # prompts and the catalogue speak of them in the same words.
-RUNTIME_ONLY: frozenset[str] = frozenset({"impossible_speed", "write_outside_outputs", "output_relabelled", "wrong_rows"})
+RUNTIME_ONLY: frozenset[str] = frozenset(
+    {"impossible_speed", "write_outside_outputs", "output_relabelled", "wrong_rows", "graph_frozen"}
+)
 
 # Each slug in words: a finding's message starts with them, and the prompts quote them.
 WORDS = {
@@ -66,6 +69,7 @@ WORDS = {
     "dynamic_access": "access by a computed name",
     "host_numerics": "numeric work on the host",
     "wrong_rows": "wrong rows among right ones",
+    "graph_frozen": "a host-side branch frozen in a CUDA graph",
     "syntax_error": "syntax error",
 }
 

@@ -4,8 +4,8 @@ Works in the inputs' dtypes as a serving stack's eager path does: bf16 matmuls w
 RMSNorm and rope in fp32, softmax in fp32. The logits matmul returns fp32 (cuBLAS bf16-in/fp32-out):
 rounding logits of magnitude ~100 to bf16 first, as DeepSeek's own eager code does, would alone cost
 ~1.3e-2 relative error on probs and o_heads, more than every other rounding together.
-Batched over requests: ragged cache lengths are handled by attending over the longest sequence of the
-batch and masking the rest, with no loop over requests.
+Batched over requests: ragged cache lengths are handled by attending over the cache's length and masking
+each request past its own, with no loop over requests and no host synchronization (CUDA-graph capturable).
 """
 from __future__ import annotations
 
@@ -108,9 +108,10 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     w_uk, w_uv = w_per_head[:, :nope], w_per_head[:, nope:]
     q_absorbed = torch.bmm(q_nope.transpose(0, 1), w_uk).transpose(0, 1)  # [B, H, rank]
 
-    # Attention over the longest sequence of the batch (host sync, as an eager implementation does),
-    # shorter ones masked.
-    visible_len = int(cache_lens.max()) + 1
+    # Attention over the case's length, every request masked to its own: bounded by the cache's shape, not by
+    # cache_lens.max() read on the host, so the step has no host synchronization and runs inside a CUDA graph, as
+    # serving engines run decode (masked rows weigh exactly 0: the math is the same).
+    visible_len = kv_cache.shape[1]
     cache_view = kv_cache[:, :visible_len]  # [B, T, rank + rope]
     q_full = torch.cat((q_absorbed, q_pe_roped), dim=-1)  # [B, H, rank + rope]
     logits = _bmm_fp32_out(q_full, cache_view.transpose(1, 2))  # [B, H, T] fp32

@@ -1,7 +1,7 @@
 """Eager PyTorch MLA decode step over a paged KV cache: the contiguous baseline on a gathered view.
 
-As an eager serving path without a paged kernel does it: gather each request's first max(cache_lens) + 1
-logical rows out of its pages into a contiguous [B, T, 576] view (one indexing op), run the contiguous
+As an eager serving path without a paged kernel does it: gather each request's logical rows (every
+page its table holds) out of its pages into a contiguous [B, T, 576] view (one indexing op), run the contiguous
 eager step on it (tasks/mla_attention/baseline.py: norm, rope, append, bmm, fp32 softmax, bmm), then write
 each request's new row back into its page. Rows past a request's length are zeroed in the view.
 """
@@ -16,7 +16,9 @@ from tasks.mla_attention_paged.layout import PAGE, gather_pages, new_token_slots
 def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict,
         trace: dict | None = None) -> None:
     kv_cache, block_table, cache_lens = inputs["kv_cache"], inputs["block_table"], inputs["cache_lens"]
-    visible_len = int(cache_lens.max()) + 1  # host sync, as the contiguous baseline's own
+    # Every page the table holds, each request masked to its own length: no host synchronization (CUDA-graph
+    # capturable), as the contiguous baseline's own.
+    visible_len = block_table.shape[1] * PAGE
     view = gather_pages(kv_cache, block_table, visible_len)
     # Rows past a request's length come from pages it does not own (NaN there) or the stale tail of its
     # last page: zeroed, since the contiguous step multiplies them by zero probabilities.

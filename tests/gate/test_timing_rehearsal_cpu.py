@@ -16,6 +16,7 @@ from ferret.gate.context import GateContext
 from ferret.gate.judge import locate_gate
 from ferret.gate.lock import verify_gate
 from ferret.gate.models import GateManifest
+from ferret.gate.serving import NOT_MEASURED_ON_CPU
 from ferret.gate.timing import TimingOptions, time_candidate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +50,9 @@ def test_honest_candidate_rehearses_clean_and_every_timed_answer_is_checked(rehe
     assert case.pool_sets == 2 and case.answers_checked >= case.pool_sets + 1 + min(wire.SAMPLED_ANSWERS, 3)
     assert case.flags == [] and result.detections == []
     assert case.floor_ms is None  # no datasheet floor on the CPU
+    # CUDA graphs need a GPU: the result says serving timing was not measured, and no case carries any
+    assert result.serving_reason == NOT_MEASURED_ON_CPU and not result.serving_measured
+    assert case.serving is None
     # where the timing processes' time went, on the judge's clock: set-up (start, imports) is never free
     assert set(result.process_seconds) == {"setup", "rounds", "post"} and result.process_seconds["setup"] > 0
     # and inside each process, by part: the reference's warm-up holds torch.compile of the baseline

@@ -44,8 +44,8 @@ def test_honest_candidate_passes_at_production_shapes(op, candidate):
     assert verdict.passed, f"{op}: {failing}; parts {verdict.parts}"
     assert verdict.parts["stress"].status == "pass", verdict.parts["stress"].detail
     assert verdict.profile == "gpu"
-    # An honest candidate's timing counts: no case unstable, the baseline's rounds included (the eager MLA
-    # baseline synchronizes with the host inside each call, and its rounds swung by up to 85% when timed by events).
+    # An honest candidate's timing counts: no case unstable, the baseline's rounds included (a baseline that
+    # synchronizes with the host inside each call had its rounds swing by up to 85% when timed by events).
     assert verdict.timing.measured and not verdict.timing.unstable_cases, [
         (c.case, c.unstable_reason) for c in verdict.timing.cases
     ]

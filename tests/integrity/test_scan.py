@@ -497,6 +497,7 @@ def test_cheat_table():
         "dynamic_access": [29],
         "host_numerics": [31],
         "wrong_rows": [30],
+        "graph_frozen": [32],
         "syntax_error": [],
     }
 

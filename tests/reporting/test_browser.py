@@ -83,6 +83,9 @@ def test_the_run_page_shows_rounds_verdicts_reviews_timing_and_the_winner(browse
     # Timing: eager, torch.compile, the floor and the fraction of the floor, in the table and the plots.
     assert "candidate ms\teager ms\ttorch.compile ms" in text
     assert "hidden_7168\t0.0312\t0.095\t0.041\t3.04x\t1.31\t0.0187\t0.599\tyes" in text
+    # Serving timing: graph replay and eager wall time per call, the host share, why an implementation did not capture
+    assert "The target compares graph replay." in text
+    assert "hidden_7168\tgraph replay\t3.04x\t0.03\t0.0912\t0.042\t0.141\t0.286\t0.394\t6\tbaseline_compiled: host_read" in text
     samples = "svg[aria-label='timing samples of case hidden_7168']"
     assert page.locator(samples).count() == 3  # the two timed candidates and the final check
     assert page.locator(f"{samples} >> nth=0 >> circle").count() == 9  # 3 rounds of 3 implementations
