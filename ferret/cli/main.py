@@ -271,6 +271,12 @@ def gate_audit(
     red_team: int = typer.Option(
         0, "--red-team", min=0, help="Attempts of the red-team role's offline attack corpus after the mutants (0: none)."
     ),
+    ray: str | None = typer.Option(
+        None,
+        "--ray",
+        help="auto|ADDRESS: check on Ray workers (pip install ferret[ray]); auto joins a running cluster or starts one "
+        "here with --jobs CPUs.",
+    ),
 ) -> None:
     """Measure the gate's strength: mutants of an honest candidate, classed against the reference, the harmful ones
     judged by the gate; with --red-team, the attack corpus too (accepted harmful attacks saved as regression cases).
@@ -293,6 +299,7 @@ def gate_audit(
             operators=chosen,
             progress=_reporter(),
             red_team=red_team,
+            ray=ray,
         )
         record = run_audit(contract, options)
         counts = ("mutants", "harmful", "killed", "benign", "band", "stillborn", "unjudged", "honest_false_rejections")

@@ -12,7 +12,7 @@ import pytest
 
 from ferret.audit.classify import plan_independent, write_cases
 from ferret.audit.models import MutantResult
-from ferret.audit.pool import Item, serve_all
+from ferret.audit.pool import Item, LocalPool, WorkerSetup
 from ferret.audit.record import read_audit
 from ferret.audit.run import AuditOptions, run_audit
 from ferret.contract.task import Task
@@ -81,23 +81,16 @@ def test_a_hanging_mutant_is_time_boxed_and_the_next_one_still_runs(tmp_path):
     hang = tmp_path / "hang.py"
     hang.write_text("def run(inputs, outputs, params, trace=None):\n    while True:\n        pass\n")
     shutil.copy(REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py", tmp_path / "honest.py")
-    setup = tmp_path / "setup.json"
-    setup.write_text(
-        json.dumps({"contract": str(RMSNORM), "device": "cpu", "cases": str(tmp_path / "cases"), "early_exit": False})
-    )
+    setup = WorkerSetup(mode="classify", contract=str(RMSNORM), device="cpu", cases=str(tmp_path / "cases"))
     outcomes = []
-    serve_all(
-        ["classify", str(setup)],
-        [Item("hang", hang), Item("honest", tmp_path / "honest.py")],
-        1,
-        20.0,
-        tmp_path / "out",
-        outcomes.append,
+    LocalPool(1).serve(
+        setup, [Item("hang", hang), Item("honest", tmp_path / "honest.py")], 20.0, tmp_path / "out", outcomes.append
     )
     by_id = {o.item.id: o for o in outcomes}
     assert by_id["hang"].result is None and by_id["hang"].timed_out and "no answer within 20 s" in by_id["hang"].failure
     honest = by_id["honest"].result
-    assert honest is not None and honest[0]["raised"] is None and all(s["passed"] for s in honest[0]["stages"])
+    assert isinstance(honest, list) and honest[0].raised is None and all(s.passed for s in honest[0].stages)
+    assert by_id["honest"].worker.startswith("local ") and " pid " in by_id["honest"].worker
 
 
 @pytest.mark.parametrize(
@@ -150,14 +143,27 @@ def test_the_command_prints_the_score_and_exits_1_below_the_contracts_minimum(mo
     given = []
 
     def audit_stub(contract, options):
-        given.append((Path(contract), options.budget, options.jobs, options.operators, options.resume))
+        given.append((Path(contract), options.budget, options.jobs, options.operators, options.resume, options.ray))
         return audit_record("b" * 64, score=0.9).model_copy(update={"min_score": 0.95, "meets_min": False})
 
     monkeypatch.setattr(audit_run, "run_audit", audit_stub)
-    argv = ["gate", "audit", str(RMSNORM), "--budget", "30", "--jobs", "2", "--operators", "constant,swap", "--resume"]
+    argv = [
+        "gate",
+        "audit",
+        str(RMSNORM),
+        "--budget",
+        "30",
+        "--jobs",
+        "2",
+        "--operators",
+        "constant,swap",
+        "--resume",
+        "--ray",
+        "auto",
+    ]
     result = CliRunner().invoke(app, [*argv, "--profile", "cpu", "--gates-dir", str(tmp_path)])
     assert result.exit_code == 1, result.output
-    assert given == [(RMSNORM, 30, 2, ("constant", "swap"), True)]
+    assert given == [(RMSNORM, 30, 2, ("constant", "swap"), True, "auto")]
     line = next(line for line in result.stdout.splitlines() if line.startswith("AUDIT_RESULT "))
     shown = json.loads(line.removeprefix("AUDIT_RESULT "))
     assert shown["mutation_score"] == 0.9 and shown["harmful"] == 10 and shown["killed"] == 9 and shown["meets_min"] is False
@@ -198,3 +204,18 @@ def test_the_red_team_runs_after_the_mutants_and_its_harm_is_the_audits_class(au
     (saved,) = again.red_team.saved_paths
     assert Path(saved).parent == found and "bfloat16" in Path(saved).read_text()
     assert read_audit(options.gates_dir / record.gate_hash).record.red_team == again.red_team
+
+
+def test_the_local_path_never_imports_ray():
+    """Ray is an optional extra: the command line, the audit, its local pool and its worker run without it."""
+    code = (
+        "import sys\n"
+        "import ferret.cli.main, ferret.audit.run, ferret.audit.worker\n"
+        "from ferret.audit.run import AuditOptions, executor_for\n"
+        "from ferret.audit.pool import LocalPool\n"
+        "assert executor_for(AuditOptions(jobs=3), None) == LocalPool(3)\n"
+        "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
