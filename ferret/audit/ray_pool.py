@@ -149,8 +149,12 @@ class RayPool:
         )
         return pool
 
+    @property
+    def resource(self) -> str:
+        return "GPU" if self.gpu else "CPU"
+
     def capacity(self) -> int:
-        return max(1, int(ray.cluster_resources().get("GPU" if self.gpu else "CPU", 1)))
+        return max(1, int(ray.cluster_resources().get(self.resource, 1)))
 
     def close(self) -> None:
         if self.started:
@@ -219,10 +223,16 @@ class RayPool:
                 ray.kill(actor, no_restart=True)
             done.put(None)
 
-    @staticmethod
-    def _opened(actor: ActorHandle) -> tuple[ActorHandle, str]:
+    def _opened(self, actor: ActorHandle) -> tuple[ActorHandle, str]:
         """The actor and its worker's name, once it is set up; its refusal raised."""
-        opened: Checked = ray.get(actor.open.remote(), timeout=SETUP_TIMEOUT_S)
+        try:
+            opened: Checked = ray.get(actor.open.remote(), timeout=SETUP_TIMEOUT_S)
+        except GetTimeoutError:
+            ray.kill(actor, no_restart=True)
+            raise JudgeError(
+                f"no Ray worker with a {self.resource} was set up within {SETUP_TIMEOUT_S:.0f} s "
+                f"(the cluster has {ray.available_resources().get(self.resource, 0)} free)"
+            ) from None
         if opened.refusal is not None:
             ray.kill(actor, no_restart=True)
             raise opened.refusal.error(opened.worker)
@@ -235,6 +245,12 @@ class RayPool:
         except GetTimeoutError:
             return Outcome(item, None, f"no answer within {timeout_s:.0f} s", timed_out=True, worker=name)
         except RayActorError as err:
+            if ray.cluster_resources().get(self.resource, 0) < 1:
+                # No result, so none is written: a resumed run checks this item again.
+                raise JudgeError(
+                    f"every Ray worker with a {self.resource} went away while {item.id} was checked; the results so far "
+                    "are written: continue with --resume"
+                ) from err
             tries = self.retries + 1
             return Outcome(
                 item, None, f"the Ray worker died, {tries} times (restarted and retried): {str(err)[:300]}", worker=name

@@ -219,3 +219,35 @@ def test_the_local_path_never_imports_ray():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_run_whose_workers_all_went_away_continues_with_resume(audited, monkeypatch):
+    """Results are written as they come, whatever executor gives them: a run stopped by its workers going away (as
+    a Ray cluster's may) keeps every result written, and `resume` checks only the rest."""
+    import ferret.audit.run as audit_run
+    from ferret.audit.pool import LocalPool
+    from ferret.errors import JudgeError
+
+    _, options = audited
+    options = AuditOptions(**{**options.__dict__, "budget": 3})  # another audit folder, the same gate
+
+    class GoesAway(LocalPool):
+        def serve(self, setup, items, timeout_s, results, on_result):
+            if setup.mode == "classify" and setup.early_exit:  # the mutants: one result, then no worker is left
+                super().serve(setup, items[:1], timeout_s, results, on_result)
+                raise JudgeError("every Ray worker with a CPU went away")
+            super().serve(setup, items, timeout_s, results, on_result)
+
+    monkeypatch.setattr(audit_run, "executor_for", lambda options, judge: GoesAway(options.jobs))
+    with pytest.raises(JudgeError, match="went away"):
+        run_audit(RMSNORM, options)
+    monkeypatch.undo()
+    gate = next(p for p in options.gates_dir.iterdir() if (p / "audit").is_dir())
+    (folder,) = [
+        f for f in (gate / "audit").iterdir() if (f / "classified.jsonl").is_file() and not (f / "results.jsonl").exists()
+    ]
+    honest, (first,) = (folder / "honest.jsonl").read_text(), (folder / "classified.jsonl").read_text().splitlines()
+    record = run_audit(RMSNORM, AuditOptions(**{**options.__dict__, "resume": True}))
+    lines = (folder / "classified.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and lines[0] == first and (folder / "honest.jsonl").read_text() == honest
+    assert record.mutants == 3 and record.killed == record.harmful
