@@ -27,6 +27,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from ferret.audit.models import CaseError, Judgement
+from ferret.errors import UsageError
 from ferret.sandbox.children import kill_group, start_group
 
 DONE = "FERRET_AUDIT_DONE "  # a worker's line when an item's result file is written; other lines are the item's own prints
@@ -95,7 +96,10 @@ class Executor(Protocol):
 
 
 class _Worker:
-    def __init__(self, argv: list[str], env: dict[str, str] | None, results: Path):
+    def __init__(self, argv: list[str], env: dict[str, str] | None, results: Path, device: str | None = None):
+        self.device = device
+        if device is not None:  # the worker and every process it starts see this GPU alone, as their device 0
+            env = {**(env if env is not None else os.environ), "CUDA_VISIBLE_DEVICES": device}
         self.process = start_group(
             [sys.executable, "-m", "ferret.audit.worker", *argv, str(results)],
             stdin=subprocess.PIPE,
@@ -122,7 +126,7 @@ class _Worker:
 
     def serve(self, item: Item, timeout_s: float, results: Path, mode: str) -> Outcome:
         assert self.process.stdin is not None
-        name = f"local {socket.gethostname()} pid {self.process.pid}"
+        name = f"local {socket.gethostname()} pid {self.process.pid}" + (f" gpu {self.device}" if self.device else "")
         try:
             self.process.stdin.write(json.dumps({"id": item.id, "path": str(item.path)}) + "\n")
             self.process.stdin.flush()
@@ -157,9 +161,11 @@ def serve_all(
     results: Path,
     on_result: Callable[[Outcome], None],
     env: dict[str, str] | None = None,
+    devices: tuple[str, ...] = (),
 ) -> None:
     """Every item served by `jobs` workers (`python -m ferret.audit.worker SETUP RESULTS`, `setup` a `WorkerSetup`'s
-    JSON); `on_result` is called for each outcome, in the calling thread, as each comes."""
+    JSON), or with `devices` by one worker per GPU, each seeing that GPU alone; `on_result` is called for each
+    outcome, in the calling thread, as each comes."""
     results.mkdir(parents=True, exist_ok=True)
     mode = WorkerSetup.model_validate_json(setup.read_text()).mode
     todo: queue.Queue[Item] = queue.Queue()
@@ -167,7 +173,7 @@ def serve_all(
         todo.put(item)
     done: queue.Queue[Outcome | None] = queue.Queue()
 
-    def work() -> None:
+    def work(device: str | None) -> None:
         worker: _Worker | None = None
         try:
             while True:
@@ -175,7 +181,7 @@ def serve_all(
                     item = todo.get_nowait()
                 except queue.Empty:
                     return
-                worker = worker or _Worker([str(setup)], env, results)
+                worker = worker or _Worker([str(setup)], env, results, device)
                 outcome = worker.serve(item, timeout_s, results, mode)
                 if outcome.result is None:  # a worker that timed out or died serves nothing more
                     worker.stop()
@@ -186,7 +192,8 @@ def serve_all(
                 worker.stop()
             done.put(None)
 
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(max(1, min(jobs, len(items))))]
+    slots: list[str | None] = list(devices) if devices else [None] * jobs
+    threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in slots[: max(1, min(len(slots), len(items)))]]
     for thread in threads:
         thread.start()
     running = len(threads)
@@ -200,9 +207,11 @@ def serve_all(
 
 @dataclass(frozen=True)
 class LocalPool:
-    """`jobs` worker processes on this machine (`serve_all`): the default executor, no cluster, no Ray."""
+    """`jobs` worker processes on this machine (`serve_all`), or one per GPU of `devices`: the default executor, no
+    cluster, no Ray."""
 
     jobs: int = 1
+    devices: tuple[str, ...] = ()
 
     def serve(
         self, setup: WorkerSetup, items: list[Item], timeout_s: float, results: Path, on_result: Callable[[Outcome], None]
@@ -210,7 +219,26 @@ class LocalPool:
         results.mkdir(parents=True, exist_ok=True)
         path = results / "setup.json"
         path.write_text(setup.model_dump_json())
-        serve_all(path, items, self.jobs, timeout_s, results, on_result, {**os.environ, **setup.env})
+        serve_all(path, items, self.jobs, timeout_s, results, on_result, {**os.environ, **setup.env}, self.devices)
 
     def close(self) -> None:
         pass
+
+
+def choose_gpus(spec: str, count: int, visible: str | None = None) -> tuple[str, ...]:
+    """`--gpus`: `all`, the first `N`, or indices `0,1` of the `count` GPUs this process sees, as the values a worker's
+    CUDA_VISIBLE_DEVICES takes (`visible`, this process's own CUDA_VISIBLE_DEVICES, maps them: index 0 of "2,3" is 2)."""
+    spec = spec.strip()
+    if spec == "all":
+        chosen = list(range(count))
+    elif spec.isdigit():
+        chosen = list(range(int(spec)))
+    else:
+        try:
+            chosen = [int(part) for part in spec.split(",")]
+        except ValueError:
+            raise UsageError(f"--gpus {spec}: give all, a number of GPUs, or their indices (0,1)") from None
+    if not chosen or len(set(chosen)) != len(chosen) or any(i < 0 or i >= count for i in chosen):
+        raise UsageError(f"--gpus {spec}: this process sees {count} GPU(s); each index once, below {count}")
+    names = [v.strip() for v in visible.split(",")] if visible else [str(i) for i in range(count)]
+    return tuple(names[i] for i in chosen)

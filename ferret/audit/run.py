@@ -68,6 +68,7 @@ class AuditOptions:
     red_team: int = 0  # attempts of the red-team role (its offline attack corpus) after the mutants; 0: none
     found_dir: Path | None = None  # where its accepted harmful attempts are saved (default tests/adversarial/found)
     ray: str | None = None  # "auto" or a cluster's address: the checks go to Ray workers (ferret/audit/ray_pool.py)
+    gpus: tuple[str, ...] = ()  # local workers one per GPU (CUDA_VISIBLE_DEVICES values, `choose_gpus`), not `jobs`
 
 
 def require_candidate(path: Path) -> None:
@@ -240,7 +241,9 @@ def _start(contract_path: Path, options: AuditOptions) -> _Audit:
 def executor_for(options: AuditOptions, judge: Judge) -> Executor:
     """Where the checks run: `options.jobs` local processes, or with `options.ray` a Ray cluster (imported only then)."""
     if options.ray is None:
-        return LocalPool(options.jobs)
+        return LocalPool(options.jobs, options.gpus)
+    if options.gpus:
+        raise UsageError("--gpus picks this machine's GPUs for local workers; on Ray each worker is given one GPU by Ray")
     try:
         from ferret.audit.ray_pool import RayPool
     except ImportError as err:

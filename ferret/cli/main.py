@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import re
 import signal
 import sys
@@ -254,6 +255,17 @@ def gate_verify(gate: Path = typer.Argument(..., help="gates/<hash>")) -> None:
     _guarded(action)
 
 
+def _gpus(spec: str | None) -> tuple[str, ...]:
+    """`--gpus` against the GPUs this process sees; none without the option."""
+    if spec is None:
+        return ()
+    import torch
+
+    from ferret.audit.pool import choose_gpus
+
+    return choose_gpus(spec, torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
 @gate_app.command(
     "audit", epilog=_epilog("one line AUDIT_RESULT {json}: the score and counts (the whole record: gates/<hash>/audit.json)")
 )
@@ -276,6 +288,9 @@ def gate_audit(
         "--ray",
         help="auto|ADDRESS: check on Ray workers (pip install ferret[ray]); auto joins a running cluster or starts one "
         "here with --jobs CPUs.",
+    ),
+    gpus: str | None = typer.Option(
+        None, "--gpus", help="all|N|0,1: one local worker per GPU, each seeing that GPU alone (instead of --jobs)."
     ),
 ) -> None:
     """Measure the gate's strength: mutants of an honest candidate, classed against the reference, the harmful ones
@@ -300,6 +315,7 @@ def gate_audit(
             progress=_reporter(),
             red_team=red_team,
             ray=ray,
+            gpus=_gpus(gpus),
         )
         record = run_audit(contract, options)
         counts = ("mutants", "harmful", "killed", "benign", "band", "stillborn", "unjudged", "honest_false_rejections")

@@ -3,6 +3,7 @@ cases): real numbers from the real gate. Also: a mutant that hangs is time-boxed
 resumed audit redoes nothing finished, and a bad candidate is a usage error naming it."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -251,3 +252,78 @@ def test_a_run_whose_workers_all_went_away_continues_with_resume(audited, monkey
     lines = (folder / "classified.jsonl").read_text().splitlines()
     assert len(lines) == 3 and lines[0] == first and (folder / "honest.jsonl").read_text() == honest
     assert record.mutants == 3 and record.killed == record.harmful
+
+
+@pytest.mark.parametrize(
+    "spec,count,visible,chosen",
+    [("all", 2, None, ("0", "1")), ("1", 2, None, ("0",)), ("0,1", 4, "2,3,5,7", ("2", "3")), (" 1,0 ", 2, None, ("1", "0"))],
+)
+def test_gpus_are_chosen_among_those_this_process_sees(spec, count, visible, chosen):
+    from ferret.audit.pool import choose_gpus
+
+    assert choose_gpus(spec, count, visible) == chosen
+
+
+@pytest.mark.parametrize("spec,count", [("all", 0), ("3", 2), ("0,0", 2), ("0,2", 2), ("one", 2), ("0", 0)])
+def test_gpus_this_process_cannot_see_are_a_usage_error(spec, count):
+    from ferret.audit.pool import choose_gpus
+    from ferret.errors import UsageError
+
+    with pytest.raises(UsageError, match=f"--gpus {spec.strip()}"):
+        choose_gpus(spec, count)
+
+
+def test_local_workers_one_per_gpu_each_see_that_gpu_alone(tmp_path):
+    """A stand-in device list on the CPU: each worker's process (and so every process it starts: the candidate's,
+    the timers') sees CUDA_VISIBLE_DEVICES set to its own GPU, and its outcomes name that GPU."""
+    task = Task.load(RMSNORM)
+    write_cases(task, plan_independent(task, "cpu", seed=3, rounds=1)[:1], tmp_path / "cases", "cpu")
+    items = []
+    for name in ("a", "b"):
+        seen = tmp_path / f"{name}.seen"
+        (tmp_path / f"{name}.py").write_text(
+            "import os\n"
+            f"open({str(seen)!r}, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+            "def run(inputs, outputs, params, trace=None):\n    raise RuntimeError('a stand-in')\n"
+        )
+        items.append(Item(name, tmp_path / f"{name}.py"))
+    setup = WorkerSetup(mode="classify", contract=str(RMSNORM), device="cpu", cases=str(tmp_path / "cases"))
+    outcomes = []
+    LocalPool(jobs=1, devices=("0", "1")).serve(setup, items, 120.0, tmp_path / "out", outcomes.append)
+    gpus = {o.item.id: o.worker.rsplit(" gpu ", 1)[1] for o in outcomes}
+    assert gpus == {name: (tmp_path / f"{name}.seen").read_text() for name in ("a", "b")}
+    assert sorted(gpus.values()) == ["0", "1"]
+
+
+def test_the_command_passes_the_gpus_it_sees_and_refuses_others(monkeypatch, tmp_path):
+    import torch
+    from audit_records import audit_record
+    from typer.testing import CliRunner
+
+    import ferret.audit.run as audit_run
+    from ferret.cli.main import app
+
+    given = []
+    monkeypatch.setattr(audit_run, "run_audit", lambda contract, options: given.append(options.gpus) or audit_record("b" * 64))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    argv = ["gate", "audit", str(RMSNORM), "--gates-dir", str(tmp_path)]
+    passed = CliRunner().invoke(app, [*argv, "--gpus", "all"])
+    assert passed.exit_code == 0, passed.output
+    refused = CliRunner().invoke(app, [*argv, "--gpus", "0,2"])
+    assert given == [("4", "6")] and refused.exit_code == 2 and "sees 2 GPU(s)" in refused.output
+
+
+@pytest.mark.gpu
+def test_a_gpu_audit_on_local_workers_one_per_gpu_names_the_gpu_of_each_judgement(tmp_path):
+    import torch
+
+    from ferret.audit.pool import choose_gpus
+
+    gpus = choose_gpus("all", torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    options = AuditOptions(
+        gates_dir=tmp_path, profile="gpu", budget=4, rounds=1, honest_checks=1, operators=("drop_term",), gpus=gpus
+    )
+    record = run_audit(RMSNORM, options)
+    assert record.harmful >= 1 and record.killed == record.harmful and record.honest_false_rejections == 0
+    assert set(record.judged_by) and all(w.rsplit(" gpu ", 1)[1] in gpus for w in record.judged_by.values())
