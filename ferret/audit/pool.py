@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ferret.audit.models import CaseError, Judgement
 from ferret.errors import UsageError
+from ferret.gate.models import Verdict
 from ferret.sandbox.children import kill_group, start_group
 
 DONE = "FERRET_AUDIT_DONE "  # a worker's line when an item's result file is written; other lines are the item's own prints
@@ -39,8 +40,20 @@ class Item:
     path: Path
 
 
-ItemResult = list[CaseError] | Judgement
-"""`classify`: the item's error on each independent case; `judge`: what the gate said of it."""
+class CheckResult(BaseModel):
+    """`verdict` mode: the whole verdict, or why there is none (`tampered` and `machine_fault` stop a dispatch, as
+    the same errors raised by its own judge would)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Verdict | None = None
+    error: str | None = None
+    error_kind: Literal["tampered", "machine_fault", "error"] | None = None
+
+
+ItemResult = list[CaseError] | Judgement | CheckResult
+"""`classify`: the item's error on each independent case; `judge`: what the gate said of it; `verdict`: a dispatch's
+check of a candidate."""
 
 
 class WorkerSetup(BaseModel):
@@ -48,7 +61,7 @@ class WorkerSetup(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mode: Literal["classify", "judge"]
+    mode: Literal["classify", "judge", "verdict"]
     contract: str = Field(description="The contract's path.")
     device: str
     cases: str | None = Field(default=None, description="classify: the independent cases' folder.")
@@ -73,7 +86,7 @@ class Outcome:
 
 
 def result_json(result: ItemResult) -> str:
-    if isinstance(result, Judgement):
+    if isinstance(result, (Judgement, CheckResult)):
         return result.model_dump_json()
     return json.dumps([e.model_dump(mode="json") for e in result])
 
@@ -81,6 +94,8 @@ def result_json(result: ItemResult) -> str:
 def parse_result(mode: str, text: str) -> ItemResult:
     if mode == "judge":
         return Judgement.model_validate_json(text)
+    if mode == "verdict":
+        return CheckResult.model_validate_json(text)
     return [CaseError.model_validate(e) for e in json.loads(text)]
 
 

@@ -79,7 +79,7 @@ def _local_setup(setup: WorkerSetup, shipped: Callable[[], Files], folder: Path)
     if setup.mode == "classify" and setup.cases is not None and not Path(setup.cases).is_dir():
         write_files(shipped(), folder / "cases")
         return setup.model_copy(update={"cases": str(folder / "cases")})
-    if setup.mode == "judge" and setup.gate_hash is not None:
+    if setup.mode != "classify" and setup.gate_hash is not None:
         accept_gate(Path(setup.gates_dir or "gates"), setup.gate_hash, shipped)
     return setup
 
@@ -170,7 +170,7 @@ class RayPool:
     def _shipped(self, setup: WorkerSetup) -> list:
         """The files a worker needs and its host may lack, put in Ray's object store once; inside a list, so that a
         worker fetches them only if it needs them."""
-        if setup.mode == "judge":
+        if setup.mode != "classify":
             return [ray.put(gate_files(self.gate))]
         return [ray.put(files_of(Path(setup.cases)) if setup.cases else Files({}))]
 

@@ -27,10 +27,10 @@ import torch
 from safetensors.torch import load_file
 
 from ferret.audit.models import CaseError, Judgement, StageError
-from ferret.audit.pool import DONE, ItemResult, WorkerSetup, result_json
+from ferret.audit.pool import DONE, CheckResult, ItemResult, WorkerSetup, result_json
 from ferret.contract.model import Case, Contract
 from ferret.contract.task import Task
-from ferret.errors import GateTampered
+from ferret.errors import GateTampered, MachineFault
 from ferret.gate.inputs import output_specs
 from ferret.gate.metrics import compare_stage, error_scale_of
 from ferret.gate.models import PARTS, Verdict
@@ -166,7 +166,7 @@ def _classifier(setup: WorkerSetup, task: Task):
     return classify
 
 
-def _judge(setup: WorkerSetup, task: Task):
+def _the_trusted_judge(setup: WorkerSetup, task: Task):
     from ferret.gate.judge import Judge
 
     judge = Judge(task, setup.gates_dir or "gates", setup.profile, progress=lambda _line: None)
@@ -176,6 +176,29 @@ def _judge(setup: WorkerSetup, task: Task):
             judge.gate,
             [f"this worker's gate is {judge.gate.name}, not the gate {setup.gate_hash} the auditor verified and trusts"],
         )
+    return judge
+
+
+def _verdicts(setup: WorkerSetup, task: Task):
+    """A dispatch's check of each candidate, as its own judge makes it in a round (no stress, no torch.compile
+    comparison), on the one GPU this process sees."""
+    judge = _the_trusted_judge(setup, task)
+
+    def verdict_one(item_id: str, path: Path) -> CheckResult:
+        try:
+            return CheckResult(verdict=judge.check(path, run_stress=False, compare_compiled=False))
+        except GateTampered as err:
+            return CheckResult(error=str(err), error_kind="tampered")
+        except MachineFault as err:
+            return CheckResult(error=str(err), error_kind="machine_fault")
+        except Exception as err:  # noqa: BLE001 - the judge failed on this candidate: the dispatcher records it
+            return CheckResult(error=f"{type(err).__name__}: {err}", error_kind="error")
+
+    return verdict_one
+
+
+def _judge(setup: WorkerSetup, task: Task):
+    judge = _the_trusted_judge(setup, task)
 
     def judge_one(item_id: str, path: Path) -> Judgement:
         try:
@@ -194,7 +217,9 @@ def handler(setup: WorkerSetup) -> Callable[[str, Path], ItemResult]:
     """The setup's work for one item (`item id, candidate file -> its result`), made once per worker."""
     torch.set_num_threads(1)  # the workers share the cores
     task = Task.load(Path(setup.contract))
-    return _classifier(setup, task) if setup.mode == "classify" else _judge(setup, task)
+    if setup.mode == "classify":
+        return _classifier(setup, task)
+    return _judge(setup, task) if setup.mode == "judge" else _verdicts(setup, task)
 
 
 def main(argv: list[str]) -> int:

@@ -445,6 +445,9 @@ def dispatch_command(
     audit: bool = typer.Option(
         False, "--audit", help="Audit the gate (`ferret gate audit`, default budget) once it is built, before the rounds."
     ),
+    gpus: str | None = typer.Option(
+        None, "--gpus", help="all|N|0,1: judge a round's proposals at once, one per GPU (its baseline timed on the same one)."
+    ),
 ) -> None:
     """Run the loop: test-writer, locked gate, optimizer rounds judged by the gate and reviewed, final check.
 
@@ -469,6 +472,7 @@ def dispatch_command(
             proposals_per_round=proposals_per_round,
             progress=_reporter(),
             audit=audit,
+            gpus=_gpus(gpus),
         )
         if resume is not None:
             dispatcher = Dispatcher.resuming(resume, contract_path, options)
