@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import socket
 import tempfile
 import threading
@@ -111,7 +112,10 @@ class _Checker:
         path = self.folder / candidate.id / candidate.name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(candidate.source)
-        return Checked(self.name, result=self.handle(candidate.id, path))
+        try:
+            return Checked(self.name, result=self.handle(candidate.id, path))
+        finally:
+            shutil.rmtree(path.parent, ignore_errors=True)  # hundreds of mutants: none is kept on the worker's disk
 
 
 def connect(address: str, cpus: int) -> bool:

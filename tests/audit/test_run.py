@@ -254,6 +254,7 @@ def test_a_run_whose_workers_all_went_away_continues_with_resume(audited, monkey
     assert record.mutants == 3 and record.killed == record.harmful
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "spec,count,visible,chosen",
     [("all", 2, None, ("0", "1")), ("1", 2, None, ("0",)), ("0,1", 4, "2,3,5,7", ("2", "3")), (" 1,0 ", 2, None, ("1", "0"))],
