@@ -168,3 +168,27 @@ def test_a_hanging_item_on_ray_is_time_boxed_and_the_other_still_judged(cluster,
     assert by_id["hang"].result is None and by_id["hang"].timed_out and "no answer within 20 s" in by_id["hang"].failure
     honest = by_id["honest"].result
     assert isinstance(honest, list) and honest[0].raised is None and all(s.passed for s in honest[0].stages)
+
+
+@pytest.mark.parametrize(
+    "address,running,started,called",
+    [
+        ("auto", False, True, [{"address": "auto"}, {"num_cpus": 3}]),  # none running: one started here, --jobs CPUs
+        ("auto", True, False, [{"address": "auto"}]),
+        ("ray://head:10001", True, False, [{"address": "ray://head:10001"}]),
+    ],
+)
+def test_auto_joins_a_running_cluster_or_starts_one_with_the_jobs_cpus(monkeypatch, address, running, started, called):
+    from ferret.audit import ray_pool
+
+    calls = []
+
+    def init(**kwargs):
+        calls.append({k: v for k, v in kwargs.items() if k in ("address", "num_cpus")})
+        if kwargs.get("address") == "auto" and not running:
+            raise ConnectionError("Could not find any running Ray instance.")
+
+    monkeypatch.setattr(ray_pool.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_pool.ray, "init", init)
+    assert ray_pool.connect(address, cpus=3) is started
+    assert calls == called
