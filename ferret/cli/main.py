@@ -448,6 +448,9 @@ def dispatch_command(
     gpus: str | None = typer.Option(
         None, "--gpus", help="all|N|0,1: judge a round's proposals at once, one per GPU (its baseline timed on the same one)."
     ),
+    ray: str | None = typer.Option(
+        None, "--ray", help="auto|ADDRESS: judge a round's proposals at once on Ray workers (pip install ferret[ray])."
+    ),
 ) -> None:
     """Run the loop: test-writer, locked gate, optimizer rounds judged by the gate and reviewed, final check.
 
@@ -473,6 +476,7 @@ def dispatch_command(
             progress=_reporter(),
             audit=audit,
             gpus=_gpus(gpus),
+            ray=ray,
         )
         if resume is not None:
             dispatcher = Dispatcher.resuming(resume, contract_path, options)

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ferret.audit.pool import Executor, LocalPool
 from ferret.backends import cuda
 from ferret.contract.task import Task
 from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, RoundRecord, RunLog, StopReason
@@ -216,6 +217,7 @@ class DispatchOptions:
     audit_budget: int | None = None
     audit_jobs: int = 1
     gpus: tuple[str, ...] = ()  # each round's proposals judged at once, one per GPU (`ferret.audit.pool.choose_gpus`)
+    ray: str | None = None  # "auto" or an address: each round's proposals judged at once on Ray workers
 
 
 class Dispatcher:
@@ -257,7 +259,10 @@ class Dispatcher:
         self.progress = as_reporter(chosen.progress)
         self.agents_dir = chosen.agents_dir
         self.audit_options = chosen
-        self.gpus = chosen.gpus
+        self.gpus, self.ray = chosen.gpus, chosen.ray
+        if self.gpus and self.ray:
+            raise UsageError("--gpus picks this machine's GPUs for local workers; on Ray each worker is given one GPU by Ray")
+        self._pool: Executor | None = None  # made at the first round that needs it, closed when the rounds end
         # A step, so that the command line's bar (or heartbeat) shows the wait: the offline optimizer lists its template
         # space before anything else (MLA's 1.6M points: ~17-20 s on this project's 2-core machine, 2026-12-03).
         self.progress.step(ROLES_STEP, 0, 3, "the optimizer")
@@ -380,7 +385,11 @@ class Dispatcher:
             if resume is None:
                 self._advise_cases(log, folder)
                 log.save(folder)
-            self._rounds(log, folder)
+            try:
+                self._rounds(log, folder)
+            finally:
+                if self._pool is not None:
+                    self._pool.close()
         except GateTampered as err:
             log.status, log.stop, log.stop_reason = "incomplete", StopReason.GATE_TAMPERED, f"gate tampered, run aborted: {err}"
         except KeyboardInterrupt as err:  # Ctrl-C, or ferret.errors.Interrupted (SIGINT or SIGTERM)
@@ -470,10 +479,10 @@ class Dispatcher:
         return ""
 
     def _judge_round(self, number: int, proposals: list, round_dir: Path) -> list[CandidateRecord]:
-        """Each proposal judged and reviewed, one after another by this process's judge, or with `gpus` at once,
-        one per GPU (`_judge_on_gpus`); the records in the proposals' order."""
-        if self.gpus:
-            return self._judge_on_gpus(number, proposals, round_dir)
+        """Each proposal judged and reviewed, one after another by this process's judge, or with `gpus` or `ray`
+        all at once (`_judge_at_once`); the records in the proposals' order."""
+        if self.gpus or self.ray:
+            return self._judge_at_once(number, proposals, round_dir)
         records = []
         for index, proposal in enumerate(proposals, 1):
             self.progress.step("rounds", number - 1, self.max_rounds, f"round {number}: candidate {index}/{len(proposals)}")
@@ -510,12 +519,12 @@ class Dispatcher:
             return record
         return self._conclude(record, verdict, proposal, static)
 
-    def _judge_on_gpus(self, number: int, proposals: list, round_dir: Path) -> list[CandidateRecord]:
-        """A round's proposals judged at once by local workers, one per GPU, each seeing its GPU alone: a
+    def _judge_at_once(self, number: int, proposals: list, round_dir: Path) -> list[CandidateRecord]:
+        """A round's proposals judged at once by workers that each see one GPU alone (local ones, or Ray's): a
         candidate's correctness run and its timing, and the baseline timed against it, all on that one GPU. Each
         worker's judge holds the gate this run verified (`gate_hash`); a tampered gate or a machine fault stops the
         run as here. Reviews follow, in the proposals' order."""
-        from ferret.audit.pool import CheckResult, Item, LocalPool, Outcome, WorkerSetup
+        from ferret.audit.pool import CheckResult, Item, Outcome, WorkerSetup
 
         records = [self._new_record(number, i, p, round_dir) for i, p in enumerate(proposals, 1)]
         setup = WorkerSetup(
@@ -527,12 +536,11 @@ class Dispatcher:
             gate_hash=self.judge.gate.name,
         )
         outcomes: dict[str, Outcome] = {}
-        self.progress(f"round {number}: {len(records)} candidates judged at once on GPUs {', '.join(self.gpus)}")
+        where = f"GPUs {', '.join(self.gpus)}" if self.gpus else f"Ray ({self.ray})"
+        self.progress(f"round {number}: {len(records)} candidates judged at once on {where}")
         timeout = self.contract.budgets.check_timeout_s * 2 + 60
         items = [Item(f"candidate-{r.index}", Path(r.file)) for r in records]
-        LocalPool(devices=self.gpus).serve(
-            setup, items, timeout, round_dir / "judged", lambda o: outcomes.__setitem__(o.item.id, o)
-        )
+        self._executor().serve(setup, items, timeout, round_dir / "judged", lambda o: outcomes.__setitem__(o.item.id, o))
         concluded = []
         for record, proposal, item in zip(records, proposals, items, strict=True):
             outcome = outcomes[item.id]
@@ -549,6 +557,20 @@ class Dispatcher:
             self.progress(f"round {number}, candidate {record.index} ({proposal.approach}): judged on {outcome.worker}")
             concluded.append(self._conclude(record, checked.verdict, proposal, scan_candidate(Path(record.file), self.contract)))
         return concluded
+
+    def _executor(self) -> Executor:
+        """Local workers one per GPU, or a Ray cluster (`--ray auto` starts one with a CPU per proposal if none runs)."""
+        if self._pool is None:
+            if self.ray is None:
+                self._pool = LocalPool(devices=self.gpus)
+            else:
+                try:
+                    from ferret.audit.ray_pool import RayPool
+                except ImportError as err:
+                    raise UsageError(f"--ray needs Ray, the optional extra: pip install 'ferret[ray]' ({err})") from None
+                gpu = self.judge.device == "cuda"
+                self._pool = RayPool.connect(self.ray, self.proposals_per_round, gpu, self.judge.gate, self.progress)
+        return self._pool
 
     def _conclude(self, record: CandidateRecord, verdict: Verdict, proposal, static) -> CandidateRecord:
         """The verdict on the record, then the review."""
