@@ -1,7 +1,8 @@
-"""Where the audit's checks run: an `Executor` serves items (a candidate file each) to workers set up alike
-(`WorkerSetup`), one typed `Outcome` per item. `LocalPool`, the default, is `--jobs` processes of
-`python -m ferret.audit.worker` on this machine, fed over stdin, answering through one result file per item;
-`ferret/audit/ray_pool.py` sends them to a Ray cluster instead (and is imported only when asked for).
+"""Where checks run (an audit's mutants, a dispatch's round with `--gpus` or `--ray`): an `Executor` serves items (a
+candidate file each) to workers set up alike (`WorkerSetup`), one typed `Outcome` per item. `LocalPool`, the
+default, is `--jobs` processes of `python -m ferret.audit.worker` on this machine (or one per GPU), fed over stdin,
+answering through one result file per item; `ferret/audit/ray_pool.py` sends them to a Ray cluster instead (and is
+imported only when asked for).
 
 A worker imports torch (and Triton, or builds a Judge) once and then serves many items: a process per mutant paid
 that start every time. An item that runs past its time-box, or a worker that dies, ends that worker's whole process
@@ -69,7 +70,8 @@ class WorkerSetup(BaseModel):
     gates_dir: str | None = None
     profile: str | None = None
     gate_hash: str | None = Field(
-        default=None, description="judge: the gate the auditor verified against its trust registry; no other is used."
+        default=None,
+        description="judge, verdict: the gate the caller verified against its own trust registry; no other is used.",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Added to the worker's environment.")
 
