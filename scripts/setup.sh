@@ -18,7 +18,7 @@ if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
     # No GPU: the CPU build of torch (a plain `torch` would pull a multi-GB CUDA build).
     "$venv/bin/python" -m pip install -q "torch==2.13.0" >&2
   fi
-  "$venv/bin/python" -m pip install -q -e "$repo[dev,cuda]" >&2
+  "$venv/bin/python" -m pip install -q -e "$repo[dev,cuda,ray]" >&2
   touch "$stamp"
 fi
 export PATH="$venv/bin:$PATH"

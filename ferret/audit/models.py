@@ -73,6 +73,10 @@ class Judgement(_Record):
         default=False,
         description="No verdict (the audit's time-box ended the check, or the judge failed): not killed, the gate said nothing.",
     )
+    worker: str | None = Field(
+        default=None,
+        description="Where the check ran: a local worker's host and pid, or a Ray worker's node, worker id, host and pid.",
+    )
 
 
 class MutantResult(_Record):
@@ -144,6 +148,9 @@ class AuditRecord(_Record):
     caught: dict[str, str] = Field(
         default_factory=dict,
         description="Each killed mutant's id -> the verdict part that first failed, and the first failing contract stage.",
+    )
+    judged_by: dict[str, str] = Field(
+        default_factory=dict, description="Each judged mutant's id -> the worker that judged it (`Judgement.worker`)."
     )
     survivors: list[Survivor] = []
     min_score: float | None = Field(default=None, description="The contract's minimum (audit.min_score), if it states one.")

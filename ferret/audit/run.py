@@ -30,7 +30,7 @@ from pathlib import Path
 from ferret.audit import classify as cls
 from ferret.audit.models import AuditRecord, CaseError, Classification, Judgement, MutantResult, RedTeamSummary
 from ferret.audit.mutate import OPERATOR_NAMES, MadeMutant, make_mutants, operator
-from ferret.audit.pool import Item, Outcome, serve_all
+from ferret.audit.pool import Executor, Item, LocalPool, Outcome, WorkerSetup
 from ferret.audit.record import write_audit
 from ferret.audit.score import summarise
 from ferret.backends import registry
@@ -67,6 +67,8 @@ class AuditOptions:
     progress: ProgressLike = None
     red_team: int = 0  # attempts of the red-team role (its offline attack corpus) after the mutants; 0: none
     found_dir: Path | None = None  # where its accepted harmful attempts are saved (default tests/adversarial/found)
+    ray: str | None = None  # "auto" or a cluster's address: the checks go to Ray workers (ferret/audit/ray_pool.py)
+    gpus: tuple[str, ...] = ()  # local workers one per GPU (CUDA_VISIBLE_DEVICES values, `choose_gpus`), not `jobs`
 
 
 def require_candidate(path: Path) -> None:
@@ -104,6 +106,7 @@ class _Audit:
     honest: list[Path]
     folder: Path
     progress: Reporter
+    executor: Executor
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -111,16 +114,13 @@ class _Audit:
         return self.judge.profile
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.judge.device == "cpu" and self.task.contract.backend.interpret_on_cpu:
-            env["TRITON_INTERPRET"] = "1"
-        return env
+        """What a worker's environment adds to its own."""
+        return {"TRITON_INTERPRET": "1"} if self.judge.device == "cpu" and self.task.contract.backend.interpret_on_cpu else {}
 
-    def setup(self, mode: str, **extra: object) -> list[str]:
-        setup = {"contract": str(self.task.path.resolve()), "device": self.judge.device, **extra}
-        path = self.folder / f"{mode}-setup.json"
-        path.write_text(json.dumps(setup))
-        return [mode, str(path)]
+    def setup(self, mode: str, **extra: object) -> WorkerSetup:
+        return WorkerSetup.model_validate(
+            {"mode": mode, "contract": str(self.task.path.resolve()), "device": self.judge.device, "env": self.env(), **extra}
+        )
 
 
 def _work_folder(gate: Path, candidate: Path, options: AuditOptions) -> Path:
@@ -176,20 +176,18 @@ def _classify_all(audit: _Audit, items: list[Item], early_exit: bool, log: Path,
     total = len(items)
 
     def on_result(outcome: Outcome) -> None:
-        if outcome.result is None:
+        if not isinstance(outcome.result, list):
             errs = [CaseError(case="worker", dtype="", dims={}, raised=outcome.failure)]
         else:
-            errs = [CaseError.model_validate(e) for e in outcome.result]
+            errs = outcome.result
         errors[outcome.item.id] = errs
         _append(log, {"id": outcome.item.id, "errors": [e.model_dump(mode="json") for e in errs]})
         audit.progress.step(CLASSIFY_STEP, len(errors), total, outcome.item.id)
         if on_done is not None:
             on_done(outcome.item.id, errs)
 
-    argv = audit.setup("classify", cases=str(audit.folder / "cases"), early_exit=early_exit)
-    serve_all(
-        argv, todo, audit.options.jobs, audit.options.classify_timeout_s, audit.folder / "classify-out", on_result, audit.env()
-    )
+    setup = audit.setup("classify", cases=str(audit.folder / "cases"), early_exit=early_exit)
+    audit.executor.serve(setup, todo, audit.options.classify_timeout_s, audit.folder / "classify-out", on_result)
     return errors
 
 
@@ -200,10 +198,11 @@ def _judge_all(audit: _Audit, items: list[Item], log: Path) -> dict[str, Judgeme
     timeout = audit.options.judge_timeout_s or audit.task.contract.budgets.case_timeout_s * 2 + 60
 
     def on_result(outcome: Outcome) -> None:
-        if outcome.result is None:
+        if not isinstance(outcome.result, Judgement):
             judgement = Judgement(killed=False, unjudged=True, detail=outcome.failure)
         else:
-            judgement = Judgement.model_validate(outcome.result)
+            judgement = outcome.result
+        judgement = judgement.model_copy(update={"worker": outcome.worker or None})
         judged[outcome.item.id] = judgement
         _append(log, {"id": outcome.item.id, "judgement": judgement.model_dump(mode="json")})
         audit.progress.step(JUDGE_STEP, len(judged), len(items), outcome.item.id)
@@ -211,8 +210,9 @@ def _judge_all(audit: _Audit, items: list[Item], log: Path) -> dict[str, Judgeme
             f"  {outcome.item.id}: {'killed by ' + str(judgement.caught_by) if judgement.killed else 'passed the gate'}"
         )
 
-    argv = audit.setup("judge", gates_dir=str(audit.options.gates_dir), profile=audit.profile)
-    serve_all(argv, todo, audit.options.jobs, timeout, audit.folder / "judge-out", on_result, audit.env())
+    # The gate this process verified against its trust registry: workers judge with it and with no other.
+    setup = audit.setup("judge", gates_dir=str(audit.options.gates_dir), profile=audit.profile, gate_hash=audit.judge.gate.name)
+    audit.executor.serve(setup, todo, timeout, audit.folder / "judge-out", on_result)
     return judged
 
 
@@ -235,7 +235,21 @@ def _start(contract_path: Path, options: AuditOptions) -> _Audit:
     if not options.resume and folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return _Audit(task, options, judge, candidate, honest, folder, progress)
+    return _Audit(task, options, judge, candidate, honest, folder, progress, executor_for(options, judge))
+
+
+def executor_for(options: AuditOptions, judge: Judge) -> Executor:
+    """Where the checks run: `options.jobs` local processes, or with `options.ray` a Ray cluster (imported only then)."""
+    if options.ray is None:
+        return LocalPool(options.jobs, options.gpus)
+    if options.gpus:
+        raise UsageError("--gpus picks this machine's GPUs for local workers; on Ray each worker is given one GPU by Ray")
+    try:
+        from ferret.audit.ray_pool import RayPool
+    except ImportError as err:
+        raise UsageError(f"--ray needs Ray, the optional extra: pip install 'ferret[ray]' ({err})") from None
+
+    return RayPool.connect(options.ray, cpus=options.jobs, gpu=judge.device == "cuda", gate=judge.gate, progress=judge.progress)
 
 
 def run_audit(contract_path: Path, options: AuditOptions | None = None) -> AuditRecord:
@@ -243,6 +257,13 @@ def run_audit(contract_path: Path, options: AuditOptions | None = None) -> Audit
     options = options or AuditOptions()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     audit = _start(Path(contract_path), options)
+    try:
+        return _run(audit, options, started_at)
+    finally:
+        audit.executor.close()
+
+
+def _run(audit: _Audit, options: AuditOptions, started_at: str) -> AuditRecord:
     planned = cls.plan_independent(audit.task, audit.judge.profile, options.seed, options.rounds)
     count = cls.write_cases(audit.task, planned, audit.folder / "cases", "cpu")
     audit.progress(f"{count} independent cases drawn (seed {options.seed}); the honest candidates run on them")

@@ -111,6 +111,7 @@ def summarise(
         per_operator=operator_scores(results, operators),
         caught_by=dict(Counter(r.judgement.caught_by or "unnamed" for r in killed if r.judgement is not None)),
         caught={r.mutant.id: _caught(r.judgement) for r in killed if r.judgement is not None},
+        judged_by={r.mutant.id: r.judgement.worker for r in results if r.judgement is not None and r.judgement.worker},
         survivors=survivors,
         min_score=min_score,
         meets_min=None if min_score is None or score is None else score >= min_score,

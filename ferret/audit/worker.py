@@ -1,5 +1,6 @@
-"""The audit's worker process (`python -m ferret.audit.worker MODE SETUP RESULTS`), fed item lines on stdin
-(`ferret/audit/pool.py`). Modes:
+"""The audit's worker process (`python -m ferret.audit.worker SETUP RESULTS`), fed item lines on stdin
+(`ferret/audit/pool.py`); `handler` is the same work for a worker that is not this process (a Ray actor). The
+setup's modes:
 
 - `classify`: runs a candidate file (the honest one or a mutant) on the audit's independent cases and writes each
   case's error against the float64 reference, measured by the gate's own metrics and tolerance table
@@ -19,15 +20,17 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 
 from ferret.audit.models import CaseError, Judgement, StageError
-from ferret.audit.pool import DONE
+from ferret.audit.pool import DONE, CheckResult, ItemResult, WorkerSetup, result_json
 from ferret.contract.model import Case, Contract
 from ferret.contract.task import Task
+from ferret.errors import GateTampered, MachineFault
 from ferret.gate.inputs import output_specs
 from ferret.gate.metrics import compare_stage, error_scale_of
 from ferret.gate.models import PARTS, Verdict
@@ -141,50 +144,87 @@ def judgement_of(verdict: Verdict) -> Judgement:
     )
 
 
-def _serve(handle) -> None:
+def _serve(handle, results: Path) -> None:
     for line in sys.stdin:
         item = json.loads(line)
-        handle(item["id"], Path(item["path"]))
+        (results / f"{item['id']}.json").write_text(result_json(handle(item["id"], Path(item["path"]))))
         print(DONE + item["id"], flush=True)
 
 
-def main(argv: list[str]) -> int:
-    mode, setup_file, results = argv[0], Path(argv[1]), Path(argv[2])
-    setup = json.loads(setup_file.read_text())
-    torch.set_num_threads(1)  # --jobs processes share the cores
-    contract_path = Path(setup["contract"])
-    task = Task.load(contract_path)
-    if mode == "classify":
-        if os.environ.get("TRITON_INTERPRET") == "1":
-            from ferret.sandbox.interpreter import speed_up_interpreter
+def _classifier(setup: WorkerSetup, task: Task):
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        from ferret.sandbox.interpreter import speed_up_interpreter
 
-            speed_up_interpreter()  # what the judge gives candidates' processes: the same bits, less time
-        cases = _Cases(Path(setup["cases"]), setup["device"])
+        speed_up_interpreter()  # what the judge gives candidates' processes: the same bits, less time
+    assert setup.cases is not None
+    cases = _Cases(Path(setup.cases), setup.device)
 
-        def classify(item_id: str, path: Path) -> None:
-            errors = classify_one(
-                task.contract, cases, path, f"ferret_audit_{item_id.replace('-', '_')}", setup["early_exit"], setup["device"]
-            )
-            (results / f"{item_id}.json").write_text(json.dumps([e.model_dump(mode="json") for e in errors]))
+    def classify(item_id: str, path: Path) -> list[CaseError]:
+        name = f"ferret_audit_{item_id.replace('-', '_')}"
+        return classify_one(task.contract, cases, path, name, setup.early_exit, setup.device)
 
-        _serve(classify)
-        return 0
+    return classify
+
+
+def _the_trusted_judge(setup: WorkerSetup, task: Task):
     from ferret.gate.judge import Judge
 
-    judge = Judge(task, setup["gates_dir"], setup["profile"], progress=lambda _line: None)
+    judge = Judge(task, setup.gates_dir or "gates", setup.profile, progress=lambda _line: None)
+    if setup.gate_hash is not None and judge.gate.name != setup.gate_hash:
+        # The auditor's gate is the one judged against: a worker that found or built another would judge by it.
+        raise GateTampered(
+            judge.gate,
+            [f"this worker's gate is {judge.gate.name}, not the gate {setup.gate_hash} the auditor verified and trusts"],
+        )
+    return judge
 
-    def judge_one(item_id: str, path: Path) -> None:
+
+def _verdicts(setup: WorkerSetup, task: Task):
+    """A dispatch's check of each candidate, as its own judge makes it in a round (no stress, no torch.compile
+    comparison), on the one GPU this process sees."""
+    judge = _the_trusted_judge(setup, task)
+
+    def verdict_one(item_id: str, path: Path) -> CheckResult:
         try:
-            judged = judgement_of(judge.check(path, measure_speed=False, run_stress=False, record=False))
+            return CheckResult(verdict=judge.check(path, run_stress=False, compare_compiled=False))
+        except GateTampered as err:
+            return CheckResult(error=str(err), error_kind="tampered")
+        except MachineFault as err:
+            return CheckResult(error=str(err), error_kind="machine_fault")
+        except Exception as err:  # noqa: BLE001 - the judge failed on this candidate: the dispatcher records it
+            return CheckResult(error=f"{type(err).__name__}: {err}", error_kind="error")
+
+    return verdict_one
+
+
+def _judge(setup: WorkerSetup, task: Task):
+    judge = _the_trusted_judge(setup, task)
+
+    def judge_one(item_id: str, path: Path) -> Judgement:
+        try:
+            return judgement_of(judge.check(path, measure_speed=False, run_stress=False, record=False))
         except Exception as err:  # noqa: BLE001 - the judge's own failure is no verdict: the mutant is not killed
-            judged = Judgement(
+            return Judgement(
                 killed=False,
                 unjudged=True,
                 detail=f"no verdict: {type(err).__name__}: {err}"[:500] + traceback.format_exc(limit=2)[-300:],
             )
-        (results / f"{item_id}.json").write_text(judged.model_dump_json())
 
-    _serve(judge_one)
+    return judge_one
+
+
+def handler(setup: WorkerSetup) -> Callable[[str, Path], ItemResult]:
+    """The setup's work for one item (`item id, candidate file -> its result`), made once per worker."""
+    torch.set_num_threads(1)  # the workers share the cores
+    task = Task.load(Path(setup.contract))
+    if setup.mode == "classify":
+        return _classifier(setup, task)
+    return _judge(setup, task) if setup.mode == "judge" else _verdicts(setup, task)
+
+
+def main(argv: list[str]) -> int:
+    setup, results = WorkerSetup.model_validate_json(Path(argv[0]).read_text()), Path(argv[1])
+    _serve(handler(setup), results)
     return 0
 
 

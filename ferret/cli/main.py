@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import re
 import signal
 import sys
@@ -254,6 +255,17 @@ def gate_verify(gate: Path = typer.Argument(..., help="gates/<hash>")) -> None:
     _guarded(action)
 
 
+def _gpus(spec: str | None) -> tuple[str, ...]:
+    """`--gpus` against the GPUs this process sees; none without the option."""
+    if spec is None:
+        return ()
+    import torch
+
+    from ferret.audit.pool import choose_gpus
+
+    return choose_gpus(spec, torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
 @gate_app.command(
     "audit", epilog=_epilog("one line AUDIT_RESULT {json}: the score and counts (the whole record: gates/<hash>/audit.json)")
 )
@@ -270,6 +282,15 @@ def gate_audit(
     operators: str | None = typer.Option(None, "--operators", help="Comma-separated mutation operators. Default: all."),
     red_team: int = typer.Option(
         0, "--red-team", min=0, help="Attempts of the red-team role's offline attack corpus after the mutants (0: none)."
+    ),
+    ray: str | None = typer.Option(
+        None,
+        "--ray",
+        help="auto|ADDRESS: check on Ray workers (pip install ferret[ray]); auto joins a running cluster or starts one "
+        "here with --jobs CPUs.",
+    ),
+    gpus: str | None = typer.Option(
+        None, "--gpus", help="all|N|0,1: one local worker per GPU, each seeing that GPU alone (instead of --jobs)."
     ),
 ) -> None:
     """Measure the gate's strength: mutants of an honest candidate, classed against the reference, the harmful ones
@@ -293,6 +314,8 @@ def gate_audit(
             operators=chosen,
             progress=_reporter(),
             red_team=red_team,
+            ray=ray,
+            gpus=_gpus(gpus),
         )
         record = run_audit(contract, options)
         counts = ("mutants", "harmful", "killed", "benign", "band", "stillborn", "unjudged", "honest_false_rejections")
@@ -422,6 +445,12 @@ def dispatch_command(
     audit: bool = typer.Option(
         False, "--audit", help="Audit the gate (`ferret gate audit`, default budget) once it is built, before the rounds."
     ),
+    gpus: str | None = typer.Option(
+        None, "--gpus", help="all|N|0,1: judge a round's proposals at once, one per GPU (its baseline timed on the same one)."
+    ),
+    ray: str | None = typer.Option(
+        None, "--ray", help="auto|ADDRESS: judge a round's proposals at once on Ray workers (pip install ferret[ray])."
+    ),
 ) -> None:
     """Run the loop: test-writer, locked gate, optimizer rounds judged by the gate and reviewed, final check.
 
@@ -446,6 +475,8 @@ def dispatch_command(
             proposals_per_round=proposals_per_round,
             progress=_reporter(),
             audit=audit,
+            gpus=_gpus(gpus),
+            ray=ray,
         )
         if resume is not None:
             dispatcher = Dispatcher.resuming(resume, contract_path, options)

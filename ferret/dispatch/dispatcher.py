@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ferret.audit.pool import Executor, LocalPool
 from ferret.backends import cuda
 from ferret.contract.task import Task
 from ferret.dispatch.runlog import CandidateRecord, Established, FinalCheck, RoundRecord, RunLog, StopReason
@@ -215,6 +216,8 @@ class DispatchOptions:
     audit: bool = False  # run `ferret gate audit` once the gate is built (ferret/audit/run.py)
     audit_budget: int | None = None
     audit_jobs: int = 1
+    gpus: tuple[str, ...] = ()  # each round's proposals judged at once, one per GPU (`ferret.audit.pool.choose_gpus`)
+    ray: str | None = None  # "auto" or an address: each round's proposals judged at once on Ray workers
 
 
 class Dispatcher:
@@ -256,6 +259,10 @@ class Dispatcher:
         self.progress = as_reporter(chosen.progress)
         self.agents_dir = chosen.agents_dir
         self.audit_options = chosen
+        self.gpus, self.ray = chosen.gpus, chosen.ray
+        if self.gpus and self.ray:
+            raise UsageError("--gpus picks this machine's GPUs for local workers; on Ray each worker is given one GPU by Ray")
+        self._pool: Executor | None = None  # made at the first round that needs it, closed when the rounds end
         # A step, so that the command line's bar (or heartbeat) shows the wait: the offline optimizer lists its template
         # space before anything else (MLA's 1.6M points: ~17-20 s on this project's 2-core machine, 2026-12-03).
         self.progress.step(ROLES_STEP, 0, 3, "the optimizer")
@@ -378,7 +385,11 @@ class Dispatcher:
             if resume is None:
                 self._advise_cases(log, folder)
                 log.save(folder)
-            self._rounds(log, folder)
+            try:
+                self._rounds(log, folder)
+            finally:
+                if self._pool is not None:
+                    self._pool.close()
         except GateTampered as err:
             log.status, log.stop, log.stop_reason = "incomplete", StopReason.GATE_TAMPERED, f"gate tampered, run aborted: {err}"
         except KeyboardInterrupt as err:  # Ctrl-C, or ferret.errors.Interrupted (SIGINT or SIGTERM)
@@ -442,9 +453,7 @@ class Dispatcher:
             round_dir = folder / f"round-{number:02d}"
             round_dir.mkdir(exist_ok=True)
             improved = False
-            for index, proposal in enumerate(proposals, 1):
-                self.progress.step("rounds", number - 1, self.max_rounds, f"round {number}: candidate {index}/{len(proposals)}")
-                candidate = self._judge(number, index, proposal, round_dir)
+            for candidate in self._judge_round(number, proposals, round_dir):
                 record.candidates.append(candidate)
                 score = self._score(candidate)
                 if score is not None and (best_score is None or score > best_score):
@@ -469,10 +478,21 @@ class Dispatcher:
             return f" ({reason}: speed is not measured, so the search has nothing to rank correct candidates by)"
         return ""
 
-    def _judge(self, number: int, index: int, proposal, round_dir: Path) -> CandidateRecord:
+    def _judge_round(self, number: int, proposals: list, round_dir: Path) -> list[CandidateRecord]:
+        """Each proposal judged and reviewed, one after another by this process's judge, or with `gpus` or `ray`
+        all at once (`_judge_at_once`); the records in the proposals' order."""
+        if self.gpus or self.ray:
+            return self._judge_at_once(number, proposals, round_dir)
+        records = []
+        for index, proposal in enumerate(proposals, 1):
+            self.progress.step("rounds", number - 1, self.max_rounds, f"round {number}: candidate {index}/{len(proposals)}")
+            records.append(self._judge(number, index, proposal, round_dir))
+        return records
+
+    def _new_record(self, number: int, index: int, proposal, round_dir: Path) -> CandidateRecord:
         path = round_dir / candidate_file_name(index)
         path.write_text(proposal.source)
-        record = CandidateRecord(
+        return CandidateRecord(
             round=number,
             index=index,
             approach=proposal.approach,
@@ -480,6 +500,10 @@ class Dispatcher:
             sha256=hashlib.sha256(proposal.source.encode()).hexdigest(),
             notes=proposal.notes,
         )
+
+    def _judge(self, number: int, index: int, proposal, round_dir: Path) -> CandidateRecord:
+        record = self._new_record(number, index, proposal, round_dir)
+        path = Path(record.file)
         self.progress(f"round {number}, candidate {index} ({proposal.approach}): judging")
         static = scan_candidate(path, self.contract)
         try:
@@ -493,6 +517,64 @@ class Dispatcher:
         except Exception as err:  # noqa: BLE001 - the judge failed on this candidate: record, go on
             record.error = f"{type(err).__name__}: {err}"
             return record
+        return self._conclude(record, verdict, proposal, static)
+
+    def _judge_at_once(self, number: int, proposals: list, round_dir: Path) -> list[CandidateRecord]:
+        """A round's proposals judged at once by workers that each see one GPU alone (local ones, or Ray's): a
+        candidate's correctness run and its timing, and the baseline timed against it, all on that one GPU. Each
+        worker's judge holds the gate this run verified (`gate_hash`); a tampered gate or a machine fault stops the
+        run as here. Reviews follow, in the proposals' order."""
+        from ferret.audit.pool import CheckResult, Item, Outcome, WorkerSetup
+
+        records = [self._new_record(number, i, p, round_dir) for i, p in enumerate(proposals, 1)]
+        setup = WorkerSetup(
+            mode="verdict",
+            contract=str(self.task.path.resolve()),
+            device=self.judge.device,
+            gates_dir=str(self.gates_dir),
+            profile=self.profile,
+            gate_hash=self.judge.gate.name,
+        )
+        outcomes: dict[str, Outcome] = {}
+        where = f"GPUs {', '.join(self.gpus)}" if self.gpus else f"Ray ({self.ray})"
+        self.progress(f"round {number}: {len(records)} candidates judged at once on {where}")
+        timeout = self.contract.budgets.check_timeout_s * 2 + 60
+        items = [Item(f"candidate-{r.index}", Path(r.file)) for r in records]
+        self._executor().serve(setup, items, timeout, round_dir / "judged", lambda o: outcomes.__setitem__(o.item.id, o))
+        concluded = []
+        for record, proposal, item in zip(records, proposals, items, strict=True):
+            outcome = outcomes[item.id]
+            record.judged_on = outcome.worker or None
+            checked = outcome.result if isinstance(outcome.result, CheckResult) else CheckResult(error=outcome.failure)
+            if checked.error_kind == "tampered":
+                raise GateTampered(self.judge.gate, [f"{outcome.worker}: {checked.error}"])
+            if checked.error_kind == "machine_fault":
+                raise MachineFault(f"{outcome.worker}: {checked.error}")
+            if checked.verdict is None:
+                record.error = checked.error or "no verdict"
+                concluded.append(record)
+                continue
+            self.progress(f"round {number}, candidate {record.index} ({proposal.approach}): judged on {outcome.worker}")
+            concluded.append(self._conclude(record, checked.verdict, proposal, scan_candidate(Path(record.file), self.contract)))
+        return concluded
+
+    def _executor(self) -> Executor:
+        """Local workers one per GPU, or a Ray cluster (`--ray auto` starts one with a CPU per proposal if none runs)."""
+        if self._pool is None:
+            if self.ray is None:
+                self._pool = LocalPool(devices=self.gpus)
+            else:
+                try:
+                    from ferret.audit.ray_pool import RayPool
+                except ImportError as err:
+                    raise UsageError(f"--ray needs Ray, the optional extra: pip install 'ferret[ray]' ({err})") from None
+                gpu = self.judge.device == "cuda"
+                self._pool = RayPool.connect(self.ray, self.proposals_per_round, gpu, self.judge.gate, self.progress)
+        return self._pool
+
+    def _conclude(self, record: CandidateRecord, verdict: Verdict, proposal, static) -> CandidateRecord:
+        """The verdict on the record, then the review."""
+        number, index, path = record.round, record.index, Path(record.file)
         record.gate = summary(verdict)
         record.gate_passed = verdict.passed
         record.speed_measured = verdict.timing.measured

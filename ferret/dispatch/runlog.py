@@ -40,6 +40,9 @@ class CandidateRecord(BaseModel):
     target_met: bool | None = None
     speed_measured: bool = False
     error: str | None = None
+    judged_on: str | None = Field(
+        default=None, description="With --gpus: the worker (host, pid, GPU) whose judge checked it; None: the run's own judge."
+    )
 
 
 class FinalCheck(BaseModel):

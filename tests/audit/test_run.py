@@ -3,6 +3,7 @@ cases): real numbers from the real gate. Also: a mutant that hangs is time-boxed
 resumed audit redoes nothing finished, and a bad candidate is a usage error naming it."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from ferret.audit.classify import plan_independent, write_cases
 from ferret.audit.models import MutantResult
-from ferret.audit.pool import Item, serve_all
+from ferret.audit.pool import Item, LocalPool, WorkerSetup
 from ferret.audit.record import read_audit
 from ferret.audit.run import AuditOptions, run_audit
 from ferret.contract.task import Task
@@ -81,23 +82,16 @@ def test_a_hanging_mutant_is_time_boxed_and_the_next_one_still_runs(tmp_path):
     hang = tmp_path / "hang.py"
     hang.write_text("def run(inputs, outputs, params, trace=None):\n    while True:\n        pass\n")
     shutil.copy(REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py", tmp_path / "honest.py")
-    setup = tmp_path / "setup.json"
-    setup.write_text(
-        json.dumps({"contract": str(RMSNORM), "device": "cpu", "cases": str(tmp_path / "cases"), "early_exit": False})
-    )
+    setup = WorkerSetup(mode="classify", contract=str(RMSNORM), device="cpu", cases=str(tmp_path / "cases"))
     outcomes = []
-    serve_all(
-        ["classify", str(setup)],
-        [Item("hang", hang), Item("honest", tmp_path / "honest.py")],
-        1,
-        20.0,
-        tmp_path / "out",
-        outcomes.append,
+    LocalPool(1).serve(
+        setup, [Item("hang", hang), Item("honest", tmp_path / "honest.py")], 20.0, tmp_path / "out", outcomes.append
     )
     by_id = {o.item.id: o for o in outcomes}
     assert by_id["hang"].result is None and by_id["hang"].timed_out and "no answer within 20 s" in by_id["hang"].failure
     honest = by_id["honest"].result
-    assert honest is not None and honest[0]["raised"] is None and all(s["passed"] for s in honest[0]["stages"])
+    assert isinstance(honest, list) and honest[0].raised is None and all(s.passed for s in honest[0].stages)
+    assert by_id["honest"].worker.startswith("local ") and " pid " in by_id["honest"].worker
 
 
 @pytest.mark.parametrize(
@@ -150,14 +144,27 @@ def test_the_command_prints_the_score_and_exits_1_below_the_contracts_minimum(mo
     given = []
 
     def audit_stub(contract, options):
-        given.append((Path(contract), options.budget, options.jobs, options.operators, options.resume))
+        given.append((Path(contract), options.budget, options.jobs, options.operators, options.resume, options.ray))
         return audit_record("b" * 64, score=0.9).model_copy(update={"min_score": 0.95, "meets_min": False})
 
     monkeypatch.setattr(audit_run, "run_audit", audit_stub)
-    argv = ["gate", "audit", str(RMSNORM), "--budget", "30", "--jobs", "2", "--operators", "constant,swap", "--resume"]
+    argv = [
+        "gate",
+        "audit",
+        str(RMSNORM),
+        "--budget",
+        "30",
+        "--jobs",
+        "2",
+        "--operators",
+        "constant,swap",
+        "--resume",
+        "--ray",
+        "auto",
+    ]
     result = CliRunner().invoke(app, [*argv, "--profile", "cpu", "--gates-dir", str(tmp_path)])
     assert result.exit_code == 1, result.output
-    assert given == [(RMSNORM, 30, 2, ("constant", "swap"), True)]
+    assert given == [(RMSNORM, 30, 2, ("constant", "swap"), True, "auto")]
     line = next(line for line in result.stdout.splitlines() if line.startswith("AUDIT_RESULT "))
     shown = json.loads(line.removeprefix("AUDIT_RESULT "))
     assert shown["mutation_score"] == 0.9 and shown["harmful"] == 10 and shown["killed"] == 9 and shown["meets_min"] is False
@@ -198,3 +205,126 @@ def test_the_red_team_runs_after_the_mutants_and_its_harm_is_the_audits_class(au
     (saved,) = again.red_team.saved_paths
     assert Path(saved).parent == found and "bfloat16" in Path(saved).read_text()
     assert read_audit(options.gates_dir / record.gate_hash).record.red_team == again.red_team
+
+
+def test_the_local_path_never_imports_ray():
+    """Ray is an optional extra: the command line, the audit, its local pool and its worker run without it."""
+    code = (
+        "import sys\n"
+        "import ferret.cli.main, ferret.audit.run, ferret.audit.worker\n"
+        "from ferret.audit.run import AuditOptions, executor_for\n"
+        "from ferret.audit.pool import LocalPool\n"
+        "assert executor_for(AuditOptions(jobs=3), None) == LocalPool(3)\n"
+        "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_run_whose_workers_all_went_away_continues_with_resume(audited, monkeypatch):
+    """Results are written as they come, whatever executor gives them: a run stopped by its workers going away (as
+    a Ray cluster's may) keeps every result written, and `resume` checks only the rest."""
+    import ferret.audit.run as audit_run
+    from ferret.audit.pool import LocalPool
+    from ferret.errors import JudgeError
+
+    _, options = audited
+    options = AuditOptions(**{**options.__dict__, "budget": 3})  # another audit folder, the same gate
+
+    class GoesAway(LocalPool):
+        def serve(self, setup, items, timeout_s, results, on_result):
+            if setup.mode == "classify" and setup.early_exit:  # the mutants: one result, then no worker is left
+                super().serve(setup, items[:1], timeout_s, results, on_result)
+                raise JudgeError("every Ray worker with a CPU went away")
+            super().serve(setup, items, timeout_s, results, on_result)
+
+    monkeypatch.setattr(audit_run, "executor_for", lambda options, judge: GoesAway(options.jobs))
+    with pytest.raises(JudgeError, match="went away"):
+        run_audit(RMSNORM, options)
+    monkeypatch.undo()
+    gate = next(p for p in options.gates_dir.iterdir() if (p / "audit").is_dir())
+    (folder,) = [
+        f for f in (gate / "audit").iterdir() if (f / "classified.jsonl").is_file() and not (f / "results.jsonl").exists()
+    ]
+    honest, (first,) = (folder / "honest.jsonl").read_text(), (folder / "classified.jsonl").read_text().splitlines()
+    record = run_audit(RMSNORM, AuditOptions(**{**options.__dict__, "resume": True}))
+    lines = (folder / "classified.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and lines[0] == first and (folder / "honest.jsonl").read_text() == honest
+    assert record.mutants == 3 and record.killed == record.harmful
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize(
+    "spec,count,visible,chosen",
+    [("all", 2, None, ("0", "1")), ("1", 2, None, ("0",)), ("0,1", 4, "2,3,5,7", ("2", "3")), (" 1,0 ", 2, None, ("1", "0"))],
+)
+def test_gpus_are_chosen_among_those_this_process_sees(spec, count, visible, chosen):
+    from ferret.audit.pool import choose_gpus
+
+    assert choose_gpus(spec, count, visible) == chosen
+
+
+@pytest.mark.parametrize("spec,count", [("all", 0), ("3", 2), ("0,0", 2), ("0,2", 2), ("one", 2), ("0", 0)])
+def test_gpus_this_process_cannot_see_are_a_usage_error(spec, count):
+    from ferret.audit.pool import choose_gpus
+    from ferret.errors import UsageError
+
+    with pytest.raises(UsageError, match=f"--gpus {spec.strip()}"):
+        choose_gpus(spec, count)
+
+
+def test_local_workers_one_per_gpu_each_see_that_gpu_alone(tmp_path):
+    """A stand-in device list on the CPU: each worker's process (and so every process it starts: the candidate's,
+    the timers') sees CUDA_VISIBLE_DEVICES set to its own GPU, and its outcomes name that GPU."""
+    task = Task.load(RMSNORM)
+    write_cases(task, plan_independent(task, "cpu", seed=3, rounds=1)[:1], tmp_path / "cases", "cpu")
+    items = []
+    for name in ("a", "b"):
+        seen = tmp_path / f"{name}.seen"
+        (tmp_path / f"{name}.py").write_text(
+            "import os\n"
+            f"open({str(seen)!r}, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+            "def run(inputs, outputs, params, trace=None):\n    raise RuntimeError('a stand-in')\n"
+        )
+        items.append(Item(name, tmp_path / f"{name}.py"))
+    setup = WorkerSetup(mode="classify", contract=str(RMSNORM), device="cpu", cases=str(tmp_path / "cases"))
+    outcomes = []
+    LocalPool(jobs=1, devices=("0", "1")).serve(setup, items, 120.0, tmp_path / "out", outcomes.append)
+    gpus = {o.item.id: o.worker.rsplit(" gpu ", 1)[1] for o in outcomes}
+    assert gpus == {name: (tmp_path / f"{name}.seen").read_text() for name in ("a", "b")}
+    assert sorted(gpus.values()) == ["0", "1"]
+
+
+def test_the_command_passes_the_gpus_it_sees_and_refuses_others(monkeypatch, tmp_path):
+    import torch
+    from audit_records import audit_record
+    from typer.testing import CliRunner
+
+    import ferret.audit.run as audit_run
+    from ferret.cli.main import app
+
+    given = []
+    monkeypatch.setattr(audit_run, "run_audit", lambda contract, options: given.append(options.gpus) or audit_record("b" * 64))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    argv = ["gate", "audit", str(RMSNORM), "--gates-dir", str(tmp_path)]
+    passed = CliRunner().invoke(app, [*argv, "--gpus", "all"])
+    assert passed.exit_code == 0, passed.output
+    refused = CliRunner().invoke(app, [*argv, "--gpus", "0,2"])
+    assert given == [("4", "6")] and refused.exit_code == 2 and "sees 2 GPU(s)" in refused.output
+
+
+@pytest.mark.gpu
+def test_a_gpu_audit_on_local_workers_one_per_gpu_names_the_gpu_of_each_judgement(tmp_path):
+    import torch
+
+    from ferret.audit.pool import choose_gpus
+
+    gpus = choose_gpus("all", torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    options = AuditOptions(
+        gates_dir=tmp_path, profile="gpu", budget=4, rounds=1, honest_checks=1, operators=("drop_term",), gpus=gpus
+    )
+    record = run_audit(RMSNORM, options)
+    assert record.harmful >= 1 and record.killed == record.harmful and record.honest_false_rejections == 0
+    assert set(record.judged_by) and all(w.rsplit(" gpu ", 1)[1] in gpus for w in record.judged_by.values())
