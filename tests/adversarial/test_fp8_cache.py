@@ -56,3 +56,5 @@ def test_each_fp8_cheat_is_rejected_where_it_cheats(gates, name):
     judged = next(v for v in verdict.variants if v.id == variant)
     assert stage in {m.stage for m in judged.stages if not m.passed}, judged.first_failing_stage
     assert unnamed_rejection(verdict) is None
+    if stage == "kv_latent":  # the evidence says the codes are off, not by how much of a statistical bound
+        assert any("past their allowance" in d.evidence for d in verdict.detections if d.cheat == "math_mismatch")

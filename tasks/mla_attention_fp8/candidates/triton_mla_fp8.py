@@ -55,6 +55,17 @@ def _rope_inv_freq_values(params: dict) -> list[float]:
     return [f * (1.0 - r) + f / yarn["factor"] * r for f, r in zip(plain, ramp, strict=True)]
 
 
+_inv_freq_by_device: dict[tuple, torch.Tensor] = {}
+
+
+def _inv_freq(params: dict, device: torch.device) -> torch.Tensor:
+    """The fp32 frequencies on the device, made once (a copy from the host cannot run inside a CUDA graph)."""
+    key = (str(device), params["rope_theta"], params["qk_rope_head_dim"], repr(params.get("rope_scaling")))
+    if key not in _inv_freq_by_device:
+        _inv_freq_by_device[key] = torch.tensor(_rope_inv_freq_values(params), dtype=torch.float32, device=device)
+    return _inv_freq_by_device[key]
+
+
 def _rope_magnitude(params: dict) -> float:
     yarn = params.get("rope_scaling")
     if not yarn:
@@ -297,7 +308,7 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     device = kv_latent.device
     rank, rope = KV_LORA_RANK, QK_ROPE_HEAD_DIM
     interpreted = device.type != "cuda"
-    inv_freq = torch.tensor(_rope_inv_freq_values(params), dtype=torch.float32, device=device)
+    inv_freq = _inv_freq(params, device)
     magnitude = _rope_magnitude(params)
     scale = _softmax_scale(params)
 
