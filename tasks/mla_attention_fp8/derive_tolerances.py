@@ -10,7 +10,8 @@
 2. What the math fixes, not the seeds (`finish`):
    - kv_latent is judged exactly (its allowance, `Stage.exact_within`: one e4m3 unit at rounding ties only). Its
      statistical bounds are the most the allowance admits, so that they never reject what it allows: an e4m3 unit
-     is at most 2^-3 of the value, so 2^-3 relative (L2, peak, each row), and the cosine that implies.
+     is at most 2^-3 of the value, so 2^-3 relative (L2, peak, each row), and the cosine that implies. kv_scale
+     likewise (a bf16 unit at a tie, at most 2^-7 of the scale; its rows of 4 scales are never judged as rows).
    - kv_rope is a stage stored in bf16 whose appended row may be the whole stage (a one-row cache): rel_l2 at least
      2^-8 (bf16's unit roundoff), as the bf16 contract's kv_cache (contracts/mla_attention.tolerances.yaml says why).
    - scores keep the bf16 contract's scale_floor and peak_floor (the same inputs' natural scale; one-token fresh cases).
@@ -34,6 +35,7 @@ BF16_TABLE = ROOT / "contracts" / "mla_attention.tolerances.yaml"
 CANDIDATE = ROOT / "tasks" / "mla_attention_fp8" / "candidates" / "triton_mla_fp8.py"
 E4M3_UNIT = 2.0**-3  # one e4m3 unit relative to the value it is next to, at most (3 mantissa bits)
 BF16_ROUNDOFF = 2.0**-8
+BF16_UNIT = 2.0**-7  # one bf16 unit relative to the value it is next to, at most (7 mantissa bits)
 # Frozen cases that get a row of their own (the table's by_case, as the bf16 contract's long rows): first_token's
 # cache holds the appended token alone, so its attention output is that token's dequantized row, and the honest
 # error there (its bf16 rounding, 0.0015 o_latent) is a fifteenth of the table's (short peaked rows); attending over
@@ -48,7 +50,8 @@ CASE_NOTE = (
 )
 NOTE = (
     "; then (tasks/mla_attention_fp8/derive_tolerances.py finish): kv_latent's bounds the most its allowance admits "
-    "(one e4m3 unit, 2^-3 of a value: rel_l2, max_abs_rel_peak and max_row_rel 0.125, the cosine it implies), kv_rope's "
+    "(one e4m3 unit, 2^-3 of a value: rel_l2, max_abs_rel_peak and max_row_rel 0.125, the cosine it implies), "
+    "kv_scale's likewise (a bf16 unit at a tie: 2^-7), kv_rope's "
     "rel_l2 at least bf16's unit roundoff 2^-8 (a one-row cache's appended row rounded once), scores' scale_floor and "
     "peak_floor the bf16 contract's, and a stage whose rows no CPU case judged (under 64 entries) the bf16 contract's row "
     "bound for it, else none"
@@ -81,6 +84,7 @@ def finish(table: dict, bf16_table: dict) -> dict:
             if table["observed"][dtype][stage].get("max_row_rel", 1.0) == 0.0:
                 _unjudged_rows(row, bf16_table["by_dtype"][dtype].get(stage, {}))
         stages["kv_latent"] = _bounds_for_rounding(E4M3_UNIT)
+        stages["kv_scale"] = {k: v for k, v in _bounds_for_rounding(BF16_UNIT).items() if k != "max_row_rel"}
         rope = stages["kv_rope"]
         if rope["rel_l2"] < BF16_ROUNDOFF:
             rope["rel_l2"] = BF16_ROUNDOFF

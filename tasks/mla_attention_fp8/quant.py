@@ -12,7 +12,9 @@ kernel computes the same codes but where its own arithmetic may land on the othe
   within 2^-16 of a bf16 midpoint the kernel's bf16 c_kv may be the other neighbour; its code may then differ (and
   where it is the block's largest magnitude, so may the scale, and every code of the block near an e4m3 midpoint).
 
-There, and only there, one e4m3 unit is allowed (`allowance`); everywhere else the code is exact.
+There, and only there, one e4m3 unit is allowed (`allowance`); everywhere else the code is exact. A block's scale
+may be one bf16 unit off (2^-7 of it) where its largest value lies at a bf16 tie, else two float32 units (a kernel
+may multiply by 1 / 448, or divide approximately).
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ E4M3_TIE = 2.0**-20
 BF16_TIE = 2.0**-16
 # A scale off by one bf16 unit of the block's largest value (2^-7 relative at most) moves every value / scale so far.
 SCALE_SHIFT = 2.0**-7
+# amax / 448 as a kernel may compute it (times the reciprocal, or a GPU's approximate division): two float32 units.
+SCALE_DIVISION = 2.0**-22
 
 
 def _ulp(values: torch.Tensor, mantissa_bits: int, min_exponent: int | None = None) -> torch.Tensor:
@@ -78,9 +82,11 @@ def _codes(bf16_values: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     return round_e4m3(_ratios(bf16_values, scales))
 
 
-def quantize_row(c_kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(codes [B, 512] as float64 values of e4m3, scales [B, 4] float32 values in float64, allowance [B, 512]: one
-    e4m3 unit where a faithful kernel may round the other way, else 0) of the float64 c_kv [B, 512]."""
+def quantize_row(c_kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(codes [B, 512] as float64 values of e4m3, scales [B, 4] float32 values in float64, the codes' allowance
+    [B, 512]: one e4m3 unit where a faithful kernel may round the other way, else 0; the scales' allowance [B, 4]:
+    a bf16 unit of the block's largest value where it lies at a bf16 rounding tie, else two float32 units) of the
+    float64 c_kv [B, 512]."""
     shape = c_kv.shape
     exact = c_kv.to(F64).reshape(*shape[:-1], -1, BLOCK)
     rounded = exact.to(torch.bfloat16).to(F64)
@@ -95,6 +101,8 @@ def quantize_row(c_kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.
     flips = near_bf16 & (_codes(other, scales) != codes)
     # A block whose largest magnitude (or one a bf16 unit below it) may round the other way may get another scale.
     top = rounded.abs() >= rounded.abs().amax(dim=-1, keepdim=True) * (1 - SCALE_SHIFT)
-    shifted = (near_bf16 & top).any(dim=-1, keepdim=True) & (_tie_distance(ratio, ulp) <= SCALE_SHIFT)
+    scale_may_shift = (near_bf16 & top).any(dim=-1, keepdim=True)
+    shifted = scale_may_shift & (_tie_distance(ratio, ulp) <= SCALE_SHIFT)
     allowance = torch.where(near_e4m3 | flips | shifted, ulp, torch.zeros_like(ulp))
-    return codes.reshape(shape), scales, allowance.reshape(shape)
+    scale_allowance = scales * torch.where(scale_may_shift.squeeze(-1), SCALE_SHIFT, SCALE_DIVISION)
+    return codes.reshape(shape), scales, allowance.reshape(shape), scale_allowance

@@ -42,7 +42,7 @@ def _attention(q_absorbed, q_pe_roped, cache, cache_lens, w_uv, params) -> dict[
 
 
 def reference(inputs: dict[str, torch.Tensor], params: dict) -> dict[str, torch.Tensor]:
-    """Every stage in float64 (and the appended latent row's allowance, the scores' error scale); inputs untouched."""
+    """Every stage in float64 (and the appended row's allowances, the scores' error scale); inputs untouched."""
     rank, lens = params["kv_lora_rank"], inputs["cache_lens"]
     angles = bf16.rope_angles(inputs["positions"], bf16.yarn_inv_freq(params))
     magnitude = bf16.rope_magnitude(params)
@@ -50,11 +50,12 @@ def reference(inputs: dict[str, torch.Tensor], params: dict) -> dict[str, torch.
     c_kv = bf16.rms_norm(kv_a[..., :rank], inputs["kv_a_norm_weight"], params["rms_norm_eps"])
     q_pe_roped = bf16.rotate_interleaved(inputs["q_pe"].to(F64), angles[:, None, :], magnitude)
     k_pe_roped = bf16.rotate_interleaved(kv_a[..., rank:].to(F64), angles, magnitude)
-    codes, scales, allowance = quantize_row(c_kv)
+    codes, scales, allowance, scale_allowance = quantize_row(c_kv)
     kv_latent = _appended(inputs["kv_latent"], codes, lens)
     kv_scale = _appended(inputs["kv_scale"], scales, lens)
     kv_rope = _appended(inputs["kv_rope"], k_pe_roped, lens)
     latent_allowance = _appended(torch.zeros_like(kv_latent), allowance, lens)
+    scales_allowance = _appended(torch.zeros_like(kv_scale), scale_allowance, lens)
     w_uk, w_uv = bf16.split_kv_b(inputs["w_kv_b"], params)
     q_absorbed = bf16.absorb_query(inputs["q_nope"], w_uk)
     cache = torch.cat((dequantize(kv_latent, kv_scale, BLOCK), kv_rope), dim=-1)
@@ -72,4 +73,5 @@ def reference(inputs: dict[str, torch.Tensor], params: dict) -> dict[str, torch.
         **stages,
         "o_heads_unquantized": unquantized,
         "kv_latent_allowance": latent_allowance,  # not a stage: one e4m3 unit at rounding ties, else 0
+        "kv_scale_allowance": scales_allowance,  # not a stage: a bf16 unit of the scale at a tie, else two float32 units
     }

@@ -81,7 +81,9 @@ def test_one_unit_is_allowed_only_near_a_rounding_tie():
     """Every value / scale within the division's reach of an e4m3 midpoint is allowed one unit; no value farther from
     one than a bf16 unit (2^-7 relative: the most a faithful kernel's c_kv or scale may move it) is."""
     c_kv = torch.randn(256, 512, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 3
-    codes, scales, allowance = quant.quantize_row(c_kv)
+    codes, scales, allowance, scale_allowance = quant.quantize_row(c_kv)
+    # a scale: a bf16 unit of it where its block's largest value may round the other way, else two float32 units
+    assert set((scale_allowance / scales).unique().tolist()) <= {quant.SCALE_SHIFT, quant.SCALE_DIVISION}
     allowed = allowance > 0
     assert 0 < float(allowed.double().mean()) < 0.02
     ratio = (c_kv.to(torch.bfloat16).float().view(256, 4, 128) / scales[..., None].float()).double().view(256, 512)
@@ -91,3 +93,23 @@ def test_one_unit_is_allowed_only_near_a_rounding_tie():
     distance = quant._tie_distance(ratio, quant.e4m3_ulp(ratio))
     assert bool(allowed[distance <= quant.E4M3_TIE].all())
     assert float(distance[allowed].max()) <= quant.SCALE_SHIFT
+
+
+def test_a_faithful_kernel_rounding_the_largest_value_the_other_way_stays_within_the_allowances():
+    """The block's largest value a hair below a bf16 midpoint: the reference rounds it down, a kernel whose float32
+    layernorm lands a hair above rounds it up, and so gets another scale and, near e4m3 midpoints, other codes.
+    Both allowances admit that kernel's row, and only by the bf16 unit the tie allows."""
+    c_kv = torch.randn(1, 512, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 3
+    top = int(c_kv[0, :128].abs().argmax())
+    low = c_kv[0, top].to(torch.bfloat16).double()
+    step = 2.0 ** (torch.floor(torch.log2(low.abs())) - 7) * torch.sign(low)
+    c_kv[0, top] = low + step / 2 - step * 1e-9  # just short of the midpoint, on the side away from zero
+    codes, scales, allowance, scale_allowance = quant.quantize_row(c_kv)
+    kernel = c_kv.to(torch.bfloat16).double()
+    kernel[0, top] = low + step  # the other neighbour
+    kernel_scales = (kernel.view(1, 4, 128).abs().amax(-1) / 448.0).float().double()
+    kernel_codes = quant.round_e4m3((kernel.float().view(1, 4, 128) / kernel_scales[..., None].float()).double()).view(1, 512)
+    assert float(kernel_scales[0, 0]) != float(scales[0, 0])
+    assert bool(((kernel_scales - scales).abs() <= scale_allowance).all())
+    assert bool(((kernel_codes - codes).abs() <= allowance).all())
+    assert not torch.equal(kernel_codes, codes), "the tie moved no code: the test shows nothing about the codes"
