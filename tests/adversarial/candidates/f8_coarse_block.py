@@ -91,7 +91,8 @@ def _round_to(x, dtype: tl.constexpr, INTERPRETED: tl.constexpr):
     if INTERPRETED:
         if dtype == tl.bfloat16:
             bits = x.to(tl.uint32, bitcast=True)
-            bits = bits + 0x7FFF + ((bits >> 16) & 1)
+            # the low half cleared too: the value is then a bf16 value, which any cast keeps (a zero stays zero)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
             x = bits.to(tl.float32, bitcast=True)
     return x.to(dtype)
 

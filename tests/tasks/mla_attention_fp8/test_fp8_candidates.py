@@ -92,3 +92,20 @@ def test_print_the_fp8_step_beside_the_bf16_step_at_b64():
         times[label] = _milliseconds(module.run, inputs, outputs, dict(contract.params))
     print(times, f"speedup of fp8 over bf16: {times['bf16 triton_mla'] / times['fp8 triton_mla_fp8']:.2f}x")
     assert all(t > 0 for t in times.values())
+
+
+@pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
+def test_a_block_of_zeros_gets_scale_zero_and_codes_zero(name):
+    """The contract's one exception to amax / 448: a block of zeros (no division by zero, no NaN)."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    contract = load_contract(CONTRACT)
+    case = next(c for c in contract.cases.cpu if c.name == "position_4096")
+    inputs = draw_inputs(contract, case, "bfloat16")
+    inputs["kv_a"][:, 128:256] = 0  # the second block of the new token's latent
+    got = _run_implementation(importlib.import_module(IMPLEMENTATIONS[name]).run, inputs, contract, case, "bfloat16", "cpu")
+    golden = reference(inputs, dict(contract.params))
+    row = int(inputs["cache_lens"][0])
+    assert float(golden["kv_scale"][0, row, 1]) == 0.0 and float(got["kv_scale"][0, row, 1]) == 0.0
+    assert not got["kv_latent"][0, row, 128:256].float().any()
+    assert torch.equal(got["kv_latent"][0, row].double(), golden["kv_latent"][0, row])
+    assert bool(torch.isfinite(got["o_heads"].float()).all())
