@@ -95,7 +95,7 @@ def finish(table: dict, bf16_table: dict) -> dict:
     return table
 
 
-def case_errors(case_name: str) -> dict[str, dict[str, float]]:
+def case_errors(case_name: str, contract_path: Path = CONTRACT, candidate_path: Path = CANDIDATE) -> dict[str, dict[str, float]]:
     """stage -> metric -> the largest error of any honest implementation on the frozen case `case_name` (the gate's
     own inputs: the case's seed)."""
     import importlib.util
@@ -106,18 +106,19 @@ def case_errors(case_name: str) -> dict[str, dict[str, float]]:
     from ferret.gate.calibrate import _run_implementation
     from ferret.gate.inputs import draw_inputs
     from ferret.gate.metrics import compare_stage
-    from tasks.mla_attention_fp8 import baseline, reference
+    from ferret.contract.imports import load_entry
 
-    spec = importlib.util.spec_from_file_location("triton_mla_fp8", CANDIDATE)
+    spec = importlib.util.spec_from_file_location(candidate_path.stem, candidate_path)
     assert spec is not None and spec.loader is not None
     candidate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(candidate)
-    contract = load_contract(CONTRACT)
+    contract = load_contract(contract_path)
+    baseline, reference = (load_entry(e, ROOT) for e in (contract.baseline.entry, contract.reference.entry))
     case = next(c for c in contract.cases.cpu if c.name == case_name)
     inputs = draw_inputs(contract, case, contract.primary_dtype)
-    golden = reference.reference(inputs, dict(contract.params))
+    golden = reference(inputs, dict(contract.params))
     worst: dict[str, dict[str, float]] = {s: {"rel_l2": 0.0, "one_minus_cosine": 0.0} for s in CASE_STAGES}
-    for run in (baseline.run, candidate.run):
+    for run in (baseline, candidate.run):
         got = _run_implementation(run, inputs, contract, case, contract.primary_dtype, "cpu")
         for stage in (s for s in contract.stages if s.name in CASE_STAGES):
             m = compare_stage(got[stage.name], golden[stage.name].float(), stage, contract.tolerance("bfloat16", stage.name))
@@ -126,7 +127,7 @@ def case_errors(case_name: str) -> dict[str, dict[str, float]]:
     return worst
 
 
-def case_rows(table: dict) -> dict:
+def case_rows(table: dict, contract_path: Path = CONTRACT, candidate_path: Path = CANDIDATE) -> dict:
     """The table with a row of its own for each of CASE_ROWS: CASE_STAGES' rel_l2 and cosine_min from the honest
     implementations' largest error on that frozen case x CASE_MARGIN, never looser than by_dtype."""
     by_case = {}
@@ -134,7 +135,7 @@ def case_rows(table: dict) -> dict:
         rows = {}
         for dtype, stages in table["by_dtype"].items():
             rows[dtype] = {}
-            for stage, worst in case_errors(case).items():
+            for stage, worst in case_errors(case, contract_path, candidate_path).items():
                 general = stages[stage]
                 rel_l2 = min(float(f"{max(worst['rel_l2'] * CASE_MARGIN, FLOOR):.3g}"), general["rel_l2"])
                 distance = max(worst["one_minus_cosine"] * CASE_MARGIN, FLOOR * FLOOR)
@@ -146,21 +147,22 @@ def case_rows(table: dict) -> dict:
     return table
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(contract_path: Path = CONTRACT, candidate_path: Path = CANDIDATE, doc: str | None = None) -> None:
+    parser = argparse.ArgumentParser(description=doc or __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--margin", type=float, default=3.0)
     parser.add_argument("--check-seeds", type=int, default=4)
     parser.add_argument("--force", action="store_true", help="write a table looser than the one in force")
     args = parser.parse_args()
-    out = calibrate(CONTRACT, seeds=args.seeds, margin=args.margin, check_seeds=args.check_seeds,
-                    candidates=[CANDIDATE], progress=print, force=args.force)
+    out = calibrate(contract_path, seeds=args.seeds, margin=args.margin, check_seeds=args.check_seeds,
+                    candidates=[candidate_path], progress=print, force=args.force)
     text = out.read_text()
     header = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#") and "Do not edit" not in line)
-    header += "# Then `python -m tasks.mla_attention_fp8.derive_tolerances`'s rules (its docstring). Do not edit by hand.\n"
+    module = "tasks.mla_attention_fp8_paged" if contract_path != CONTRACT else "tasks.mla_attention_fp8"
+    header += f"# Then `python -m {module}.derive_tolerances`'s rules (its docstring). Do not edit by hand.\n"
     table = finish(yaml.safe_load(text), yaml.safe_load(BF16_TABLE.read_text()))
     out.write_text(header + yaml.safe_dump(table, sort_keys=False, width=120))
-    table = case_rows(table)  # measured against the finished table's contract (the tolerances are not judged)
+    table = case_rows(table, contract_path, candidate_path)  # the tolerances are not judged there: any table does
     out.write_text(header + yaml.safe_dump(table, sort_keys=False, width=120))
     print(f"wrote {out}")
 

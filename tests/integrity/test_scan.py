@@ -39,6 +39,7 @@ def test_honest_candidates_exist():
     assert {p.parent.parent.name for p in HONEST} == {
         "mla_attention",
         "mla_attention_fp8",
+        "mla_attention_fp8_paged",
         "mla_attention_paged",
         "rmsnorm",
         "rope",
