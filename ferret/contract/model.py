@@ -19,8 +19,14 @@ from ferret.contract.strata import Boundary
 
 SCHEMA_VERSION = 1
 
-DType = Literal["float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "bool"]
+DType = Literal[
+    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64", "int32", "int16", "int8", "bool"
+]
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
+# Storage-only dtypes: an input in one of them holds codes that mean something only with their scales (`Input.scales`),
+# so no input may take one without its scales, and no dtype variant, `$dtype` input or output may be one. Each with its
+# largest finite value, which a block's largest magnitude is scaled to.
+FLOAT8_MAX: dict[str, float] = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
 # The placeholder an input's dtype may take to follow the case's dtype variant (see Contract.dtypes).
 DTYPE_VARIANT = "$dtype"
 # The two case profiles: `cpu` (the Triton interpreter) and `gpu` (production shapes).
@@ -175,11 +181,39 @@ class Stage(_Strict):
         "the golden values and never reaches the candidate.",
     )
 
+    exact_within: str | None = Field(
+        default=None,
+        pattern=_NAME,
+        description="The name of a value the reference returns beside the stages, of the stage's shape: each entry's "
+        "largest allowed |candidate - reference|, 0 where the entry must be exact. For a stage that is a rounding the "
+        "contract defines (a quantized cache row): exact, but one unit of the format where the value rounded lies so "
+        "near a rounding tie that a faithful kernel's own rounding of it may cross. Any entry past its allowance fails "
+        "the stage, whatever the other bounds say; stored with the golden values, it never reaches the candidate.",
+    )
+    informative: bool = Field(
+        default=False,
+        description="Reported, never judged: its metrics appear in every verdict, and a bound they miss fails nothing "
+        "(the distance of a quantized kernel's output to the unquantized math, say). Not an output, not in place.",
+    )
+    of: str | None = Field(
+        default=None,
+        pattern=_NAME,
+        description="An informative stage's candidate value: the stage of this name (its output, say), compared "
+        "with this stage's golden value. Default: the stage itself.",
+    )
+
     @model_validator(mode="after")
     def _dims_match_shape(self) -> Stage:
         if self.dims is not None and len(self.dims) != len(self.shape):
             raise ValueError(f"dims has {len(self.dims)} names but shape has {len(self.shape)} axes")
+        if self.of is not None and not self.informative:
+            raise ValueError("`of` is for an informative stage (one judged stage is never another's value)")
         return self
+
+    @property
+    def candidate_stage(self) -> str:
+        """The stage whose candidate value this stage is compared with (`of`, else itself)."""
+        return self.of or self.name
 
 
 class Normal(_Strict):
@@ -216,6 +250,20 @@ class Constant(_Strict):
     value: float
 
 
+class BlockScales(_Strict):
+    """The scales of a float8 input: one float32 scale per `block` consecutive values along its last axis."""
+
+    input: str = Field(
+        pattern=_NAME,
+        description="The float32 input holding the scales: the float8 input's shape with its last axis divided by "
+        "`block`, and `inout` where the float8 input is. A value means code * its block's scale. When a case is drawn, "
+        "the float8 input's values are drawn in float64 from its distribution (edits applied), each block scaled to the "
+        "format's largest finite value (scale = amax / max, stored in float32; a block of zeros gets scale 0 and codes 0), "
+        "and the scales written here, replacing whatever this input's own distribution drew.",
+    )
+    block: int = Field(gt=0, description="Values per scale along the last axis (a divisor of its length).")
+
+
 class Input(_Strict):
     name: str = Field(pattern=_NAME)
     shape: list[ShapeExpr]
@@ -224,6 +272,11 @@ class Input(_Strict):
     role: Literal["in", "inout"] = Field(
         default="in",
         description="`inout` tensors are updated in place; their contents after the call are the stage of the same name.",
+    )
+    scales: BlockScales | None = Field(
+        default=None,
+        description="Required by a float8 dtype (quantized storage, such as an FP8 KV cache) and allowed with no other: "
+        "where its scales are and how many values each covers.",
     )
 
 
@@ -552,10 +605,12 @@ class Contract(_Strict):
             if out.name not in stage_names:
                 problems.append(f"outputs.{out.name}: every output must also be a stage")
         problems += [
-            f"stages.{s.name}.error_scale: {s.error_scale!r} names a stage or an input"
+            f"stages.{s.name}.{field}: {value!r} names a stage or an input"
             for s in self.stages
-            if s.error_scale in stage_names + input_names
+            for field, value in (("error_scale", s.error_scale), ("exact_within", s.exact_within))
+            if value in stage_names + input_names
         ]
+        problems += self._storage_problems() + self._informative_problems()
         for inp in self.inputs:
             if inp.role == "inout" and inp.name not in stage_names:
                 problems.append(f"inputs.{inp.name}: an inout input must also be a stage (its contents after the call)")
@@ -613,6 +668,40 @@ class Contract(_Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _storage_problems(self) -> list[str]:
+        """Float8 is storage with scales: an input in it must name its scales, and nothing else may be float8."""
+        problems = [
+            f"dtypes: {d} is a storage dtype (an input with its scales), not a variant" for d in self.dtypes if d in FLOAT8_MAX
+        ]
+        problems += [
+            f"outputs.{o.name}.dtype: {o.dtype} is a storage dtype of inputs only" for o in self.outputs if o.dtype in FLOAT8_MAX
+        ]
+        specs = {i.name: i for i in self.inputs}
+        for inp in self.inputs:
+            if inp.dtype in FLOAT8_MAX and inp.scales is None:
+                problems.append(
+                    f"inputs.{inp.name}.scales: a {inp.dtype} input needs its scales ({{input: <float32 input>, block: "
+                    "<values per scale>}): float8 codes mean nothing without them"
+                )
+            elif inp.scales is not None and inp.dtype not in FLOAT8_MAX:
+                problems.append(f"inputs.{inp.name}.scales: only a float8 input has scales, this one is {inp.dtype}")
+            elif inp.scales is not None:
+                problems += _scale_problems(inp, specs.get(inp.scales.input), self.cases.cpu + self.cases.gpu)
+        return problems
+
+    def _informative_problems(self) -> list[str]:
+        """An informative stage is no output and no in-place input; its `of` names an earlier stage."""
+        problems = []
+        outputs_inout = {o.name for o in self.outputs} | {i.name for i in self.inputs if i.role == "inout"}
+        seen: list[str] = []
+        for stage in self.stages:
+            if stage.informative and stage.name in outputs_inout:
+                problems.append(f"stages.{stage.name}.informative: an output or in-place input is always judged")
+            if stage.of is not None and stage.of not in seen:
+                problems.append(f"stages.{stage.name}.of: {stage.of!r} is not an earlier stage")
+            seen.append(stage.name)
+        return problems
 
     def _shape_expressions(self):
         for i in self.inputs:
@@ -712,8 +801,10 @@ class Contract(_Strict):
         raise KeyError(name)
 
     def golden_names(self) -> list[str]:
-        """What the gate stores of the reference's answer: every stage, and the error scales stages declare."""
-        return [s.name for s in self.stages] + [s.error_scale for s in self.stages if s.error_scale]
+        """What the gate stores of the reference's answer: every stage, and the error scales and allowances stages
+        declare."""
+        companions = [name for s in self.stages for name in (s.error_scale, s.exact_within) if name]
+        return [s.name for s in self.stages] + companions
 
     def tolerance(self, dtype: str, stage: str, case: str | None = None) -> Tolerance:
         """The stage's tolerance; a frozen case's own (tighter) row where the table has one."""
@@ -749,6 +840,33 @@ def edits_fit(contract: Contract, edits: list[Edit], dims: Mapping[str, int]) ->
         if edit.axis is not None and not -len(shape) <= edit.axis < len(shape):
             return False
     return True
+
+
+def _scale_problems(inp: Input, scales: Input | None, cases: list[Case]) -> list[str]:
+    """What is wrong with a float8 input's scales input: absent, not float32, not in place where the input is, or
+    not of the input's shape with its last axis divided by the block (checked at every declared case's dims)."""
+    assert inp.scales is not None
+    where = f"inputs.{inp.name}.scales.input"
+    if scales is None:
+        return [f"{where}: no input named {inp.scales.input!r}"]
+    problems = [f"{where}: {scales.name} must be float32, not {scales.dtype}"] if scales.dtype != "float32" else []
+    if inp.role == "inout" and scales.role != "inout":
+        problems.append(f"{where}: {scales.name} must be inout as {inp.name} is (the candidate writes both)")
+    for case in cases:
+        try:
+            shape = evaluate_shape(list(inp.shape), case.dims)
+            scale_shape = evaluate_shape(list(scales.shape), case.dims)
+        except ValueError:
+            continue  # an unknown dim is reported with the shape expressions
+        block = inp.scales.block
+        if not shape or shape[-1] % block or scale_shape != shape[:-1] + (shape[-1] // block,):
+            problems.append(
+                f"inputs.{inp.name}.scales.block: {block} values per scale need {scales.name} of shape "
+                f"{list(shape[:-1]) + [shape[-1] // block if shape else 0]} (a last axis divisible by the block); "
+                f"case {case.name} gives {list(scale_shape)} for {list(shape)}"
+            )
+            break
+    return problems
 
 
 def _range_ends(spec: Input, dims: dict[str, int]) -> tuple[float, float]:

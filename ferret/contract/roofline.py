@@ -41,13 +41,15 @@ ELEMENT_BYTES = {
     "float32": 4,
     "float16": 2,
     "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
     "int64": 8,
     "int32": 4,
     "int16": 2,
     "int8": 1,
     "bool": 1,
 }
-FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
+FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 # `2 ** 64` is the largest power an expression may take: anything bigger is a typo, and far bigger never ends.
 MAX_EXPONENT = 64
 

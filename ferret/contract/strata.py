@@ -185,11 +185,11 @@ def derive_strata(scope: Scope, profile: str) -> list[Stratum]:
         kind: QuantityKind = "dim" if boundary.dim is not None else "input"
         quantity = boundary.dim or boundary.input or ""
         low, high = quantity_range(scope, boundary, profile)
-        # A dim is at least 1 (a length of 1); an input's entries also take their second value (past lengths 0 and 1).
+        # A dim is at least 1 (a length of 1); an input's entries also take their second value (past lengths 0 and 1)
+        # where their range has one at the case's dims (a cache of capacity 1 has no past length 1).
+        second = Stratum(f"{quantity}:second", kind, quantity, f"({low}) + 1", f"min(({low}) + 1, {high})")
         lowest.setdefault(
-            (kind, quantity),
-            [Stratum(f"{quantity}:lowest", kind, quantity, low, low)]
-            + ([Stratum(f"{quantity}:second", kind, quantity, f"({low}) + 1", f"({low}) + 1")] if kind == "input" else []),
+            (kind, quantity), [Stratum(f"{quantity}:lowest", kind, quantity, low, low)] + ([second] if kind == "input" else [])
         )
         sides += _sides(boundary, low, high, kind)
     return [s for pair in lowest.values() for s in pair] + sides

@@ -24,7 +24,7 @@ from ferret.contract.load import ContractError, load_contract, tolerance_file
 from ferret.contract.model import Contract, ProfileName, Tolerance, ToleranceTable
 from ferret.errors import UsageError
 from ferret.gate.inputs import case_variants, draw_inputs, output_specs, variant_id
-from ferret.gate.metrics import compare_stage, error_scale_of
+from ferret.gate.metrics import allowance_of, compare_stage, error_scale_of
 
 CALIBRATION_SEED_BASE = 1_000_000
 CHECK_SEED_BASE = 2_000_000
@@ -233,10 +233,15 @@ def _update_worst_errors(
     may absorb it, so it stops the calibration."""
     exposed = set()
     for stage in contract.stages:
-        if stage.name not in got:
+        if stage.candidate_stage not in got:
             continue
         m = compare_stage(
-            got[stage.name], golden[stage.name].cpu(), stage, _PERMISSIVE, error_scale=error_scale_of(golden, stage)
+            got[stage.candidate_stage],
+            golden[stage.name].cpu(),
+            stage,
+            _PERMISSIVE,
+            error_scale=error_scale_of(golden, stage),
+            allowance=allowance_of(golden, stage),
         )
         if m.nonfinite_mismatches:
             raise ContractError(f"{nonfinite_error} stage {stage.name}")
@@ -298,13 +303,14 @@ def _false_rejection(setup: _Calibration, implementation, judged: Contract, chec
             bad = [
                 st.name
                 for st in setup.contract.stages
-                if st.name in got
+                if st.candidate_stage in got
                 and not compare_stage(
-                    got[st.name],
+                    got[st.candidate_stage],
                     golden[st.name].cpu(),
                     st,
                     judged.tolerance(dtype, st.name),
                     error_scale=error_scale_of(golden, st),
+                    allowance=allowance_of(golden, st),
                 ).passed
             ]
             if bad:

@@ -373,6 +373,7 @@ def _math_mismatch(result: VariantResult, first: StageMetrics, note: str = "") -
         f"cosine {first.cosine:.5f}" if first.cosine is not None else None,
         f"max_abs_rel_peak {first.max_abs_rel_peak:.3g}" if first.max_abs_rel_peak is not None else None,
         f"{first.nonfinite_mismatches} NaN/Inf mismatches" if first.nonfinite_mismatches else None,
+        f"{first.beyond_allowance} entries past their allowance (exact but at rounding ties)" if first.beyond_allowance else None,
     ]
     tolerance = first.tolerance.model_dump(exclude_none=True) if first.tolerance else {}
     ratio = (

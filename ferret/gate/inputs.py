@@ -19,6 +19,7 @@ from safetensors.torch import load, save
 from ferret.contract.imports import load_entry
 from ferret.contract.model import (
     DTYPE_VARIANT,
+    FLOAT8_MAX,
     Case,
     Constant,
     Contract,
@@ -38,6 +39,8 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
     "int64": torch.int64,
     "int32": torch.int32,
     "int16": torch.int16,
@@ -119,6 +122,7 @@ def draw_inputs(contract: Contract, case: Case, dtype: str, seed: int | None = N
     case's edits applied, then the contract's layout (if it has one) arranging what depends on several inputs."""
     seed = case.seed if seed is None else seed
     tensors: dict[str, torch.Tensor] = {}
+    quantized: list[tuple[Input, torch.Tensor]] = []
     for spec in contract.inputs:
         shape = evaluate_shape(spec.shape, case.dims)
         gen = torch.Generator(device="cpu").manual_seed(_input_seed(seed, spec.name))
@@ -126,11 +130,28 @@ def draw_inputs(contract: Contract, case: Case, dtype: str, seed: int | None = N
         for edit in case.edits:
             if edit.input == spec.name:
                 values = _apply_edit(values, edit, case.dims)
+        if spec.scales is not None:
+            quantized.append((spec, values))
+            continue
         tensors[spec.name] = values.to(resolve_dtype(spec.dtype, dtype)).contiguous()
+    for spec, values in quantized:  # after every input: the scales replace what their own input drew
+        assert spec.scales is not None
+        tensors[spec.name], tensors[spec.scales.input] = quantize_blocks(values, str(spec.dtype), spec.scales.block)
     if contract.layout is not None:
         arrange = load_entry(contract.layout.entry, contract.source_root)
         arrange(tensors, dict(case.dims), torch.Generator(device="cpu").manual_seed(_input_seed(seed, "$layout")))
     return tensors
+
+
+def quantize_blocks(values: torch.Tensor, dtype: str, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(codes in `dtype`, float32 scales): each `block` values along the last axis scaled so that the largest
+    magnitude is the format's largest finite value (scale = amax / max in float32; a block of zeros: scale 0,
+    codes 0), the codes `values / scale` rounded to the format (through float32, round to nearest even)."""
+    blocks = values.to(torch.float64).reshape(*values.shape[:-1], values.shape[-1] // block, block)
+    scales = (blocks.abs().amax(dim=-1) / FLOAT8_MAX[dtype]).to(torch.float32)
+    divisor = torch.where(scales > 0, scales, torch.ones_like(scales)).to(torch.float64).unsqueeze(-1)
+    codes = (blocks / divisor).to(torch.float32).to(TORCH_DTYPES[dtype])
+    return codes.reshape(values.shape).contiguous(), scales.contiguous()
 
 
 def output_specs(contract: Contract, case: Case, dtype: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:

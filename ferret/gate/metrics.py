@@ -30,6 +30,11 @@ class StageMetrics(BaseModel):
     stage: str
     exposed: bool = True
     passed: bool
+    # An informative stage (`Stage.informative`): its metrics are reported, its bounds fail nothing (`passed` is
+    # True, `reasons` says what they would have said).
+    informative: bool = False
+    # Entries past their allowance (`Stage.exact_within`), where the stage declares one.
+    beyond_allowance: int = 0
     reasons: list[str] = []
     max_abs_err: float | None = None
     max_abs_rel_peak: float | None = None
@@ -164,9 +169,18 @@ class _Totals:
     dot: float = 0.0
     scale_squares: float = 0.0
     scale_peak: float = 0.0
+    beyond_allowance: int = 0
     rows: _Rows | None = None
 
-    def add(self, start: int, cand: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor | None, stage: Stage) -> None:
+    def add(
+        self,
+        start: int,
+        cand: torch.Tensor,
+        ref: torch.Tensor,
+        scale: torch.Tensor | None,
+        stage: Stage,
+        allowance: torch.Tensor | None = None,
+    ) -> None:
         """One chunk, its entries `start` onward of the flattened stage, in float64 on the compare device."""
         compared = ~_ignored_mask(ref, stage)
         ref_finite = torch.isfinite(ref)
@@ -194,19 +208,34 @@ class _Totals:
             values = torch.where(both, scale.abs(), 0.0).nan_to_num(0.0, 0.0, 0.0)
             self.scale_squares += float(values.square().sum())
             self.scale_peak = max(self.scale_peak, float(values.max()))
+        if allowance is not None:
+            self.beyond_allowance += int((both & ~(diff <= allowance.abs())).sum())
         if self.rows is not None:
             self.rows.add(start, diff, ref_f, values, both)
 
 
+def _flat_like(reference: torch.Tensor, companion: torch.Tensor | None, misshapen: torch.Tensor | None) -> torch.Tensor | None:
+    """A companion of the stage (its error scale, its allowance) flattened, where it has the stage's shape; else
+    `misshapen` (None: an error scale of another shape is ignored; a zero allowance: exact, never looser)."""
+    if companion is not None and tuple(companion.shape) == tuple(reference.shape):
+        return companion.detach().reshape(-1)
+    return misshapen
+
+
 def _totals(
-    candidate: torch.Tensor, reference: torch.Tensor, error_scale: torch.Tensor | None, stage: Stage, device: str, chunk: int
+    candidate: torch.Tensor,
+    reference: torch.Tensor,
+    error_scale: torch.Tensor | None,
+    stage: Stage,
+    device: str,
+    chunk: int,
+    allowance: torch.Tensor | None = None,
 ) -> _Totals:
     """The stage's totals, `chunk` entries at a time, each moved to `device` and made float64 there."""
     totals = _Totals(rows=_Rows.of(tuple(reference.shape), device))
     cand, ref = candidate.detach().reshape(-1), reference.detach().reshape(-1)
-    # The error scale counts only where it has the stage's shape (a misshapen one is ignored: never looser).
-    shaped = error_scale is not None and tuple(error_scale.shape) == tuple(reference.shape)
-    scale = error_scale.detach().reshape(-1) if shaped and error_scale is not None else None
+    scale = _flat_like(reference, error_scale, None)
+    exact = None if allowance is None else _flat_like(reference, allowance, torch.zeros_like(ref))
     for start in range(0, ref.numel(), chunk):
         piece = slice(start, start + chunk)
         totals.add(
@@ -215,6 +244,7 @@ def _totals(
             as_float64_on(ref[piece], device),
             None if scale is None else as_float64_on(scale[piece], device),
             stage,
+            None if exact is None else as_float64_on(exact[piece], device),
         )
     return totals
 
@@ -255,10 +285,37 @@ def compare_stage(
     device: str = "cpu",
     error_scale: torch.Tensor | None = None,
     chunk: int = COMPARE_CHUNK,
+    allowance: torch.Tensor | None = None,
 ) -> StageMetrics:
     """Metrics of `candidate` against `reference`, computed in float64 on `device`, `chunk` entries at a time; pass
     only if every bound holds. `error_scale`: the reference's error scale of the stage (`error_scale_of`), which its
-    norm and peak are judged against at least."""
+    norm and peak are judged against at least; `allowance`: each entry's largest allowed error (`allowance_of`), for a
+    stage that declares one. An informative stage's metrics pass whatever they are, their reasons kept."""
+    metrics = _compare(candidate, reference, stage, tol, device, error_scale, chunk, allowance)
+    if stage.informative:
+        return metrics.model_copy(update={"passed": True, "informative": True})
+    return metrics
+
+
+def allowance_of(golden: Mapping[str, torch.Tensor], stage: Stage) -> torch.Tensor | None:
+    """The reference's allowance of `stage` (`Stage.exact_within`), or None where it declares none. A golden set
+    without it gives zeros: every entry exact, never looser."""
+    if not stage.exact_within:
+        return None
+    reference = golden.get(stage.name)
+    return golden.get(stage.exact_within, None if reference is None else torch.zeros_like(reference))
+
+
+def _compare(
+    candidate: torch.Tensor | None,
+    reference: torch.Tensor,
+    stage: Stage,
+    tol: Tolerance,
+    device: str,
+    error_scale: torch.Tensor | None,
+    chunk: int,
+    allowance: torch.Tensor | None,
+) -> StageMetrics:
     if candidate is None:
         return StageMetrics(stage=stage.name, exposed=False, passed=True, tolerance=tol)
     if tuple(candidate.shape) != tuple(reference.shape):
@@ -270,11 +327,13 @@ def compare_stage(
         )
     if not isinstance(candidate, torch.Tensor) or candidate.is_complex():
         return StageMetrics(stage=stage.name, passed=False, reasons=["not a real-valued tensor"], tolerance=tol)
-    totals = _totals(candidate, reference, error_scale, stage, device, max(chunk, 1))
+    totals = _totals(candidate, reference, error_scale, stage, device, max(chunk, 1), allowance)
     reasons: list[str] = []
     n_bad = totals.nonfinite_mismatches
     if n_bad:
         reasons.append(f"{n_bad} NaN/Inf entries where the reference differs")
+    if totals.beyond_allowance:
+        reasons.append(f"{totals.beyond_allowance} entries off by more than allowed (exact but at rounding ties)")
     ref_norm, diff_norm, cand_norm = (
         math.sqrt(totals.ref_squares),
         math.sqrt(totals.diff_squares),
@@ -312,6 +371,7 @@ def compare_stage(
         rel_l2=rel_l2,
         cosine=cosine,
         nonfinite_mismatches=n_bad,
+        beyond_allowance=totals.beyond_allowance,
         own_norm=not floored,
         worst=worst,
         max_row_rel=row_rel,

@@ -32,6 +32,11 @@ def shape_constants(contract: Contract) -> set[int]:
     return {v for v in values if v > 2 and v not in fixed}
 
 
+def storage_dtypes(contract: Contract) -> set[str]:
+    """The float8 dtypes the contract declares as storage (inputs with their scales): casts to them are allowed."""
+    return {str(i.dtype) for i in contract.inputs if i.scales is not None}
+
+
 def scan_preset(path: Path) -> str:
     """The scan preset of the candidate's language (its backend's); the default language's for an unreadable file."""
     try:
@@ -43,7 +48,9 @@ def scan_preset(path: Path) -> str:
 def scan_candidate(path: Path, contract: Contract) -> list[Detection]:
     from ferret.integrity.scan import scan_file
 
-    result = scan_file(path, shape_constants=shape_constants(contract), preset=scan_preset(path))
+    result = scan_file(
+        path, shape_constants=shape_constants(contract), preset=scan_preset(path), storage_dtypes=storage_dtypes(contract)
+    )
     return [
         Detection(
             cheat=f.cheat,

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from ferret.integrity.astutil import names_in, peel, root_name, str_value
 from ferret.integrity.tables import (
     CONTAINER_CALLS,
+    FLOAT8_NAMES,
     IGNORED_SHAPE_LITERALS,
     JIT_DECORATORS,
 )
@@ -73,8 +74,10 @@ class Scope(tuple):
 class ScanContext:
     """One parsed candidate and the facts the rules share."""
 
-    def __init__(self, source: str, tree: ast.Module, shape_constants: Iterable[int]):
+    def __init__(self, source: str, tree: ast.Module, shape_constants: Iterable[int], storage_dtypes: Iterable[str] = ()):
         self.lines = source.splitlines()
+        # The low dtype names the contract's storage allows (`FLOAT8_NAMES` of its float8 inputs): no downcast there.
+        self.storage_names = frozenset(name for dtype in storage_dtypes for name in FLOAT8_NAMES.get(dtype, ()))
         self.tree = tree
         self.everything = list(ast.walk(tree))  # breadth-first, for facts that keep the first or last found
         self.memo: dict[tuple, Any] = {}

@@ -105,12 +105,12 @@ def is_bitcast(node: ast.Call) -> bool:
 
 
 def is_low_dtype(ctx: ScanContext, expr: ast.AST) -> bool:
-    """`expr` names a dtype below float32 of torch, Triton or NumPy."""
+    """`expr` names a dtype below float32 of torch, Triton or NumPy, other than a storage dtype the contract declares."""
     path = ctx.resolve(expr)
     if path is None:
         return False
     root, _, name = path.rpartition(".")
-    return root in DTYPE_ROOTS and is_low_dtype_name(name)
+    return root in DTYPE_ROOTS and is_low_dtype_name(name) and name not in ctx.storage_names
 
 
 @shared

@@ -61,11 +61,15 @@ def _unscannable(path: str, digest: str, source: str, line: int, col: int, why: 
 
 
 def scan_source(
-    source: str, path: str = "<candidate>", shape_constants: Iterable[int] = frozenset(), preset: str = "triton"
+    source: str,
+    path: str = "<candidate>",
+    shape_constants: Iterable[int] = frozenset(),
+    preset: str = "triton",
+    storage_dtypes: Iterable[str] = (),
 ) -> ScanResult:
     """Scan a candidate's source with a preset's rules. Never raises on bad input: a file that does not
     parse (or nests too deeply to walk) yields one `syntax_error` finding. An unknown preset is a
-    ValueError."""
+    ValueError. `storage_dtypes`: the float8 dtypes the contract declares as storage, whose casts are allowed."""
     rules = rules_for(preset)
     digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
     try:
@@ -84,13 +88,15 @@ def scan_source(
         return _unscannable(path, digest, source, 1, 1, "the candidate nests too deeply to parse")
     constants = frozenset(int(c) for c in shape_constants)
     try:
-        findings = run_rules(ScanContext(source, tree, constants), rules)
+        findings = run_rules(ScanContext(source, tree, constants, storage_dtypes), rules)
     except RecursionError:
         return _unscannable(path, digest, source, 1, 1, "the candidate nests too deeply to scan")
     return ScanResult(path=path, sha256=digest, findings=findings)
 
 
-def scan_file(path: str | Path, shape_constants: Iterable[int] = frozenset(), preset: str = "triton") -> ScanResult:
+def scan_file(
+    path: str | Path, shape_constants: Iterable[int] = frozenset(), preset: str = "triton", storage_dtypes: Iterable[str] = ()
+) -> ScanResult:
     """Scan a candidate file; sha256 is of the file's bytes."""
     raw = Path(path).read_bytes()
     try:
@@ -99,5 +105,5 @@ def scan_file(path: str | Path, shape_constants: Iterable[int] = frozenset(), pr
         rules_for(preset)  # an unknown preset is an error whatever the file holds
         f = finding([], "syntax_error", 1, 1, f"the candidate is not UTF-8 text ({err.reason}), so nothing in it can be judged")
         return ScanResult(path=str(path), sha256=hashlib.sha256(raw).hexdigest(), findings=[f])
-    result = scan_source(source, str(path), shape_constants, preset)
+    result = scan_source(source, str(path), shape_constants, preset, storage_dtypes)
     return result.model_copy(update={"sha256": hashlib.sha256(raw).hexdigest()})

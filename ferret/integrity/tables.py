@@ -537,6 +537,12 @@ INPLACE_ONLY_COMPUTE = {"add", "sub"}
 # Dtype names below float32.
 LOW_DTYPE_NAMES = {"float16", "half", "bfloat16", "fp16", "bf16"}
 LOW_DTYPE_PREFIXES = ("float8", "fp8", "float4", "fp4")
+# A float8 storage dtype a contract may declare (`Input.scales`), by the names torch and Triton give it: where the
+# contract declares it, a cast to it is the storage the contract asks for (the scan allows these names, and only them).
+FLOAT8_NAMES: dict[str, tuple[str, ...]] = {
+    "float8_e4m3fn": ("float8_e4m3fn", "float8e4nv", "fp8e4nv"),
+    "float8_e5m2": ("float8_e5m2", "float8e5", "fp8e5"),
+}
 DTYPE_ROOTS = ("torch", "triton.language", "triton", "numpy")
 
 # Attribute names banned on any object.

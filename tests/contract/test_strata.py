@@ -60,6 +60,22 @@ def test_strata_of_a_boundary_are_its_two_sides_and_the_lowest_values():
     assert "head_block:above" not in strata and "head_block:above" in {s.name for s in contract.strata("gpu")}
 
 
+def test_the_second_lowest_value_is_empty_where_the_range_has_one_value():
+    """A cache of capacity 1 has no past length 1: the stratum draws nothing there (it drew 1, and the reference
+    indexed past the cache), and the fresh cases of a contract planned over many checks stay inside their ranges."""
+    from ferret.gate.fresh import plan_fresh_cases
+    from ferret.gate.inputs import draw_inputs
+
+    contract = load_contract(CONTRACTS / "mla_attention_fp8.yaml")
+    second = {s.name: s for s in contract.strata("cpu")}["cache_lens:second"]
+    assert second.bounds({"B": 1, "H": 1, "L": 1}) == (1, 0) and second.draw(random.Random(0), {"L": 1}) is None
+    assert second.bounds({"B": 1, "H": 1, "L": 2}) == (1, 1)
+    for seed in range(40):  # seed 15 drew a one-row cache with past length 1 before
+        for case, _ in plan_fresh_cases(contract, "cpu", random.Random(seed)):
+            lens = draw_inputs(contract, case, "bfloat16")["cache_lens"]
+            assert int(lens.max()) <= case.dims["L"] - 1, (seed, case.dims, lens.tolist())
+
+
 def test_an_unknown_dim_names_the_file_and_the_field(tmp_path):
     path = write_contract(tmp_path, _with_boundaries({"name": "rows", "dim": "Q", "at": 17}))
     message = _error(path)

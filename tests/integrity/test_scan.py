@@ -36,7 +36,15 @@ def _show(result: ScanResult) -> str:
 # honest code
 # ------------------------------------------------------------------------------------------------
 def test_honest_candidates_exist():
-    assert {p.parent.parent.name for p in HONEST} == {"mla_attention", "mla_attention_paged", "rmsnorm", "rope", "softmax"}
+    assert {p.parent.parent.name for p in HONEST} == {
+        "mla_attention",
+        "mla_attention_fp8",
+        "mla_attention_fp8_paged",
+        "mla_attention_paged",
+        "rmsnorm",
+        "rope",
+        "softmax",
+    }
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda p: p.parent.parent.name)
