@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -307,12 +308,15 @@ def _is_docstring(node: ast.AST) -> bool:
 
 def sites(tree: ast.Module, op: Operator) -> list[tuple[int, str, int]]:
     """(position number, offer label, line) of every offer `op` makes over the module."""
-    found = []
+    return [(number, offer.label, line) for number, offer, _, line in _offers(tree, op)]
+
+
+def _offers(tree: ast.Module, op: Operator) -> Iterator[tuple[int, Offer, ast.AST, int]]:
+    """(position number, offer, the node it replaces, line) of every offer `op` makes over the module."""
     for number, (position, where) in enumerate(_positions(tree, _Where(False, ()))):
         node = position[3]
         for offer in op.match(node, where):
-            found.append((number, offer.label, getattr(node, "lineno", 0)))
-    return found
+            yield number, offer, node, getattr(node, "lineno", 0)
 
 
 def _replace(tree: ast.Module, op: Operator, number: int, label: str) -> ast.Module:
@@ -411,40 +415,75 @@ def _diff(before: str, after: str, name: str) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
 class MadeMutant:
-    mutant: Mutant
-    source: str
+    """A mutant of the honest candidate: its record and its source. Planning a mutant is cheap and building it is
+    not (a copy of the whole module, unparsed, beside the honest one for a conditional mutant), and a large candidate
+    offers tens of thousands: the audit classes a sample, so the source and the diff are built when first read."""
+
+    def __init__(self, plan: _Plan, condition: Condition | None) -> None:
+        self._plan, self._condition = plan, condition
+        base = plan.base_id
+        self.id = base if condition is None else f"{base}-{condition.name}"
+        self.operator = plan.op.name
+
+    @functools.cached_property
+    def mutant(self) -> Mutant:
+        plan, cond = self._plan, self._condition
+        return Mutant(
+            id=self.id,
+            operator=self.operator,
+            condition=None if cond is None else cond.name,
+            line=plan.line,
+            description=plan.label if cond is None else f"{plan.label}, {cond.description}",
+            diff=plan.diff,
+        )
+
+    @functools.cached_property
+    def source(self) -> str:
+        if self._condition is None:
+            return self._plan.text + "\n"
+        return conditional_source(self._plan.tree, self._plan.mutated, self._condition)
+
+
+class _Plan:
+    """One offer of one operator at one site, and (built once, shared by its conditional mutants) the mutated
+    module, its text and its diff."""
+
+    def __init__(self, tree: ast.Module, plain: str, name: str, op: Operator, site: tuple[int, str, int], offer: int):
+        self.tree, self.plain, self.name, self.op = tree, plain, name, op
+        self.number, self.label, self.line = site
+        self.base_id = f"{op.name}-{self.number:04d}{chr(ord('a') + offer)}-{_slug(self.label)}"
+
+    @functools.cached_property
+    def mutated(self) -> ast.Module:
+        return _replace(self.tree, self.op, self.number, self.label)
+
+    @functools.cached_property
+    def text(self) -> str:
+        return ast.unparse(self.mutated)
+
+    @functools.cached_property
+    def diff(self) -> str:
+        return _diff(self.plain, self.text, self.name)
 
 
 def make_mutants(source: str, name: str, operators: tuple[Operator, ...], size_threshold: int) -> list[MadeMutant]:
-    """Every mutant the operators make of `source` (a candidate file named `name`), plain and conditional. The diff
-    is against the honest source as ast.unparse writes it, so that it shows the change alone."""
+    """Every mutant the operators make of `source` (a candidate file named `name`), plain and conditional, planned
+    and built when read (`MadeMutant`). An offer whose replacement reads as the node it replaces changes nothing and
+    makes no mutant. The diff is against the honest source as ast.unparse writes it, so that it shows the change
+    alone."""
     tree = ast.parse(source)
     plain = ast.unparse(tree)
-    made = []
+    made: list[MadeMutant] = []
     for op in operators:
-        offered: list[tuple[int, str, int]] = []
-        for number, label, line in sites(tree, op):
-            mutated = _replace(tree, op, number, label)
-            text = ast.unparse(mutated)
-            if text == plain:
+        offered: dict[int, int] = {}
+        for number, offer, node, line in _offers(tree, op):
+            if ast.unparse(offer.build()) == ast.unparse(node):
                 continue
-            diff = _diff(plain, text, name)
-            offer = sum(1 for n, _, _ in offered if n == number)  # which of the site's offers (0 -> 1 and 0 -> -1)
-            offered.append((number, label, line))
-            base = f"{op.name}-{number:04d}{chr(ord('a') + offer)}-{_slug(label)}"
-            made.append(MadeMutant(Mutant(id=base, operator=op.name, line=line, description=label, diff=diff), text + "\n"))
-            for cond in conditions(size_threshold):
-                mutant = Mutant(
-                    id=f"{base}-{cond.name}",
-                    operator=op.name,
-                    condition=cond.name,
-                    line=line,
-                    description=f"{label}, {cond.description}",
-                    diff=diff,
-                )
-                made.append(MadeMutant(mutant, conditional_source(tree, mutated, cond)))
+            plan = _Plan(tree, plain, name, op, (number, offer.label, line), offered.get(number, 0))
+            offered[number] = offered.get(number, 0) + 1  # which of the site's offers (0 -> 1 and 0 -> -1)
+            made.append(MadeMutant(plan, None))
+            made += [MadeMutant(plan, cond) for cond in conditions(size_threshold)]
     return made
 
 

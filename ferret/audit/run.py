@@ -157,7 +157,7 @@ def select(mutants: list[MadeMutant], budget: int, seed: int) -> list[MadeMutant
     rng = random.Random(seed)
     by_operator: dict[str, list[MadeMutant]] = {}
     for made in mutants:
-        by_operator.setdefault(made.mutant.operator, []).append(made)
+        by_operator.setdefault(made.operator, []).append(made)
     for group in by_operator.values():
         rng.shuffle(group)
     chosen: list[MadeMutant] = []

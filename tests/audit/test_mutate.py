@@ -111,3 +111,26 @@ def test_select_spreads_the_budget_over_the_operators_and_is_repeatable():
 def test_an_unknown_operator_is_a_usage_error():
     with pytest.raises(UsageError, match="no mutation operator 'nope'"):
         operator("nope")
+
+
+def test_a_large_candidate_is_planned_at_once_and_each_mutant_built_when_read(monkeypatch):
+    """The MLA candidate offers thousands of mutants and an audit classes a sample: none is built until read, a
+    conditional mutant shares its plain sibling's build, and what is built is the mutation at that site."""
+    from pathlib import Path
+
+    from ferret.audit import mutate
+
+    built = []
+    replace = mutate._replace
+    monkeypatch.setattr(mutate, "_replace", lambda *args: built.append(args) or replace(*args))
+    path = Path(__file__).resolve().parents[2] / "tasks" / "mla_attention" / "candidates" / "triton_mla.py"
+    made = make_mutants(path.read_text(), path.name, OPERATORS, size_threshold=1000)
+    assert len(made) > 5000 and built == []
+    plain = next(m for m in made[len(made) // 2 :] if m.mutant.condition is None)
+    siblings = [m for m in made if m.id.startswith(plain.id + "-")]
+    assert len(built) == 1 and len(siblings) == len(conditions(1000))  # the record's diff built the mutated module
+    assert plain.source != ast.unparse(ast.parse(path.read_text())) + "\n" and all(s.source for s in siblings)
+    assert len(built) == 1
+    tree, op, number, label = built[0]
+    assert plain.source == ast.unparse(replace(tree, op, number, label)) + "\n"
+    assert f"{op.name}-{number:04d}" in plain.id and plain.mutant.description == label
