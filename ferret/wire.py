@@ -73,6 +73,10 @@ class VariantJob:
     inout: list[str]
     in_only: list[str]
     traced: bool = True  # False: no traced call (`Case.traced`)
+    # One more fast call, at a place among the repeats drawn from the OS's randomness, on the inputs with a few elements
+    # moved (`moved_key`): set where the check times nothing, so no timed call checks a content replay; the judge
+    # draws which variants make it.
+    moved_call: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,9 +90,6 @@ class CandidateJob:
     stress_variant: int | None
     variants: list[VariantJob]
     result_dir: str
-    # One more fast call per variant, at a place among the repeats drawn from the OS's randomness, on the inputs with a
-    # few elements moved (`moved_key`): set where the check times nothing, so no timed call checks a content replay.
-    moved_call: bool = False
     # The judge's settings for the process (`SETTING_*` below, and each backend's, `Backend.configure`): carried here,
     # not in the environment, where the candidate's code could read that it is being judged.
     settings: dict[str, str] = field(default_factory=dict)
@@ -371,7 +372,7 @@ def parse_sample_key(key: str) -> tuple[int, int, str] | None:
 
 
 def moved_key(name: str) -> str:
-    """An output of the call on moved inputs (`CandidateJob.moved_call`), or `CHANGED_AT + input` / `CHANGED_TO +
+    """An output of the call on moved inputs (`VariantJob.moved_call`), or `CHANGED_AT + input` / `CHANGED_TO +
     input`: the judge reads it as sampled call 0 on set 0, the variant's own inputs (`parse_sample_key`)."""
     return sample_key(0, 0, name)
 

@@ -56,7 +56,7 @@ class CandidateRun:
 
 
 def variant_job(
-    variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str, view: FolderView
+    variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str, view: FolderView, moved_call: bool = False
 ) -> wire.VariantJob:
     specs = output_specs(contract, case, dtype)
     return wire.VariantJob(
@@ -66,6 +66,7 @@ def variant_job(
         inout=[i.name for i in contract.inputs if i.role == "inout"],
         in_only=[i.name for i in contract.inputs if i.role == "in"],
         traced=case.traced,
+        moved_call=moved_call,
     )
 
 
@@ -94,8 +95,8 @@ class CandidateRunOptions:
     """How one candidate's process runs: on `device` (cpu or cuda), with the stress run (GPU) or not, the fresh
     cases and batch-invariance requests beside the gate's variants, the check's `deadline` (a `time.monotonic()`
     instant). `gate_inputs`: the gate variants' inputs being written already (`write_gate_inputs` in a thread).
-    `on_moved(position)`: called each time the process says it started a later step. `moved_call`: each variant gets
-    one more fast call on inputs with a few elements moved (`wire.CandidateJob.moved_call`)."""
+    `on_moved(position)`: called each time the process says it started a later step. `moved`: the variants that
+    make one more fast call on inputs with a few elements moved (`wire.VariantJob.moved_call`)."""
 
     device: str
     progress: ProgressLike = None
@@ -105,7 +106,7 @@ class CandidateRunOptions:
     batch: Sequence[BatchRequest] = ()
     gate_inputs: Future[None] | None = None
     on_moved: Callable[[int], None] | None = None
-    moved_call: bool = False
+    moved: frozenset[str] = frozenset()
 
 
 def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, options: CandidateRunOptions) -> wire.CandidateJob:
@@ -125,11 +126,11 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
     variants = []
     for record, target in zip(manifest.variants, targets, strict=True):
         case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
-        variants.append(variant_job(record.id, target, contract, case, record.dtype, view))
+        variants.append(variant_job(record.id, target, contract, case, record.dtype, view, record.id in options.moved))
     for item in [*options.fresh, *options.batch]:
         target = workdir / "in" / f"{item.id}.safetensors"
         save_file(item.inputs, str(target))
-        variants.append(variant_job(item.id, target, contract, item.case, item.dtype, view))
+        variants.append(variant_job(item.id, target, contract, item.case, item.dtype, view, item.id in options.moved))
     stress_index = None
     if options.device == "cuda" and options.run_stress:
         sizes = [r.inputs.nbytes for r in manifest.variants]
@@ -144,7 +145,6 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
         stress_variant=stress_index,
         variants=variants,
         result_dir=view.seen(workdir / "out"),
-        moved_call=options.moved_call,
         settings=candidate_settings(workdir, compile_flags=contract.backend.compile_flags, view=view),
     )
     job.write(workdir / "job.json")

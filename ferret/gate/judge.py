@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import random
 import shutil
 import subprocess
 import sys
@@ -332,7 +333,7 @@ class Judge:
                     with clock.phase("batch_inputs"):
                         batch = batch_requests(self.context)
                 # A content replay is checked by the timed calls' answers where the candidate is timed; elsewhere
-                # (the CPU profile, speed not asked for) by one more call per variant on moved inputs.
+                # (the CPU profile, speed not asked for) by one more call on moved inputs in some variants.
                 moved_call = self.device != "cuda" or not measure_speed
                 run, results, (batch_part, batch_found) = self._run_and_judge(
                     candidate, progress, run_stress, fresh, batch, deadline, clock, folder, moved_call
@@ -439,11 +440,12 @@ class Judge:
     ) -> tuple[CandidateRun, list[VariantResult], tuple[PartResult, list[Detection]]]:
         """The candidate's process over every variant (in `folder`), each variant judged against its golden stages
         as soon as the process has moved past it (`VariantComparisons`), and the requests run alone against their
-        rows of the full batch (batch invariance). `moved_call`: each variant also answers inputs with a few elements
-        moved, checked against the reference on the judge's copy moved the same way (where the check times nothing)."""
+        rows of the full batch (batch invariance). `moved_call`: one variant of each part also answers inputs with a few
+        elements moved, checked against the reference on the judge's copy moved the same way (where nothing is timed)."""
         workdir = folder.path
         try:
-            to_judge = self._to_judge(fresh, moved_call)
+            moved = self._moved_variants(fresh) if moved_call else frozenset()
+            to_judge = self._to_judge(fresh, moved)
             with (
                 VariantComparisons(self.contract, to_judge, workdir / "out", judge_variant, _COMPARE_WORKERS) as comparisons,
                 self._gpu_shared(progress, clock),
@@ -457,7 +459,7 @@ class Judge:
                     batch,
                     folder.gate_inputs,
                     on_moved=comparisons.candidate_moved_to if self.judge_early else None,
-                    moved_call=moved_call,
+                    moved=moved,
                 )
                 run = run_candidate(self.context, candidate, workdir, options)
                 # A full disk or a lost GPU that the judge confirms is the machine's: no verdict (exit 5).
@@ -492,15 +494,27 @@ class Judge:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _to_judge(self, fresh: list[FreshVariant], moved_call: bool) -> list[ToJudge]:
-        """Each variant's ids, its golden stages (loaded when judged), its inputs' content hashes, and with `moved_call`
-        the check of its call on moved inputs against the judge's own copy of its inputs."""
+    def _moved_variants(self, fresh: list[FreshVariant]) -> frozenset[str]:
+        """One variant of each part, drawn from the OS's randomness, makes the call on moved inputs. A content replay
+        gains nothing where nothing is timed: the call is evidence that names one, and a call in every variant was a
+        sixth of an MLA check. The candidate cannot tell which: the call sits at a random place among the repeats."""
+        parts: dict[str, list[str]] = {}
+        for record in self.manifest.variants:
+            parts.setdefault(record.part, []).append(record.id)
+        if fresh:
+            parts["fresh_cases"] = [f.id for f in fresh]
+        draw = random.SystemRandom()
+        return frozenset(draw.choice(ids) for ids in parts.values())
+
+    def _to_judge(self, fresh: list[FreshVariant], moved: frozenset[str]) -> list[ToJudge]:
+        """Each variant's ids, its golden stages (loaded when judged), its inputs' content hashes, and for the variants
+        in `moved` the check of its call on moved inputs against the judge's own copy of its inputs."""
         to_judge: list[ToJudge] = [
             (
                 (r.id, r.case, r.dtype, r.part),
                 lambda r=r: load_file(str(self.gate / r.golden_file)),
                 r.inputs.content_sha256,
-                _moved_check(self.task, lambda r=r: load(input_bytes(self.contract, self.gate, r)), r.dtype, moved_call),
+                _moved_check(self.task, lambda r=r: load(input_bytes(self.contract, self.gate, r)), r.dtype, r.id in moved),
             )
             for r in self.manifest.variants
         ]
@@ -509,7 +523,7 @@ class Judge:
                 (f.id, f.case.name, f.dtype, "fresh_cases"),
                 lambda f=f: f.golden,
                 f.input_digests(),
-                _moved_check(self.task, lambda f=f: f.inputs, f.dtype, moved_call),
+                _moved_check(self.task, lambda f=f: f.inputs, f.dtype, f.id in moved),
             )
             for f in fresh
         )

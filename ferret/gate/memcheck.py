@@ -62,16 +62,27 @@ class MemcheckOptions:
 
 def find_sanitizer(environ: Mapping[str, str] = os.environ) -> Path | None:
     """compute-sanitizer on `PATH`, else under the CUDA toolkit (`CUDA_HOME`, `CUDA_PATH`, `/usr/local/cuda*`, each
-    in `bin/` or `compute-sanitizer/`); None where there is none."""
+    in `bin/` or `compute-sanitizer/`); None where there is none. The program itself, never the toolkit's `bin/`
+    wrapper (`_program`)."""
     found = shutil.which(SANITIZER, path=environ.get("PATH", ""))
     if found:
-        return Path(found)
+        return _program(Path(found))
     homes = [environ.get("CUDA_HOME", ""), environ.get("CUDA_PATH", "")] + sorted(glob.glob("/usr/local/cuda*"), reverse=True)
     for home in filter(None, homes):
         for place in (Path(home) / "bin" / SANITIZER, Path(home) / "compute-sanitizer" / SANITIZER):
             if place.is_file() and os.access(place, os.X_OK):
-                return place
+                return _program(place)
     return None
+
+
+def _program(found: Path) -> Path:
+    """The program a toolkit's `bin/compute-sanitizer` stands for: there it is a shell script that runs
+    `../compute-sanitizer/compute-sanitizer` beside its own real path through `readlink` and `dirname`, and the
+    sandbox the candidate runs in has neither (on an H100 it printed "readlink: not found" and no report)."""
+    if found.read_bytes()[:2] != b"#!":
+        return found
+    program = found.resolve().parent.parent / SANITIZER / SANITIZER
+    return program if program.is_file() and os.access(program, os.X_OK) else found
 
 
 @dataclass

@@ -249,12 +249,21 @@ def _totals(
     return totals
 
 
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The index of entry `flat` of a row-major tensor of `shape` (torch.unravel_index took seconds of a check)."""
+    index = []
+    for size in reversed(shape):
+        flat, at = divmod(flat, size) if size else (flat, 0)
+        index.append(at)
+    return index[::-1]
+
+
 def _worst_entry(candidate: torch.Tensor, reference: torch.Tensor, totals: _Totals, stage: Stage) -> WorstError:
     """The worst entry: the first non-finite mismatch if any, else the first entry of the largest absolute error."""
     if not reference.numel():  # an empty stage has no worst entry (index []), so it names no axis
         return WorstError(index=[], named={}, candidate=0.0, reference=0.0)
     flat = totals.first_mismatch if totals.first_mismatch is not None else totals.max_at
-    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), reference.shape)]
+    index = _unravel(flat, tuple(reference.shape))
     return WorstError(
         index=index,
         named=dict(zip(stage.dims, index, strict=False)) if stage.dims else {},
@@ -271,7 +280,7 @@ def _worst_row(
         return None, None
     rel, at = totals.rows.worst(tol.scale_floor)
     shape = tuple(reference.shape[:-1])
-    index = [int(i) for i in torch.unravel_index(torch.tensor(at), shape)]
+    index = _unravel(at, shape)
     names = list(stage.dims[:-1]) if stage.dims and len(stage.dims) == len(reference.shape) else []
     names = names or [f"axis{i}" for i in range(len(shape))]
     return rel, dict(zip(names, index, strict=True))
@@ -401,6 +410,6 @@ def where_different(a: torch.Tensor, b: torch.Tensor) -> str:
     if count == 0:
         return "no entries differ"
     first = int(differ.nonzero()[0, 0])
-    index = [int(i) for i in torch.unravel_index(torch.tensor(first), a.shape)] if a.dim() else []
+    index = _unravel(first, tuple(a.shape)) if a.dim() else []
     values = (a.reshape(-1)[first].item(), b.reshape(-1)[first].item())
     return f"{count} of {n} entries differ, first at {index} ({values[0]!r} against {values[1]!r})"

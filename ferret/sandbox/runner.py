@@ -2,7 +2,7 @@
 
 Started by the judge as `python -m ferret.sandbox.runner JOB.json` in a fresh, empty working
 folder with a scrubbed environment. For each case variant it runs the candidate's fast path several times
-on fresh copies of the inputs (with `CandidateJob.moved_call`, once more among them on inputs with a few elements
+on fresh copies of the inputs (with `VariantJob.moved_call`, once more among them on inputs with a few elements
 moved), then once traced, and writes every tensor it got to `out/<variant>.safetensors`.
 All judging happens in the judge's process, from those tensors. Every call gets buffers of its own, guarded,
 pre-filled and checked after the call as `ferret.sandbox.buffers` says.
@@ -251,7 +251,7 @@ def _fast_runs(
     """The determinism repeats of the fast path, each on fresh copies of the inputs; their tensors for the judge."""
     before = {k: content_digest(v) for k, v in originals.items()}
     saved: dict[str, torch.Tensor] = {}
-    for repeat in _schedule(job):
+    for repeat in _schedule(job.repeats, variant.moved_call):
         if repeat == _MOVED:
             saved.update(_moved_run(entry, variant, job, originals, device, guard, seen, plan))
             clock.lap("repeats")
@@ -288,12 +288,12 @@ def _fast_runs(
 _MOVED = -1  # the call on moved inputs, in a variant's schedule of fast calls
 
 
-def _schedule(job: wire.CandidateJob) -> list[int]:
-    """The fast calls in their order: the repeats, and with `job.moved_call` the call on moved inputs at a place after
+def _schedule(repeats: int, moved_call: bool) -> list[int]:
+    """The fast calls in their order: the repeats, and with `moved_call` the call on moved inputs at a place after
     the first drawn from the OS's randomness, so that a candidate counting its calls cannot tell which one it is."""
-    order = list(range(job.repeats))
-    if job.moved_call:
-        order.insert(1 + random.SystemRandom().randrange(job.repeats), _MOVED)
+    order = list(range(repeats))
+    if moved_call:
+        order.insert(1 + random.SystemRandom().randrange(repeats), _MOVED)
     return order
 
 

@@ -143,18 +143,14 @@ def test_a_moved_copy_moves_a_few_elements_as_its_record_says():
     assert rebuilt is not None and torch.equal(rebuilt["x"], moved), why
 
 
-def _job(moved_call: bool) -> wire.CandidateJob:
-    return wire.CandidateJob("c.py", "run", "cpu", {}, 3, 0, None, [], "out", moved_call=moved_call)
-
-
 def test_the_moved_call_takes_a_random_place_after_the_first_call():
     places = set()
     for _ in range(80):
-        order = runner._schedule(_job(True))
+        order = runner._schedule(3, True)
         assert [r for r in order if r != runner._MOVED] == [0, 1, 2] and order[0] == 0
         places.add(order.index(runner._MOVED))
     assert places == {1, 2, 3}, "a candidate counting its calls could tell the moved one"
-    assert runner._MOVED not in runner._schedule(_job(False))
+    assert runner._MOVED not in runner._schedule(3, False)
 
 
 def _moved_got(task: Task, inputs: dict[str, torch.Tensor], answer_of) -> dict[str, torch.Tensor]:
@@ -217,8 +213,9 @@ def test_the_runner_saves_the_moved_call_and_its_record_beside_unmoved_repeats(t
     generator = torch.Generator().manual_seed(3)
     original = {"x": torch.randn(8, 256, generator=generator), "weight": torch.randn(256, generator=generator)}
     save_file(original, str(tmp_path / "inputs.safetensors"))
-    variant = wire.VariantJob("v", str(tmp_path / "inputs.safetensors"), {"y": ([8, 256], "float32")}, [], ["x", "weight"])
-    job = wire.CandidateJob("c.py", "run", "cpu", {}, 3, 0, None, [variant], str(tmp_path), moved_call=True)
+    spec = {"y": ([8, 256], "float32")}
+    variant = wire.VariantJob("v", str(tmp_path / "inputs.safetensors"), spec, [], ["x", "weight"], moved_call=True)
+    job = wire.CandidateJob("c.py", "run", "cpu", {}, 3, 0, None, [variant], str(tmp_path))
     seen: list[str] = []
 
     def run(inputs, outputs, params, trace=None):
@@ -243,3 +240,21 @@ def test_on_the_gpu_unmeasured_a_replay_is_named_by_the_moved_call(name, tmp_pat
     verdict, _ = check(small, CANDIDATES / f"{name}.py", tmp_path, profile="gpu", measure_speed=False)
     replays = [d for d in verdict.detections if d.cheat == "content_replay" and d.source == "runtime"]
     assert not verdict.passed and replays, [(d.cheat, d.evidence[:120]) for d in verdict.detections]
+
+
+def test_the_judge_draws_one_variant_of_each_part_for_the_moved_call(cpu_gates):
+    """Each part (correctness, dtypes, edge cases, fresh cases) has one variant making the call, drawn anew per check."""
+    from ferret.gate.fresh import draw_fresh_cases
+    from ferret.gate.judge import Judge
+
+    judge = Judge(Task.load(CONTRACT), cpu_gates, "cpu")
+    fresh = draw_fresh_cases(judge.task, "cpu", "cpu")
+    parts: dict[str, set[str]] = {}
+    for record in judge.manifest.variants:
+        parts.setdefault(record.part, set()).add(record.id)
+    parts["fresh_cases"] = {f.id for f in fresh}
+    draws = [judge._moved_variants(fresh) for _ in range(40)]
+    for moved in draws:
+        assert len(moved) == len(parts) and all(len(moved & ids) == 1 for ids in parts.values())
+    widest = max(parts.values(), key=len)
+    assert len({next(iter(moved & widest)) for moved in draws}) > 1, "the same variant every time: a candidate could learn it"

@@ -146,6 +146,20 @@ def test_the_tool_is_found_on_path_or_under_the_cuda_toolkit(tmp_path: Path):
     assert find_sanitizer({"PATH": str(tmp_path / "empty"), "CUDA_HOME": str(tmp_path / "cuda")}) == toolkit
 
 
+def test_the_toolkits_wrapper_script_gives_way_to_the_program_it_runs(tmp_path: Path):
+    """A toolkit's bin/compute-sanitizer is a script that needs readlink and dirname, which the sandbox lacks: the
+    program beside it is run instead, found through a linked toolkit folder too (/usr/local/cuda -> cuda-13.0)."""
+    toolkit = tmp_path / "cuda-13.0"
+    _executable(toolkit / "bin" / "compute-sanitizer")
+    program = toolkit / "compute-sanitizer" / "compute-sanitizer"
+    program.parent.mkdir(parents=True)
+    program.write_bytes(b"\x7fELF" + bytes(60))
+    program.chmod(0o755)
+    (tmp_path / "cuda").symlink_to(toolkit)
+    assert find_sanitizer({"PATH": str(tmp_path / "cuda" / "bin")}) == program
+    assert find_sanitizer({"PATH": str(tmp_path / "empty"), "CUDA_HOME": str(tmp_path / "cuda")}) == program
+
+
 def test_a_check_on_the_cpu_profile_says_memcheck_did_not_run(tmp_path: Path):
     verdict, _ = check(
         REPO / "contracts" / "rmsnorm.yaml",

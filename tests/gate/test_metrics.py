@@ -410,3 +410,13 @@ def test_a_stage_is_moved_and_converted_a_chunk_at_a_time(monkeypatch):
     ref = _reference(9, 13)
     compare_stage(ref + 1e-4, ref, stage, TOL, error_scale=ref.abs(), chunk=50)
     assert sizes == [50] * 3 + [50] * 3 + [17] * 3  # 117 entries: two whole chunks and the rest, three tensors each
+
+
+def test_an_entry_is_located_as_torch_locates_it():
+    """The worst entry's and row's index (`_unravel`, plain arithmetic) agree with torch.unravel_index."""
+    from ferret.gate.metrics import _unravel
+
+    for shape in [(7,), (3, 5), (2, 3, 4, 5), (1, 6, 1), (4, 0, 2)]:
+        count = int(torch.tensor(shape).prod())
+        for flat in range(count):
+            assert _unravel(flat, shape) == [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)], (flat, shape)
