@@ -206,14 +206,19 @@ def _judge_all(audit: _Audit, items: list[Item], log: Path) -> dict[str, Judgeme
         judged[outcome.item.id] = judgement
         _append(log, {"id": outcome.item.id, "judgement": judgement.model_dump(mode="json")})
         audit.progress.step(JUDGE_STEP, len(judged), len(items), outcome.item.id)
-        audit.progress(
-            f"  {outcome.item.id}: {'killed by ' + str(judgement.caught_by) if judgement.killed else 'passed the gate'}"
-        )
+        audit.progress(f"  {outcome.item.id}: {_judged_line(judgement)}")
 
     # The gate this process verified against its trust registry: workers judge with it and with no other.
     setup = audit.setup("judge", gates_dir=str(audit.options.gates_dir), profile=audit.profile, gate_hash=audit.judge.gate.name)
     audit.executor.serve(setup, todo, timeout, audit.folder / "judge-out", on_result)
     return judged
+
+
+def _judged_line(judgement: Judgement) -> str:
+    """What the gate said of one item, for the progress line: a worker that gave no verdict is never "passed"."""
+    if judgement.unjudged:
+        return f"not judged ({(judgement.detail or 'no verdict')[-240:]})"
+    return f"killed by {judgement.caught_by}" if judgement.killed else "passed the gate"
 
 
 def _start(contract_path: Path, options: AuditOptions) -> _Audit:

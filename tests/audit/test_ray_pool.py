@@ -10,7 +10,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ferret_testkit import copy_gate, flip_byte  # noqa: E402
+from ferret_testkit import copy_gate, flip_byte, ray_alone  # noqa: E402
 
 from ferret.audit.classify import plan_independent, write_cases  # noqa: E402
 from ferret.audit.models import MutantResult  # noqa: E402
@@ -31,9 +31,10 @@ HONEST = REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
 @pytest.fixture(scope="module")
 def cluster():
     """One local cluster for the module: `--ray auto` joins it (and so leaves it running)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+    with ray_alone():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        yield
+        ray.shutdown()
 
 
 def _results(gates: Path, record) -> dict[str, MutantResult]:

@@ -328,3 +328,15 @@ def test_a_gpu_audit_on_local_workers_one_per_gpu_names_the_gpu_of_each_judgemen
     record = run_audit(RMSNORM, options)
     assert record.harmful >= 1 and record.killed == record.harmful and record.honest_false_rejections == 0
     assert set(record.judged_by) and all(w.rsplit(" gpu ", 1)[1] in gpus for w in record.judged_by.values())
+
+
+def test_a_mutant_the_gate_gave_no_verdict_on_is_never_said_to_pass():
+    """A worker that refused its gate (the judge's source changed under a running audit) judged nothing: its
+    progress line says so and why, never "passed the gate"."""
+    from ferret.audit.models import Judgement
+    from ferret.audit.run import _judged_line
+
+    refused = Judgement(killed=False, unjudged=True, detail="the worker died: GateTampered: this worker's gate is 214a…")
+    assert _judged_line(refused).startswith("not judged (") and "GateTampered" in _judged_line(refused)
+    assert _judged_line(Judgement(killed=True, caught_by="correctness")) == "killed by correctness"
+    assert _judged_line(Judgement(killed=False)) == "passed the gate"

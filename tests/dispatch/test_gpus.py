@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ferret_testkit import ray_alone
 
 from ferret.dispatch import Dispatcher
 from ferret.dispatch.runlog import FinalCheck
@@ -76,7 +77,8 @@ def test_a_round_judged_at_once_on_a_ray_cluster_it_started_has_the_serial_verdi
     monkeypatch.setattr(Dispatcher, "_final_check", _left_out)
     log, gates = serial
     assert not ray.is_initialized()
-    on_ray = _dispatch(gates, tmp_path / "ray", ray="auto")
+    with ray_alone():  # no other test's cluster for `auto` to join
+        on_ray = _dispatch(gates, tmp_path / "ray", ray="auto")
     assert _said(on_ray) == _said(log)
     assert all((c.judged_on or "").startswith("ray node ") for r in on_ray.rounds for c in r.candidates)
     assert not ray.is_initialized()  # the cluster it started ended with its rounds
