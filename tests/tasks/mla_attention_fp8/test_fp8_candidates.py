@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -60,38 +59,6 @@ def test_the_baseline_passes_every_cpu_case(case_name):
 @pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
 def test_honest_implementations_pass_the_gpu_cases(name, case_name):
     assert _failing(IMPLEMENTATIONS[name], "gpu", case_name, "cuda") == []
-
-
-def _milliseconds(run, inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict) -> float:
-    for _ in range(3):
-        run({k: v.clone() for k, v in inputs.items()}, outputs, params)
-    copies = [{k: v.clone() for k, v in inputs.items()} for _ in range(10)]
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for copy in copies:
-        run(copy, outputs, params)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) * 100.0
-
-
-@pytest.mark.gpu
-def test_print_the_fp8_step_beside_the_bf16_step_at_b64():
-    """Informative: the FP8 kernel against the bf16 contract's Triton step at B = 64, 128 heads, full caches."""
-    from tasks.mla_attention.candidates import triton_mla
-
-    fp8 = load_contract(CONTRACT)
-    bf16 = load_contract(CONTRACT.with_name("mla_attention.yaml"))
-    times = {}
-    for label, contract, module in (
-        ("bf16 triton_mla", bf16, triton_mla),
-        ("fp8 triton_mla_fp8", fp8, importlib.import_module(IMPLEMENTATIONS["triton_mla_fp8"])),
-    ):
-        case = next(c for c in contract.cases_for("gpu") if c.name == "full_h128_b64_l4096")
-        inputs = {k: v.cuda() for k, v in draw_inputs(contract, case, "bfloat16").items()}
-        outputs = {"o_heads": torch.empty((64, 128, 128), dtype=torch.bfloat16, device="cuda")}
-        times[label] = _milliseconds(module.run, inputs, outputs, dict(contract.params))
-    print(times, f"speedup of fp8 over bf16: {times['bf16 triton_mla'] / times['fp8 triton_mla_fp8']:.2f}x")
-    assert all(t > 0 for t in times.values())
 
 
 @pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
