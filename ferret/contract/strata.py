@@ -57,7 +57,8 @@ class Boundary(BaseModel):
     either_side: bool = Field(
         default=False,
         description="With multiple_of: instead of the others as one class, the values one below and one above a "
-        "multiple, each a stratum of its own (a tile one short of full, a new element alone in a new tile). One "
+        "multiple, each a stratum of its own (a tile one short of full, a new element alone in a new tile), drawn "
+        "behind at least one whole block where the range reaches that far. One "
         "below and one above a multiple of 128 are one either side of a multiple of 16, 32 and 64 too, so a "
         "multiple_of 128 covers every smaller power-of-two tile.",
     )
@@ -109,6 +110,9 @@ class Stratum:
     modulus: int | None = None
     remainder: int = 0
     congruent: bool = True  # with a modulus: values == remainder (mod modulus), or the others
+    # A neighbour of a multiple (`either_side`) drawn past the first block where the range reaches there: one short of
+    # a block and one past it are tail cases only behind a whole block (N = 127 is a one-tile row, not a short tail).
+    past_first_block: bool = False
 
     def bounds(self, dims: Mapping[str, int]) -> tuple[int, int]:
         return evaluate(self.low, dict(dims)), evaluate(self.high, dict(dims))
@@ -128,6 +132,8 @@ class Stratum:
             return rng.randint(low, high)
         first = low + (self.remainder - low) % self.modulus
         if self.congruent:
+            if self.past_first_block and first < self.modulus and first + self.modulus <= high:
+                first += self.modulus
             return None if first > high else first + self.modulus * rng.randint(0, (high - first) // self.modulus)
         for _ in range(64):
             value = rng.randint(low, high)
@@ -168,8 +174,8 @@ def _sides(boundary: Boundary, low: ShapeExpr, high: ShapeExpr, kind: QuantityKi
         below, above = (boundary.remainder - 1) % modulus, (boundary.remainder + 1) % modulus
         return [
             multiple,
-            Stratum(f"{name}:multiple-1", kind, quantity, low, top, modulus, below, True),
-            Stratum(f"{name}:multiple+1", kind, quantity, low, top, modulus, above, True),
+            Stratum(f"{name}:multiple-1", kind, quantity, low, top, modulus, below, True, past_first_block=True),
+            Stratum(f"{name}:multiple+1", kind, quantity, low, top, modulus, above, True, past_first_block=True),
         ]
     return [multiple, Stratum(f"{name}:other", kind, quantity, low, top, modulus, boundary.remainder, False)]
 
