@@ -17,7 +17,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = REPO / "tests/gpu/contracts/rmsnorm_small.yaml"
-REQUIRED = REPO / "tests/gpu/contracts/rmsnorm_small_graph_required.yaml"
+# The frozen-plan candidate reads integer metadata (positions) on the host, which rope has and rmsnorm does not: a plan
+# read from a float tensor, or from an integer one a kernel wrote, is host_numerics before any timing.
+ROPE_SMALL = REPO / "tests/gpu/contracts/rope_small.yaml"
+ROPE_REQUIRED = REPO / "tests/gpu/contracts/rope_small_graph_required.yaml"
 HONEST = REPO / "tasks/rmsnorm/candidates/triton_rmsnorm.py"
 FROZEN = REPO / "tests/adversarial/candidates/u10_graph_frozen.py"
 GATES = Path(os.environ.get("FERRET_GATES_DIR", REPO / "gates"))
@@ -30,9 +33,13 @@ def _progress(message: str) -> None:
 
 
 def _item_copy(tmp_path: Path) -> Path:
-    """u10 reading its counts with `.item()` under capture too: the capture fails."""
+    """u10 reading its highest position with `.item()` under capture too: the capture fails. Its capture query is taken
+    out, a library call the static scan names on its own."""
+    source = FROZEN.read_text()
+    query = "return x.is_cuda and torch.cuda.is_current_stream_capturing()"
+    assert query in source and "PLAN_WHEN_CAPTURED = True" in source
     path = tmp_path / "u10_item_under_capture.py"
-    path.write_text(FROZEN.read_text().replace("PLAN_WHEN_CAPTURED = True", "PLAN_WHEN_CAPTURED = False"))
+    path.write_text(source.replace("PLAN_WHEN_CAPTURED = True", "PLAN_WHEN_CAPTURED = False").replace(query, "return False"))
     return path
 
 
@@ -105,12 +112,12 @@ def test_the_honest_mla_candidates_and_the_baselines_capture_and_replay_with_cor
 
 
 def test_a_plan_frozen_at_capture_is_rejected_by_its_replayed_answers(tmp_path):
-    (checked, flags), _ = _replayed(SMALL, FROZEN, "rows_1024x4096", tmp_path)
+    (checked, flags), _ = _replayed(ROPE_SMALL, FROZEN, "decode_q_64x128", tmp_path)
     assert checked == 3 and len(flags) == 3 and all(f.startswith("graph_frozen: ") for f in flags), flags
 
     from ferret.gate.judge import check
 
-    verdict, _ = check(SMALL, FROZEN, GATES, profile="gpu", progress=_progress)
+    verdict, _ = check(ROPE_SMALL, FROZEN, GATES, profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
     frozen = [d for d in verdict.detections if d.cheat == "graph_frozen"]
@@ -121,12 +128,12 @@ def test_a_call_that_reads_the_host_cannot_be_captured_and_the_contract_decides(
     from ferret.gate.judge import check
 
     item = _item_copy(tmp_path)
-    verdict, _ = check(REQUIRED, item, GATES, profile="gpu", progress=_progress)
+    verdict, _ = check(ROPE_REQUIRED, item, GATES, profile="gpu", progress=_progress)
     assert not verdict.passed
     named = [d for d in verdict.detections if d.cheat == "not_graph_capturable"]
     assert named and named[0].catalogue == [] and "host_read" in named[0].evidence and ".item()" in named[0].evidence
 
-    verdict, _ = check(SMALL, item, GATES, profile="gpu", progress=_progress)  # the contract only warns
+    verdict, _ = check(ROPE_SMALL, item, GATES, profile="gpu", progress=_progress)  # the contract only warns
     assert verdict.passed and not verdict.timing.detections, verdict.timing.detections
     assert any(line.split(": ", 1)[1].startswith("not_graph_capturable") for line in verdict.timing.review)
     serving = verdict.timing.cases[0].serving

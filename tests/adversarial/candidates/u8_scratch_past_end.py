@@ -2,7 +2,7 @@
 write would land in the judge's host memory.
 
 The trick, or the bug: the per-row statistic goes to a scratch tensor the candidate allocates itself, sized for the
-rows there are, while the grid is rounded up to whole tiles of 256 rows and the statistic's store keeps no row mask.
+rows there are, while the grid is rounded up to whole tiles of 384 rows and the statistic's store keeps no row mask.
 Every output is right and the judge's guard regions are never touched: the bytes after the scratch are the caching
 allocator's, a free block or a neighbour's buffer, which a serving engine pays for.
 
@@ -21,7 +21,7 @@ EXPECTED_CHEATS = {"write_outside_outputs"}
 EXPECTED_RUNTIME = {"write_outside_outputs"}
 GPU_ONLY_DEFENCE = "compute-sanitizer memcheck with the caching allocator off"
 
-TILE_ROWS = 256
+TILE_ROWS = 384  # three 128-row tiles: 1024 rows round up to 1152
 
 
 @triton.jit
@@ -45,8 +45,8 @@ def run(inputs, outputs, params, trace=None):
     M, N = x.shape
     inv = torch.empty(M, dtype=torch.float32, device=x.device)  # the candidate's own scratch, M entries
     block_n = triton.next_power_of_2(N)
-    block_m = max(1, min(4096 // block_n, TILE_ROWS))
-    padded = triton.cdiv(max(M, 1), TILE_ROWS) * TILE_ROWS  # whole tiles of 256 rows
+    block_m = max(1, min(4096 // block_n, 128))
+    padded = triton.cdiv(max(M, 1), TILE_ROWS) * TILE_ROWS  # whole tiles of 384 rows
     _rmsnorm_kernel[(triton.cdiv(padded, block_m),)](
         x, w, y, inv, M, N, x.stride(0), y.stride(0), float(params["eps"]), BLOCK_M=block_m, BLOCK_N=block_n
     )
