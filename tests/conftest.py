@@ -23,9 +23,9 @@ if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
     # Kernels run in the test process get the interpreter the judge gives candidates' processes (the same bits, less
     # time: ferret/sandbox/interpreter.py).
-    from ferret.sandbox.interpreter import speed_up_interpreter  # noqa: E402
+    from ferret.sandbox.interpreter import prepare_interpreter  # noqa: E402
 
-    speed_up_interpreter()
+    prepare_interpreter()
 
 # No test ever sends a request to a real model provider (test models are unaffected).
 os.environ["FERRET_FORBID_MODEL_REQUESTS"] = "1"

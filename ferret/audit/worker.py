@@ -153,9 +153,9 @@ def _serve(handle, results: Path) -> None:
 
 def _classifier(setup: WorkerSetup, task: Task):
     if os.environ.get("TRITON_INTERPRET") == "1":
-        from ferret.sandbox.interpreter import speed_up_interpreter
+        from ferret.sandbox.interpreter import prepare_interpreter
 
-        speed_up_interpreter()  # what the judge gives candidates' processes: the same bits, less time
+        prepare_interpreter()  # what the judge gives candidates' processes: the same bits, less time
     assert setup.cases is not None
     cases = _Cases(Path(setup.cases), setup.device)
 

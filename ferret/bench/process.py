@@ -24,6 +24,7 @@ import argparse
 import functools
 import importlib.util
 import json
+import os
 import random
 import statistics
 import sys
@@ -44,6 +45,7 @@ from ferret.bench.warmup_turn import WarmUpTurn, timing_job_key
 from ferret.sandbox import audit
 from ferret.sandbox.buffers import NAN, RANDOM, ZEROS, CallBuffers
 from ferret.sandbox.host_watch import HostDataWatch
+from ferret.sandbox.interpreter import prepare_interpreter
 from ferret.sandbox.runner import hide_harness_modules, neutral_argv, take_settings
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder
 
@@ -1005,6 +1007,8 @@ def run_steps(
 def main(job_path: str) -> int:
     job = wire.TimingJob.read(Path(job_path))
     on_gpu = job.device == "cuda"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        prepare_interpreter()  # the interpreter the candidate's process gets (ferret/sandbox/interpreter.py)
     # The harness's functions are remembered before the candidate's code runs, and checked after.
     take_settings(job.settings)
     harness = HarnessGuard(sys.modules[__name__], LaunchRecorder())

@@ -25,6 +25,7 @@ from ferret.contract.model import Contract, ProfileName, Tolerance, ToleranceTab
 from ferret.errors import UsageError
 from ferret.gate.inputs import case_variants, draw_inputs, output_specs, variant_id
 from ferret.gate.metrics import allowance_of, compare_stage, error_scale_of
+from ferret.sandbox.interpreter import prepare_interpreter
 
 CALIBRATION_SEED_BASE = 1_000_000
 CHECK_SEED_BASE = 2_000_000
@@ -50,6 +51,15 @@ def _run_implementation(run, inputs, contract: Contract, case, dtype: str, devic
         if spec.role == "inout":
             values[spec.name] = inputs[spec.name]
     return {k: v.detach().cpu() for k, v in values.items() if isinstance(v, torch.Tensor)}
+
+
+def _interpret_on_cpu(device: str) -> None:
+    """Triton under its interpreter where the CPU profile has no GPU, prepared as the candidates' processes get it (the
+    honest implementations run in this process; ferret/sandbox/interpreter.py)."""
+    if device == "cpu" and not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        prepare_interpreter()
 
 
 def _load_candidate(path: Path, entry: str):
@@ -100,8 +110,7 @@ def calibrate(
     contract = load_contract(contract_path, require_tolerances=False)
     out = tolerance_file(contract_path) or contract_path.parent / f"{contract.op}.tolerances.yaml"
     device = "cuda" if profile == "gpu" else "cpu"
-    if device == "cpu" and not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    _interpret_on_cpu(device)
     root = project_root_of(contract_path)
     reference = load_entry(contract.reference.entry, root)
     baseline = load_entry(contract.baseline.entry, root)
@@ -147,8 +156,7 @@ def add_row_bounds(
     contract = load_contract(contract_path)
     out = tolerance_file(contract_path) or contract_path.parent / f"{contract.op}.tolerances.yaml"
     device = "cuda" if profile == "gpu" else "cpu"
-    if device == "cpu" and not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    _interpret_on_cpu(device)
     root = project_root_of(contract_path)
     honest = {contract.baseline.entry: load_entry(contract.baseline.entry, root)}
     for path in candidates:

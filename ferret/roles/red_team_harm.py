@@ -34,8 +34,13 @@ job, out = torch.load(sys.argv[1], weights_only=False), sys.argv[2]
 spec = importlib.util.spec_from_file_location(job["stem"], job["candidate"])
 module = importlib.util.module_from_spec(spec)
 sys.modules[job["stem"]] = module
-spec.loader.exec_module(module)
 device = job["device"]
+if device == "cpu":  # the interpreter as the candidates' processes get it (ferret/sandbox/interpreter.py)
+    sys.path.insert(0, job["ferret_root"])  # this ferret, whatever the environment has installed
+    from ferret.sandbox.interpreter import prepare_interpreter
+    sys.path.remove(job["ferret_root"])
+    prepare_interpreter()
+spec.loader.exec_module(module)
 answers = []
 for call in job["calls"]:
     inputs = {k: v.to(device) for k, v in call["inputs"].items()}
@@ -108,6 +113,7 @@ class ReferenceHarm:
                     "calls": calls,
                     "params": params,
                     "device": device,
+                    "ferret_root": str(Path(__file__).resolve().parents[2]),
                 },
                 job,
             )

@@ -17,16 +17,31 @@ with int32's range, and the result goes to `device_assert`, which returns at onc
 (the interpreter's never do in triton 3.9, read 2026-12-03): six wasted tensor operations per integer one, about a
 quarter of MLA's interpreter time. Nothing the kernel computes changes; with `debug` on, the checks are left as they are.
 
-`speed_up_interpreter()` installs both."""
+`speed_up_interpreter()` installs both.
+
+`fix_scalar_tensor_index()` keeps the interpreter working under numpy 2.5. Triton 3.6's interpreter gives `tl.tensor` an
+`__index__` that calls `int()` on the tensor's numpy data, a one-element 1-d array for a scalar: numpy 2.5 refuses that
+(`TypeError: only 0-dimensional arrays can be converted to Python scalars`), so every `range()` bounded by a kernel
+argument raised inside the interpreter and an honest kernel was rejected. The fix gives that one element to `int()`
+(as triton 3.9 does, with `squeeze()`), nothing else changed; it installs nothing where the interpreter's own `__index__`
+already takes a one-element array (triton 3.9, or a numpy that still accepts the conversion).
+
+`prepare_interpreter()` installs the fix and the speed-ups: every process that runs candidates under the interpreter
+(the candidate's, its timers', the audit's workers, calibration, the red team's harm test) calls it."""
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
+from types import SimpleNamespace
 from typing import Any
+
+import numpy as np
 
 from ferret.sandbox.watch import disguised
 
 _INSTALLED: list[bool] = []  # memoize_language_patch has installed its memo in this process
+_INDEX_FIXED: list[bool] = []  # fix_scalar_tensor_index has installed its fix in this process
 
 
 def memoize_language_patch() -> bool:
@@ -99,3 +114,80 @@ def speed_up_interpreter() -> bool:
     """Both of the above; True if both are in place."""
     memo = memoize_language_patch()
     return skip_unasserted_overflow_checks() and memo
+
+
+def _scalar_index(self: Any) -> int:
+    # A scalar's data is a one-element array (1-d in the interpreter): its element, as a 0-d array, is what `int()`
+    # converted before numpy 2.5, with numpy's own rules (truncation, bool, uint64). Anything else goes to `int()`
+    # unchanged, to fail as it did.
+    data = self.handle.data
+    if isinstance(data, np.ndarray) and data.size == 1 and data.ndim > 0:
+        data = data.reshape(())
+    return int(data)
+
+
+class _RecordingScope:
+    """Stands in for the interpreter's `_LangPatchScope`: keeps what would be set, sets nothing."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def set_attr(self, obj: object, name: str, value: Any) -> None:
+        self.values[name] = value
+
+
+def _index_refuses_one_element_arrays(patch_tensor: Any) -> bool:
+    """Whether the `__index__` that `patch_tensor` (the interpreter's `_patch_lang_tensor`) gives tensors raises on a
+    scalar's one-element 1-d data under this numpy: asked of a stand-in class and a stand-in tensor, nothing patched."""
+    scope = _RecordingScope()
+    try:
+        patch_tensor(type("StandIn", (), {}), scope)
+    except Exception:  # an interpreter whose patch takes something else: not the one this fixes
+        return False
+    index = scope.values.get("__index__")
+    if index is None:
+        return False
+    scalar = SimpleNamespace(handle=SimpleNamespace(data=np.array([7], dtype=np.int32)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # numpy 1.25 to 2.4: deprecated, still converted
+        try:
+            return index(scalar) != 7
+        except TypeError:
+            return True
+
+
+def fix_scalar_tensor_index() -> bool:
+    """Make the interpreter's `tl.tensor.__index__` convert a scalar's one-element array through its element where
+    its own refuses to (triton 3.6 under numpy 2.5); True if the fix is installed (now or before)."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch_tensor is None:
+        return False
+    if _INDEX_FIXED:
+        return True
+    if not _index_refuses_one_element_arrays(patch_tensor):
+        return False
+
+    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        patch_tensor(tensor, scope)
+
+        def index(self: Any) -> int:
+            return _scalar_index(self)
+
+        # Set through the same scope, after the interpreter's own: undone with it when the grid ends. Read as the
+        # interpreter's own lambda (`disguised`), as the memo's functions are.
+        scope.set_attr(tensor, "__index__", disguised(index, tensor.__dict__["__index__"]))
+
+    interpreter._patch_lang_tensor = disguised(patch_lang_tensor, patch_tensor)
+    _INDEX_FIXED.append(True)
+    return True
+
+
+def prepare_interpreter() -> bool:
+    """The interpreter as candidates get it: `fix_scalar_tensor_index()` and `speed_up_interpreter()`; True if the
+    speed-ups are in place (the fix is only installed where it is needed)."""
+    fix_scalar_tensor_index()
+    return speed_up_interpreter()

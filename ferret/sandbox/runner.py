@@ -31,7 +31,7 @@ from ferret.errors import CudaCompileError
 from ferret.sandbox import audit, buffers
 from ferret.sandbox.buffers import CallBuffers, OutputRelabelled, RetiredPool, WroteOutside, harness_changed
 from ferret.sandbox.host_watch import FunctionModeEvasion, HostDataWatch
-from ferret.sandbox.interpreter import speed_up_interpreter
+from ferret.sandbox.interpreter import prepare_interpreter
 from ferret.sandbox.watch import ComputeOpRecorder, HarnessGuard, LaunchRecorder, WatchEvasion
 
 _DTYPES = buffers.DTYPES
@@ -549,7 +549,7 @@ def main(argv: list[str] | None = None, isolated: bool = False) -> int:
     out = Path(job.result_dir)
     out.mkdir(exist_ok=True)
     if job.device == "cpu":
-        speed_up_interpreter()  # the interpreter without its repeated set-up work and dead checks: same bits, faster
+        prepare_interpreter()  # working with this numpy, without its repeated set-up work and dead checks: same bits, faster
     take_settings(job.settings)
     launches = LaunchRecorder()
     evasion = WatchEvasion()
