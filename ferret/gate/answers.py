@@ -183,11 +183,19 @@ def _changed_set(
         if int(at.min()) < 0 or int(at.max()) >= original.numel() or at.unique().numel() != at.numel():
             return None, f"its moved positions of {name} are not distinct positions of the input"
         flat, at, to = original.reshape(-1).clone(), at.to(original.device), to.to(original.device)
-        if to.dtype != flat.dtype or not torch.equal(to.sort().values, flat[at].sort().values):
+        if to.dtype != flat.dtype or not _same_values(to, flat[at]):
             return None, f"the values it wrote into {name} are not the ones that were there"
         flat[at] = to
         changed[name] = flat.view(original.shape)
     return changed, ""
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors of one dtype hold the same values in some order. Float8 (quantized storage read in place)
+    has neither sort nor equal on the CPU: its bit patterns are compared instead, as a moved element is an exact copy."""
+    if a.is_floating_point() and a.element_size() == 1:
+        a, b = a.view(torch.uint8), b.view(torch.uint8)
+    return torch.equal(a.sort().values, b.sort().values)
 
 
 def reference_outputs(task: Task, inputs: dict[str, torch.Tensor], outputs: set[str], device: str) -> dict[str, torch.Tensor]:

@@ -143,6 +143,19 @@ def test_a_moved_copy_moves_a_few_elements_as_its_record_says():
     assert rebuilt is not None and torch.equal(rebuilt["x"], moved), why
 
 
+def test_a_moved_float8_input_is_rebuilt_and_a_forged_one_refused():
+    """Quantized storage read in place (`ferret new --quantized`'s codes) is moved as any floating input is; float8
+    has no sort or equal on the CPU, and the judge's check of the record must still hold."""
+    original = torch.randn(8, 256, generator=torch.Generator().manual_seed(2)).to(torch.float8_e4m3fn)
+    moved, at, to = buffers.moved_elements(original)
+    record = {wire.CHANGED_AT + "up": at, wire.CHANGED_TO + "up": to}
+    rebuilt, why = _changed_set([{"up": original}], 0, record, ["up"])
+    assert rebuilt is not None and torch.equal(rebuilt["up"].view(torch.uint8), moved.view(torch.uint8)), why
+    forged = {**record, wire.CHANGED_TO + "up": (to.to(torch.float32) * 2).to(torch.float8_e4m3fn)}
+    refused, why = _changed_set([{"up": original}], 0, forged, ["up"])
+    assert refused is None and "not the ones that were there" in why
+
+
 def test_the_moved_call_takes_a_random_place_after_the_first_call():
     places = set()
     for _ in range(80):
