@@ -619,14 +619,20 @@ def new_command(
     calibrate_tolerances: bool = typer.Option(
         True, "--calibrate/--no-calibrate", help="Derive the tolerance table (ferret calibrate, CPU profile)."
     ),
+    quantized: bool = typer.Option(
+        False,
+        "--quantized",
+        help="Store `up` quantized: float8 e4m3 codes and one float32 scale per 128 values (the contract's `scales`).",
+    ),
 ) -> None:
     """Scaffold a new op from a working example (a fused SiLU-and-mul named <op>): contract, tolerances,
-    reference, baseline, an honest and a wrong Triton candidate, and their tests, which pass as written."""
+    reference, baseline, an honest and a wrong Triton candidate, and their tests, which pass as written.
+    With --quantized the example declares quantized storage, and its wrong candidate ignores the scales."""
 
     def action():
         from ferret.scaffold.new_op import new_op
 
-        made = new_op(op, root, force=force, calibrate_tolerances=calibrate_tolerances, progress=_reporter())
+        made = new_op(op, root, force=force, calibrate_tolerances=calibrate_tolerances, progress=_reporter(), quantized=quantized)
         for path in made.files:
             typer.echo(str(path))
         _progress(

@@ -8,6 +8,10 @@ SiLU-and-mul named `<op>`, that a user turns into their own op:
     tasks/<op>/candidates/wrong_<op>.py      a wrong one, which the generated gate must reject
     tests/tasks/<op>/test_<op>_task.py       their tests, passing as generated
 
+With `--quantized` (`quantized=True`) the same op stores `up` quantized, as an FP8 weight or cache is: float8 e4m3
+codes with one float32 scale per 128 values of a row (the input `up_scale`, declared by the contract's `scales`).
+The reference dequantizes in float64, the Triton candidate in registers, and the wrong candidate ignores the scale.
+
 Nothing is overwritten unless asked; the op's name must be a Python identifier (it names a package)."""
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ferret.errors import UsageError
 
+_WRONG = "wrong_candidate.py.j2"  # the plain example's mistake (a dropped tail); --quantized has its own
 _TEMPLATES = {  # file under the project's root -> its template
     "contracts/{op}.yaml": "contract.yaml.j2",
     "tasks/{op}/__init__.py": None,
     "tasks/{op}/reference.py": "reference.py.j2",
     "tasks/{op}/baseline.py": "baseline.py.j2",
     "tasks/{op}/candidates/triton_{op}.py": "triton_candidate.py.j2",
-    "tasks/{op}/candidates/wrong_{op}.py": "wrong_candidate.py.j2",
+    "tasks/{op}/candidates/wrong_{op}.py": _WRONG,
     "tests/tasks/{op}/test_{op}_task.py": "test_task.py.j2",
 }
 
@@ -47,7 +52,12 @@ class NewOp:
 
 
 def new_op(
-    op: str, root: Path, force: bool = False, calibrate_tolerances: bool = True, progress: Callable[[str], None] = lambda m: None
+    op: str,
+    root: Path,
+    force: bool = False,
+    calibrate_tolerances: bool = True,
+    progress: Callable[[str], None] = lambda m: None,
+    quantized: bool = False,
 ) -> NewOp:
     """Write the example op's files under `root`, then derive its tolerance table (`ferret calibrate`, CPU
     profile, the honest Triton candidate's false-rejection rate measured too). UsageError naming the op
@@ -59,14 +69,21 @@ def new_op(
     if existing and not force:
         raise UsageError(f"{root / existing[0]}: already exists (ferret new --force overwrites the example's files)")
     environment = Environment(
-        loader=PackageLoader("ferret.scaffold", "templates"), undefined=StrictUndefined, keep_trailing_newline=True
+        loader=PackageLoader("ferret.scaffold", "templates"),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
     written = []
     for name, template in targets.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = environment.get_template(template).render(op=op) if template else ""
-        path.write_text(text)
+        ignores_scale = quantized and template == _WRONG
+        if ignores_scale:  # the quantized example's mistake: the honest kernel of unquantized storage, handed the codes
+            template = "triton_candidate.py.j2"
+        context = {"op": op, "quantized": quantized, "ignores_scale": ignores_scale}
+        path.write_text(environment.get_template(template).render(**context) if template else "")
         written.append(path)
     for package in (root / "tasks" / "__init__.py",):  # the project's `tasks` package, where a new project lacks it
         if not package.exists():

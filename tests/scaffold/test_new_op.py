@@ -15,18 +15,22 @@ import yaml
 from typer.testing import CliRunner
 
 from ferret.cli.main import app
+from ferret.contract.load import load_contract
 from ferret.errors import UsageError
 from ferret.scaffold.new_op import new_op
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_new_op_passes_its_own_tests_as_generated(tmp_path, monkeypatch):
+@pytest.mark.parametrize("quantized", [False, True], ids=["plain", "quantized"])
+def test_a_new_op_passes_its_own_tests_as_generated(tmp_path, monkeypatch, quantized):
+    """Plain, and with `up` stored as float8 codes and their scales: calibrated, the honest candidate passes its gate
+    and the wrong one (a dropped tail; with --quantized, the scales ignored) is rejected, as generated."""
     # The calling process has Ferret's own `tasks` package imported (a test run, a dispatcher): the new
     # project's `tasks` must still be the one its calibration imports.
     monkeypatch.syspath_prepend(str(REPO))
     importlib.import_module("tasks.rmsnorm")
-    made = new_op("silu_demo", tmp_path)
+    made = new_op("silu_demo", tmp_path, quantized=quantized)
     names = {p.relative_to(tmp_path).as_posix() for p in made.files}
     assert {
         "contracts/silu_demo.yaml",
@@ -48,6 +52,25 @@ def test_a_new_op_passes_its_own_tests_as_generated(tmp_path, monkeypatch):
         timeout=600,
     )
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+    wrong = made.wrong.read_text()
+    assert ("up_scale" in (tmp_path / "tasks" / "silu_demo" / "baseline.py").read_text()) is quantized
+    assert ("scale_ptr" in made.honest.read_text()) is quantized and "scale_ptr" not in wrong
+
+
+@pytest.mark.quick
+def test_the_quantized_example_declares_its_storage_and_the_cli_passes_it(tmp_path):
+    """`ferret new --quantized`: up is float8 e4m3 codes with one float32 scale per 128 values of a row, every case's
+    rows whole blocks (N = NB * 128), and the contract loads (its scales checked at every declared case)."""
+    result = CliRunner().invoke(app, ["new", "q_op", "--root", str(tmp_path), "--no-calibrate", "--quantized"])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "contracts" / "q_op.yaml"
+    spec = yaml.safe_load(path.read_text())
+    inputs = {i["name"]: i for i in spec["inputs"]}
+    assert inputs["up"]["dtype"] == "float8_e4m3fn" and inputs["up"]["scales"] == {"input": "up_scale", "block": 128}
+    assert inputs["up_scale"]["dtype"] == "float32" and inputs["up_scale"]["shape"] == ["M", "NB"]
+    assert all("NB" in case["dims"] for case in spec["cases"]["cpu"] + spec["cases"]["gpu"])
+    contract = load_contract(path, require_tolerances=False)
+    assert [i.name for i in contract.inputs if i.scales is not None] == ["up"]
 
 
 @pytest.mark.parametrize("name", ["9lives", "has-dash", "class", "CamelCase"])
