@@ -5,6 +5,7 @@ its gate, the wrong one is rejected); bad names and files in the way are usage e
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -110,3 +111,40 @@ def test_calibration_may_rewrite_a_looser_table_only_when_the_example_is_forced(
     [command] = commands
     assert command[3:5] == ["calibrate", str((tmp_path / "contracts" / "demo_op.yaml").resolve())]
     assert ("--force" in command) is force
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_quantized_example_is_judged_as_on_the_cpu(tmp_path, monkeypatch):
+    """Compiled Triton loads the float8 codes on the GPU profile's shapes (up to 4099 x 4992): the honest candidate
+    passes, the one that ignores the scales is rejected for its math. Correctness only (no speed verdict)."""
+    monkeypatch.syspath_prepend(str(REPO))
+    made = new_op("silu_q", tmp_path, quantized=True)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO)])
+    verdicts = {}
+    for candidate in (made.honest, made.wrong):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ferret.cli.main",
+                "check",
+                str(made.contract),
+                str(candidate),
+                "--profile",
+                "gpu",
+                "--no-speed",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        [line] = [line for line in done.stdout.splitlines() if line.startswith("GATE_RESULT ")]
+        verdicts[candidate.name] = (done.returncode, json.loads(line.removeprefix("GATE_RESULT ")))
+    code, honest = verdicts[made.honest.name]
+    assert code == 0 and honest["pass"], honest["parts"]
+    code, wrong = verdicts[made.wrong.name]
+    assert code == 1 and wrong["first_failing_stage"] == "y"
+    assert "math_mismatch" in {d["cheat"] for d in wrong["detections"]}
