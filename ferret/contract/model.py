@@ -73,6 +73,20 @@ class Reference(_Strict):
         default="float32", description="Dtype golden stage values are stored in inside the gate."
     )
     validation: Validation
+    supported_dims: dict[str, tuple[int, int]] = Field(
+        default_factory=dict,
+        description="Dims whose values the reference supports only in a range: dim -> [low, high], inclusive (the "
+        "query tokens per request of a multi-token step, say). A declared case, or a fresh range, outside it is a "
+        "contract error naming the case's dim.",
+    )
+
+    @field_validator("supported_dims")
+    @classmethod
+    def _supported_ranges(cls, ranges: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        bad = [f"{dim}: [{low}, {high}]" for dim, (low, high) in ranges.items() if not 1 <= low <= high]
+        if bad:
+            raise ValueError(f"need 1 <= low <= high, got {', '.join(bad)}")
+        return ranges
 
 
 class Tolerance(_Strict):
@@ -610,7 +624,7 @@ class Contract(_Strict):
             for field, value in (("error_scale", s.error_scale), ("exact_within", s.exact_within))
             if value in stage_names + input_names
         ]
-        problems += self._storage_problems() + self._informative_problems()
+        problems += self._storage_problems() + self._informative_problems() + self._supported_dim_problems()
         for inp in self.inputs:
             if inp.role == "inout" and inp.name not in stage_names:
                 problems.append(f"inputs.{inp.name}: an inout input must also be a stage (its contents after the call)")
@@ -688,6 +702,25 @@ class Contract(_Strict):
                 problems.append(f"inputs.{inp.name}.scales: only a float8 input has scales, this one is {inp.dtype}")
             elif inp.scales is not None:
                 problems += _scale_problems(inp, specs.get(inp.scales.input), self.cases.cpu + self.cases.gpu)
+        return problems
+
+    def _supported_dim_problems(self) -> list[str]:
+        """Every declared case's dims, and every fresh range, inside what the reference supports."""
+        problems = []
+        supported = self.reference.supported_dims
+        for dim, (low, high) in supported.items():
+            where = f"reference.supported_dims.{dim} [{low}, {high}]"
+            case_dims = {d for case in self.cases.cpu + self.cases.gpu for d in case.dims}
+            if dim not in case_dims:
+                problems.append(f"reference.supported_dims.{dim}: not a dim of any case")
+            for profile in ("cpu", "gpu"):
+                for case in self.cases_for(profile):
+                    value = case.dims.get(dim)
+                    if value is not None and not low <= value <= high:
+                        problems.append(f"cases.{profile}.{case.name}.dims.{dim}: {value} is outside what {where} allows")
+                fresh = getattr(self.cases.fresh, profile) if self.cases.fresh is not None else {}
+                if dim in fresh and not low <= fresh[dim][0] <= fresh[dim][1] <= high:
+                    problems.append(f"cases.fresh.{profile}.{dim}: {list(fresh[dim])} reaches outside what {where} allows")
         return problems
 
     def _informative_problems(self) -> list[str]:
