@@ -6,6 +6,7 @@ The S new rows are appended at cache_lens[b] + i (kv_a_layernorm and rope in fp3
 token i, float32 softmax, bf16 products, as tasks/mla_attention/baseline.py (whose helpers these are). No host
 synchronization: masked to the cache's shape, never to a length read on the host.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,8 +20,11 @@ def _prepare(inputs: dict[str, torch.Tensor], params: dict) -> dict[str, torch.T
     rank, dtype = params["kv_lora_rank"], inputs["kv_cache"].dtype
     s_q = kv_a.shape[1]
     c_kv_raw = kv_a[..., :rank].float()
-    c_kv = (c_kv_raw * torch.rsqrt(c_kv_raw.pow(2).mean(-1, keepdim=True) + params["rms_norm_eps"])
-            * inputs["kv_a_norm_weight"].float()).to(dtype)
+    c_kv = (
+        c_kv_raw
+        * torch.rsqrt(c_kv_raw.pow(2).mean(-1, keepdim=True) + params["rms_norm_eps"])
+        * inputs["kv_a_norm_weight"].float()
+    ).to(dtype)
     token_positions = positions[:, None] + torch.arange(s_q, device=positions.device)[None, :]
     angles = token_positions.float()[..., None] * _rope_inv_freq(params, q_pe.device)  # [B, S, rope/2]
     magnitude = _rope_magnitude(params)
@@ -32,8 +36,7 @@ def _prepare(inputs: dict[str, torch.Tensor], params: dict) -> dict[str, torch.T
     }
 
 
-def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict,
-        trace: dict | None = None) -> None:
+def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict, trace: dict | None = None) -> None:
     q_nope, w_kv_b, kv_cache, cache_lens = inputs["q_nope"], inputs["w_kv_b"], inputs["kv_cache"], inputs["cache_lens"]
     rank, nope, v_dim = params["kv_lora_rank"], params["qk_nope_head_dim"], params["v_head_dim"]
     batch, s_q, heads, _ = q_nope.shape
@@ -66,11 +69,13 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
 
     if trace is not None:
         trace.update(prepared)
-        trace.update({
-            "kv_cache": kv_cache.clone(),
-            "q_absorbed": q_absorbed,
-            "scores": scores,
-            "probs": probs,
-            "o_latent": o_latent,
-            "o_heads": o_heads,
-        })
+        trace.update(
+            {
+                "kv_cache": kv_cache.clone(),
+                "q_absorbed": q_absorbed,
+                "scores": scores,
+                "probs": probs,
+                "o_latent": o_latent,
+                "o_heads": o_heads,
+            }
+        )

@@ -8,6 +8,7 @@ contract's decode step (tasks/mla_attention/reference.py: the same functions, no
 S rows appended and token i's own length cache_lens[b] + i; `sequential_steps` is the independent statement of the
 same thing (S single-token steps one after the other), which the tests hold it to.
 """
+
 from __future__ import annotations
 
 import torch
@@ -93,8 +94,13 @@ def sequential_steps(inputs: dict[str, torch.Tensor], params: dict) -> dict[str,
     steps: dict[str, list[torch.Tensor]] = {}
     for i in range(inputs["q_nope"].shape[1]):
         token = {name: inputs[name][:, i] for name in ("q_nope", "q_pe", "kv_a")}
-        token.update(kv_a_norm_weight=inputs["kv_a_norm_weight"], w_kv_b=inputs["w_kv_b"], kv_cache=cache,
-                     positions=inputs["positions"].long() + i, cache_lens=inputs["cache_lens"].long() + i)
+        token.update(
+            kv_a_norm_weight=inputs["kv_a_norm_weight"],
+            w_kv_b=inputs["w_kv_b"],
+            kv_cache=cache,
+            positions=inputs["positions"].long() + i,
+            cache_lens=inputs["cache_lens"].long() + i,
+        )
         stages = bf16.reference(token, params)
         cache = stages.pop("kv_cache")
         for name, value in stages.items():

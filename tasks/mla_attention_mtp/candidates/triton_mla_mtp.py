@@ -14,6 +14,7 @@ turning them into probabilities with kernel 3's own log-sum-exp.
 
 Small and plain on purpose (one split per virtual query): it exists to show the contract is met, not to be fast.
 """
+
 from __future__ import annotations
 
 import math
@@ -112,8 +113,19 @@ def _cos_sin(angle):
 
 @triton.jit
 def _append_kernel(
-    kv_a_ptr, gamma_ptr, inv_freq_ptr, positions_ptr, cache_lens_ptr, cache_ptr, capacity, eps, rope_magnitude,
-    S_Q: tl.constexpr, RANK: tl.constexpr, ROPE: tl.constexpr, INTERPRETED: tl.constexpr,
+    kv_a_ptr,
+    gamma_ptr,
+    inv_freq_ptr,
+    positions_ptr,
+    cache_lens_ptr,
+    cache_ptr,
+    capacity,
+    eps,
+    rope_magnitude,
+    S_Q: tl.constexpr,
+    RANK: tl.constexpr,
+    ROPE: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
     v = tl.program_id(0).to(tl.int64)  # virtual query: token v % S_Q of request v // S_Q
     b = v // S_Q
@@ -139,9 +151,22 @@ def _append_kernel(
 
 @triton.jit
 def _query_kernel(
-    q_nope_ptr, q_pe_ptr, w_kv_b_ptr, inv_freq_ptr, positions_ptr, q_ptr, queries, heads, rope_magnitude,
-    S_Q: tl.constexpr, RANK: tl.constexpr, NOPE: tl.constexpr, ROPE: tl.constexpr, V_DIM: tl.constexpr,
-    BLOCK_B: tl.constexpr, INTERPRETED: tl.constexpr,
+    q_nope_ptr,
+    q_pe_ptr,
+    w_kv_b_ptr,
+    inv_freq_ptr,
+    positions_ptr,
+    q_ptr,
+    queries,
+    heads,
+    rope_magnitude,
+    S_Q: tl.constexpr,
+    RANK: tl.constexpr,
+    NOPE: tl.constexpr,
+    ROPE: tl.constexpr,
+    V_DIM: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
     h = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)  # virtual queries
@@ -163,10 +188,10 @@ def _query_kernel(
     cos, sin = _cos_sin(pos[:, None] * tl.load(inv_freq_ptr + pair)[None, :])
     cos = cos * rope_magnitude
     sin = sin * rope_magnitude
-    tl.store(q_rows + RANK + 2 * pair[None, :], _round_to(even * cos - odd * sin, out_dtype, INTERPRETED),
-             mask=row_mask[:, None])
-    tl.store(q_rows + RANK + 2 * pair[None, :] + 1, _round_to(odd * cos + even * sin, out_dtype, INTERPRETED),
-             mask=row_mask[:, None])
+    tl.store(q_rows + RANK + 2 * pair[None, :], _round_to(even * cos - odd * sin, out_dtype, INTERPRETED), mask=row_mask[:, None])
+    tl.store(
+        q_rows + RANK + 2 * pair[None, :] + 1, _round_to(odd * cos + even * sin, out_dtype, INTERPRETED), mask=row_mask[:, None]
+    )
 
 
 @triton.jit
@@ -177,8 +202,7 @@ def _attended(cache_lens_ptr, v, S_Q: tl.constexpr):
 
 
 @triton.jit
-def _tile(q_latent, q_rope, cache_ptr, b, t, tokens, capacity, RANK: tl.constexpr, ROPE: tl.constexpr,
-          INTERPRETED: tl.constexpr):
+def _tile(q_latent, q_rope, cache_ptr, b, t, tokens, capacity, RANK: tl.constexpr, ROPE: tl.constexpr, INTERPRETED: tl.constexpr):
     """One tile of rows t of request b: (its latent, the raw logits [heads, tile] in fp32, which rows are attended)."""
     visible = t < tokens
     rows = cache_ptr + (b.to(tl.int64) * capacity + t.to(tl.int64))[:, None] * (RANK + ROPE)
@@ -199,8 +223,19 @@ def _queries(q_ptr, v, h, h_mask, heads, RANK: tl.constexpr, ROPE: tl.constexpr)
 
 @triton.jit
 def _attention_kernel(
-    q_ptr, cache_ptr, cache_lens_ptr, o_latent_ptr, lse_ptr, heads, capacity, qk_scale_log2,
-    S_Q: tl.constexpr, RANK: tl.constexpr, ROPE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+    q_ptr,
+    cache_ptr,
+    cache_lens_ptr,
+    o_latent_ptr,
+    lse_ptr,
+    heads,
+    capacity,
+    qk_scale_log2,
+    S_Q: tl.constexpr,
+    RANK: tl.constexpr,
+    ROPE: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
     INTERPRETED: tl.constexpr,
 ):
     v = tl.program_id(0)
@@ -224,15 +259,26 @@ def _attention_kernel(
         row_max = new_max
     out = acc / total[:, None]
     cols = tl.arange(0, RANK)
-    tl.store(o_latent_ptr + (v * heads + h[:, None]) * RANK + cols[None, :],
-             _round_to(out, o_latent_ptr.dtype.element_ty, INTERPRETED), mask=h_mask[:, None])
+    tl.store(
+        o_latent_ptr + (v * heads + h[:, None]) * RANK + cols[None, :],
+        _round_to(out, o_latent_ptr.dtype.element_ty, INTERPRETED),
+        mask=h_mask[:, None],
+    )
     tl.store(lse_ptr + v * heads + h, row_max + tl.log2(total), mask=h_mask)
 
 
 @triton.jit
 def _unabsorb_kernel(
-    latent_ptr, w_kv_b_ptr, out_ptr, queries, heads,
-    RANK: tl.constexpr, NOPE: tl.constexpr, V_DIM: tl.constexpr, BLOCK_B: tl.constexpr, INTERPRETED: tl.constexpr,
+    latent_ptr,
+    w_kv_b_ptr,
+    out_ptr,
+    queries,
+    heads,
+    RANK: tl.constexpr,
+    NOPE: tl.constexpr,
+    V_DIM: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
     h = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
@@ -242,14 +288,30 @@ def _unabsorb_kernel(
     latent = tl.load(latent_ptr + (rows[:, None] * heads + h) * RANK + r[None, :], mask=row_mask[:, None], other=0.0)
     w_uv = tl.load(w_kv_b_ptr + (h * (NOPE + V_DIM) + NOPE + v)[None, :] * RANK + r[:, None])  # W_UV_h^T [RANK, V]
     out = tl.dot(_dot_operand(latent, INTERPRETED), _dot_operand(w_uv, INTERPRETED))
-    tl.store(out_ptr + (rows[:, None] * heads + h) * V_DIM + v[None, :],
-             _round_to(out, out_ptr.dtype.element_ty, INTERPRETED), mask=row_mask[:, None])
+    tl.store(
+        out_ptr + (rows[:, None] * heads + h) * V_DIM + v[None, :],
+        _round_to(out, out_ptr.dtype.element_ty, INTERPRETED),
+        mask=row_mask[:, None],
+    )
 
 
 @triton.jit
 def _trace_scores_kernel(
-    q_ptr, cache_ptr, cache_lens_ptr, lse_ptr, scores_ptr, probs_ptr, heads, capacity, qk_scale, qk_scale_log2,
-    S_Q: tl.constexpr, RANK: tl.constexpr, ROPE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+    q_ptr,
+    cache_ptr,
+    cache_lens_ptr,
+    lse_ptr,
+    scores_ptr,
+    probs_ptr,
+    heads,
+    capacity,
+    qk_scale,
+    qk_scale_log2,
+    S_Q: tl.constexpr,
+    RANK: tl.constexpr,
+    ROPE: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
     INTERPRETED: tl.constexpr,
 ):
     v = tl.program_id(0)
@@ -273,8 +335,7 @@ def _check_inputs(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tens
             raise ValueError(f"{name} must be contiguous")
 
 
-def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict,
-        trace: dict | None = None) -> None:
+def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], params: dict, trace: dict | None = None) -> None:
     _check_inputs(inputs, outputs)
     kv_cache, cache_lens, w_kv_b, q_nope = inputs["kv_cache"], inputs["cache_lens"], inputs["w_kv_b"], inputs["q_nope"]
     o_heads = outputs["o_heads"]
@@ -285,32 +346,76 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     inv_freq, magnitude, scale = _inv_freq(params, device), _rope_magnitude(params), _softmax_scale(params)
 
     _append_kernel[(queries,)](
-        inputs["kv_a"], inputs["kv_a_norm_weight"], inv_freq, inputs["positions"], cache_lens, kv_cache, capacity,
-        params["rms_norm_eps"], magnitude, S_Q=s_q, RANK=rank, ROPE=rope, INTERPRETED=interpreted,
+        inputs["kv_a"],
+        inputs["kv_a_norm_weight"],
+        inv_freq,
+        inputs["positions"],
+        cache_lens,
+        kv_cache,
+        capacity,
+        params["rms_norm_eps"],
+        magnitude,
+        S_Q=s_q,
+        RANK=rank,
+        ROPE=rope,
+        INTERPRETED=interpreted,
     )
     q = torch.empty((queries, heads, rank + rope), dtype=q_nope.dtype, device=device)
     block_b = 16
     _query_kernel[(heads, triton.cdiv(queries, block_b))](
-        q_nope, inputs["q_pe"], w_kv_b, inv_freq, inputs["positions"], q, queries, heads, magnitude,
-        S_Q=s_q, RANK=rank, NOPE=QK_NOPE_HEAD_DIM, ROPE=rope, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, INTERPRETED=interpreted,
+        q_nope,
+        inputs["q_pe"],
+        w_kv_b,
+        inv_freq,
+        inputs["positions"],
+        q,
+        queries,
+        heads,
+        magnitude,
+        S_Q=s_q,
+        RANK=rank,
+        NOPE=QK_NOPE_HEAD_DIM,
+        ROPE=rope,
+        V_DIM=V_HEAD_DIM,
+        BLOCK_B=block_b,
+        INTERPRETED=interpreted,
     )
     o_latent = torch.empty((queries, heads, rank), dtype=q_nope.dtype, device=device)
     lse = torch.empty((queries, heads), dtype=torch.float32, device=device)
     block_h, block_n = 16, 16 if interpreted else 32
     _attention_kernel[(queries, triton.cdiv(heads, block_h))](
-        q, kv_cache, cache_lens, o_latent, lse, heads, capacity, scale * _LOG2E,
-        S_Q=s_q, RANK=rank, ROPE=rope, BLOCK_H=block_h, BLOCK_N=block_n, INTERPRETED=interpreted,
+        q,
+        kv_cache,
+        cache_lens,
+        o_latent,
+        lse,
+        heads,
+        capacity,
+        scale * _LOG2E,
+        S_Q=s_q,
+        RANK=rank,
+        ROPE=rope,
+        BLOCK_H=block_h,
+        BLOCK_N=block_n,
+        INTERPRETED=interpreted,
     )
     _unabsorb_kernel[(heads, triton.cdiv(queries, block_b))](
-        o_latent, w_kv_b, o_heads, queries, heads,
-        RANK=rank, NOPE=QK_NOPE_HEAD_DIM, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, INTERPRETED=interpreted,
+        o_latent,
+        w_kv_b,
+        o_heads,
+        queries,
+        heads,
+        RANK=rank,
+        NOPE=QK_NOPE_HEAD_DIM,
+        V_DIM=V_HEAD_DIM,
+        BLOCK_B=block_b,
+        INTERPRETED=interpreted,
     )
     if trace is not None:
         _record_trace(trace, q, kv_cache, cache_lens, o_latent, lse, o_heads, scale, s_q, block_h, block_n, interpreted)
 
 
-def _record_trace(trace, q, kv_cache, cache_lens, o_latent, lse, o_heads, scale, s_q, block_h, block_n,
-                  interpreted) -> None:
+def _record_trace(trace, q, kv_cache, cache_lens, o_latent, lse, o_heads, scale, s_q, block_h, block_n, interpreted) -> None:
     """Trace-only kernel after the fast path's (it writes nothing the fast path reads); the appended rows read back."""
     queries, heads, _ = q.shape
     batch, capacity = kv_cache.shape[0], kv_cache.shape[1]
@@ -318,19 +423,35 @@ def _record_trace(trace, q, kv_cache, cache_lens, o_latent, lse, o_heads, scale,
     scores = torch.empty((queries, heads, capacity), dtype=torch.float32, device=q.device)
     probs = torch.empty_like(scores)
     _trace_scores_kernel[(queries, triton.cdiv(heads, block_h), triton.cdiv(capacity, block_n))](
-        q, kv_cache, cache_lens, lse, scores, probs, heads, capacity, scale, scale * _LOG2E,
-        S_Q=s_q, RANK=rank, ROPE=QK_ROPE_HEAD_DIM, BLOCK_H=block_h, BLOCK_N=block_n, INTERPRETED=interpreted,
+        q,
+        kv_cache,
+        cache_lens,
+        lse,
+        scores,
+        probs,
+        heads,
+        capacity,
+        scale,
+        scale * _LOG2E,
+        S_Q=s_q,
+        RANK=rank,
+        ROPE=QK_ROPE_HEAD_DIM,
+        BLOCK_H=block_h,
+        BLOCK_N=block_n,
+        INTERPRETED=interpreted,
     )
     ends = cache_lens.long()[:, None] + torch.arange(s_q, device=q.device)[None, :]
     appended = kv_cache[torch.arange(batch, device=q.device)[:, None], ends]  # [B, S, 576]
-    trace.update({
-        "c_kv": appended[..., :rank],
-        "q_pe_roped": q[..., rank:].reshape(batch, s_q, heads, -1),
-        "k_pe_roped": appended[..., rank:],
-        "kv_cache": kv_cache.clone(),
-        "q_absorbed": q[..., :rank].reshape(batch, s_q, heads, rank),
-        "scores": scores.view(batch, s_q, heads, capacity),
-        "probs": probs.view(batch, s_q, heads, capacity),
-        "o_latent": o_latent.view(batch, s_q, heads, rank),
-        "o_heads": o_heads.clone(),
-    })
+    trace.update(
+        {
+            "c_kv": appended[..., :rank],
+            "q_pe_roped": q[..., rank:].reshape(batch, s_q, heads, -1),
+            "k_pe_roped": appended[..., rank:],
+            "kv_cache": kv_cache.clone(),
+            "q_absorbed": q[..., :rank].reshape(batch, s_q, heads, rank),
+            "scores": scores.view(batch, s_q, heads, capacity),
+            "probs": probs.view(batch, s_q, heads, capacity),
+            "o_latent": o_latent.view(batch, s_q, heads, rank),
+            "o_heads": o_heads.clone(),
+        }
+    )
