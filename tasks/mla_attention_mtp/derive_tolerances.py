@@ -29,7 +29,6 @@ from tasks.mla_attention.derive_tolerances import DERIVED_METRICS, DERIVED_STAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = ROOT / "contracts" / "mla_attention_mtp.yaml"
-TABLE = ROOT / "contracts" / "mla_attention_mtp.tolerances.yaml"
 BF16_TABLE = ROOT / "contracts" / "mla_attention.tolerances.yaml"
 CANDIDATE = ROOT / "tasks" / "mla_attention_mtp" / "candidates" / "triton_mla_mtp.py"
 CALIBRATE_MARGIN = 4.0
@@ -64,7 +63,7 @@ def finish(table: dict, bf16_table: dict) -> dict:
     return table
 
 
-def main() -> None:
+def main(contract: Path = CONTRACT, candidate: Path = CANDIDATE, module: str = "tasks.mla_attention_mtp") -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--check-seeds", type=int, default=4)
@@ -72,19 +71,19 @@ def main() -> None:
     args = parser.parse_args()
     assert CALIBRATE_MARGIN == ROW_MARGIN  # calibrate's margin gives the row bounds too
     out = calibrate(
-        CONTRACT,
+        contract,
         seeds=args.seeds,
         margin=CALIBRATE_MARGIN,
         check_seeds=args.check_seeds,
-        candidates=[CANDIDATE],
+        candidates=[candidate],
         progress=print,
         force=args.force,
     )
     text = out.read_text()
     header = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#") and "Do not edit" not in line)
     header += (
-        f"# Then `python -m tasks.mla_attention_mtp.derive_tolerances --seeds {args.seeds}`'s rules (its docstring), "
-        f"{_dt.date.today().isoformat()}. Do not edit by hand.\n"
+        f"# Then `python -m {module}.derive_tolerances --seeds {args.seeds}`'s rules "
+        f"(tasks/mla_attention_mtp/derive_tolerances.py), {_dt.date.today().isoformat()}. Do not edit by hand.\n"
     )
     table = finish(yaml.safe_load(text), yaml.safe_load(BF16_TABLE.read_text()))
     out.write_text(header + yaml.safe_dump(table, sort_keys=False, width=120))

@@ -77,3 +77,21 @@ def test_an_s_q_outside_what_the_reference_supports_is_refused():
         five[name] = torch.cat((inputs[name], inputs[name][:, :1]), dim=1)
     with pytest.raises(ValueError, match="s_q"):
         reference.reference(five, params)
+
+
+def test_the_roofline_counts_each_tokens_own_reach():
+    """Flops over the rows each query token attends (cache_lens + i + 1), bytes over the rows a request needs
+    (cache_lens + S): counted here token by token, against the contract's expressions."""
+    from ferret.contract.roofline import count_roofline
+
+    contract = load_contract(CONTRACT, require_tolerances=False)
+    case = next(c for c in contract.cases.cpu if c.name == "four_tokens")
+    inputs = draw_inputs(contract, case, "bfloat16")
+    batch, s_q, heads = (case.dims[d] for d in ("B", "S", "H"))
+    lens = inputs["cache_lens"].tolist()
+    attended = sum(n + i + 1 for n in lens for i in range(s_q))
+    flops = 2 * heads * attended * (576 + 512) + 4 * batch * s_q * heads * 128 * 512
+    others = sum(t.numel() * t.element_size() for name, t in inputs.items() if name != "kv_cache")
+    count = count_roofline(contract, case.dims, inputs, "bfloat16")
+    assert count.flops == flops
+    assert count.bytes == sum(n + s_q for n in lens) * 1152 + others + batch * s_q * heads * 128 * 2
