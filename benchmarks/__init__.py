@@ -16,7 +16,7 @@ from types import ModuleType
 
 BENCHMARKS: dict[str, str] = {
     "mla": "benchmarks.mla",
-    "mla-fp8": "benchmarks.mla_fp8",
+    "mla-served": "benchmarks.mla_served",
     "timing": "benchmarks.timing",
     "search-setup": "benchmarks.search_setup",
     "tolerances": "benchmarks.tolerances",
