@@ -40,6 +40,8 @@ def test_honest_candidates_exist():
         "mla_attention",
         "mla_attention_fp8",
         "mla_attention_fp8_paged",
+        "mla_attention_mtp",
+        "mla_attention_mtp_paged",
         "mla_attention_paged",
         "rmsnorm",
         "rope",
