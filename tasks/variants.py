@@ -97,15 +97,14 @@ def failing_stages(run: Any, contract: Any, cases: list[JudgedCase]) -> list[str
     One line per failing stage: `variant stage metric values (limits)`. Shared by the tests and the evidence
     script (benchmarks/mla_tolerance_checks.py)."""
     from ferret.gate.calibrate import _run_implementation
-    from ferret.gate.metrics import compare_stage, error_scale_of
+    from ferret.gate.metrics import compare_to_golden
 
     failing = []
     for judged in cases:
         got = _run_implementation(run, judged.inputs, contract, judged.case, judged.dtype, "cpu")
         for stage in contract.stages:
             tol = contract.tolerance(judged.dtype, stage.name, judged.case.name)
-            m = compare_stage(got.get(stage.name), judged.golden[stage.name].cpu(), stage, tol,
-                              error_scale=error_scale_of(judged.golden, stage))
+            m = compare_to_golden(got.get(stage.candidate_stage), judged.golden, stage, tol)
             if not m.passed:
                 failing.append(f"{judged.id} {stage.name} rel_l2={m.rel_l2 or 0:.4g} (limit {tol.rel_l2}) "
                                f"max_abs_rel_peak={m.max_abs_rel_peak or 0:.4g} (limit {tol.max_abs_rel_peak})")

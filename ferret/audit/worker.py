@@ -3,9 +3,9 @@
 setup's modes:
 
 - `classify`: runs a candidate file (the honest one or a mutant) on the audit's independent cases and writes each
-  case's error against the float64 reference, measured by the gate's own metrics and tolerance table
-  (`ferret.gate.metrics.compare_stage`); stops early once a case is over the tolerance, since one is enough to call
-  a mutant harmful;
+  case's error against the float64 reference, measured as the gate measures it (`ferret.gate.metrics.compare_to_golden`:
+  the tolerance table, the error scales, the exact stages' allowances); stops early once a case is over the tolerance,
+  since one is enough to call a mutant harmful;
 - `judge`: judges a candidate file with the locked gate (`ferret.gate.judge.Judge`, speed and stress off) and writes
   what it said.
 
@@ -32,7 +32,7 @@ from ferret.contract.model import Case, Contract
 from ferret.contract.task import Task
 from ferret.errors import GateTampered, MachineFault
 from ferret.gate.inputs import output_specs
-from ferret.gate.metrics import compare_stage, error_scale_of
+from ferret.gate.metrics import compare_to_golden
 from ferret.gate.models import PARTS, Verdict
 
 INPUT_PREFIX = "input:"
@@ -93,12 +93,8 @@ def _case_error(contract: Contract, run, inputs, golden, entry: dict, device: st
         error.raised = f"{type(err).__name__}: {str(err)[:300]}"
         return error
     for stage in contract.stages:
-        metrics = compare_stage(
-            got.get(stage.name),
-            golden[stage.name],
-            stage,
-            contract.tolerance(entry["dtype"], stage.name, None),
-            error_scale=error_scale_of(golden, stage),
+        metrics = compare_to_golden(
+            got.get(stage.candidate_stage), golden, stage, contract.tolerance(entry["dtype"], stage.name, None)
         )
         if metrics.exposed:
             error.stages.append(

@@ -32,7 +32,7 @@ from safetensors.torch import load_file
 from ferret import wire
 from ferret.bench.graph import replay_plan
 from ferret.contract.task import Task
-from ferret.gate.metrics import bitwise_equal, compare_stage
+from ferret.gate.metrics import bitwise_equal, compare_to_golden
 
 
 def check_timed_answers(
@@ -77,7 +77,7 @@ def check_timed_answers(
             continue
         if set_index not in golden:
             golden[set_index] = reference_outputs(task, pool[set_index], outputs, device)
-        metrics = compare_stage(answer, golden[set_index][name], stages[name], contract.tolerance(dtype, name), device=device)
+        metrics = compare_to_golden(answer, golden[set_index], stages[name], contract.tolerance(dtype, name), device=device)
         checked += 1
         if not metrics.passed:
             flags.append(
@@ -125,11 +125,11 @@ def check_sampled_answers(
         unchanged: dict[str, torch.Tensor] = {}
         for name in sorted(outputs):
             checked += 1
-            failed = _fails(task, entries[name], golden[name], name, dtype, device)
+            failed = _fails(task, entries[name], golden, name, dtype, device)
             if failed is None:
                 continue
             unchanged = unchanged or reference_outputs(task, pool[set_index], outputs, device)
-            replayed = _fails(task, entries[name], unchanged[name], name, dtype, device) is None
+            replayed = _fails(task, entries[name], unchanged, name, dtype, device) is None
             verdict = "the unchanged set's answer, replayed" if replayed else "not the reference's"
             flags.append(
                 f"{'content_replay' if replayed else 'warmup_detection'}: the answer of the {call} fails stage {name}, "
@@ -154,11 +154,11 @@ def check_moved_call(
     return check_sampled_answers(task, [inputs], samples, dtype, read_only, device, what="call on moved inputs")
 
 
-def _fails(task: Task, answer: torch.Tensor, golden: torch.Tensor, name: str, dtype: str, device: str) -> str | None:
-    """Why `answer` fails output stage `name` against `golden`, or None where it passes."""
+def _fails(task: Task, answer: torch.Tensor, golden: dict[str, torch.Tensor], name: str, dtype: str, device: str) -> str | None:
+    """Why `answer` fails output stage `name` against the golden set `golden`, or None where it passes."""
     contract = task.contract
-    stage = next(s for s in contract.stages if s.name == name)
-    metrics = compare_stage(answer, golden, stage, contract.tolerance(dtype, name), device=device)
+    stage = contract.stage(name)
+    metrics = compare_to_golden(answer, golden, stage, contract.tolerance(dtype, name), device=device)
     return None if metrics.passed else "; ".join(metrics.reasons)
 
 
@@ -199,14 +199,17 @@ def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def reference_outputs(task: Task, inputs: dict[str, torch.Tensor], outputs: set[str], device: str) -> dict[str, torch.Tensor]:
-    """The reference's `outputs` for one input set, run on a copy of it on `device`. Every other stage the reference
-    returns, and the copy, are freed when this returns, before the next set's run: on the MLA gate a float64 run holds
-    several copies of the cache (the cache stage itself among them); held through the next set's run, the previous set's stages
-    and copy made the check's own process peak at 29.7 GiB of an H100 in this phase."""
+    """The reference's `outputs` for one input set, and the companions their stages declare (`compare_to_golden`), run
+    on a copy of it on `device`. Every other stage the reference returns, and the copy, are freed when this returns,
+    before the next set's run: on the MLA gate a float64 run holds several copies of the cache (the cache stage itself
+    among them); held through the next set's run, the previous set's stages and copy made the check's own process peak
+    at 29.7 GiB of an H100 in this phase."""
     copy = {name: tensor.to(device, copy=True) for name, tensor in inputs.items()}
     with torch.no_grad():
         computed = task.reference(copy, dict(task.contract.params))
-    return {name: computed[name].detach() for name in outputs}
+    stages = [task.contract.stage(name) for name in outputs]
+    kept = set(outputs) | {companion for s in stages for companion in (s.error_scale, s.exact_within) if companion}
+    return {name: computed[name].detach() for name in kept}
 
 
 def check_replayed_answers(
@@ -246,7 +249,7 @@ def check_replayed_answers(
             golden[(source, index)] = reference_outputs(task, inputs, outputs, device)
         for name in sorted(outputs):
             checked += 1
-            failed = _fails(task, replayed[(source, index)][name], golden[(source, index)][name], name, dtype, device)
+            failed = _fails(task, replayed[(source, index)][name], golden[(source, index)], name, dtype, device)
             if failed is not None:
                 flags.append(
                     f"graph_frozen: a CUDA-graph replay of the candidate's captured call on {source} input set {index}, "

@@ -24,7 +24,7 @@ from ferret.contract.load import ContractError, load_contract, tolerance_file
 from ferret.contract.model import Contract, ProfileName, Tolerance, ToleranceTable
 from ferret.errors import UsageError
 from ferret.gate.inputs import case_variants, draw_inputs, output_specs, variant_id
-from ferret.gate.metrics import allowance_of, compare_stage, error_scale_of
+from ferret.gate.metrics import compare_to_golden
 from ferret.sandbox.interpreter import prepare_interpreter
 
 CALIBRATION_SEED_BASE = 1_000_000
@@ -243,14 +243,7 @@ def _update_worst_errors(
     for stage in contract.stages:
         if stage.candidate_stage not in got:
             continue
-        m = compare_stage(
-            got[stage.candidate_stage],
-            golden[stage.name].cpu(),
-            stage,
-            _PERMISSIVE,
-            error_scale=error_scale_of(golden, stage),
-            allowance=allowance_of(golden, stage),
-        )
+        m = compare_to_golden(got[stage.candidate_stage], golden, stage, _PERMISSIVE)
         if m.nonfinite_mismatches:
             raise ContractError(f"{nonfinite_error} stage {stage.name}")
         exposed.add(stage.name)
@@ -312,14 +305,7 @@ def _false_rejection(setup: _Calibration, implementation, judged: Contract, chec
                 st.name
                 for st in setup.contract.stages
                 if st.candidate_stage in got
-                and not compare_stage(
-                    got[st.candidate_stage],
-                    golden[st.name].cpu(),
-                    st,
-                    judged.tolerance(dtype, st.name),
-                    error_scale=error_scale_of(golden, st),
-                    allowance=allowance_of(golden, st),
-                ).passed
+                and not compare_to_golden(got[st.candidate_stage], golden, st, judged.tolerance(dtype, st.name)).passed
             ]
             if bad:
                 rejected += 1

@@ -14,7 +14,7 @@ from ferret import wire
 from ferret.contract.model import Contract
 from ferret.gate import detect
 from ferret.gate.inputs import tensor_content_sha256
-from ferret.gate.metrics import StageMetrics, allowance_of, bitwise_equal, compare_stage, error_scale_of, where_different
+from ferret.gate.metrics import StageMetrics, bitwise_equal, compare_to_golden, where_different
 from ferret.gate.models import PARTS, Detection, PartName, PartResult, RunFailure, VariantResult
 
 VariantIds = tuple[str, str, str, PartName]
@@ -100,14 +100,12 @@ def _compare_stages(
     stages: list[StageMetrics] = []
     for stage in contract.stages:
         stages.append(
-            compare_stage(
+            compare_to_golden(
                 _stage_value(got, stage.candidate_stage, outputs, inout),
-                golden[stage.name],
+                golden,
                 stage,
                 contract.tolerance(dtype, stage.name, own_row),
                 device=device,
-                error_scale=error_scale_of(golden, stage),
-                allowance=allowance_of(golden, stage),
             )
         )
     return stages

@@ -306,6 +306,28 @@ def compare_stage(
     return metrics
 
 
+def compare_to_golden(
+    candidate: torch.Tensor | None,
+    golden: Mapping[str, torch.Tensor],
+    stage: Stage,
+    tol: Tolerance,
+    device: str = "cpu",
+) -> StageMetrics:
+    """`compare_stage` against the golden set's value of `stage`, with the companions the stage declares (its error
+    scale, its allowance) read from the same set: every check that judges a stage judges it this one way. A check
+    that passed the tolerance alone would let an exact stage (`Stage.exact_within`) be off by anything the
+    tolerance absorbs, a sign flipped on its small entries among them."""
+    return compare_stage(
+        candidate,
+        golden[stage.name],
+        stage,
+        tol,
+        device=device,
+        error_scale=error_scale_of(golden, stage),
+        allowance=allowance_of(golden, stage),
+    )
+
+
 def allowance_of(golden: Mapping[str, torch.Tensor], stage: Stage) -> torch.Tensor | None:
     """The reference's allowance of `stage` (`Stage.exact_within`), or None where it declares none. A golden set
     without it gives zeros: every entry exact, never looser."""

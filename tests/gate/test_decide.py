@@ -40,7 +40,7 @@ def test_a_comparison_the_gpu_has_no_memory_for_is_made_on_the_host_with_the_sam
     hold it) the same comparison is made on the host: the verdict is the candidate's, never the judge's fault."""
     ids, golden = variant
     contract = load_contract(CONTRACT)
-    real_compare = decide.compare_stage
+    real_compare = decide.compare_to_golden
     devices = []
 
     def gpu_out_of_memory(*args, device="cpu", **kwargs):
@@ -51,7 +51,7 @@ def test_a_comparison_the_gpu_has_no_memory_for_is_made_on_the_host_with_the_sam
 
     monkeypatch.setattr(decide.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(decide.torch.cuda, "empty_cache", lambda: devices.append("emptied"))
-    monkeypatch.setattr(decide, "compare_stage", gpu_out_of_memory)
+    monkeypatch.setattr(decide, "compare_to_golden", gpu_out_of_memory)
     right = decide.judge_variant(
         contract, ids, golden, VariantStatus(ok=True), _answer(golden, golden["y"].float(), tmp_path / "right.safetensors"), {}
     )

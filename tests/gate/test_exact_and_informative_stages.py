@@ -18,7 +18,7 @@ from ferret import wire  # noqa: E402
 from ferret.contract.load import load_contract  # noqa: E402
 from ferret.contract.model import Contract, Stage, Tolerance  # noqa: E402
 from ferret.gate.decide import _compare_stages  # noqa: E402
-from ferret.gate.metrics import allowance_of, compare_stage  # noqa: E402
+from ferret.gate.metrics import allowance_of, compare_stage, compare_to_golden  # noqa: E402
 
 EXACT = Stage(name="codes", computes="codes", shape=["N"], exact_within="codes_allowance")
 LOOSE = Tolerance(rel_l2=0.5, max_abs_rel_peak=0.5)
@@ -102,3 +102,57 @@ def test_the_judge_compares_an_informative_stage_with_the_stage_it_names():
     assert metrics["o_heads"].passed and not metrics["o_heads"].informative
     far = metrics["o_heads_unquantized"]
     assert far.passed and far.informative and far.exposed and far.rel_l2 == pytest.approx(0.5, rel=0.01)
+
+
+def _kv_latent_only():
+    """The FP8 contract narrowed to its exact stage, and a golden set of it: codes, with one tie allowed a unit."""
+    contract = load_contract(CONTRACTS / "mla_attention_fp8.yaml")
+    narrowed = contract.model_copy(update={"stages": [contract.stage("kv_latent")]})
+    codes = torch.tensor([[[0.5, -0.5, 2.0, -448.0] * 128]], dtype=torch.float32)  # [B=1, L=1, 512]
+    allowance = torch.zeros_like(codes)
+    allowance[..., 2] = 0.25
+    return narrowed, {"kv_latent": codes, "kv_latent_allowance": allowance}
+
+
+def test_every_check_of_a_stage_reads_its_allowance_from_the_golden_set():
+    """`compare_to_golden`, the one comparison the judge, the answer checks and the audit share: a small code's
+    sign flipped is far inside the stage's tolerance and still fails; a tie's unit passes."""
+    contract, golden = _kv_latent_only()
+    stage = contract.stage("kv_latent")
+    tol = contract.tolerance("bfloat16", "kv_latent")
+    flipped = golden["kv_latent"].clone()
+    flipped[..., 1] = 0.5
+    assert compare_stage(flipped, golden["kv_latent"], stage, tol).passed  # the tolerance alone lets it through
+    assert compare_to_golden(flipped, golden, stage, tol).beyond_allowance == 1
+    at_tie = golden["kv_latent"].clone()
+    at_tie[..., 2] = 2.25
+    assert compare_to_golden(at_tie, golden, stage, tol).passed
+
+
+def test_the_audit_classes_an_exact_stage_by_its_allowance(monkeypatch):
+    """A mutant whose only error is on an exact stage, inside its tolerance, is over the tolerance for the audit:
+    harmful and scored, never `band` (the gate rejects it, so the audit must count it)."""
+    from ferret.audit import worker
+
+    contract, golden = _kv_latent_only()
+    flipped = golden["kv_latent"].clone()
+    flipped[..., 1] = 0.5
+    monkeypatch.setattr(worker, "_stages", lambda *args: {"kv_latent": flipped})
+    entry = {"case": "fresh", "dtype": "bfloat16", "dims": {"B": 1, "L": 1}, "strata": []}
+    error = worker._case_error(contract, None, {}, golden, entry, "cpu")
+    assert not error.within_tolerance
+    assert error.stages[0].reasons == ["1 entries off by more than allowed (exact but at rounding ties)"]
+
+
+def test_the_answer_checks_keep_the_companions_of_the_outputs_they_judge():
+    """`reference_outputs` keeps an output stage's allowance and error scale beside it, so a timed or replayed answer
+    is judged as the gate's own comparison judges it (a set without the allowance would judge every tie exactly)."""
+    from ferret.contract.task import Task
+    from ferret.gate.answers import reference_outputs
+
+    contract, golden = _kv_latent_only()
+    task = Task(CONTRACTS / "mla_attention_fp8.yaml", contract, CONTRACTS.parent)
+    monkeypatched = {**golden, "c_kv": torch.zeros(1)}
+    task.__dict__["reference"] = lambda inputs, params: monkeypatched
+    kept = reference_outputs(task, {}, {"kv_latent"}, "cpu")
+    assert set(kept) == {"kv_latent", "kv_latent_allowance"}
