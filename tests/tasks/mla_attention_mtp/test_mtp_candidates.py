@@ -10,11 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
+from task_checks import stages_missed
 
 from ferret.contract.load import load_contract
-from ferret.gate.calibrate import _run_implementation
-from ferret.gate.inputs import draw_inputs
-from ferret.gate.metrics import compare_stage, error_scale_of
 from tasks.mla_attention_mtp.reference import reference
 
 REPO = Path(__file__).resolve().parents[3]
@@ -28,24 +26,9 @@ IMPLEMENTATIONS = {
 def _failing(module: str, profile: str, case_name: str, device: str) -> list[str]:
     """Each stage the implementation misses on the case, with why (the judge's comparison and tolerances)."""
     os.environ.setdefault("TRITON_INTERPRET", "1" if device == "cpu" else "0")
-    run = importlib.import_module(module).run
     contract = load_contract(CONTRACT)
     case = next(c for c in contract.cases_for(profile) if c.name == case_name)  # type: ignore[arg-type]
-    inputs = draw_inputs(contract, case, "bfloat16")
-    got = _run_implementation(run, inputs, contract, case, "bfloat16", device)
-    golden = {k: v.cpu() for k, v in reference({k: v.to(device) for k, v in inputs.items()}, dict(contract.params)).items()}
-    failing = []
-    for stage in contract.stages:
-        metrics = compare_stage(
-            got[stage.name],
-            golden[stage.name],
-            stage,
-            contract.tolerance("bfloat16", stage.name, case.name),
-            error_scale=error_scale_of(golden, stage),
-        )
-        if not metrics.passed:
-            failing.append(f"{stage.name}: {metrics.reasons}")
-    return failing
+    return stages_missed(contract, importlib.import_module(module).run, case, reference, device)
 
 
 @pytest.mark.parametrize("case_name", [c.name for c in load_contract(CONTRACT).cases.cpu])
