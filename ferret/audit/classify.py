@@ -6,7 +6,8 @@ next of the contract's dtypes (by default one round per dtype), and the profile'
 seeds. Errors are measured the gate's way (`compare_stage` with the contract's tolerance table,
 `ferret/audit/worker.py`).
 
-- harmful: over the tolerance on some case, or raising on some case where others ran;
+- harmful: over the tolerance on some case, or raising on some case where others ran (a worker that died or ran out
+  of time on a case: that case's raise, after the cases it finished, `ferret.audit.run.case_errors`);
 - benign: on every case within the honest candidates' spread (per dtype and stage, the worst the honest
   candidates showed on the same set);
 - band: worse than honest, inside the tolerance: reported apart and unscored, since a gate that rejected them would

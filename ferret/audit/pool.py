@@ -6,7 +6,8 @@ imported only when asked for).
 
 A worker imports torch (and Triton, or builds a Judge) once and then serves many items: a process per mutant paid
 that start every time. An item that runs past its time-box, or a worker that dies, ends that worker's whole process
-group; the item is reported as such and a fresh worker takes the next one. A result is reported the moment it comes
+group; the item is reported as such, with the independent cases it had finished (a classifying worker says each as it
+ends: `CASE`), and a fresh worker takes the next one. A result is reported the moment it comes
 (`on_result`), so the caller can write it down before the next one starts.
 """
 
@@ -33,6 +34,7 @@ from ferret.gate.models import Verdict
 from ferret.sandbox.children import kill_group, start_group
 
 DONE = "FERRET_AUDIT_DONE "  # a worker's line when an item's result file is written; other lines are the item's own prints
+CASE = "FERRET_AUDIT_CASE "  # a classifying worker's line as each case ends: the item id, then that case's CaseError
 
 
 @dataclass(frozen=True)
@@ -78,13 +80,15 @@ class WorkerSetup(BaseModel):
 
 @dataclass(frozen=True)
 class Outcome:
-    """An item's result or, with `result` None, why there is none; `worker` names where it ran."""
+    """An item's result or, with `result` None, why there is none; `worker` names where it ran. `finished`: with no
+    result, the independent cases a classifying worker had finished before it died or ran out of time."""
 
     item: Item
     result: ItemResult | None
     failure: str = ""
     timed_out: bool = False
     worker: str = ""
+    finished: tuple[CaseError, ...] = ()
 
 
 def result_json(result: ItemResult) -> str:
@@ -150,16 +154,21 @@ class _Worker:
         except OSError:
             return Outcome(item, None, f"the worker had ended: {' | '.join(self.stderr[-5:])}", worker=name)
         deadline = time.monotonic() + timeout_s
+        finished: list[CaseError] = []
         while True:
             try:
                 line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                return Outcome(item, None, f"no answer within {timeout_s:.0f} s", timed_out=True, worker=name)
+                failure = f"no answer within {timeout_s:.0f} s"
+                return Outcome(item, None, failure, timed_out=True, worker=name, finished=tuple(finished))
             if line is None:
                 time.sleep(0.2)  # its stderr's last lines
-                return Outcome(item, None, f"the worker died: {' | '.join(self.stderr[-5:])}", worker=name)
+                failure = f"the worker died: {' | '.join(self.stderr[-5:])}"
+                return Outcome(item, None, failure, worker=name, finished=tuple(finished))
             if line == DONE + item.id:
                 return Outcome(item, parse_result(mode, (results / f"{item.id}.json").read_text()), worker=name)
+            if line.startswith(CASE + item.id + " "):
+                finished.append(CaseError.model_validate_json(line.removeprefix(CASE + item.id + " ")))
 
     def stop(self) -> None:
         if self.process.stdin is not None:

@@ -168,6 +168,14 @@ def select(mutants: list[MadeMutant], budget: int, seed: int) -> list[MadeMutant
     return chosen
 
 
+def case_errors(outcome: Outcome) -> list[CaseError]:
+    """A classified item's errors: its result, or where its worker died or ran out of time, the cases it finished
+    and then that end as a raise (so a mutant that ran on some cases and then crashed is harmful, not stillborn)."""
+    if isinstance(outcome.result, list):
+        return outcome.result
+    return [*outcome.finished, CaseError(case="worker", dtype="", dims={}, raised=outcome.failure)]
+
+
 def _classify_all(audit: _Audit, items: list[Item], early_exit: bool, log: Path, on_done=None) -> dict[str, list[CaseError]]:
     """Each item's errors on the independent cases, appended to `log` as they come (items already there skipped)."""
     finished = _read_lines(log) if audit.options.resume else {}
@@ -176,10 +184,7 @@ def _classify_all(audit: _Audit, items: list[Item], early_exit: bool, log: Path,
     total = len(items)
 
     def on_result(outcome: Outcome) -> None:
-        if not isinstance(outcome.result, list):
-            errs = [CaseError(case="worker", dtype="", dims={}, raised=outcome.failure)]
-        else:
-            errs = outcome.result
+        errs = case_errors(outcome)
         errors[outcome.item.id] = errs
         _append(log, {"id": outcome.item.id, "errors": [e.model_dump(mode="json") for e in errs]})
         audit.progress.step(CLASSIFY_STEP, len(errors), total, outcome.item.id)

@@ -21,13 +21,14 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 
 from ferret.audit.models import CaseError, Judgement, StageError
-from ferret.audit.pool import DONE, CheckResult, ItemResult, WorkerSetup, result_json
+from ferret.audit.pool import CASE, DONE, CheckResult, ItemResult, WorkerSetup, result_json
 from ferret.contract.model import Case, Contract
 from ferret.contract.task import Task
 from ferret.errors import GateTampered, MachineFault
@@ -111,7 +112,15 @@ def _case_error(contract: Contract, run, inputs, golden, entry: dict, device: st
     return error
 
 
-def classify_one(contract: Contract, cases: _Cases, path: Path, name: str, early_exit: bool, device: str) -> list[CaseError]:
+def classify_one(
+    contract: Contract,
+    cases: _Cases,
+    path: Path,
+    name: str,
+    early_exit: bool,
+    device: str,
+    on_case: Callable[[CaseError], None] | None = None,
+) -> list[CaseError]:
     """The candidate's error on every independent case; with `early_exit`, only up to the first case over the
     tolerance, or past a raise once some case ran (either makes the mutant harmful, whatever the rest say)."""
     try:
@@ -121,6 +130,8 @@ def classify_one(contract: Contract, cases: _Cases, path: Path, name: str, early
     errors: list[CaseError] = []
     for entry, (inputs, golden) in zip(cases.index, cases.tensors, strict=True):
         errors.append(_case_error(contract, run, inputs, golden, entry, device))
+        if on_case is not None:
+            on_case(errors[-1])
         ran = [e for e in errors if e.raised is None]
         if early_exit and ran and (len(ran) < len(errors) or not ran[-1].within_tolerance):
             break
@@ -147,7 +158,13 @@ def _serve(handle, results: Path) -> None:
         print(DONE + item["id"], flush=True)
 
 
-def _classifier(setup: WorkerSetup, task: Task):
+def _say_case(item_id: str, error: CaseError) -> None:
+    """One finished case on stdout (`pool.CASE`): a mutant that later kills this process (a write past a buffer that
+    corrupts the interpreter's heap) or hangs keeps the cases it finished."""
+    print(CASE + item_id + " " + error.model_dump_json(), flush=True)
+
+
+def _classifier(setup: WorkerSetup, task: Task, say_cases: bool):
     if os.environ.get("TRITON_INTERPRET") == "1":
         from ferret.sandbox.interpreter import prepare_interpreter
 
@@ -157,7 +174,8 @@ def _classifier(setup: WorkerSetup, task: Task):
 
     def classify(item_id: str, path: Path) -> list[CaseError]:
         name = f"ferret_audit_{item_id.replace('-', '_')}"
-        return classify_one(task.contract, cases, path, name, setup.early_exit, setup.device)
+        on_case = partial(_say_case, item_id) if say_cases else None
+        return classify_one(task.contract, cases, path, name, setup.early_exit, setup.device, on_case)
 
     return classify
 
@@ -209,18 +227,19 @@ def _judge(setup: WorkerSetup, task: Task):
     return judge_one
 
 
-def handler(setup: WorkerSetup) -> Callable[[str, Path], ItemResult]:
-    """The setup's work for one item (`item id, candidate file -> its result`), made once per worker."""
+def handler(setup: WorkerSetup, say_cases: bool = False) -> Callable[[str, Path], ItemResult]:
+    """The setup's work for one item (`item id, candidate file -> its result`), made once per worker; `say_cases`:
+    a classifying worker process says each case as it ends (`_say_case`)."""
     torch.set_num_threads(1)  # the workers share the cores
     task = Task.load(Path(setup.contract))
     if setup.mode == "classify":
-        return _classifier(setup, task)
+        return _classifier(setup, task, say_cases)
     return _judge(setup, task) if setup.mode == "judge" else _verdicts(setup, task)
 
 
 def main(argv: list[str]) -> int:
     setup, results = WorkerSetup.model_validate_json(Path(argv[0]).read_text()), Path(argv[1])
-    _serve(handler(setup), results)
+    _serve(handler(setup, say_cases=True), results)
     return 0
 
 

@@ -340,3 +340,39 @@ def test_a_mutant_the_gate_gave_no_verdict_on_is_never_said_to_pass():
     assert _judged_line(refused).startswith("not judged (") and "GateTampered" in _judged_line(refused)
     assert _judged_line(Judgement(killed=True, caught_by="correctness")) == "killed by correctness"
     assert _judged_line(Judgement(killed=False)) == "passed the gate"
+
+
+def test_a_mutant_that_kills_its_worker_keeps_the_cases_it_finished_and_is_harmful(tmp_path):
+    """A write past a buffer can kill the interpreter's process on some case only: the cases before it are kept (the
+    worker says each as it ends), the death is that mutant's raise, and a raise after cases that ran is harmful."""
+    from ferret.audit.classify import classify
+    from ferret.audit.run import case_errors
+
+    task = Task.load(RMSNORM)
+    write_cases(task, plan_independent(task, "cpu", seed=3, rounds=1)[:3], tmp_path / "cases", "cpu")
+    honest = REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
+    crashes = tmp_path / "crashes_on_the_second_case.py"
+    crashes.write_text(
+        "import importlib.util, os\n"
+        f"_spec = importlib.util.spec_from_file_location('honest_rmsnorm', {str(honest)!r})\n"
+        "_honest = importlib.util.module_from_spec(_spec)\n"
+        "_spec.loader.exec_module(_honest)\n"
+        "_calls = [0]\n"
+        "def run(inputs, outputs, params, trace=None):\n"
+        "    _calls[0] += 1\n"
+        "    if _calls[0] > 2:  # two calls a case (the fast path, the traced run): dies on the second case\n"
+        "        os.abort()\n"
+        "    _honest.run(inputs, outputs, params, trace)\n"
+    )
+    setup = WorkerSetup(mode="classify", contract=str(RMSNORM), device="cpu", cases=str(tmp_path / "cases"))
+    outcomes = []
+    LocalPool(1).serve(setup, [Item("crash", crashes), Item("honest", honest)], 120.0, tmp_path / "out", outcomes.append)
+    by_id = {o.item.id: o for o in outcomes}
+    crash = by_id["crash"]
+    assert crash.result is None and "the worker died" in crash.failure and not crash.timed_out
+    assert len(crash.finished) == 1 and crash.finished[0].within_tolerance
+    errors = case_errors(crash)
+    assert [e.raised is None for e in errors] == [True, False]
+    assert classify(errors, {}).kind == "harmful"
+    kept = by_id["honest"].result  # the next item, on a fresh worker
+    assert isinstance(kept, list) and len(kept) == 3 and all(e.within_tolerance for e in kept)
