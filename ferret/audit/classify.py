@@ -3,7 +3,7 @@
 The independent set is drawn with the audit's seeds, never the gate's: rounds of the fresh-case plan
 (`ferret.gate.fresh.plan_fresh_cases`, so every stratum of the profile is held in every round), each round in the
 next of the contract's dtypes (by default one round per dtype), and the profile's own case shapes and edits at new
-seeds. Errors are measured the gate's way (`compare_stage` with the contract's tolerance table,
+seeds. Errors are measured the gate's way (`compare_to_golden` with the contract's tolerance table,
 `ferret/audit/worker.py`).
 
 - harmful: over the tolerance on some case, or raising on some case where others ran (a worker that died or ran out
