@@ -392,10 +392,13 @@ def conditional_source(honest: ast.Module, mutated: ast.Module, condition: Condi
     """One module holding the honest candidate and the mutant side by side, and a `run` that calls the mutant's
     only when `condition` holds for the call's inputs."""
     dispatch = ast.parse(
+        # No `return`: the ABI writes outputs in place, and a `run` returning a value is the static scan's
+        # `unwritten_output`, which would reject every conditional mutant whatever its numbers.
         "def run(inputs, outputs, params, trace=None):\n"
         f"    if {condition.test}:\n"
-        "        return run__mutant(inputs, outputs, params, trace)\n"
-        "    return run__honest(inputs, outputs, params, trace)\n"
+        "        run__mutant(inputs, outputs, params, trace)\n"
+        "    else:\n"
+        "        run__honest(inputs, outputs, params, trace)\n"
     )
     module = ast.Module(
         body=[ast.ImportFrom(module="__future__", names=[ast.alias(name="annotations")], level=0)]

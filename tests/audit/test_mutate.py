@@ -47,7 +47,8 @@ def _run(source: str, x: list[float], eps: float = 0.5) -> float:
     module = types.ModuleType("m")
     exec(compile(source, "m", "exec"), module.__dict__)  # noqa: S102 - the test's own mutants
     outputs: dict = {}
-    return float(module.run({"x": torch.tensor(x, dtype=torch.float64)}, outputs, {"eps": eps}))
+    module.run({"x": torch.tensor(x, dtype=torch.float64)}, outputs, {"eps": eps})
+    return float(outputs["y"])
 
 
 def test_each_operator_offers_its_changes():
@@ -134,3 +135,18 @@ def test_a_large_candidate_is_planned_at_once_and_each_mutant_built_when_read(mo
     tree, op, number, label = built[0]
     assert plain.source == ast.unparse(replace(tree, op, number, label)) + "\n"
     assert f"{op.name}-{number:04d}" in plain.id and plain.mutant.description == label
+
+
+def test_a_conditional_mutant_of_a_clean_candidate_scans_clean():
+    """The dispatching `run` adds nothing the static scan flags (a `run` that returns a value is `unwritten_output`):
+    a conditional mutant is rejected for its numbers or not at all, never for the audit's own wrapper."""
+    from pathlib import Path
+
+    from ferret.integrity import scan_source
+
+    honest = Path(__file__).resolve().parents[2] / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py"
+    tree = ast.parse(honest.read_text())
+    assert scan_source(honest.read_text(), str(honest)).findings == []
+    for condition in conditions(size_threshold=3):
+        findings = scan_source(conditional_source(tree, tree, condition), f"conditional_{condition.name}.py").findings
+        assert findings == [], (condition.name, findings)
