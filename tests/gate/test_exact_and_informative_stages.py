@@ -152,7 +152,7 @@ def test_the_answer_checks_keep_the_companions_of_the_outputs_they_judge():
 
     contract, golden = _kv_latent_only()
     task = Task(CONTRACTS / "mla_attention_fp8.yaml", contract, CONTRACTS.parent)
-    monkeypatched = {**golden, "c_kv": torch.zeros(1)}
-    task.__dict__["reference"] = lambda inputs, params: monkeypatched
+    every_stage = {**golden, "c_kv": torch.zeros(1)}  # what a reference returns: more than the outputs asked for
+    task.__dict__["reference"] = lambda inputs, params: every_stage
     kept = reference_outputs(task, {}, {"kv_latent"}, "cpu")
     assert set(kept) == {"kv_latent", "kv_latent_allowance"}

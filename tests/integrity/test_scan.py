@@ -36,17 +36,10 @@ def _show(result: ScanResult) -> str:
 # honest code
 # ------------------------------------------------------------------------------------------------
 def test_honest_candidates_exist():
-    assert {p.parent.parent.name for p in HONEST} == {
-        "mla_attention",
-        "mla_attention_fp8",
-        "mla_attention_fp8_paged",
-        "mla_attention_mtp",
-        "mla_attention_mtp_paged",
-        "mla_attention_paged",
-        "rmsnorm",
-        "rope",
-        "softmax",
-    }
+    """Every shipped contract has an honest candidate, so the scan's clean-code tests cover every task (a contract
+    added later is held to this without editing a list here)."""
+    shipped = {p.stem for p in (REPO / "contracts").glob("*.yaml") if not p.name.endswith(".tolerances.yaml")}
+    assert len(shipped) >= 9 and {p.parent.parent.name for p in HONEST} == shipped
 
 
 @pytest.mark.parametrize("path", HONEST, ids=lambda p: p.parent.parent.name)
