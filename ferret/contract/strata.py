@@ -114,6 +114,20 @@ class Stratum:
     # a block and one past it are tail cases only behind a whole block (N = 127 is a one-tile row, not a short tail).
     past_first_block: bool = False
 
+    @property
+    def side(self) -> str:
+        """The part after the colon: `below`, `multiple`, `multiple+1`, `lowest`, ..."""
+        return self.name.rsplit(":", 1)[1]
+
+    @property
+    def is_tail(self) -> bool:
+        """Values off a block multiple (a masked tail), as opposed to a whole number of blocks."""
+        return self.side in ("other", "multiple-1", "multiple+1")
+
+    @property
+    def is_whole(self) -> bool:
+        return self.side == "multiple"
+
     def bounds(self, dims: Mapping[str, int]) -> tuple[int, int]:
         return evaluate(self.low, dict(dims)), evaluate(self.high, dict(dims))
 
@@ -121,7 +135,13 @@ class Stratum:
         low, high = self.bounds(dims)
         if not low <= value <= high:
             return False
-        return self.modulus is None or (value % self.modulus == self.remainder) == self.congruent
+        if self.modulus is None:
+            return True
+        if (value % self.modulus == self.remainder) != self.congruent:
+            return False
+        # A neighbour in the first block is no tail behind a whole block (N = 1 is no column alone after 128
+        # full ones) where the range reaches past it: it does not cover the stratum.
+        return not (self.past_first_block and value < self.modulus and value + self.modulus <= high)
 
     def draw(self, rng: random.Random, dims: Mapping[str, int]) -> int | None:
         """A value of the stratum at these dims, uniform within it; None when it is empty there."""

@@ -4,7 +4,8 @@ judge, by the canonical reference. They are written nowhere the candidate can se
 Every check draws (`plan_fresh_cases`):
 1. strata cases: every stratum the contract's boundaries give the profile (`ferret/contract/strata.py`)
    holds a value in one of them, drawn at random within it. A dim's strata set the case's dims (one
-   stratum per dim and case; a stratum reaching past the ranges has a case of its own); an input's strata
+   stratum per dim and case; a stratum reaching past the ranges has a case of its own; a dim's tail off a
+   block multiple comes with every other block dim at a whole number of blocks); an input's strata
    set single entries (one request's cache length, say), several to a case, each entry covering every
    stratum its value falls in. Dims no stratum sets are drawn in the lower half of their fresh ranges
    where they can be, so that strata cases stay cheap (few heads, short rows);
@@ -104,15 +105,17 @@ def _dim_strata_cases(
 ) -> list[_Plan]:
     """Cases whose dims cover every dim stratum: each case takes the first uncovered stratum of each dim, its
     other dims drawn in the lower half of their ranges (few heads, short rows: the interpreter stays fast).
-    A stratum that lies past the fresh ranges (a boundary's `up_to`) takes a case of its own. Of a few
-    draws, the case keeps the one with room for the most pending input strata, and holds them at once, so
-    that fewer cases are needed."""
+    A stratum that lies past the fresh ranges (a boundary's `up_to`) takes a case of its own. A tail of one
+    dim is drawn alone (`_tail_alone`). Of a few draws, the case keeps the one with room for the most pending
+    input strata, and holds them at once, so that fewer cases are needed."""
+    whole = {s.quantity: s for s in reversed(pending) if s.is_whole}
     plans = []
     while pending:
         past = next((s for s in pending if s.bounds({})[0] > ranges[s.quantity][1]), None)
         chosen: dict[str, Stratum] = {past.quantity: past} if past is not None else {}
         for stratum in pending if past is None else ():
             chosen.setdefault(stratum.quantity, stratum)
+        chosen = _tail_alone(chosen, whole)
         draws = []
         for _ in range(_CASE_DRAWS):
             dims = {}
@@ -121,11 +124,27 @@ def _dim_strata_cases(
                 dims[dim] = value if value is not None else rng.randint(low, _half(low, high))
             draws.append(dims)
         dims = max(draws, key=inputs.room)
-        covered = [s.name for s in pending if s.admits(dims[s.quantity], dims)]
+        covered = [s.name for s in pending if s.admits(dims[s.quantity], dims) and _alone(s, dims, whole)]
         pending = [s for s in pending if s.name not in covered]
         plans.append(_Plan(dims, covered))
         inputs.pending = _host(inputs.contract, plans[-1], inputs.pending, rng)
     return plans
+
+
+def _tail_alone(chosen: dict[str, Stratum], whole: Mapping[str, Stratum]) -> dict[str, Stratum]:
+    """The case's strata with its first tail (a dim off a block multiple) alone: every other dim with a declared
+    block size takes a whole number of blocks. A bug in one dim's tail (rows past the last whole row block never
+    written) shows only where no other dim's mask covers it, so no tail may always come with another."""
+    tail = next((s for s in chosen.values() if s.is_tail), None)
+    if tail is None:
+        return chosen
+    return {**chosen, **{dim: s for dim, s in whole.items() if dim != tail.quantity}}
+
+
+def _alone(stratum: Stratum, dims: Mapping[str, int], whole: Mapping[str, Stratum]) -> bool:
+    """Whether a dim's value covers its stratum here: a tail only where every other block dim is whole."""
+    others = (s for dim, s in whole.items() if dim != stratum.quantity)
+    return not stratum.is_tail or all(s.admits(dims[s.quantity], dims) for s in others)
 
 
 def _input_strata_cases(contract: Contract, profile: ProfileName, pending: list[Stratum], rng: random.Random) -> list[_Plan]:

@@ -73,6 +73,9 @@ def test_a_neighbour_of_a_multiple_is_drawn_behind_a_whole_block_where_the_range
     assert drawn_above[0] == 129 and all(n % 128 == 1 for n in drawn_above), drawn_above
     assert replace(below, high="200").draw(random.Random(0), {}) == 127  # one block only: its one such value
     assert strata["column_block:multiple"].draw(random.Random(0), {}) % 128 == 0
+    # Nor does a first-block value cover the stratum where it is drawn behind a block: N = 1 is no masked tail.
+    assert not above.admits(1, {}) and not below.admits(127, {}) and above.admits(129, {}) and below.admits(255, {})
+    assert replace(below, high="200").admits(127, {})
 
 
 def test_the_second_lowest_value_is_empty_where_the_range_has_one_value():

@@ -86,6 +86,96 @@ def test_every_check_covers_both_sides_of_every_declared_boundary(op, profile):
             assert lowest <= seen.get(f"{quantity}:lowest", set()), (op, profile, seed, quantity)
 
 
+def _tail_classes(boundary) -> dict[str, int | None]:
+    """A block boundary's tail classes, as remainders modulo its block: one short of and one past a multiple
+    (either_side), or every value off it (None)."""
+    block, remainder = boundary.multiple_of, boundary.remainder
+    if boundary.either_side:
+        return {"multiple-1": (remainder - 1) % block, "multiple+1": (remainder + 1) % block}
+    return {"other": None}
+
+
+def _in_tail(value: int, boundary, remainder: int | None) -> bool:
+    got = value % boundary.multiple_of
+    return got != boundary.remainder if remainder is None else got == remainder
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "softmax"])
+def test_every_check_has_each_dims_tail_alone_with_the_other_dims_whole(op):
+    """A grid rounded down along the rows (`M // block_m`) misses the rows past the last whole row block; with a
+    column tail in the same case, a kernel can switch that cut off where the row is masked and still be wrong on
+    every case whose columns are whole. So each check holds, for each block dim's tail, a case where that dim is
+    off its block and every other block dim a whole number of blocks (read from the declarations here)."""
+    contract = load_contract(CONTRACTS / f"{op}.yaml")
+    for profile in ("cpu", "gpu"):
+        blocks = [b for b in contract.cases.boundaries if b.dim and b.multiple_of and profile in b.profiles]
+        assert len({b.dim for b in blocks}) >= 2, (op, profile, "the test needs two block dims")
+        for seed in range(6):
+            planned = [case.dims for case, _ in plan_fresh_cases(contract, profile, random.Random(seed))]
+            for boundary in blocks:
+                others = [b for b in blocks if b.dim != boundary.dim]
+                for side, remainder in _tail_classes(boundary).items():
+                    alone = [
+                        dims
+                        for dims in planned
+                        if _in_tail(dims[boundary.dim], boundary, remainder)
+                        and all(dims[o.dim] % o.multiple_of == o.remainder for o in others)
+                    ]
+                    assert alone, (op, profile, seed, boundary.name, side, planned)
+
+
+# The honest RMSNorm with its grid rounded down along the rows, switched on only where the row has no masked column
+# tail (N a multiple of 16): rows past the last whole row block are never written. A mutation audit's survivor
+# before fresh cases held each dim's tail alone.
+_ROWS_ROUNDED_DOWN = (
+    "        _rmsnorm_fused_kernel[(triton.cdiv(M, block_m),)](\n",
+    "        _rmsnorm_fused_kernel[(M // block_m if N % 16 == 0 else triton.cdiv(M, block_m),)](\n",
+)
+
+
+def _rows_missed(dims: dict[str, int]) -> bool:
+    """Whether the mutant leaves rows unwritten at these dims (the candidate's own choice of row block)."""
+    from tasks.rmsnorm.candidates.triton_rmsnorm import FUSED_MAX_N, MIN_TILE
+
+    m, n = dims["M"], dims["N"]
+    block_n = 1 << (n - 1).bit_length()
+    block_m = min(max(1, MIN_TILE // block_n), 1 << (m - 1).bit_length())
+    return n % 16 == 0 and block_n <= FUSED_MAX_N and m % block_m != 0
+
+
+def test_a_row_grid_rounded_down_where_columns_are_whole_is_rejected_by_the_fresh_cases(tmp_path, monkeypatch):
+    import ferret.gate.judge as judge_module
+    from ferret.contract.task import Task
+    from ferret.gate.judge import Judge
+
+    drawn: dict[str, dict[str, int]] = {}
+
+    def recording(*args, **kwargs):
+        fresh = draw_fresh_cases(*args, **kwargs)
+        drawn.update({f.id: f.case.dims for f in fresh})
+        return fresh
+
+    monkeypatch.setattr(judge_module, "draw_fresh_cases", recording)
+    contract_path = CONTRACTS / "rmsnorm.yaml"
+    source = (REPO / "tasks" / "rmsnorm" / "candidates" / "triton_rmsnorm.py").read_text()
+    old, new = _ROWS_ROUNDED_DOWN
+    assert source.count(old) == 1
+    mutant = tmp_path / "rmsnorm_rows_rounded_down.py"
+    mutant.write_text(source.replace(old, new))
+    assert not any(_rows_missed(c.dims) for c in load_contract(contract_path).cases_for("cpu"))
+    judge = Judge(Task.load(contract_path), gates_dir=tmp_path / "gates", profile="cpu")
+    for _ in range(3):  # each check draws anew: every one must hold a case that shows the cut
+        drawn.clear()
+        verdict = judge.check(mutant, measure_speed=False)
+        assert not verdict.passed
+        # Every frozen case has whole row blocks where its columns are whole: only the fresh cases show the cut.
+        assert all(verdict.parts[p].status == "pass" for p in ("correctness", "edge_cases")), verdict.parts
+        assert verdict.parts["fresh_cases"].status == "fail"
+        failing = {r.id for r in verdict.variants if r.part == "fresh_cases" and not r.passed}
+        assert failing == {i for i, dims in drawn.items() if _rows_missed(dims)}, (failing, drawn)
+        assert unnamed_rejection(verdict) is None
+
+
 @pytest.mark.parametrize("op", SHIPPED)
 def test_every_check_carries_the_edits_of_every_edge_case(op):
     contract = load_contract(CONTRACTS / f"{op}.yaml")
