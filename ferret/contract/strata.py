@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -113,6 +113,9 @@ class Stratum:
     # A neighbour of a multiple (`either_side`) drawn past the first block where the range reaches there: one short of
     # a block and one past it are tail cases only behind a whole block (N = 127 is a one-tile row, not a short tail).
     past_first_block: bool = False
+    # The side of an `at` boundary on the same dim this block class is confined to (`one_block_row:above`): a path
+    # past a boundary is judged with whole blocks and with each tail too, not only where a random draw falls.
+    region: str = ""
 
     @property
     def side(self) -> str:
@@ -218,7 +221,24 @@ def derive_strata(scope: Scope, profile: str) -> list[Stratum]:
             (kind, quantity), [Stratum(f"{quantity}:lowest", kind, quantity, low, low)] + ([second] if kind == "input" else [])
         )
         sides += _sides(boundary, low, high, kind)
-    return [s for pair in lowest.values() for s in pair] + sides
+    return [s for pair in lowest.values() for s in pair] + _block_classes_per_region(sides) + sides
+
+
+def _block_classes_per_region(sides: list[Stratum]) -> list[Stratum]:
+    """Each block class of a dim (a whole number of blocks, one short, one past) within each side of the same dim's
+    `at` boundaries, where that is not empty: a kernel's long-row path, say, is judged with whole blocks (no masked
+    tail) as well as with a tail. Listed before the sides, whose own strata they then cover."""
+    regions = [s for s in sides if s.kind == "dim" and s.side in ("below", "above")]
+    classes = [s for s in sides if s.kind == "dim" and s.modulus is not None]
+    confined = []
+    for region in regions:
+        for block in (c for c in classes if c.quantity == region.quantity):
+            stratum = replace(block, name=f"{region.name}&{block.name}", low=region.low, high=region.high, region=region.name)
+            value = stratum.draw(random.Random(0), {})
+            # A neighbour of a multiple only within the first block is no tail behind a whole one: not a class here.
+            if value is not None and not (block.past_first_block and value < block.modulus):
+                confined.append(stratum)
+    return confined
 
 
 def largest_dims(scope: Scope, profile: str) -> dict[str, int]:

@@ -108,7 +108,7 @@ def _dim_strata_cases(
     A stratum that lies past the fresh ranges (a boundary's `up_to`) takes a case of its own. A tail of one
     dim is drawn alone (`_tail_alone`). Of a few draws, the case keeps the one with room for the most pending
     input strata, and holds them at once, so that fewer cases are needed."""
-    whole = {s.quantity: s for s in reversed(pending) if s.is_whole}
+    whole = {s.quantity: s for s in reversed(pending) if s.is_whole and not s.region}
     plans = []
     while pending:
         past = next((s for s in pending if s.bounds({})[0] > ranges[s.quantity][1]), None)

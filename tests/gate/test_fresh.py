@@ -124,6 +124,69 @@ def test_every_check_has_each_dims_tail_alone_with_the_other_dims_whole(op):
                     assert alone, (op, profile, seed, boundary.name, side, planned)
 
 
+def _region_classes(contract: Contract, profile: str) -> list[tuple[str, str, int, int, int, int]]:
+    """(region, class, low, high, block, remainder) for each block class of a dim within each side of the same
+    dim's `at` boundaries, read from the declarations: the class's values one short of and one past a multiple only
+    behind a whole block."""
+    ranges = getattr(contract.cases.fresh, profile)
+    found = []
+    for region in (b for b in contract.cases.boundaries if b.dim and b.at is not None and profile in b.profiles):
+        low, high = ranges[region.dim]
+        top = max(high, region.up_to or 0)
+        at = int(region.at)
+        for side, (lo, hi) in {"below": (low, min(at - 1, high)), "above": (at, top)}.items():
+            blocks = [b for b in contract.cases.boundaries if b.dim == region.dim and b.multiple_of and profile in b.profiles]
+            for block in blocks:
+                for name, remainder in {"multiple": block.remainder, **_tail_classes(block)}.items():
+                    start = block.multiple_of if name != "multiple" else lo
+                    if any(v % block.multiple_of == remainder for v in range(max(lo, start), hi + 1)):
+                        found.append((f"{region.name}:{side}", name, max(lo, start), hi, block.multiple_of, remainder))
+    return found
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "softmax"])
+def test_every_check_judges_each_side_of_a_boundary_with_whole_blocks_and_with_each_tail(op):
+    """Rows past 16384 elements take a loop over blocks of their own; a cut there switched on only where the row has
+    no masked tail (N a multiple of 16) was met by a random draw from that side in 1 check of 16. Each side of a
+    dim's boundary now holds each block class of the dim: whole, one short, one past."""
+    contract = load_contract(CONTRACTS / f"{op}.yaml")
+    for profile in ("cpu", "gpu"):
+        classes = _region_classes(contract, profile)
+        assert any(region == "one_block_row:above" and name == "multiple" for region, name, *_ in classes)
+        for seed in range(6):
+            planned = [case.dims for case, _ in plan_fresh_cases(contract, profile, random.Random(seed))]
+            for region, name, low, high, block, remainder in classes:
+                dim = next(b.dim for b in contract.cases.boundaries if b.name == region.split(":")[0])
+                held = [d for d in planned if low <= d[dim] <= high and d[dim] % block == remainder]
+                assert held, (op, profile, seed, region, name, planned)
+
+
+# The honest softmax ignoring the last 512 columns of a long row (its statistics and its output) where the row has
+# no masked tail.
+_LONG_ROW_LAST_BLOCK_SKIPPED = (
+    "            x, y, row_max, row_sum, N, x.stride(0), y.stride(0),\n",
+    "            x, y, row_max, row_sum, N - (N % 16 == 0) * 512, x.stride(0), y.stride(0),\n",
+)
+
+
+def test_a_long_row_cut_where_the_row_has_no_tail_is_rejected_by_every_check(softmax_gates, tmp_path):
+    from ferret.contract.task import Task
+    from ferret.gate.judge import Judge
+
+    source = HONEST_SOFTMAX.read_text()
+    old, new = _LONG_ROW_LAST_BLOCK_SKIPPED
+    assert source.count(old) == 1
+    mutant = tmp_path / "softmax_long_row_last_block_skipped.py"
+    mutant.write_text(source.replace(old, new))
+    judge = Judge(Task.load(SOFTMAX_CONTRACT), gates_dir=softmax_gates, profile="cpu")
+    for _ in range(2):
+        verdict = judge.check(mutant, measure_speed=False)
+        assert not verdict.passed
+        assert all(verdict.parts[p].status == "pass" for p in ("correctness", "edge_cases")), verdict.parts
+        assert verdict.parts["fresh_cases"].status == "fail"
+        assert unnamed_rejection(verdict) is None
+
+
 # The honest RMSNorm with its grid rounded down along the rows, switched on only where the row has no masked column
 # tail (N a multiple of 16): rows past the last whole row block are never written. A mutation audit's survivor
 # before fresh cases held each dim's tail alone.
@@ -217,11 +280,13 @@ def test_fresh_values_are_drawn_anew_within_their_strata():
 
 def test_the_cpu_strata_cases_are_cheap_shapes():
     """A stratum past the fresh ranges (a boundary's up_to: B 17 for MLA on the CPU) has a case of its own
-    whose other dims stay in the lower half of their ranges, and MLA's strata cases have few heads (the
-    interpreter's cost grows with them), so that the CPU profile stays fast."""
+    whose other dims stay in the lower half of their ranges, or at the smallest whole number of their blocks where
+    the case holds a tail (a long row one column past a block comes with 16 rows), and MLA's strata cases have
+    few heads (the interpreter's cost grows with them), so that the CPU profile stays fast."""
     for op in SHIPPED:
         contract = load_contract(CONTRACTS / f"{op}.yaml")
         ranges = contract.cases.fresh.cpu if contract.cases.fresh else {}
+        blocks = {b.dim: b.multiple_of for b in contract.cases.boundaries if b.dim and b.multiple_of}
         seen_past = 0
         for seed in range(10):
             for case, strata in plan_fresh_cases(contract, "cpu", random.Random(seed)):
@@ -230,7 +295,8 @@ def test_the_cpu_strata_cases_are_cheap_shapes():
                 seen_past += bool(past)
                 for dim, value in case.dims.items():
                     low, high = ranges[dim]
-                    assert not past or dim in past or value <= low + (high - low) // 2, (op, case.dims)
+                    whole = value == blocks.get(dim)
+                    assert not past or dim in past or whole or value <= low + (high - low) // 2, (op, case.dims)
                 if op == "mla_attention" and strata:
                     assert case.dims["H"] <= 3, case.dims
         assert seen_past >= 10, op  # each declares an up_to on the CPU profile: a case past it every check
