@@ -115,13 +115,15 @@ def test_a_plan_frozen_at_capture_is_rejected_by_its_replayed_answers(tmp_path):
     (checked, flags), _ = _replayed(ROPE_SMALL, FROZEN, "decode_q_64x128", tmp_path)
     assert checked == 3 and len(flags) == 3 and all(f.startswith("graph_frozen: ") for f in flags), flags
 
+    # In a whole check its capture query is named first, by the static scan (a library call): the candidate is not
+    # timed, so the replays above are what shows the runtime defence.
     from ferret.gate.judge import check
 
     verdict, _ = check(ROPE_SMALL, FROZEN, GATES, profile="gpu", progress=_progress)
     assert all(verdict.parts[p].status == "pass" for p in ("correctness", "dtypes", "determinism")), verdict.parts
     assert not verdict.passed and verdict.parts["integrity"].status == "fail"
-    frozen = [d for d in verdict.detections if d.cheat == "graph_frozen"]
-    assert frozen and frozen[0].catalogue == [32] and frozen[0].source == "timing", verdict.detections
+    named = [d for d in verdict.detections if d.cheat == "library_call" and d.source == "static"]
+    assert named and "is_current_stream_capturing" in named[0].evidence, verdict.detections
 
 
 def test_a_call_that_reads_the_host_cannot_be_captured_and_the_contract_decides(tmp_path):
@@ -136,7 +138,9 @@ def test_a_call_that_reads_the_host_cannot_be_captured_and_the_contract_decides(
     verdict, _ = check(ROPE_SMALL, item, GATES, profile="gpu", progress=_progress)  # the contract only warns
     assert verdict.passed and not verdict.timing.detections, verdict.timing.detections
     assert any(line.split(": ", 1)[1].startswith("not_graph_capturable") for line in verdict.timing.review)
-    serving = verdict.timing.cases[0].serving
+    case = verdict.timing.cases[0]
+    serving = case.serving
     assert serving is not None and serving.basis == "eager" and "candidate" not in serving.replay_ms
     assert serving.not_graph_capturable["candidate"].startswith("host_read: ")
-    assert verdict.timing.speed_basis == "eager"
+    # A synchronizing call's eager rounds can spread past the contract's limit: an unstable case sets no basis.
+    assert verdict.timing.speed_basis == (None if case.unstable else "eager")
