@@ -11,7 +11,8 @@ Every check draws (`plan_fresh_cases`):
    where they can be, so that strata cases stay cheap (few heads, short rows);
 2. `cases.fresh.count` cases with dims uniform in the contract's ranges;
 3. the edits of the profile's edge cases, on fresh dims and seeds: edge cases that edit different inputs
-   go together, carried by a case above whose own values they leave as they are (it sets none of their
+   go together, carried by a case above (not one drawn for dim strata, whose view a zero or inf row would
+   swamp) whose own values they leave as they are (it sets none of their
    inputs, or only entries equal to the value an edit sets) where they fit, else by a case of their own
    (dims in the lower half of the ranges where they fit there).
 So no check leaves a side of a declared boundary to the luck of the draw.
@@ -66,6 +67,9 @@ class _Plan:
     edits: list[Edit] = field(default_factory=list)
     what: str = "uniform in the fresh ranges"
     carried: list[str] = field(default_factory=list)
+    # Its dims were drawn for dim strata (a long row a whole number of blocks): it carries no edge case's edits,
+    # whose rows (zeros, inf) would set the stage's scale and hide a wrong row of the view it is there for.
+    holds_dim_strata: bool = False
 
 
 def plan_fresh_cases(contract: Contract, profile: ProfileName, rng: random.Random) -> list[tuple[Case, tuple[str, ...]]]:
@@ -126,7 +130,7 @@ def _dim_strata_cases(
         dims = max(draws, key=inputs.room)
         covered = [s.name for s in pending if s.admits(dims[s.quantity], dims) and _alone(s, dims, whole)]
         pending = [s for s in pending if s.name not in covered]
-        plans.append(_Plan(dims, covered))
+        plans.append(_Plan(dims, covered, holds_dim_strata=True))
         inputs.pending = _host(inputs.contract, plans[-1], inputs.pending, rng)
     return plans
 
@@ -240,7 +244,8 @@ def _edge_cases(contract: Contract, profile: ProfileName, plans: list[_Plan], rn
     for group in groups:
         edits = _edits_of(group)
         what = "edits of edge cases " + ", ".join(c.name for c in group)
-        host = next((p for p in plans if _carries(p, edits) and edits_fit(contract, edits, p.dims)), None)
+        hosts = (p for p in plans if not p.holds_dim_strata)
+        host = next((p for p in hosts if _carries(p, edits) and edits_fit(contract, edits, p.dims)), None)
         if host is not None:  # a case whose own values the edits leave as they are: one case fewer to run
             host.edits += edits
             host.carried.append(what)

@@ -252,6 +252,24 @@ def test_every_check_carries_the_edits_of_every_edge_case(op):
                 assert all(c.name.startswith("fresh") and c.seed == 0 for c in carriers)  # seeds drawn by the judge
 
 
+@pytest.mark.parametrize("op", SHIPPED)
+def test_no_case_drawn_for_dim_strata_carries_an_edge_cases_edits(op):
+    """Zero rows carried on the long-row case a whole number of blocks set its inv_rms scale (1/sqrt(eps), a hundred
+    times the other rows'), and a row wrong by ten times the tolerance passed the stage-wide bounds: a case drawn
+    for a view of the dims carries no edits."""
+    contract = load_contract(CONTRACTS / f"{op}.yaml")
+    for profile in ("cpu", "gpu"):
+        dim_strata = {s.name for s in contract.strata(profile) if s.kind == "dim"}
+        for seed in range(4):
+            for case, strata in plan_fresh_cases(contract, profile, random.Random(seed)):
+                assert not (case.edits and "edits of edge cases" in case.description and set(strata) & dim_strata), (
+                    op,
+                    profile,
+                    case.dims,
+                    case.description,
+                )
+
+
 def test_edge_cases_making_the_same_edit_share_one_fresh_case(tmp_path):
     """Two edge cases that make the same edit (a full cache, say) are carried together: no extra case to run."""
     from ferret_testkit import write_contract
