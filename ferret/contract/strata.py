@@ -236,7 +236,7 @@ def _block_classes_per_region(sides: list[Stratum]) -> list[Stratum]:
             stratum = replace(block, name=f"{region.name}&{block.name}", low=region.low, high=region.high, region=region.name)
             value = stratum.draw(random.Random(0), {})
             # A neighbour of a multiple only within the first block is no tail behind a whole one: not a class here.
-            if value is not None and not (block.past_first_block and value < block.modulus):
+            if value is not None and not (block.past_first_block and value < (block.modulus or 0)):
                 confined.append(stratum)
     return confined
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -86,18 +87,35 @@ def test_every_check_covers_both_sides_of_every_declared_boundary(op, profile):
             assert lowest <= seen.get(f"{quantity}:lowest", set()), (op, profile, seed, quantity)
 
 
-def _tail_classes(boundary) -> dict[str, int | None]:
-    """A block boundary's tail classes, as remainders modulo its block: one short of and one past a multiple
-    (either_side), or every value off it (None)."""
-    block, remainder = boundary.multiple_of, boundary.remainder
-    if boundary.either_side:
-        return {"multiple-1": (remainder - 1) % block, "multiple+1": (remainder + 1) % block}
+@dataclass(frozen=True)
+class _Block:
+    """A block boundary on a dim, read from a contract's declarations."""
+
+    dim: str
+    size: int
+    remainder: int
+    either_side: bool
+
+
+def _blocks(contract: Contract, profile: str) -> list[_Block]:
+    return [
+        _Block(b.dim, b.multiple_of, b.remainder, b.either_side)
+        for b in contract.cases.boundaries
+        if b.dim is not None and b.multiple_of is not None and profile in b.profiles
+    ]
+
+
+def _tail_classes(block: _Block) -> dict[str, int | None]:
+    """A block's tail classes, as remainders modulo it: one short of and one past a multiple (either_side), or every
+    value off it (None)."""
+    if block.either_side:
+        return {"multiple-1": (block.remainder - 1) % block.size, "multiple+1": (block.remainder + 1) % block.size}
     return {"other": None}
 
 
-def _in_tail(value: int, boundary, remainder: int | None) -> bool:
-    got = value % boundary.multiple_of
-    return got != boundary.remainder if remainder is None else got == remainder
+def _in_tail(value: int, block: _Block, remainder: int | None) -> bool:
+    got = value % block.size
+    return got != block.remainder if remainder is None else got == remainder
 
 
 @pytest.mark.parametrize("op", ["rmsnorm", "softmax"])
@@ -108,39 +126,42 @@ def test_every_check_has_each_dims_tail_alone_with_the_other_dims_whole(op):
     off its block and every other block dim a whole number of blocks (read from the declarations here)."""
     contract = load_contract(CONTRACTS / f"{op}.yaml")
     for profile in ("cpu", "gpu"):
-        blocks = [b for b in contract.cases.boundaries if b.dim and b.multiple_of and profile in b.profiles]
+        blocks = _blocks(contract, profile)
         assert len({b.dim for b in blocks}) >= 2, (op, profile, "the test needs two block dims")
         for seed in range(6):
             planned = [case.dims for case, _ in plan_fresh_cases(contract, profile, random.Random(seed))]
-            for boundary in blocks:
-                others = [b for b in blocks if b.dim != boundary.dim]
-                for side, remainder in _tail_classes(boundary).items():
+            for block in blocks:
+                others = [b for b in blocks if b.dim != block.dim]
+                for side, remainder in _tail_classes(block).items():
                     alone = [
                         dims
                         for dims in planned
-                        if _in_tail(dims[boundary.dim], boundary, remainder)
-                        and all(dims[o.dim] % o.multiple_of == o.remainder for o in others)
+                        if _in_tail(dims[block.dim], block, remainder)
+                        and all(dims[o.dim] % o.size == o.remainder for o in others)
                     ]
-                    assert alone, (op, profile, seed, boundary.name, side, planned)
+                    assert alone, (op, profile, seed, block.dim, side, planned)
 
 
-def _region_classes(contract: Contract, profile: str) -> list[tuple[str, str, int, int, int, int]]:
-    """(region, class, low, high, block, remainder) for each block class of a dim within each side of the same
+def _region_classes(contract: Contract, profile: str) -> list[tuple[str, str, str, int, int, int, int]]:
+    """(region, class, dim, low, high, block, remainder) for each block class of a dim within each side of the same
     dim's `at` boundaries, read from the declarations: the class's values one short of and one past a multiple only
     behind a whole block."""
     ranges = getattr(contract.cases.fresh, profile)
     found = []
-    for region in (b for b in contract.cases.boundaries if b.dim and b.at is not None and profile in b.profiles):
-        low, high = ranges[region.dim]
+    for region in contract.cases.boundaries:
+        dim = region.dim
+        if dim is None or region.at is None or profile not in region.profiles:
+            continue
+        low, high = ranges[dim]
         top = max(high, region.up_to or 0)
-        at = int(region.at)
+        at = evaluate(region.at, {})
         for side, (lo, hi) in {"below": (low, min(at - 1, high)), "above": (at, top)}.items():
-            blocks = [b for b in contract.cases.boundaries if b.dim == region.dim and b.multiple_of and profile in b.profiles]
-            for block in blocks:
+            for block in (b for b in _blocks(contract, profile) if b.dim == dim):
                 for name, remainder in {"multiple": block.remainder, **_tail_classes(block)}.items():
-                    start = block.multiple_of if name != "multiple" else lo
-                    if any(v % block.multiple_of == remainder for v in range(max(lo, start), hi + 1)):
-                        found.append((f"{region.name}:{side}", name, max(lo, start), hi, block.multiple_of, remainder))
+                    assert remainder is not None, "the shipped contracts' blocks are either_side"
+                    start = max(lo, block.size if name != "multiple" else lo)
+                    if any(v % block.size == remainder for v in range(start, hi + 1)):
+                        found.append((f"{region.name}:{side}", name, dim, start, hi, block.size, remainder))
     return found
 
 
@@ -155,8 +176,7 @@ def test_every_check_judges_each_side_of_a_boundary_with_whole_blocks_and_with_e
         assert any(region == "one_block_row:above" and name == "multiple" for region, name, *_ in classes)
         for seed in range(6):
             planned = [case.dims for case, _ in plan_fresh_cases(contract, profile, random.Random(seed))]
-            for region, name, low, high, block, remainder in classes:
-                dim = next(b.dim for b in contract.cases.boundaries if b.name == region.split(":")[0])
+            for region, name, dim, low, high, block, remainder in classes:
                 held = [d for d in planned if low <= d[dim] <= high and d[dim] % block == remainder]
                 assert held, (op, profile, seed, region, name, planned)
 
