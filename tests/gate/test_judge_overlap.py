@@ -177,7 +177,8 @@ def test_a_check_writes_the_gate_inputs_beside_the_fresh_draw(rmsnorm_gates_dir,
     monkeypatch.setattr(candidate_run, "write_gate_inputs", lambda *a: pytest.fail("the gate inputs written twice"))
     judge = Judge(Task.load(RMSNORM_CONTRACT), rmsnorm_gates_dir, "cpu")
     verdict = judge.check(TRITON_RMSNORM, run_stress=False)
-    assert verdict.passed
+    failed = [(r.id, r.failure, [s.reasons for s in r.stages or [] if not s.passed]) for r in verdict.variants if not r.passed]
+    assert verdict.passed, (verdict.parts, failed, verdict.detections, verdict.fault)
     assert written == sorted(f"{r.id}.safetensors" for r in judge.manifest.variants)
 
 
