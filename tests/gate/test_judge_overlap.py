@@ -159,7 +159,9 @@ def test_a_check_writes_the_gate_inputs_beside_the_fresh_draw(rmsnorm_gates_dir,
     from ferret.contract.task import Task
     from ferret.gate import candidate_run
 
-    both_in = threading.Barrier(2, timeout=30)
+    # Generous: on a loaded machine the gate inputs may take long to reach the barrier; run one after the other,
+    # the two would wait out this timeout and break it.
+    both_in = threading.Barrier(2, timeout=300)
     real_draw, real_write = judge_module.draw_fresh_cases, judge_module.write_gate_inputs
     written = []
 
