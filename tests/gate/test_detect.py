@@ -137,6 +137,23 @@ def test_a_passing_variant_names_nothing():
     assert _cheats(_result(_stage("y", True, 1e-3, 0.99999))) == {}
 
 
+def _constant_output_named(reference) -> bool:
+    import torch
+
+    written = torch.full(reference.shape, 1.1953125, dtype=torch.bfloat16)
+    found = from_outputs(_result(_stage("y", True, 1e-3, 0.99999)), {wire.fast_key(0, "y"): written}, {"y": reference}, ["y"])
+    return "constant_output" in {d.cheat for d in found}
+
+
+def test_a_constant_output_is_named_only_where_the_reference_varies_in_the_outputs_dtype():
+    import torch
+
+    # one column: every row is w up to eps, below bfloat16's resolution, and an honest kernel writes w everywhere
+    below_resolution = 1.1953125 + torch.linspace(0, 1e-5, 64, dtype=torch.float64)
+    assert not _constant_output_named(below_resolution)
+    assert _constant_output_named(1.1953125 + torch.linspace(0, 1e-1, 64, dtype=torch.float64))
+
+
 # --- every rejection path names what it saw -----------------------------------------------------------------
 
 
