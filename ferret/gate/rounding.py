@@ -12,9 +12,11 @@ Two tests, either of which is evidence of a cut at precision p:
 2. **Rounding noise of p's size**: the error beyond the stage's own dtype (candidate minus the reference rounded
    to that dtype) is between 1/16 and 8 of p's unit roundoff relative to the stage's norm, it does not lean along
    the reference (|cosine(error, reference)| <= 1/2: a scale error or a wrong divisor moves every entry the same
-   way, cosine 1), it touches at least a quarter of the entries and half of those that rounding the reference to p
-   would touch, and its middle row (along the last dimension) has
-   at least half the stage's relative error (rounding touches every entry and every row alike; a scale or a bug
+   way, cosine 1), nor does its sign (rounding to nearest errs either way alike, row by row where a statistic
+   rounded per row moves a whole row one way: a dropped term of one sign, whose size varies row to row, keeps a
+   cosine near 1/2 but errs one way in every row), it touches at least a quarter of the entries and half of
+   those that rounding the reference to p would touch, and its middle row (along the last dimension) has at
+   least half the stage's relative error (rounding touches every entry and every row alike; a scale or a bug
    on some rows among right ones does not: its cosine with the whole stage is diluted by the right rows, its
    middle row is right).
 A stage of fewer than 16 judged entries, off every grid, is too small to tell: no evidence either way.
@@ -43,6 +45,8 @@ GRID_SHARE = 0.9
 # Bits of evidence the on-grid values must carry against chance: a value of a finer format lands on p's grid by
 # chance one time in 2^(its mantissa bits - p's), so this many bits need that many values.
 GRID_BITS = 16
+# Bits of evidence against chance that the error's sign along the reference is not a fair coin's (two-sided).
+SIGN_BITS = 10
 # Rounding gives each row about the stage's relative error (a statistic rounded per row: a factor below p's
 # roundoff on every row); a bug on some rows leaves the middle row with only the honest error.
 MIN_ROW_SHARE = 0.5
@@ -123,9 +127,32 @@ def _middle_row(cand_rows: torch.Tensor, ref_rows: torch.Tensor, stored: torch.d
     return float(per_row.median()) / (float(excess.norm()) / float(ref_rows.norm()))
 
 
-def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_row: float | None) -> Rounding:
+def _leans_per_row(cand_rows: torch.Tensor, ref_rows: torch.Tensor, stored: torch.dtype) -> torch.Tensor:
+    """Each row's error along its reference row (each entry's, for a stage of one row): the units whose signs
+    rounding to nearest leaves to chance."""
+    along = _excess(cand_rows, ref_rows, stored) * ref_rows
+    return along.sum(dim=1) if along.shape[0] >= 2 else along.reshape(-1)
+
+
+def _one_sign(leans: torch.Tensor, unit: str) -> str | None:
+    """Why the error errs one way along the reference in more rows than rounding to nearest could by chance (a
+    sign test, SIGN_BITS of evidence); None where it does not."""
+    along = leans[leans != 0]
+    total, same = along.numel(), int((along > 0).sum())
+    most = max(same, total - same)
+    tail = 2 * sum(math.comb(total, k) for k in range(most, total + 1)) / 2.0**total if total else 1.0
+    if tail >= 2.0**-SIGN_BITS:
+        return None
+    way = "away from zero" if most == same else "toward zero"
+    return (
+        f"its error moves {most} of {total} {unit} {way}: rounding errs either way alike "
+        f"(chance gives this one time in {1 / tail:.0f}), a dropped or added term of one sign does not"
+    )
+
+
+def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_row: float | None, leans: torch.Tensor) -> Rounding:
     """Test 2: the error beyond the stage's own dtype has the size, the lack of lean and the spread of rounding
-    (`middle_row`: `_middle_row` of the stage)."""
+    (`middle_row`: `_middle_row` of the stage; `leans`: `_leans_per_row`)."""
     excess = _excess(cand, ref, stored)
     ref_norm, excess_norm = float(ref.norm()), float(excess.norm())
     if ref_norm == 0.0 or excess_norm == 0.0:
@@ -146,6 +173,9 @@ def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_ro
             f"its error leans along the reference (cosine {lean:+.2f}): a scale, divisor or offset moves every "
             "entry the same way, rounding does not",
         )
+    one_way = _one_sign(leans, "rows" if leans.numel() != cand.numel() else "entries")
+    if one_way is not None:
+        return Rounding("not_rounding", one_way)
     scale = ref.abs().clamp(min=float(ref.abs().mean()) * 2.0**-10)
     touched = float((excess.abs() > (u / 64) * scale).double().mean())
     # What rounding the reference to that format would touch itself: an error touching far fewer entries is no
@@ -187,5 +217,6 @@ def rounding_of(candidate: torch.Tensor | None, reference: torch.Tensor) -> Roun
         return Rounding("too_small", f"{cand.numel()} entries are too few to tell rounding from other math")
     # a non-finite entry counts as zero in both for the rows' errors (the flat statistics leave it out)
     zero = torch.zeros((), dtype=torch.float64)
-    middle = _middle_row(torch.where(finite, cand_rows, zero), torch.where(finite, ref_rows, zero), stored)
-    return _noise(cand, ref, stored, middle)
+    cand_kept, ref_kept = torch.where(finite, cand_rows, zero), torch.where(finite, ref_rows, zero)
+    middle = _middle_row(cand_kept, ref_kept, stored)
+    return _noise(cand, ref, stored, middle, _leans_per_row(cand_kept, ref_kept, stored))
