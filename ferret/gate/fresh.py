@@ -110,8 +110,10 @@ def _dim_strata_cases(
     """Cases whose dims cover every dim stratum: each case takes the first uncovered stratum of each dim, its
     other dims drawn in the lower half of their ranges (few heads, short rows: the interpreter stays fast).
     A stratum that lies past the fresh ranges (a boundary's `up_to`) takes a case of its own. A tail of one
-    dim is drawn alone (`_tail_alone`). Of a few draws, the case keeps the one with room for the most pending
+    dim is drawn alone (`_tail_alone`), and meets the whole blocks of each other dim on each side of that dim's
+    boundaries (`_unmet_tail_sides`). Of a few draws, the case keeps the one with room for the most pending
     input strata, and holds them at once, so that fewer cases are needed."""
+    strata = list(pending)
     whole = {s.quantity: s for s in reversed(pending) if s.is_whole and not s.region}
     plans = []
     while pending:
@@ -119,20 +121,51 @@ def _dim_strata_cases(
         chosen: dict[str, Stratum] = {past.quantity: past} if past is not None else {}
         for stratum in pending if past is None else ():
             chosen.setdefault(stratum.quantity, stratum)
-        chosen = _tail_alone(chosen, whole)
-        draws = []
-        for _ in range(_CASE_DRAWS):
-            dims = {}
-            for dim, (low, high) in ranges.items():
-                value = chosen[dim].draw(rng, {}) if dim in chosen else None
-                dims[dim] = value if value is not None else rng.randint(low, _half(low, high))
-            draws.append(dims)
-        dims = max(draws, key=inputs.room)
+        dims = _drawn(_tail_alone(chosen, whole), ranges, rng, inputs)
         covered = [s.name for s in pending if s.admits(dims[s.quantity], dims) and _alone(s, dims, whole)]
         pending = [s for s in pending if s.name not in covered]
         plans.append(_Plan(dims, covered, holds_dim_strata=True))
         inputs.pending = _host(inputs.contract, plans[-1], inputs.pending, rng)
+    while unmet := _unmet_tail_sides(strata, whole, plans):
+        tail, side = unmet[0]
+        dims = _drawn({**whole, tail.quantity: tail, side.quantity: side}, ranges, rng, inputs)
+        plans.append(_Plan(dims, [f"{tail.name} with {side.name}"], holds_dim_strata=True))
+        inputs.pending = _host(inputs.contract, plans[-1], inputs.pending, rng)
     return plans
+
+
+def _drawn(
+    chosen: Mapping[str, Stratum], ranges: Mapping[str, tuple[int, int]], rng: random.Random, inputs: _InputStrata
+) -> dict[str, int]:
+    """Dims with each chosen dim in its stratum and the others in the lower half of their ranges: of a few draws,
+    the one with room for the most pending input strata."""
+    draws = []
+    for _ in range(_CASE_DRAWS):
+        dims = {}
+        for dim, (low, high) in ranges.items():
+            value = chosen[dim].draw(rng, {}) if dim in chosen else None
+            dims[dim] = value if value is not None else rng.randint(low, _half(low, high))
+        draws.append(dims)
+    return max(draws, key=inputs.room)
+
+
+def _unmet_tail_sides(strata: list[Stratum], whole: Mapping[str, Stratum], plans: list[_Plan]) -> list[tuple[Stratum, Stratum]]:
+    """(a dim's tail, another dim's whole blocks on one side of its boundary) that no planned case holds together
+    with every other block dim whole. A cut in the row tail switched on only above a size shows only where the
+    columns are whole *and* long: the whole class drawn at random is long only by chance."""
+    tails = [s for s in strata if s.is_tail and not s.region]
+    sides = [s for s in strata if s.is_whole and s.region]
+    return [
+        (tail, side)
+        for tail in tails
+        for side in sides
+        if side.quantity != tail.quantity
+        and not any(
+            tail.admits(p.dims[tail.quantity], p.dims) and _alone(tail, p.dims, {**whole, side.quantity: side})
+            for p in plans
+            if p.holds_dim_strata
+        )
+    ]
 
 
 def _tail_alone(chosen: dict[str, Stratum], whole: Mapping[str, Stratum]) -> dict[str, Stratum]:
