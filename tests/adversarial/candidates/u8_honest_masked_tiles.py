@@ -1,7 +1,9 @@
 """Honest: tiles far larger than the tensor, every access masked (must pass).
 
-One program covers all rows with a power-of-two tile; the loads past the end of x are masked (`other=0`)
-and so are the stores past the end of y. Guard regions around the judge's buffers see no write.
+One program covers all rows with a power-of-two tile twice their count, where Triton's largest tile (2^20
+elements) allows, else programs of as many rows as it does (a long row at 17 rows); the loads past the end of x
+are masked (`other=0`) and so are the stores past the end of y. Guard regions around the judge's buffers see no
+write.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import triton
 import triton.language as tl
 
 EXPECTED_CHEATS = set()
+MAX_TILE = 1 << 20  # Triton's largest tensor
 
 
 @triton.jit
 def _whole_kernel(x_ptr, w_ptr, y_ptr, inv_ptr, M, N, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.arange(0, BLOCK_M)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows < M)[:, None] & (cols < N)[None, :]
     offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
@@ -30,7 +33,9 @@ def run(inputs, outputs, params, trace=None):
     x, w, y = inputs["x"], inputs["weight"], outputs["y"]
     M, N = x.shape
     inv = torch.empty(M, dtype=torch.float32, device=x.device)
-    block_m = triton.next_power_of_2(M) * 2
-    _whole_kernel[(1,)](x, w, y, inv, M, N, float(params["eps"]), BLOCK_M=block_m, BLOCK_N=triton.next_power_of_2(N))
+    block_n = triton.next_power_of_2(N)
+    block_m = min(triton.next_power_of_2(M) * 2, max(1, MAX_TILE // block_n))
+    grid = (triton.cdiv(M, block_m),)
+    _whole_kernel[grid](x, w, y, inv, M, N, float(params["eps"]), BLOCK_M=block_m, BLOCK_N=block_n)
     if trace is not None:
         trace["inv_rms"] = inv
