@@ -129,6 +129,9 @@ def _dim_strata_cases(
     while unmet := _unmet_tail_sides(strata, whole, plans):
         tail, side = unmet[0]
         dims = _drawn({**whole, tail.quantity: tail, side.quantity: side}, ranges, rng, inputs)
+        if not _meets(tail, side, dims, whole):
+            # never expected: contract validation found both strata drawable; a loop here would never end
+            raise ValueError(f"strata {tail.name} and {side.name} cannot be drawn in one case")
         plans.append(_Plan(dims, [f"{tail.name} with {side.name}"], holds_dim_strata=True))
         inputs.pending = _host(inputs.contract, plans[-1], inputs.pending, rng)
     return plans
@@ -159,13 +162,13 @@ def _unmet_tail_sides(strata: list[Stratum], whole: Mapping[str, Stratum], plans
         (tail, side)
         for tail in tails
         for side in sides
-        if side.quantity != tail.quantity
-        and not any(
-            tail.admits(p.dims[tail.quantity], p.dims) and _alone(tail, p.dims, {**whole, side.quantity: side})
-            for p in plans
-            if p.holds_dim_strata
-        )
+        if side.quantity != tail.quantity and not any(_meets(tail, side, p.dims, whole) for p in plans if p.holds_dim_strata)
     ]
+
+
+def _meets(tail: Stratum, side: Stratum, dims: Mapping[str, int], whole: Mapping[str, Stratum]) -> bool:
+    """Whether these dims hold the tail with the side's whole blocks, every third block dim whole."""
+    return tail.admits(dims[tail.quantity], dims) and _alone(tail, dims, {**whole, side.quantity: side})
 
 
 def _tail_alone(chosen: dict[str, Stratum], whole: Mapping[str, Stratum]) -> dict[str, Stratum]:
