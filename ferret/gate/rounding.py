@@ -127,11 +127,11 @@ def _middle_row(cand_rows: torch.Tensor, ref_rows: torch.Tensor, stored: torch.d
     return float(per_row.median()) / (float(excess.norm()) / float(ref_rows.norm()))
 
 
-def _leans_per_row(cand_rows: torch.Tensor, ref_rows: torch.Tensor, stored: torch.dtype) -> torch.Tensor:
+def _leans_per_row(cand_rows: torch.Tensor, ref_rows: torch.Tensor, stored: torch.dtype) -> tuple[torch.Tensor, str]:
     """Each row's error along its reference row (each entry's, for a stage of one row): the units whose signs
-    rounding to nearest leaves to chance."""
+    rounding to nearest leaves to chance, and what they are called."""
     along = _excess(cand_rows, ref_rows, stored) * ref_rows
-    return along.sum(dim=1) if along.shape[0] >= 2 else along.reshape(-1)
+    return (along.sum(dim=1), "rows") if along.shape[0] >= 2 else (along.reshape(-1), "entries")
 
 
 def _one_sign(leans: torch.Tensor, unit: str) -> str | None:
@@ -150,7 +150,9 @@ def _one_sign(leans: torch.Tensor, unit: str) -> str | None:
     )
 
 
-def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_row: float | None, leans: torch.Tensor) -> Rounding:
+def _noise(
+    cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_row: float | None, leans: tuple[torch.Tensor, str]
+) -> Rounding:
     """Test 2: the error beyond the stage's own dtype has the size, the lack of lean and the spread of rounding
     (`middle_row`: `_middle_row` of the stage; `leans`: `_leans_per_row`)."""
     excess = _excess(cand, ref, stored)
@@ -173,7 +175,7 @@ def _noise(cand: torch.Tensor, ref: torch.Tensor, stored: torch.dtype, middle_ro
             f"its error leans along the reference (cosine {lean:+.2f}): a scale, divisor or offset moves every "
             "entry the same way, rounding does not",
         )
-    one_way = _one_sign(leans, "rows" if leans.numel() != cand.numel() else "entries")
+    one_way = _one_sign(*leans)
     if one_way is not None:
         return Rounding("not_rounding", one_way)
     scale = ref.abs().clamp(min=float(ref.abs().mean()) * 2.0**-10)
