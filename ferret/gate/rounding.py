@@ -45,8 +45,11 @@ GRID_SHARE = 0.9
 # Bits of evidence the on-grid values must carry against chance: a value of a finer format lands on p's grid by
 # chance one time in 2^(its mantissa bits - p's), so this many bits need that many values.
 GRID_BITS = 16
-# Bits of evidence against chance that the error's sign along the reference is not a fair coin's (two-sided).
+# Bits of evidence against chance that the error's sign along the reference is not a fair coin's (two-sided),
+# and the share of one sign it takes besides: over many rows a rounding slightly biased one way (a running sum
+# that stagnates) is significant and still rounding; a dropped term of one sign moves nearly every row one way.
 SIGN_BITS = 10
+MIN_SIGN_SHARE = 0.75
 # Rounding gives each row about the stage's relative error (a statistic rounded per row: a factor below p's
 # roundoff on every row); a bug on some rows leaves the middle row with only the honest error.
 MIN_ROW_SHARE = 0.5
@@ -140,13 +143,18 @@ def _one_sign(leans: torch.Tensor, unit: str) -> str | None:
     along = leans[leans != 0]
     total, same = along.numel(), int((along > 0).sum())
     most = max(same, total - same)
-    tail = 2 * sum(math.comb(total, k) for k in range(most, total + 1)) / 2.0**total if total else 1.0
+    if total == 0 or most < MIN_SIGN_SHARE * total:
+        return None
+    # two-sided binomial tail P(one sign >= most) under a fair coin, in log space (thousands of rows overflow floats)
+    counts = torch.arange(most, total + 1, dtype=torch.float64)
+    fair = torch.distributions.Binomial(total, probs=torch.tensor(0.5, dtype=torch.float64))
+    tail = min(1.0, 2 * math.exp(float(torch.logsumexp(fair.log_prob(counts), dim=0))))
     if tail >= 2.0**-SIGN_BITS:
         return None
     way = "away from zero" if most == same else "toward zero"
     return (
         f"its error moves {most} of {total} {unit} {way}: rounding errs either way alike "
-        f"(chance gives this one time in {1 / tail:.0f}), a dropped or added term of one sign does not"
+        f"(chance gives this one time in {1 / tail:.3g}), a dropped or added term of one sign does not"
     )
 
 

@@ -72,6 +72,18 @@ def test_a_dropped_term_of_one_sign_is_not_rounding_however_its_size_varies():
     assert any("entries away from zero" in r.why for r in readings)
 
 
+@pytest.mark.parametrize("bias", [0.0, 0.25], ids=["fair", "slightly_one_way"])
+def test_rounding_noise_over_thousands_of_rows_reads_as_rounding(bias):
+    # a statistic of 5000 rows rounded at bf16's size (a 1-D stage: its entries are the sign test's units); a
+    # slight lean one way (60% of the rows, as a stagnating running sum gives) is significant over 5000 rows and
+    # still rounding: the sign test asks for a share a dropped term of one sign makes, not significance alone
+    generator = torch.Generator().manual_seed(0)
+    reference = 1 + 0.05 * torch.randn(5000, generator=generator, dtype=torch.float64)
+    noise = torch.randn(5000, generator=generator, dtype=torch.float64) + bias
+    found = rounding_of((reference * (1 + 2.0**-9 * noise)).float(), reference)
+    assert (found.finding, found.precision) == ("rounding", "bfloat16"), found.why
+
+
 def test_a_stage_too_small_and_off_every_grid_says_so():
     x = _rows(m=3)
     inv, _ = _rmsnorm(x)
