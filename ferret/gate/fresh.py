@@ -20,6 +20,7 @@ So no check leaves a side of a declared boundary to the luck of the draw.
 
 from __future__ import annotations
 
+import itertools
 import random
 import secrets
 from collections.abc import Callable, Mapping
@@ -80,7 +81,9 @@ def plan_fresh_cases(contract: Contract, profile: ProfileName, rng: random.Rando
         return []
     strata = contract.strata(profile)
     inputs = _InputStrata(contract, [s for s in strata if s.kind == "input"], rng)
-    plans = _dim_strata_cases([s for s in strata if s.kind == "dim"], ranges, rng, inputs)
+    dim_strata = [s for s in strata if s.kind == "dim"]
+    plans = _lowest_pairs_cases(ranges, rng, inputs, dim_strata)
+    plans += _dim_strata_cases(dim_strata, ranges, rng, inputs, plans)
     plans += _input_strata_cases(contract, profile, inputs.pending, rng)
     plans += [_Plan({d: rng.randint(low, high) for d, (low, high) in ranges.items()}) for _ in range(fresh.count)]
     plans += _edge_cases(contract, profile, plans, rng)
@@ -105,16 +108,22 @@ def plan_fresh_cases(contract: Contract, profile: ProfileName, rng: random.Rando
 
 
 def _dim_strata_cases(
-    pending: list[Stratum], ranges: Mapping[str, tuple[int, int]], rng: random.Random, inputs: _InputStrata
+    pending: list[Stratum],
+    ranges: Mapping[str, tuple[int, int]],
+    rng: random.Random,
+    inputs: _InputStrata,
+    planned: list[_Plan],
 ) -> list[_Plan]:
     """Cases whose dims cover every dim stratum: each case takes the first uncovered stratum of each dim, its
     other dims drawn in the lower half of their ranges (few heads, short rows: the interpreter stays fast).
     A stratum that lies past the fresh ranges (a boundary's `up_to`) takes a case of its own. A tail of one
     dim is drawn alone (`_tail_alone`), and meets the whole blocks of each other dim on each side of that dim's
     boundaries (`_unmet_tail_sides`). Of a few draws, the case keeps the one with room for the most pending
-    input strata, and holds them at once, so that fewer cases are needed."""
+    input strata, and holds them at once, so that fewer cases are needed. A stratum a `planned` case holds takes no
+    case of its own."""
     strata = list(pending)
     whole = {s.quantity: s for s in reversed(pending) if s.is_whole and not s.region}
+    pending = [s for s in pending if not any(_holds_stratum(s, p.dims, whole) for p in planned)]
     plans = []
     while pending:
         past = next((s for s in pending if s.bounds({})[0] > ranges[s.quantity][1]), None)
@@ -122,11 +131,11 @@ def _dim_strata_cases(
         for stratum in pending if past is None else ():
             chosen.setdefault(stratum.quantity, stratum)
         dims = _drawn(_tail_alone(chosen, whole), ranges, rng, inputs)
-        covered = [s.name for s in pending if s.admits(dims[s.quantity], dims) and _alone(s, dims, whole)]
+        covered = [s.name for s in pending if _holds_stratum(s, dims, whole)]
         pending = [s for s in pending if s.name not in covered]
         plans.append(_Plan(dims, covered, holds_dim_strata=True))
         inputs.pending = _host(inputs.contract, plans[-1], inputs.pending, rng)
-    while unmet := _unmet_tail_sides(strata, whole, plans):
+    while unmet := _unmet_tail_sides(strata, whole, planned + plans):
         tail, side = unmet[0]
         dims = _drawn({**whole, tail.quantity: tail, side.quantity: side}, ranges, rng, inputs)
         if not _meets(tail, side, dims, whole):
@@ -150,6 +159,65 @@ def _drawn(
             dims[dim] = value if value is not None else rng.randint(low, _half(low, high))
         draws.append(dims)
     return max(draws, key=inputs.room)
+
+
+def _lowest_pairs_cases(
+    ranges: Mapping[str, tuple[int, int]], rng: random.Random, inputs: _InputStrata, dim_strata: list[Stratum]
+) -> list[_Plan]:
+    """Cases in which the two lowest values of every pair of dims meet, all four combinations, each beside another
+    dim drawn with room (two past its lowest, in the lower half of its range): a kernel takes paths of its own where
+    its grid is one or two programs (one request of two heads: a merge of a single row), which a dim's lowest
+    value beside other dims drawn at random meets only by chance, and which shows only where there is work
+    along another dim (one cached token gives every head the same answer). Chosen greedily: each case leaves one
+    dim with room and sets the others low, meeting the most unmet combinations (twelve cases for three dims, eight
+    for four); with two dims, the four combinations alone. The dim with room takes a value of one of its strata no
+    case holds yet where one lies there (a capacity one past a block, say): fewer cases of strata to come."""
+    whole = {s.quantity: s for s in reversed(dim_strata) if s.is_whole and not s.region}
+    dims = list(ranges)
+    levels = {d: sorted({low, min(low + 1, high)}) for d, (low, high) in ranges.items()}
+    unmet = {(a, x, b, y) for a, b in itertools.combinations(dims, 2) for x in levels[a] for y in levels[b]}
+    shapes = [
+        (free, dict(zip(low_dims, values, strict=True)))
+        for free in (dims if len(dims) > 2 else [None])
+        for low_dims in [[d for d in dims if d != free]]
+        for values in itertools.product(*(levels[d] for d in low_dims))
+    ]
+
+    def met(low: Mapping[str, int]) -> set[tuple[str, int, str, int]]:
+        return {(a, x, b, y) for a, x, b, y in unmet if low.get(a) == x and low.get(b) == y}
+
+    added = []
+    while unmet:
+        free, low = max(shapes, key=lambda shape: len(met(shape[1])))
+        meets = met(low)
+        case_dims = dict(low)
+        if free is not None:
+            case_dims[free] = _with_room(free, ranges[free], rng, case_dims, [s for s in dim_strata if s.quantity == free])
+        case_dims = {d: case_dims[d] for d in dims}
+        held = [s for s in dim_strata if _holds_stratum(s, case_dims, whole)]
+        dim_strata = [s for s in dim_strata if s not in held]
+        names = [f"{a}={x} with {b}={y}" for a, x, b, y in sorted(meets)]
+        added.append(_Plan(case_dims, [f"lowest pairs {', '.join(names)}", *(s.name for s in held)], holds_dim_strata=True))
+        unmet -= meets
+        inputs.pending = _host(inputs.contract, added[-1], inputs.pending, rng)
+    return added
+
+
+def _with_room(dim: str, bounds: tuple[int, int], rng: random.Random, dims: Mapping[str, int], strata: list[Stratum]) -> int:
+    """A value of `dim` two or more past its lowest: of the first of its `strata` that has one there (in the lower
+    half of the range where it can), else uniform in the lower half (from two past the lowest)."""
+    bottom, top = bounds
+    room = min(bottom + 2, top)
+    for stratum in strata:
+        values = [v for v in (stratum.draw(rng, dims) for _ in range(8)) if v is not None and room <= v <= top]
+        if values:
+            return min(values, key=lambda v: v > _half(bottom, top))
+    return rng.randint(room, max(_half(bottom, top), room))
+
+
+def _holds_stratum(stratum: Stratum, dims: Mapping[str, int], whole: Mapping[str, Stratum]) -> bool:
+    """Whether a case of these dims holds a dim stratum: its value, and a tail only with the other block dims whole."""
+    return stratum.admits(dims[stratum.quantity], dims) and _alone(stratum, dims, whole)
 
 
 def _unmet_tail_sides(strata: list[Stratum], whole: Mapping[str, Stratum], plans: list[_Plan]) -> list[tuple[Stratum, Stratum]]:

@@ -4,6 +4,7 @@ only past a boundary is rejected by every check, an honest one keeps passing."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 from dataclasses import dataclass
@@ -205,6 +206,35 @@ def test_each_dims_tail_meets_the_other_dims_whole_blocks_on_each_side_of_their_
                             and all(d[b.dim] % b.size == b.remainder for b in blocks if b.dim not in (block.dim, dim))
                         ]
                         assert met, (op, profile, seed, block.dim, tail, region, planned)
+
+
+ALL_CONTRACTS = sorted(p.stem for p in CONTRACTS.glob("*.yaml") if not p.stem.endswith(".tolerances"))
+
+
+@pytest.mark.parametrize("op", ALL_CONTRACTS)
+def test_every_check_meets_the_two_lowest_values_of_every_pair_of_dims(op):
+    """A path a kernel takes only where its whole grid is one or two programs (one request of two heads) shows only
+    where both dims are that low and another has work (one cached token gives every head the same answer): each
+    pair of dims' lowest two values, all four combinations, beside a third dim two or more past its lowest, in
+    every check, and (CPU) each such case's inputs can be drawn."""
+    contract = load_contract(CONTRACTS / f"{op}.yaml")
+    for profile in ("cpu", "gpu"):
+        ranges = dict(getattr(contract.cases.fresh, profile))
+        room = {d: min(low + 2, high) for d, (low, high) in ranges.items()}
+        for seed in range(4):
+            planned = plan_fresh_cases(contract, profile, random.Random(seed))
+            for a, b in itertools.combinations(ranges, 2):
+                others = [d for d in ranges if d not in (a, b)]
+                for x in {ranges[a][0], min(ranges[a][0] + 1, ranges[a][1])}:
+                    for y in {ranges[b][0], min(ranges[b][0] + 1, ranges[b][1])}:
+                        assert any(
+                            c.dims[a] == x and c.dims[b] == y and (not others or any(c.dims[d] >= room[d] for d in others))
+                            for c, _ in planned
+                        ), (op, profile, seed, a, x, b, y)
+            if profile == "cpu" and seed == 0:
+                for case, strata in planned:
+                    if any(s.startswith("lowest pairs") for s in strata):
+                        draw_inputs(contract, case.model_copy(update={"seed": 1}), contract.primary_dtype)
 
 
 # Cuts of the honest softmax's long-row path (rows past 16384 elements), each switched on where a random draw from
@@ -517,3 +547,29 @@ def test_an_mla_kernel_wrong_past_the_batch_block_is_rejected_by_its_fresh_cases
         (d.cheat, d.variant) for d in seen_in_run
     ]
     assert unnamed_rejection(verdict) is None
+
+
+def test_a_merge_wrong_only_for_one_request_of_two_heads_is_rejected_by_its_fresh_cases(tmp_path):
+    """A mutation audit's survivor: the honest MLA candidate's single-row merge (taken where a merge program gets
+    one (request, head) row: one request of two heads under the interpreter) reads head 0's partials for every head,
+    only where the batch is odd. It needs B = 1 and H = 2 beside a cache of two tokens or more (one token gives every
+    head the same answer), which no frozen case holds and random dims met by chance."""
+    from ferret.audit.mutate import make_mutants, operator
+    from ferret.contract.task import Task
+    from ferret.gate.judge import Judge
+
+    honest = REPO / "tasks" / "mla_attention" / "candidates" / "triton_mla.py"
+    made = make_mutants(honest.read_text(), honest.name, (operator("drop_term"),), size_threshold=1)
+    (survivor,) = [m for m in made if m.id == "drop_term-4182a-right_term_dropped-some_requests"]
+    diff = survivor.mutant.diff
+    assert "-    part_row = partial_ptr + b * stride_part_b + h * stride_part_h\n" in diff, diff
+    assert "+    part_row = partial_ptr + b * stride_part_b\n" in diff, diff
+    mutant = tmp_path / "mla_merge_row_head0.py"
+    mutant.write_text(survivor.source)
+    judge = Judge(Task.load(MLA_CONTRACT), gates_dir=tmp_path / "gates", profile="cpu")
+    verdict = judge.check(mutant, measure_speed=False)
+    assert not verdict.passed
+    assert all(verdict.parts[p].status == "pass" for p in ("correctness", "edge_cases")), verdict.parts
+    assert verdict.parts["fresh_cases"].status == "fail"
+    failed = [v.case for v in verdict.variants if v.part == "fresh_cases" and not v.passed]
+    assert failed and unnamed_rejection(verdict) is None, failed
