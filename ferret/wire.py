@@ -73,6 +73,7 @@ class VariantJob:
     inout: list[str]
     in_only: list[str]
     traced: bool = True  # False: no traced call (`Case.traced`)
+    repeats: int | None = None  # its fast calls (`Budgets.fast_calls`); None: the job's `repeats`
     # One more fast call, at a place among the repeats drawn from the OS's randomness, on the inputs with a few elements
     # moved (`moved_key`): set where the check times nothing, so no timed call checks a content replay; the judge
     # draws which variants make it.

@@ -535,6 +535,14 @@ class Budgets(_Strict):
             )
         return data
 
+    def fast_calls(self, part: str, traced: bool) -> int:
+        """The fast calls of one variant that must agree bitwise: `determinism_repeats`; a traced fresh case's one
+        fewer (at least two), since its traced call must agree with them bitwise too and fresh cases are most of a
+        check's time (DESIGN.md, "The judge")."""
+        if part == "fresh_cases" and traced:
+            return max(2, self.determinism_repeats - 1)
+        return self.determinism_repeats
+
     @model_validator(mode="after")
     def _case_fits_in_check(self) -> Budgets:
         if self.case_timeout_s > self.check_timeout_s:

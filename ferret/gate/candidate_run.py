@@ -56,7 +56,14 @@ class CandidateRun:
 
 
 def variant_job(
-    variant_id: str, inputs_file: Path, contract: Contract, case: Case, dtype: str, view: FolderView, moved_call: bool = False
+    variant_id: str,
+    inputs_file: Path,
+    contract: Contract,
+    case: Case,
+    dtype: str,
+    view: FolderView,
+    moved_call: bool = False,
+    part: str = "",
 ) -> wire.VariantJob:
     specs = output_specs(contract, case, dtype)
     return wire.VariantJob(
@@ -66,6 +73,7 @@ def variant_job(
         inout=[i.name for i in contract.inputs if i.role == "inout"],
         in_only=[i.name for i in contract.inputs if i.role == "in"],
         traced=case.traced,
+        repeats=contract.budgets.fast_calls(part, case.traced),
         moved_call=moved_call,
     )
 
@@ -126,11 +134,13 @@ def write_candidate_job(context: GateContext, candidate: Path, workdir: Path, op
     variants = []
     for record, target in zip(manifest.variants, targets, strict=True):
         case = next(c for c in contract.cases_for(manifest.profile) if c.name == record.case)
-        variants.append(variant_job(record.id, target, contract, case, record.dtype, view, record.id in options.moved))
-    for item in [*options.fresh, *options.batch]:
-        target = workdir / "in" / f"{item.id}.safetensors"
-        save_file(item.inputs, str(target))
-        variants.append(variant_job(item.id, target, contract, item.case, item.dtype, view, item.id in options.moved))
+        moved = record.id in options.moved
+        variants.append(variant_job(record.id, target, contract, case, record.dtype, view, moved, record.part))
+    for part, items in (("fresh_cases", options.fresh), ("batch_invariance", options.batch)):
+        for item in items:
+            target = workdir / "in" / f"{item.id}.safetensors"
+            save_file(item.inputs, str(target))
+            variants.append(variant_job(item.id, target, contract, item.case, item.dtype, view, item.id in options.moved, part))
     stress_index = None
     if options.device == "cuda" and options.run_stress:
         sizes = [r.inputs.nbytes for r in manifest.variants]

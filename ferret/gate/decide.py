@@ -165,7 +165,7 @@ def judge_variant(
     traced = case_is_traced(contract, case)
     if not traced:  # judged on its outputs alone: whatever else the result file holds is not read
         got = {k: v for k, v in got.items() if not k.startswith(wire.trace_key(""))}
-    repeat_diffs, traced_diffs = _differences(got, outputs, inout, contract.budgets.determinism_repeats, traced)
+    repeat_diffs, traced_diffs = _differences(got, outputs, inout, contract.budgets.fast_calls(part, traced), traced)
     repeats_equal, traced_equal = not repeat_diffs, not traced_diffs
     own_row = None if part == "fresh_cases" else case  # a fresh case is never judged by a frozen case's own row
     stages = _compare_stages_anywhere(contract, got, golden, outputs, inout, dtype, own_row)

@@ -251,7 +251,7 @@ def _fast_runs(
     """The determinism repeats of the fast path, each on fresh copies of the inputs; their tensors for the judge."""
     before = {k: content_digest(v) for k, v in originals.items()}
     saved: dict[str, torch.Tensor] = {}
-    for repeat in _schedule(job.repeats, variant.moved_call):
+    for repeat in _schedule(_repeats(job, variant), variant.moved_call):
         if repeat == _MOVED:
             saved.update(_moved_run(entry, variant, job, originals, device, guard, seen, plan))
             clock.lap("repeats")
@@ -288,6 +288,10 @@ def _fast_runs(
 _MOVED = -1  # the call on moved inputs, in a variant's schedule of fast calls
 
 
+def _repeats(job: wire.CandidateJob, variant: wire.VariantJob) -> int:
+    return job.repeats if variant.repeats is None else variant.repeats
+
+
 def _schedule(repeats: int, moved_call: bool) -> list[int]:
     """The fast calls in their order: the repeats, and with `moved_call` the call on moved inputs at a place after
     the first drawn from the OS's randomness, so that a candidate counting its calls cannot tell which one it is."""
@@ -310,7 +314,7 @@ def _moved_run(
             inputs[name], at, moved = buffers.moved_elements(tensor)
             saved[wire.moved_key(wire.CHANGED_AT + name)], saved[wire.moved_key(wire.CHANGED_TO + name)] = at, moved
     before = {k: content_digest(inputs[k]) for k in variant.in_only}
-    how = plan.fills[job.repeats + 1]
+    how = plan.fills[_repeats(job, variant) + 1]
     held, given, outputs = _prepare(variant, inputs, device, how, plan.stale, plan.retired)
     _call(entry, given, outputs, job.params, device, guard, held=held)
     mutated = [k for k in variant.in_only if content_digest(given[k]) != before[k]]
@@ -340,7 +344,7 @@ def _traced_run(
     is an output or an in-place input is checked like the others and not sent: the judge compares those stages from
     the fast path's first call (`ferret.gate.decide`), and MLA's traced cache was 302 MB to copy to the host, save
     and read back, twice a check."""
-    how = plan.fills[job.repeats]
+    how = plan.fills[_repeats(job, variant)]
     held, inputs, outputs = _prepare(variant, originals, device, how, plan.stale, plan.retired)
     trace: dict = {}
     _call(entry, inputs, outputs, job.params, device, guard, trace=trace, held=held)
@@ -390,7 +394,7 @@ def run_variant(
     originals = {k: v.to(device) for k, v in load_file(variant.inputs_file).items()}
     seen = wire.VariantStatus(ok=True)
     clock.lap("inputs")
-    plan = _Plan(job.repeats)
+    plan = _Plan(_repeats(job, variant))
     saved = _fast_runs(entry, variant, job, originals, device, guard, launches, seen, clock, plan)
     if variant.traced:
         saved.update(_traced_run(entry, variant, job, originals, device, guard, seen, plan))
