@@ -190,11 +190,16 @@ def _changed_set(
     return changed, ""
 
 
+# An integer dtype of each floating-point element size, to compare bit patterns.
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two tensors of one dtype hold the same values in some order. Float8 (quantized storage read in place)
-    has neither sort nor equal on the CPU: its bit patterns are compared instead, as a moved element is an exact copy."""
-    if a.is_floating_point() and a.element_size() == 1:
-        a, b = a.view(torch.uint8), b.view(torch.uint8)
+    """Whether two tensors of one dtype hold the same values in some order, as bit patterns: a moved element is an
+    exact copy, and a NaN among them (an edge case's input) equals nothing as a number. Float8 (quantized storage
+    read in place) has neither sort nor equal on the CPU either."""
+    if a.is_floating_point():
+        a, b = a.view(_BITS[a.element_size()]), b.view(_BITS[b.element_size()])
     return torch.equal(a.sort().values, b.sort().values)
 
 

@@ -156,6 +156,23 @@ def test_a_moved_float8_input_is_rebuilt_and_a_forged_one_refused():
     assert refused is None and "not the ones that were there" in why
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_move_of_a_nan_is_a_move(dtype):
+    """An edge case's input holds NaN and inf; where the moved positions take the NaN, the record is still a move of
+    the set's own values (NaN equals nothing as a number: an honest kernel was named content_replay for it)."""
+    original = torch.randn(4, 3, 64, generator=torch.Generator().manual_seed(3)).to(dtype)
+    original[0, 0, 0], original[1, 2, 5] = float("nan"), float("inf")
+    flat = original.reshape(-1)
+    at = torch.tensor([0, 1 * 192 + 2 * 64 + 5], dtype=torch.int64)
+    record = {wire.CHANGED_AT + "x": at, wire.CHANGED_TO + "x": flat[at].flip(0).clone()}
+    rebuilt, why = _changed_set([{"x": original}], 0, record, ["x"])
+    assert rebuilt is not None, why
+    assert torch.isinf(rebuilt["x"][0, 0, 0]) and torch.isnan(rebuilt["x"][1, 2, 5])
+    forged = {**record, wire.CHANGED_TO + "x": torch.tensor([float("inf"), 1.0], dtype=dtype)}
+    refused, why = _changed_set([{"x": original}], 0, forged, ["x"])
+    assert refused is None and "not the ones that were there" in why
+
+
 def test_the_moved_call_takes_a_random_place_after_the_first_call():
     places = set()
     for _ in range(80):
