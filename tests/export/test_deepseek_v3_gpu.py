@@ -127,6 +127,21 @@ def _exported_steps(
         return eager, _per_call_us(graph.replay), worst
 
 
+def _errors_with(truth_model: Any, tokens: torch.Tensor, truth: torch.Tensor, rmsnorm, mla, paged: bool) -> dict[str, float]:
+    """The logit errors of the bf16 model with the exported rmsnorm and/or MLA op in it (None: the stock module)."""
+    model = dk.as_dtype(truth_model, torch.bfloat16)
+    if rmsnorm is not None:
+        dk.patch_rmsnorm(model, rmsnorm)
+    if mla is not None:
+        dk.patch_attention(model, mla, BATCH, CAPACITY, paged=paged)
+        return dk.logit_errors(dk.patched_decode(model, tokens), truth)
+    return dk.logit_errors(dk.stock_decode(model, tokens), truth)
+
+
+def _within(errors: dict[str, float], stock: dict[str, float]) -> bool:
+    return errors["rel_l2"] <= REL_L2_FACTOR * stock["rel_l2"] and errors["max_abs"] <= MAX_ABS_FACTOR * stock["max_abs"]
+
+
 def test_exported_ops_decode_in_the_model_and_replay_in_a_cuda_graph(rmsnorm_package, mla_package, mla_paged_package):
     truth_model = dk.random_model(SEED, layers=2, heads=HEADS, dense=True, **SIZES)
     tokens = torch.randint(
@@ -135,6 +150,15 @@ def test_exported_ops_decode_in_the_model_and_replay_in_a_cuda_graph(rmsnorm_pac
     truth = dk.stock_decode(truth_model, tokens)
     stock_model = dk.as_dtype(truth_model, torch.bfloat16)
     stock = dk.logit_errors(dk.stock_decode(stock_model, tokens), truth)
+    # Each op alone first, so that a failure names the op (the figures of all three are in its message).
+    alone = {
+        name: _errors_with(truth_model, tokens, truth, rmsnorm_package[1] if norm else None, package, paged)
+        for name, norm, package, paged in (
+            ("rmsnorm alone", True, None, False),
+            ("mla alone", False, mla_package[1], False),
+            ("mla paged alone", False, mla_paged_package[1], True),
+        )
+    }
     figures: dict[str, tuple] = {}
     for name, package, paged in (("exported", mla_package, False), ("exported paged", mla_paged_package, True)):
         model = dk.as_dtype(truth_model, torch.bfloat16)
@@ -142,11 +166,8 @@ def test_exported_ops_decode_in_the_model_and_replay_in_a_cuda_graph(rmsnorm_pac
         layers = dk.patch_attention(model, package[1], BATCH, CAPACITY, paged=paged)
         logits = dk.patched_decode(model, tokens)
         errors = dk.logit_errors(logits, truth)
-        assert errors["rel_l2"] <= REL_L2_FACTOR * stock["rel_l2"] and errors["max_abs"] <= MAX_ABS_FACTOR * stock["max_abs"], (
-            name,
-            errors,
-            stock,
-        )
+        for label, seen in [*alone.items(), (name, errors)]:
+            assert _within(seen, stock), (label, seen, "stock", stock, "each op alone", alone)
         figures[name] = _exported_steps(model, layers, tokens, logits, 0.25 * stock["max_abs"])
     # Last: a capture that fails leaves the stock figures saying why, after the exported ones were taken.
     figures["stock"] = _stock_step_times(stock_model, tokens)
