@@ -169,8 +169,8 @@ def _lowest_pairs_cases(
     its grid is one or two programs (one request of two heads: a merge of a single row), which a dim's lowest
     value beside other dims drawn at random meets only by chance, and which shows only where there is work
     along another dim (one cached token gives every head the same answer). Chosen greedily: each case leaves one
-    dim with room and sets the others low, meeting the most unmet combinations (twelve cases for three dims, eight
-    for four); with two dims, the four combinations alone. The dim with room takes a value of one of its strata no
+    dim with room and sets the others low, meeting the most unmet combinations (twelve cases for three dims or for
+    four); with two dims, the four combinations alone. The dim with room takes a value of one of its strata no
     case holds yet where one lies there (a capacity one past a block, say): fewer cases of strata to come."""
     whole = {s.quantity: s for s in reversed(dim_strata) if s.is_whole and not s.region}
     dims = list(ranges)
