@@ -192,7 +192,7 @@ def _lowest_pairs_cases(
         meets = met(low)
         case_dims = dict(low)
         if free is not None:
-            case_dims[free] = _with_room(free, ranges[free], rng, case_dims, [s for s in dim_strata if s.quantity == free])
+            case_dims[free] = _with_room(ranges[free], rng, case_dims, [s for s in dim_strata if s.quantity == free])
         case_dims = {d: case_dims[d] for d in dims}
         held = [s for s in dim_strata if _holds_stratum(s, case_dims, whole)]
         dim_strata = [s for s in dim_strata if s not in held]
@@ -203,15 +203,16 @@ def _lowest_pairs_cases(
     return added
 
 
-def _with_room(dim: str, bounds: tuple[int, int], rng: random.Random, dims: Mapping[str, int], strata: list[Stratum]) -> int:
-    """A value of `dim` two or more past its lowest: of the first of its `strata` that has one there (in the lower
-    half of the range where it can), else uniform in the lower half (from two past the lowest)."""
+def _with_room(bounds: tuple[int, int], rng: random.Random, dims: Mapping[str, int], strata: list[Stratum]) -> int:
+    """A dim's value two or more past its lowest: drawn at random within the first of its `strata` that has one there
+    (a stratum's values are all met across checks, not only its smallest), else uniform in the lower half of its
+    range (from two past the lowest)."""
     bottom, top = bounds
     room = min(bottom + 2, top)
     for stratum in strata:
-        values = [v for v in (stratum.draw(rng, dims) for _ in range(8)) if v is not None and room <= v <= top]
-        if values:
-            return min(values, key=lambda v: v > _half(bottom, top))
+        for value in (stratum.draw(rng, dims) for _ in range(8)):
+            if value is not None and room <= value <= top:
+                return value
     return rng.randint(room, max(_half(bottom, top), room))
 
 
