@@ -28,7 +28,7 @@ PACKAGE = "ferret"
 # belongs to the layer of the longest name that is it or a package above it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: the standard library only
-    ("ferret.errors", "ferret.wire", "ferret.progress", "ferret.private_folders"),
+    ("ferret.errors", "ferret.wire", "ferret.progress", "ferret.private_folders", "ferret.syntax"),
     # candidate languages (ferret/backends/registry.py): the contract names them, the scan, sandbox and gate ask them
     ("ferret.backends",),
     ("ferret.contract",),

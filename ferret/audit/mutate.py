@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ferret.audit.models import Mutant
 from ferret.errors import UsageError
+from ferret.syntax import parse_module
 
 Builder = Callable[[], ast.expr | ast.stmt]
 
@@ -391,7 +392,7 @@ def _suffixed(tree: ast.Module, suffix: str) -> list[ast.stmt]:
 def conditional_source(honest: ast.Module, mutated: ast.Module, condition: Condition) -> str:
     """One module holding the honest candidate and the mutant side by side, and a `run` that calls the mutant's
     only when `condition` holds for the call's inputs."""
-    dispatch = ast.parse(
+    dispatch = parse_module(
         # No `return`: the ABI writes outputs in place, and a `run` returning a value is the static scan's
         # `unwritten_output`, which would reject every conditional mutant whatever its numbers.
         "def run(inputs, outputs, params, trace=None):\n"
@@ -475,7 +476,7 @@ def make_mutants(source: str, name: str, operators: tuple[Operator, ...], size_t
     and built when read (`MadeMutant`). An offer whose replacement reads as the node it replaces changes nothing and
     makes no mutant. The diff is against the honest source as ast.unparse writes it, so that it shows the change
     alone."""
-    tree = ast.parse(source)
+    tree = parse_module(source)
     plain = ast.unparse(tree)
     made: list[MadeMutant] = []
     for op in operators:

@@ -39,6 +39,7 @@ from ferret.errors import UsageError
 from ferret.gate.judge import Judge, device_for
 from ferret.gate.lock import AUDIT_FOLDER, sha256_file
 from ferret.progress import ProgressLike, Reporter, as_reporter
+from ferret.syntax import parse_module
 
 CLASSIFY_STEP = "audit: classing mutants"
 JUDGE_STEP = "audit: the gate judges"
@@ -76,7 +77,7 @@ def require_candidate(path: Path) -> None:
     if not path.is_file():
         raise UsageError(f"{path}: no such candidate file")
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parse_module(path.read_text(), filename=str(path))
     except (SyntaxError, ValueError) as err:
         raise UsageError(f"{path}: the candidate does not parse ({err})") from None
     if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):

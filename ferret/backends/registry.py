@@ -4,10 +4,9 @@ default (Triton)."""
 
 from __future__ import annotations
 
-import ast
-
 from ferret.backends import cuda, triton
 from ferret.backends.base import Backend
+from ferret.syntax import parse_module
 
 _BACKENDS: dict[str, Backend] = {}
 DEFAULT = triton.BACKEND.name
@@ -41,7 +40,7 @@ def backend_for(source: str) -> Backend:
     """The language a candidate's source is written in, from what it imports. A source that does not parse is
     the default's to fail."""
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except (SyntaxError, ValueError, RecursionError):
         return _BACKENDS[DEFAULT]
     claimed = (b for name, b in _BACKENDS.items() if name != DEFAULT and b.claims(tree))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 from ferret.errors import ContractError
+from ferret.syntax import parse_expression
 
 if TYPE_CHECKING:
     import torch
@@ -142,7 +143,7 @@ def parse(expr: str) -> ast.Expression:
     if "#" in expr:
         raise ValueError("'#' inside an expression: put comments in YAML, above the field")
     try:
-        return ast.parse(" ".join(expr.split()), mode="eval")
+        return parse_expression(" ".join(expr.split()))
     except SyntaxError as err:
         raise ValueError(f"cannot parse {' '.join(expr.split())!r}: {err.msg}") from None
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import operator
 
+from ferret.syntax import parse_expression
+
 ShapeExpr = int | str
 
 _BINARY = {
@@ -60,7 +62,7 @@ def _parse(expr: ShapeExpr) -> ast.AST:
     if isinstance(expr, int):
         return ast.Expression(ast.Constant(expr))
     try:
-        return ast.parse(str(expr), mode="eval")
+        return parse_expression(str(expr))
     except SyntaxError as err:
         raise ValueError(f"cannot parse shape expression {expr!r}: {err.msg}") from None
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from ferret.syntax import parse_expression
+
 MANIFEST_FILE = "manifest.json"
 KERNEL_FILE = "kernel.py"
 DTYPE_VARIANT = "$dtype"
@@ -61,7 +63,7 @@ def _compiled(node: ast.AST):
 
 
 def compile_shape(shape: list) -> list:
-    return [_compiled(ast.parse(str(e), mode="eval")) for e in shape]
+    return [_compiled(parse_expression(str(e))) for e in shape]
 
 
 def load_manifest(package_init: str) -> dict:

@@ -17,6 +17,7 @@ from ferret.contract.load import tolerance_file
 from ferret.contract.model import Contract
 from ferret.errors import GateTampered
 from ferret.gate.trust import is_trusted, trust_dir
+from ferret.syntax import parse_module
 
 REPORT_FILE = "report.json"
 MANIFEST_FILE = "manifest.json"
@@ -168,7 +169,7 @@ def _imports(path: Path, module: str) -> list[str]:
 def _parse_imports(source: bytes, path: Path, module: str) -> list[str]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_module(source)):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -21,7 +21,6 @@ preset (`ferret.integrity.presets`) names the rules a scan runs, `triton` by def
 
 from __future__ import annotations
 
-import ast
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,6 +29,7 @@ from ferret.integrity.context import ScanContext
 from ferret.integrity.model import CHEATS, WORDS, Finding, ScanResult, finding
 from ferret.integrity.presets import rules_for
 from ferret.integrity.registry import Rule
+from ferret.syntax import parse_module
 
 __all__ = ["CHEATS", "Finding", "ScanResult", "scan_file", "scan_source"]
 
@@ -73,7 +73,7 @@ def scan_source(
     rules = rules_for(preset)
     digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
     try:
-        tree = ast.parse(source, filename=path)
+        tree = parse_module(source, filename=path)
     except (SyntaxError, ValueError) as err:
         msg = getattr(err, "msg", None) or str(err)
         return _unscannable(

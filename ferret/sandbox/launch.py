@@ -170,7 +170,7 @@ def _copy_runtime(workdir: Path) -> Path:
         import shutil
 
         (runtime / "ferret").mkdir(parents=True)
-        for module in ("__init__.py", "errors.py", "wire.py"):
+        for module in ("__init__.py", "errors.py", "wire.py", "syntax.py"):
             shutil.copy2(ferret_package / module, runtime / "ferret" / module)
         for package in ("sandbox", "bench", "backends"):
             shutil.copytree(ferret_package / package, runtime / "ferret" / package, ignore=shutil.ignore_patterns("__pycache__"))
