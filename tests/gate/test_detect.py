@@ -137,11 +137,12 @@ def test_a_passing_variant_names_nothing():
     assert _cheats(_result(_stage("y", True, 1e-3, 0.99999))) == {}
 
 
-def _constant_output_named(reference) -> bool:
+def _constant_output_named(reference, stage_passed: bool = False) -> bool:
     import torch
 
     written = torch.full(reference.shape, 1.1953125, dtype=torch.bfloat16)
-    found = from_outputs(_result(_stage("y", True, 1e-3, 0.99999)), {wire.fast_key(0, "y"): written}, {"y": reference}, ["y"])
+    stage = _stage("y", stage_passed, 1e-3 if stage_passed else 0.05, 0.99)
+    found = from_outputs(_result(stage), {wire.fast_key(0, "y"): written}, {"y": reference}, ["y"])
     return "constant_output" in {d.cheat for d in found}
 
 
@@ -152,6 +153,16 @@ def test_a_constant_output_is_named_only_where_the_reference_varies_in_the_outpu
     below_resolution = 1.1953125 + torch.linspace(0, 1e-5, 64, dtype=torch.float64)
     assert not _constant_output_named(below_resolution)
     assert _constant_output_named(1.1953125 + torch.linspace(0, 1e-1, 64, dtype=torch.float64))
+
+
+def test_a_constant_output_within_its_tolerance_is_not_named():
+    import torch
+
+    # two rows of one column: +-w each, the reference's two values one bfloat16 rounding apart, the honest kernel's
+    # one value within the tolerance (seen on a fresh case of two rows and one column)
+    one_rounding_apart = torch.tensor([1.1953125, 1.1953125 + 2**-7], dtype=torch.float64)
+    assert not _constant_output_named(one_rounding_apart, stage_passed=True)
+    assert _constant_output_named(one_rounding_apart, stage_passed=False)
 
 
 # --- every rejection path names what it saw -----------------------------------------------------------------
