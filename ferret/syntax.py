@@ -11,7 +11,7 @@ import threading
 _ONE_AT_A_TIME = threading.Lock()
 
 
-def parse_module(source: str, filename: str = "<unknown>") -> ast.Module:
+def parse_module(source: str | bytes, filename: str = "<unknown>") -> ast.Module:
     with _ONE_AT_A_TIME:
         return ast.parse(source, filename=filename)
 
