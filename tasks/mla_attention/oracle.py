@@ -17,7 +17,6 @@ values the oracle expands from them (expand_kv), which checks the W_UK / W_UV sp
 from __future__ import annotations
 
 import inspect
-
 import math
 
 import torch
@@ -33,6 +32,13 @@ FP32_PRODUCT_REL_ERROR = 2.0 ** -24
 _HIDDEN, _HEADS, _Q_LORA_RANK = 256, 4, 64
 _PREFILL_TOKENS = 5
 _FIRST_POSITIONS = (6000, 7321)  # past the 4096 original context, where YaRN and plain rope differ most
+
+
+def cache_keyword(forward, cache) -> dict:
+    """`{name: cache}` under the name `forward` declares for its cache. transformers renamed the argument
+    (past_key_values -> cache, 5.2x) and swallows an unknown keyword in **kwargs: a wrong name runs every step
+    without its past, as if the cache were empty."""
+    return {"cache" if "cache" in inspect.signature(forward).parameters else "past_key_values": cache}
 
 
 def deepseek_v3_oracle_config(params: dict = ref.DEEPSEEK_V3_PARAMS):
@@ -177,10 +183,7 @@ def validate_against_oracle(seed: int = 0, params: dict = ref.DEEPSEEK_V3_PARAMS
     hidden = torch.randn(batch, steps, _HIDDEN, generator=generator, dtype=ref.F64)
 
     cache = DynamicCache(config=config)
-    # transformers renamed the attention's cache argument (past_key_values -> cache, 5.2x); a wrong name is
-    # swallowed by **kwargs and leaves the cache empty, so pick the one this version declares.
-    forward_parameters = inspect.signature(DeepseekV3Attention.forward).parameters
-    cache_argument = {"cache" if "cache" in forward_parameters else "past_key_values": cache}
+    cache_argument = cache_keyword(DeepseekV3Attention.forward, cache)
     prefill = slice(0, _PREFILL_TOKENS)
     causal = torch.full((_PREFILL_TOKENS, _PREFILL_TOKENS), float("-inf"), dtype=ref.F64).triu(1)
     with torch.no_grad():

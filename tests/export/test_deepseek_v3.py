@@ -43,6 +43,16 @@ def _within_stock_bound(errors: dict, stock: dict) -> bool:
     return errors["rel_l2"] <= REL_L2_FACTOR * stock["rel_l2"] and errors["max_abs"] <= MAX_ABS_FACTOR * stock["max_abs"]
 
 
+def test_a_stock_decode_whose_cache_the_model_ignores_is_refused(monkeypatch, decoded):
+    """The truth is the stock model decoding with its past. Under a cache keyword the model does not know (transformers
+    renamed it: `tasks.mla_attention.oracle.cache_keyword`) the keyword is swallowed, every step attends to its own
+    token alone, and an exact op is measured against that; the stock decode refuses instead."""
+    model, tokens, _, _ = decoded
+    monkeypatch.setattr(dk, "cache_keyword", lambda forward, cache: {"not_a_cache_argument": cache})
+    with pytest.raises(AssertionError, match="holds 0 tokens after 1 steps: it was not used"):
+        dk.stock_decode(model, tokens[:, :2])
+
+
 def test_the_op_params_are_the_models(mla_package, decoded):
     """The exported op fixes the contract's params: the model must be the one they describe."""
     _, package = mla_package

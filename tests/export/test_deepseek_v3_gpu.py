@@ -20,6 +20,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import deepseek_kit as dk  # noqa: E402
 
+from tasks.mla_attention.oracle import cache_keyword  # noqa: E402
+
 pytestmark = pytest.mark.gpu
 
 BATCH, HEADS, STEPS, CAPACITY, SEED = 8, 16, 160, 320, 0  # 160 steps: three 64-row pages per request
@@ -69,7 +71,10 @@ def _stock_step_times(model: Any, tokens: torch.Tensor) -> tuple[float, float | 
     )
 
     def step():
-        return model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, cache_position=cache_position).logits
+        cache_argument = cache_keyword(model.forward, cache)
+        return model(
+            input_ids=ids, position_ids=positions, use_cache=True, cache_position=cache_position, **cache_argument
+        ).logits
 
     with torch.no_grad():
         for t in range(STEPS):
@@ -77,6 +82,7 @@ def _stock_step_times(model: Any, tokens: torch.Tensor) -> tuple[float, float | 
             positions.fill_(t)
             cache_position.fill_(t)
             step()
+        dk.require_cache_holds(cache, STEPS)
         eager = _per_call_us(step)  # the same slot rewritten each call: one step at STEPS past tokens
         try:
             graph = _captured(step)
