@@ -5,13 +5,15 @@ Four kernels, in stream order:
                         quantization (scale = amax / 448 per 128 values, codes rounded to e4m3 to nearest even,
                         written as bits through a uint8 view), the YaRN rope of k_pe into the bf16 rope cache
   2. _query_kernel      q_abs = q_nope @ W_UK_h per head and the YaRN rope of q_pe, packed as q [B, H, 576] bf16
-  3. _attention_kernel  one program per (request, head block) walks the request's tiles: codes times their
-                        scale, rounded to bf16 for the products; online softmax in fp32, fp32 accumulator
+  3. _split_attention_kernel  one program per (head block, split, request) walks the split's tiles: codes times
+                        their scale, rounded to bf16 for the products; online softmax in fp32, fp32 accumulator;
+     _merge_splits_kernel  the splits' partials weighted by their log-sum-exps (not launched at one split)
   4. _unabsorb_kernel   o_heads = o_latent @ W_UV_h^T per head
 Traced runs launch the same kernels, then one trace-only kernel recomputing the scores (the same tile helper)
 and turning them into probabilities with kernel 3's own log-sum-exp.
 
-Small and plain on purpose (one split per request): it exists to show the contract is met, not to be fast.
+Split-KV as the bf16 candidates: the splits from the shape alone (waves of one program per SM), so the step is
+capturable; heads in blocks of 64, so that the cache is read about once for all of them.
 """
 from __future__ import annotations
 
@@ -82,6 +84,65 @@ def _softmax_scale(params: dict) -> float:
         m = _yarn_mscale(yarn["factor"], yarn["mscale_all_dim"])
         scale *= m * m
     return scale
+
+
+# Kernel 3's launch on a GPU (module constants, so that a benchmark may try others): heads in blocks of up to 64 (every
+# block reads the request's tiles; fewer, larger blocks read the cache fewer times), tiles of 32 rows, 8 warps.
+HEAD_BLOCK = 64
+TOKEN_BLOCK = 32
+NUM_WARPS = 8
+NUM_STAGES = 1
+# Fewest tiles of one split, and most splits of one request
+MIN_SPLIT_TILES = 2
+MAX_SPLITS = 64
+# Splits merged at once (one [chunk, 512] fp32 load)
+MERGE_SPLIT_CHUNK = 8
+# Under the interpreter: small blocks (its time grows with them) and splits of 32 rows, so that small caches are split
+# and merged too
+_INTERPRETED_SIZES = {"block_h": 16, "block_n": 16, "split_rows": 32, "num_warps": 4, "num_stages": 1}
+
+_sizes_by_shape: dict[tuple, dict] = {}
+_sm_count_by_device: dict[str, int] = {}
+
+
+def _launch_sizes(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
+    """Kernel 3's blocks and splits for this shape (from sizes alone, never from the lengths: no read of the device,
+    so the step can be captured in a CUDA graph), worked out once per shape."""
+    key = (batch, heads, capacity, str(device))
+    if key not in _sizes_by_shape:
+        _sizes_by_shape[key] = _sizes_of(batch, heads, capacity, device)
+    return _sizes_by_shape[key]
+
+
+def _sizes_of(batch: int, heads: int, capacity: int, device: torch.device) -> dict:
+    if device.type != "cuda":
+        fixed = _INTERPRETED_SIZES
+        splits = triton.cdiv(capacity, fixed["split_rows"])
+        return {**fixed, "splits": splits, "split_tokens": fixed["split_rows"]}
+    block_h = min(HEAD_BLOCK, max(16, triton.next_power_of_2(heads)))
+    tiles = triton.cdiv(capacity, TOKEN_BLOCK)
+    splits = _wave_filling_splits(batch * triton.cdiv(heads, block_h), tiles, _sm_count(device))
+    split_tiles = triton.cdiv(tiles, splits)
+    return {"block_h": block_h, "block_n": TOKEN_BLOCK, "num_warps": NUM_WARPS, "num_stages": NUM_STAGES,
+            "splits": triton.cdiv(tiles, split_tiles), "split_tokens": split_tiles * TOKEN_BLOCK}
+
+
+def _sm_count(device: torch.device) -> int:
+    key = str(device)
+    if key not in _sm_count_by_device:
+        _sm_count_by_device[key] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _sm_count_by_device[key]
+
+
+def _wave_filling_splits(programs_per_split: int, tiles: int, slots: int) -> int:
+    """The split count with the least modelled time: waves of `slots` programs (one per SM) times each program's
+    tiles plus two tiles' worth of prologue and epilogue; ties go to fewer splits (a cheaper merge, none at one)."""
+    most = max(1, min(MAX_SPLITS, triton.cdiv(tiles, MIN_SPLIT_TILES)))
+
+    def cost(splits: int) -> tuple[int, int]:
+        return triton.cdiv(programs_per_split * splits, slots) * (triton.cdiv(tiles, splits) + 2), splits
+
+    return min(range(1, most + 1), key=cost)
 
 
 # Triton 3.9's CPU interpreter multiplies bf16 bit patterns in tl.dot and truncates fp32 -> bf16 casts; these
@@ -228,22 +289,31 @@ def _queries(q_ptr, b, h, h_mask, heads, RANK: tl.constexpr, ROPE: tl.constexpr)
 
 
 @triton.jit
-def _attention_kernel(
-    q_ptr, codes_ptr, scale_ptr, rope_ptr, cache_lens_ptr, o_latent_ptr, lse_ptr, heads, capacity, qk_scale_log2,
+def _split_attention_kernel(
+    q_ptr, codes_ptr, scale_ptr, rope_ptr, cache_lens_ptr, partial_ptr, lse_ptr, o_latent_ptr,
+    heads, capacity, num_splits, split_tokens, qk_scale_log2,
     RANK: tl.constexpr, ROPE: tl.constexpr, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-    INTERPRETED: tl.constexpr,
+    SINGLE: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
-    b = tl.program_id(0)
-    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    """One program per (head block, split, request): the request's rows [split * split_tokens, + split_tokens)
+    that it attends (up to its length), online softmax in fp32 over them. The head blocks of one (split, request)
+    are neighbours in the launch order, so the cache tiles they all read are read from HBM about once. With
+    SINGLE (one split) the normalized o_latent and the log-sum-exp are stored at once; else the split's
+    normalized partial and its log-sum-exp (-inf where it holds no row), merged by _merge_splits_kernel."""
+    h = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
+    split = tl.program_id(1)
+    b = tl.program_id(2)
     h_mask = h < heads
     tokens = tl.load(cache_lens_ptr + b) + 1
+    start = split * split_tokens
+    end = tl.minimum(start + split_tokens, tokens)
     q_latent, q_rope = _queries(q_ptr, b, h, h_mask, heads, RANK, ROPE)
     row_max = tl.full([BLOCK_H], float("-inf"), tl.float32)
     total = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, RANK], tl.float32)
-    for start in range(0, tokens, BLOCK_N):
-        t = start + tl.arange(0, BLOCK_N)
-        latent, logits, visible = _tile(q_latent, q_rope, codes_ptr, scale_ptr, rope_ptr, b, t, tokens, capacity,
+    for t0 in range(start, end, BLOCK_N):
+        t = t0 + tl.arange(0, BLOCK_N)
+        latent, logits, visible = _tile(q_latent, q_rope, codes_ptr, scale_ptr, rope_ptr, b, t, end, capacity,
                                         RANK, ROPE, BLOCK, INTERPRETED)
         logits = tl.where(visible[None, :], logits * qk_scale_log2, float("-inf"))
         new_max = tl.maximum(row_max, tl.max(logits, axis=1))
@@ -253,11 +323,47 @@ def _attention_kernel(
         p_operand = _round_to(p, latent.dtype, INTERPRETED)
         acc = tl.dot(_dot_operand(p_operand, INTERPRETED), _dot_operand(latent, INTERPRETED), acc=acc * correction[:, None])
         row_max = new_max
-    out = acc / total[:, None]
     cols = tl.arange(0, RANK)
-    tl.store(o_latent_ptr + (b * heads + h[:, None]) * RANK + cols[None, :],
-             _round_to(out, o_latent_ptr.dtype.element_ty, INTERPRETED), mask=h_mask[:, None])
-    tl.store(lse_ptr + b * heads + h, row_max + tl.log2(total), mask=h_mask)
+    rows = b * heads + h  # (request, head) rows
+    filled = total > 0.0
+    out = acc / tl.where(filled, total, 1.0)[:, None]
+    lse = tl.where(filled, row_max + tl.log2(tl.where(filled, total, 1.0)), float("-inf"))
+    if SINGLE:
+        tl.store(o_latent_ptr + rows[:, None] * RANK + cols[None, :],
+                 _round_to(out, o_latent_ptr.dtype.element_ty, INTERPRETED), mask=h_mask[:, None])
+        tl.store(lse_ptr + rows, lse, mask=h_mask)
+    else:
+        slots = rows * num_splits + split
+        tl.store(partial_ptr + slots.to(tl.int64)[:, None] * RANK + cols[None, :], out, mask=h_mask[:, None])
+        tl.store(lse_ptr + slots, lse, mask=h_mask)
+
+
+@triton.jit
+def _merge_splits_kernel(
+    partial_ptr, split_lse_ptr, o_latent_ptr, lse_ptr, num_splits,
+    RANK: tl.constexpr, SPLIT_CHUNK: tl.constexpr, SPLITS_POW2: tl.constexpr, INTERPRETED: tl.constexpr,
+):
+    """One (request, head) row per program: the splits' normalized partials weighted by their share of the row's
+    log-sum-exp, summed in fp32 in split order and rounded once to o_latent's dtype; the row's log-sum-exp (what
+    the traced run's probabilities use). A split of no rows weighs 0 and its partial is never loaded."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, RANK)
+    every = tl.arange(0, SPLITS_POW2)
+    split_lse = tl.load(split_lse_ptr + row * num_splits + every, mask=every < num_splits, other=float("-inf"))
+    top = tl.max(split_lse, axis=0)
+    top = tl.where(top == float("-inf"), 0.0, top)
+    total = tl.sum(tl.exp2(split_lse - top), axis=0)
+    latent = tl.zeros([RANK], tl.float32)
+    for s0 in range(0, num_splits, SPLIT_CHUNK):
+        s = s0 + tl.arange(0, SPLIT_CHUNK)
+        s_lse = tl.load(split_lse_ptr + row * num_splits + s, mask=s < num_splits, other=float("-inf"))
+        weight = tl.exp2(s_lse - top) / total
+        live = weight > 0.0
+        part = tl.load(partial_ptr + (row.to(tl.int64) * num_splits + s)[:, None] * RANK + cols[None, :],
+                       mask=live[:, None], other=0.0)
+        latent += tl.sum(tl.where(live[:, None], weight[:, None] * part, 0.0), axis=0)
+    tl.store(o_latent_ptr + row * RANK + cols, _round_to(latent, o_latent_ptr.dtype.element_ty, INTERPRETED))
+    tl.store(lse_ptr + row, top + tl.log2(total))
 
 
 @triton.jit
@@ -327,11 +433,23 @@ def run(inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], param
     )
     o_latent = torch.empty((batch, heads, rank), dtype=q_nope.dtype, device=device)
     lse = torch.empty((batch, heads), dtype=torch.float32, device=device)
-    block_h, block_n = 16, 16 if interpreted else 32
-    _attention_kernel[(batch, triton.cdiv(heads, block_h))](
-        q, kv_latent, kv_scale, kv_rope, cache_lens, o_latent, lse, heads, capacity, scale * _LOG2E,
-        RANK=rank, ROPE=rope, BLOCK=SCALE_BLOCK, BLOCK_H=block_h, BLOCK_N=block_n, INTERPRETED=interpreted,
+    sizes = _launch_sizes(batch, heads, capacity, device)
+    block_h, block_n, splits = sizes["block_h"], sizes["block_n"], sizes["splits"]
+    single = splits == 1
+    partial = o_latent if single else torch.empty((batch, heads, splits, rank), dtype=torch.float32, device=device)
+    split_lse = lse if single else torch.empty((batch, heads, splits), dtype=torch.float32, device=device)
+    _split_attention_kernel[(triton.cdiv(heads, block_h), splits, batch)](
+        q, kv_latent, kv_scale, kv_rope, cache_lens, partial, split_lse, o_latent,
+        heads, capacity, splits, sizes["split_tokens"], scale * _LOG2E,
+        RANK=rank, ROPE=rope, BLOCK=SCALE_BLOCK, BLOCK_H=block_h, BLOCK_N=block_n, SINGLE=single,
+        INTERPRETED=interpreted, num_warps=sizes["num_warps"], num_stages=sizes["num_stages"],
     )
+    if not single:
+        _merge_splits_kernel[(batch * heads,)](
+            partial, split_lse, o_latent, lse, splits,
+            RANK=rank, SPLIT_CHUNK=MERGE_SPLIT_CHUNK, SPLITS_POW2=max(2, triton.next_power_of_2(splits)),
+            INTERPRETED=interpreted, num_warps=4,
+        )
     _unabsorb_kernel[(heads, triton.cdiv(batch, block_b))](
         o_latent, w_kv_b, o_heads, batch, heads,
         RANK=rank, NOPE=QK_NOPE_HEAD_DIM, V_DIM=V_HEAD_DIM, BLOCK_B=block_b, INTERPRETED=interpreted,
