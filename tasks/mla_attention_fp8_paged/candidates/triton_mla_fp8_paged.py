@@ -1,7 +1,8 @@
 """Triton candidate: one DeepSeek-V3 MLA decode step in the absorbed form over a paged FP8 cache.
 
-The FP8 candidate (tasks/mla_attention_fp8/candidates/triton_mla_fp8.py) with its rows addressed through the block
-table: logical row t of request b is row t % 64 of page block_table[b, t // 64] in each of the three pools.
+The FP8 candidate's first, one-split design (tasks/mla_attention_fp8/candidates/triton_mla_fp8.py has since split its
+attention) with its rows addressed through the block table: logical row t of request b is row t % 64 of page
+block_table[b, t // 64] in each of the three pools.
 
 Four kernels, in stream order:
   1. _append_kernel     kv_a_layernorm of the new latent (fp32, rounded to bf16 as the contract's c_kv), its
